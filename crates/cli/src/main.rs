@@ -1,0 +1,145 @@
+//! `loadcell`: parse, validate, dispatch. Everything that runs lives in
+//! the library crates; this binary only composes them.
+
+mod args;
+mod launch;
+mod list;
+mod progress;
+mod result;
+mod workload;
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::anyhow;
+use clap::error::ErrorKind;
+use clap::Parser;
+use loadcell_core::Target;
+
+use crate::args::{Cli, Command, TargetArgs};
+use crate::launch::{CleanupJob, PrepareJob, RunJob};
+use crate::workload::WorkloadSpec;
+
+fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().collect();
+    let cli = match Cli::try_parse_from(&argv) {
+        Ok(cli) => cli,
+        Err(e) => return clap_error(e),
+    };
+    match dispatch(cli, argv) {
+        Ok(code) => ExitCode::from(code as u8),
+        Err(e) => {
+            eprintln!("loadcell: error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Help and version print as usual; usage errors print one line that says
+/// what is wrong, and where to look.
+fn clap_error(e: clap::Error) -> ExitCode {
+    match e.kind() {
+        ErrorKind::DisplayHelp
+        | ErrorKind::DisplayVersion
+        | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            ExitCode::SUCCESS
+        }
+        _ => {
+            let rendered = e.render().to_string();
+            let first = rendered.lines().next().unwrap_or("invalid arguments");
+            let first = first.strip_prefix("error: ").unwrap_or(first);
+            let first = loadcell_core::target::redact_raw(first);
+            eprintln!("loadcell: error: {first} (see `loadcell --help`)");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// The target to use, and whether it is the embedded default.
+fn resolve_target(t: &TargetArgs) -> anyhow::Result<(Target, bool)> {
+    match &t.target {
+        Some(raw) => Ok((Target::parse(raw)?, false)),
+        None => {
+            std::fs::create_dir_all(&t.results_dir).map_err(|e| {
+                anyhow!(
+                    "cannot create the results directory {}: {e}",
+                    t.results_dir.display()
+                )
+            })?;
+            let path = t.results_dir.join("loadcell.sqlite");
+            Ok((default_sqlite(&path)?, true))
+        }
+    }
+}
+
+fn default_sqlite(path: &Path) -> anyhow::Result<Target> {
+    Ok(Target::parse(&format!("sqlite:{}", path.display()))?)
+}
+
+/// Rejects a workload that the target's driver cannot serve, before any
+/// connection is opened.
+fn check_family(spec: &WorkloadSpec, target: &Target) -> anyhow::Result<()> {
+    if let Some(info) = loadcell_drivers::find(target.scheme()) {
+        if info.family != spec.family() {
+            return Err(anyhow!(
+                "workload {} needs a {} driver, but {}: is a {} driver",
+                spec.name(),
+                spec.family().as_str(),
+                target.scheme(),
+                info.family.as_str()
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn dispatch(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
+    match cli.command {
+        Command::List => {
+            print!("{}", list::render());
+            Ok(0)
+        }
+        Command::Prepare(a) => {
+            let spec =
+                WorkloadSpec::resolve(&a.target.workload, &a.oltp).map_err(|e| anyhow!(e))?;
+            let (target, _) = resolve_target(&a.target)?;
+            check_family(&spec, &target)?;
+            let job = PrepareJob {
+                spec,
+                threads: a.threads,
+                connect_timeout: a.target.connect_timeout,
+            };
+            loadcell_drivers::open(&target, job)??;
+            Ok(0)
+        }
+        Command::Cleanup(a) => {
+            // Validates the workload name; cleanup itself is driven by
+            // what prepare recorded.
+            let spec =
+                WorkloadSpec::resolve(&a.target.workload, &crate::args::OltpArgs::defaults())
+                    .map_err(|e| anyhow!(e))?;
+            let (target, _) = resolve_target(&a.target)?;
+            check_family(&spec, &target)?;
+            let job = CleanupJob {
+                connect_timeout: a.target.connect_timeout,
+            };
+            loadcell_drivers::open(&target, job)??;
+            Ok(0)
+        }
+        Command::Run(a) => {
+            let spec =
+                WorkloadSpec::resolve(&a.target.workload, &a.oltp).map_err(|e| anyhow!(e))?;
+            let (target, default_target) = resolve_target(&a.target)?;
+            check_family(&spec, &target)?;
+            let job = RunJob {
+                args: &a,
+                spec,
+                target: target.clone(),
+                default_target,
+                argv,
+            };
+            Ok(loadcell_drivers::open(&target, job)??)
+        }
+    }
+}

@@ -1,0 +1,157 @@
+//! Assembles the result file from what the engine measured and what the
+//! run was asked to do.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use loadcell_core::{ServerInfo, Target};
+use loadcell_engine::{Category, EnginePlan, OpSpec, RunOutcome};
+use loadcell_record::env::HostInfo;
+use loadcell_record::hist::{self, LatencySummary};
+use loadcell_record::result::{
+    Environment, Histograms, LoopMode, OpSummary, QueryCounts, RunConfig, RunResult, Schedule,
+    ServerDescription, Summary, SCHEMA_ID,
+};
+
+pub struct ResultContext<'a> {
+    pub argv: &'a [String],
+    pub workload: &'a str,
+    pub workload_options: BTreeMap<String, serde_json::Value>,
+    pub target: &'a Target,
+    pub driver: &'a str,
+    pub server: Option<ServerInfo>,
+    pub plan: &'a EnginePlan,
+    pub labels: BTreeMap<String, String>,
+    pub ops: &'a [OpSpec],
+    pub transactional: bool,
+    /// SQL workloads report queries as read/write/other.
+    pub sql: bool,
+}
+
+fn rfc3339(t: SystemTime) -> String {
+    humantime::format_rfc3339_millis(t).to_string()
+}
+
+/// `RESULTS_DIR/20261121T101500Z-oltp_read_write.json`.
+pub fn default_path(dir: &Path, workload: &str) -> PathBuf {
+    let stamp: String = humantime::format_rfc3339_seconds(SystemTime::now())
+        .to_string()
+        .chars()
+        .filter(|c| !matches!(c, '-' | ':'))
+        .collect();
+    dir.join(format!("{stamp}-{workload}.json"))
+}
+
+pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
+    let total = &outcome.total;
+    let secs = outcome.duration.as_secs_f64();
+    let per_sec = |n: u64| if secs > 0.0 { n as f64 / secs } else { 0.0 };
+    let plan = ctx.plan;
+
+    let mut queries = QueryCounts::default();
+    let mut ops = BTreeMap::new();
+    let mut op_histograms = BTreeMap::new();
+    for (spec, op) in ctx.ops.iter().zip(&total.ops) {
+        if op.count == 0 {
+            continue;
+        }
+        match spec.category {
+            Category::Read => queries.read += op.count,
+            Category::Write => queries.write += op.count,
+            Category::Other => queries.other += op.count,
+        }
+        ops.insert(
+            spec.name.to_string(),
+            OpSummary {
+                category: spec.category.as_str().to_string(),
+                count: op.count,
+                errors: op.errors,
+                latency_ms: LatencySummary::of(&op.latency),
+            },
+        );
+        op_histograms.insert(spec.name.to_string(), hist::encode(&op.latency));
+    }
+    queries.total = queries.read + queries.write + queries.other;
+
+    let summary = Summary {
+        duration_s: secs,
+        ops: total.ops_total(),
+        errors: total.op_errors_total(),
+        ops_per_sec: per_sec(total.ops_total()),
+        events: total.events,
+        events_per_sec: per_sec(total.events),
+        txn_per_sec: ctx.transactional.then(|| per_sec(total.events)),
+        retries: total.retries,
+        reconnects: total.reconnects,
+        failed_events: total.failed_events,
+        latency_ms: LatencySummary::of(&total.response),
+        service_time_ms: LatencySummary::of(&total.service),
+        schedule: Schedule {
+            mode: if outcome.open_loop {
+                LoopMode::OpenLoop
+            } else {
+                LoopMode::ClosedLoop
+            },
+            target_rate: plan.rate.map(|r| r.per_sec),
+            achieved_rate: per_sec(total.events),
+            late: total.late,
+            dropped: total.dropped,
+            lag_ms: outcome.open_loop.then(|| LatencySummary::of(&total.lag)),
+        },
+        queries: ctx.sql.then_some(queries),
+        client_cpu: outcome.client_cpu,
+    };
+
+    RunResult {
+        schema: SCHEMA_ID.to_string(),
+        loadcell_version: env!("CARGO_PKG_VERSION").to_string(),
+        status: outcome.stop_reason.status(),
+        stop_reason: outcome.stop_reason,
+        error: outcome.error.clone(),
+        started_at: rfc3339(outcome.started_at),
+        ended_at: rfc3339(outcome.ended_at),
+        command: ctx
+            .argv
+            .iter()
+            .map(|a| loadcell_core::target::redact_raw(a))
+            .collect(),
+        labels: ctx.labels.clone(),
+        config: RunConfig {
+            workload: ctx.workload.to_string(),
+            target: ctx.target.redacted(),
+            driver: ctx.driver.to_string(),
+            threads: plan.threads,
+            clients_per_thread: plan.clients,
+            time_s: plan.time.map(|t| t.as_secs_f64()),
+            events: plan.events,
+            warmup_s: plan.warmup.as_secs_f64(),
+            rate: plan.rate.map(|r| r.per_sec),
+            arrival: plan.rate.map(|r| r.arrival.as_str().to_string()),
+            report_interval_s: plan.interval.as_secs_f64(),
+            connect_timeout_s: plan.connect_timeout.as_secs_f64(),
+            seed: plan.seed,
+            workload_options: ctx.workload_options.clone(),
+        },
+        environment: Environment {
+            host: HostInfo::collect(),
+            server: ctx.server.as_ref().map(|s| ServerDescription {
+                product: s.product.clone(),
+                version: s.version.clone(),
+            }),
+        },
+        summary,
+        ops,
+        intervals: outcome.intervals,
+        histograms: Histograms {
+            encoding: hist::ENCODING.to_string(),
+            unit: "us".to_string(),
+            response: hist::encode(&total.response),
+            service: hist::encode(&total.service),
+            lag: hist::encode(&total.lag),
+            ops: op_histograms,
+        },
+        warnings: outcome.warnings,
+        error_samples: total.error_samples.clone(),
+    }
+}

@@ -1,0 +1,161 @@
+//! Bad input gets one clear line naming the problem, a non-zero exit, and
+//! no load: no result file is written.
+
+mod common;
+
+use common::*;
+
+fn fails_with(args: &[&str], expected: &[&str]) {
+    let dir = tempfile::tempdir().unwrap();
+    let o = loadcell(dir.path(), args);
+    assert!(!o.status.success(), "{args:?} should fail");
+    let err = stderr(&o);
+    assert_eq!(
+        err.trim().lines().count(),
+        1,
+        "one line for {args:?}: {err}"
+    );
+    for e in expected {
+        assert!(err.contains(e), "{args:?}: expected '{e}' in: {err}");
+    }
+    assert!(stdout(&o).is_empty(), "{args:?}: {}", stdout(&o));
+    let wrote_result = std::fs::read_dir(dir.path().join("results"))
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .any(|e| e.path().extension().is_some_and(|x| x == "json"))
+        })
+        .unwrap_or(false);
+    assert!(!wrote_result, "{args:?} wrote a result");
+}
+
+#[test]
+fn unknown_workload_lists_the_valid_ones() {
+    fails_with(
+        &["run", "oltp_nope"],
+        &[
+            "unknown workload 'oltp_nope'",
+            "oltp_read_write",
+            "oltp_delete",
+        ],
+    );
+}
+
+#[test]
+fn unknown_option() {
+    fails_with(
+        &["run", "oltp_read_write", "--thraeds", "4"],
+        &["--thraeds"],
+    );
+}
+
+#[test]
+fn malformed_and_unsupported_urls() {
+    fails_with(
+        &[
+            "run",
+            "oltp_read_write",
+            "--target",
+            "mysql://root:hunter2@[oops/db",
+        ],
+        &["malformed target URL"],
+    );
+    fails_with(
+        &["run", "oltp_read_write", "--target", "localhost:3306"],
+        &["unsupported target scheme 'localhost:'", "mysql:"],
+    );
+    fails_with(
+        &["run", "oltp_read_write", "--target", "oracle://db:1521/x"],
+        &["unsupported target scheme 'oracle:'", "postgres:"],
+    );
+}
+
+#[test]
+fn secrets_are_not_echoed_in_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = loadcell(
+        dir.path(),
+        &[
+            "run",
+            "oltp_read_write",
+            "--target",
+            "mysql://root:hunter2@[oops/db",
+        ],
+    );
+    assert!(!stderr(&o).contains("hunter2"), "{}", stderr(&o));
+}
+
+#[test]
+fn zero_or_negative_numbers() {
+    fails_with(
+        &["run", "oltp_read_write", "--threads", "0"],
+        &["--threads", "greater than 0"],
+    );
+    fails_with(
+        &["run", "oltp_read_write", "--threads", "-2"],
+        &["--threads", "greater than 0"],
+    );
+    fails_with(
+        &["run", "oltp_read_write", "--time", "0"],
+        &["--time", "greater than 0"],
+    );
+    fails_with(
+        &["run", "oltp_read_write", "--time", "-5s"],
+        &["--time", "negative"],
+    );
+    fails_with(
+        &["run", "oltp_read_write", "--rate", "0"],
+        &["--rate", "greater than 0"],
+    );
+    fails_with(
+        &["run", "oltp_read_write", "--rate", "-100"],
+        &["--rate", "greater than 0"],
+    );
+}
+
+#[test]
+fn unreachable_host_is_named() {
+    let port = loadcell_testkit::closed_port();
+    let target = format!("mysql://root:pw@127.0.0.1:{port}/db");
+    fails_with(
+        &[
+            "run",
+            "oltp_read_write",
+            "--target",
+            &target,
+            "--connect-timeout",
+            "2s",
+        ],
+        &[&format!("127.0.0.1:{port}"), "refused"],
+    );
+    let target = format!("postgres://u:pw@127.0.0.1:{port}/db");
+    fails_with(
+        &["run", "oltp_point_select", "--target", &target],
+        &[&format!("127.0.0.1:{port}")],
+    );
+}
+
+#[test]
+fn bad_distribution_name() {
+    fails_with(
+        &["run", "oltp_read_write", "--rand-type", "normal"],
+        &["--rand-type", "uniform, gaussian"],
+    );
+}
+
+#[test]
+fn help_and_list_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = ok(loadcell(dir.path(), &["--help"]));
+    assert!(stdout(&o).contains("Examples:"));
+    let o = ok(loadcell(dir.path(), &["list"]));
+    let out = stdout(&o);
+    for w in [
+        "oltp_read_write",
+        "oltp_update_non_index",
+        "sqlite",
+        "mysql",
+        "postgres",
+    ] {
+        assert!(out.contains(w), "{w} in {out}");
+    }
+}

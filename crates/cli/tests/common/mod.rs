@@ -1,0 +1,118 @@
+//! Helpers for running the built `loadcell` binary in tests.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_loadcell")
+}
+
+/// Runs loadcell in `dir` with `args`.
+pub fn loadcell(dir: &Path, args: &[&str]) -> Output {
+    Command::new(bin())
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("the loadcell binary runs")
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Asserts success, showing both streams if not.
+pub fn ok(o: Output) -> Output {
+    assert!(
+        o.status.success(),
+        "loadcell failed ({:?})\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        stdout(&o),
+        stderr(&o)
+    );
+    o
+}
+
+pub fn read_json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    serde_json::from_str(&text).expect("result is JSON")
+}
+
+/// Validates a result against the checked-in schema.
+pub fn assert_valid_result(result: &Value) {
+    let schema_path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/result.schema.json");
+    let schema = read_json(&schema_path);
+    let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
+    let errors: Vec<String> = validator
+        .iter_errors(result)
+        .map(|e| format!("{} at {}", e, e.instance_path))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "result does not match docs/result.schema.json: {errors:#?}"
+    );
+}
+
+pub fn f(v: &Value, pointer: &str) -> f64 {
+    v.pointer(pointer)
+        .and_then(Value::as_f64)
+        .unwrap_or_else(|| panic!("no number at {pointer}"))
+}
+
+pub fn u(v: &Value, pointer: &str) -> u64 {
+    v.pointer(pointer)
+        .and_then(Value::as_u64)
+        .unwrap_or_else(|| panic!("no integer at {pointer}"))
+}
+
+pub fn s<'a>(v: &'a Value, pointer: &str) -> &'a str {
+    v.pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("no string at {pointer}"))
+}
+
+/// Runs SQL on a test server with its own command-line client and returns
+/// the output rows, tab-separated.
+pub fn sql(server: &loadcell_testkit::TestServer, query: &str) -> String {
+    use loadcell_testkit::{ServerKind, DB_NAME, DB_PASSWORD, DB_USER};
+    let port = server.port.to_string();
+    let out = match server.kind() {
+        ServerKind::MariaDb => Command::new("mariadb")
+            .args(["-h", "127.0.0.1", "-P", &port, "-u", DB_USER])
+            .arg(format!("-p{DB_PASSWORD}"))
+            .args(["-N", "-B", DB_NAME, "-e", query])
+            .output(),
+        ServerKind::Postgres => Command::new("psql")
+            .env("PGPASSWORD", DB_PASSWORD)
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &port,
+                "-U",
+                DB_USER,
+                "-d",
+                DB_NAME,
+                "-tA",
+                "-c",
+                query,
+            ])
+            .output(),
+    }
+    .expect("the database client runs");
+    assert!(
+        out.status.success(),
+        "{query}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}

@@ -1,0 +1,340 @@
+//! End-to-end runs of the binary on the embedded SQLite target: the
+//! default job, result files, phases, limits, interrupts, prepare/cleanup.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+
+#[test]
+fn default_run_prepares_and_writes_a_valid_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = ok(loadcell(
+        dir.path(),
+        &[
+            "run",
+            "oltp_read_write",
+            "--time",
+            "2s",
+            "--table-size",
+            "2000",
+            "--out",
+            "r.json",
+        ],
+    ));
+    let out = stdout(&o);
+    assert!(out.contains("SQL statistics:"), "{out}");
+    assert!(out.contains("Latency (ms):"), "{out}");
+    assert!(out.contains("closed loop"), "{out}");
+    assert!(dir.path().join("results/loadcell.sqlite").exists());
+
+    let r = read_json(&dir.path().join("r.json"));
+    assert_valid_result(&r);
+    assert_eq!(s(&r, "/status"), "complete");
+    assert_eq!(s(&r, "/summary/schedule/mode"), "closed_loop");
+    let events = u(&r, "/summary/events");
+    assert!(events > 10, "{events} transactions");
+    // sysbench's 20 queries per read/write transaction, BEGIN and COMMIT included.
+    assert_eq!(u(&r, "/summary/ops"), 20 * events);
+    assert_eq!(u(&r, "/summary/queries/read"), 14 * events);
+    assert_eq!(u(&r, "/summary/queries/write"), 4 * events);
+    assert_eq!(u(&r, "/summary/queries/other"), 2 * events);
+    assert_eq!(u(&r, "/ops/point_select/count"), 10 * events);
+    assert!(f(&r, "/summary/txn_per_sec") > 0.0);
+    assert!(f(&r, "/summary/latency_ms/p99") >= f(&r, "/summary/latency_ms/p50"));
+    assert_eq!(s(&r, "/environment/server/product"), "SQLite");
+    assert_eq!(s(&r, "/config/workload_options/rand_type"), "special");
+
+    // The second run finds the data set prepared and says nothing about it.
+    let o = ok(loadcell(
+        dir.path(),
+        &[
+            "run",
+            "oltp_point_select",
+            "--time",
+            "1s",
+            "--table-size",
+            "2000",
+        ],
+    ));
+    assert!(!stderr(&o).contains("Preparing"), "{}", stderr(&o));
+    let files: Vec<_> = std::fs::read_dir(dir.path().join("results"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .ends_with("-oltp_point_select.json")
+        })
+        .collect();
+    assert_eq!(
+        files.len(),
+        1,
+        "default result path is results/<time>-<workload>.json"
+    );
+}
+
+#[test]
+fn events_limit_warmup_and_intervals_add_up() {
+    let dir = tempfile::tempdir().unwrap();
+    ok(loadcell(
+        dir.path(),
+        &["prepare", "oltp_point_select", "--table-size", "1000"],
+    ));
+    let o = ok(loadcell(
+        dir.path(),
+        &[
+            "run",
+            "oltp_point_select",
+            "--table-size",
+            "1000",
+            "--threads",
+            "2",
+            "--events",
+            "3000",
+            "--warmup",
+            "1s",
+            "--report-interval",
+            "500ms",
+            "--json",
+        ],
+    ));
+    let r: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("--json prints the result");
+    assert_valid_result(&r);
+    // Exactly the measured events; warm-up events are not in the totals.
+    assert_eq!(u(&r, "/summary/events"), 3000);
+    assert_eq!(u(&r, "/summary/ops"), 3000);
+    let intervals = r["intervals"].as_array().unwrap();
+    assert!(!intervals.is_empty());
+    let sum: u64 = intervals.iter().map(|i| i["ops"].as_u64().unwrap()).sum();
+    assert_eq!(sum, 3000, "intervals add up to the totals");
+    let err = stderr(&o);
+    assert!(err.contains("(warm-up)"), "live lines mark warm-up: {err}");
+    assert!(err.contains("tps:") && err.contains("p99:"), "{err}");
+}
+
+#[test]
+fn open_loop_reports_response_and_service_time() {
+    let dir = tempfile::tempdir().unwrap();
+    ok(loadcell(
+        dir.path(),
+        &["prepare", "oltp_point_select", "--table-size", "1000"],
+    ));
+    let o = ok(loadcell(
+        dir.path(),
+        &[
+            "run",
+            "oltp_point_select",
+            "--table-size",
+            "1000",
+            "--rate",
+            "500",
+            "--arrival",
+            "uniform",
+            "--time",
+            "2s",
+            "--out",
+            "r.json",
+        ],
+    ));
+    let r = read_json(&dir.path().join("r.json"));
+    assert_valid_result(&r);
+    assert_eq!(s(&r, "/summary/schedule/mode"), "open_loop");
+    let achieved = f(&r, "/summary/schedule/achieved_rate");
+    assert!(
+        (achieved - 500.0).abs() < 25.0,
+        "achieved {achieved}/s of 500/s"
+    );
+    assert!(f(&r, "/summary/latency_ms/p50") >= f(&r, "/summary/service_time_ms/p50"));
+    assert!(
+        stdout(&o).contains("open loop at 500.0 events/s"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[test]
+fn sigint_still_writes_a_partial_result() {
+    let dir = tempfile::tempdir().unwrap();
+    ok(loadcell(
+        dir.path(),
+        &["prepare", "oltp_read_only", "--table-size", "1000"],
+    ));
+    let child = Command::new(bin())
+        .args([
+            "run",
+            "oltp_read_only",
+            "--table-size",
+            "1000",
+            "--time",
+            "60s",
+            "--out",
+            "r.json",
+        ])
+        .current_dir(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    // SAFETY: signalling the child we just spawned.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    let r = read_json(&dir.path().join("r.json"));
+    assert_valid_result(&r);
+    assert_eq!(s(&r, "/status"), "partial");
+    assert_eq!(s(&r, "/stop_reason"), "interrupted");
+    assert!(u(&r, "/summary/events") > 0);
+    assert!(f(&r, "/summary/duration_s") < 30.0);
+}
+
+#[test]
+fn prepare_is_idempotent_and_cleanup_drops_only_its_own_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    let target = format!("sqlite:{}", db.display());
+    let o = ok(loadcell(
+        dir.path(),
+        &[
+            "prepare",
+            "oltp_read_write",
+            "--target",
+            &target,
+            "--tables",
+            "3",
+            "--table-size",
+            "500",
+            "--threads",
+            "2",
+        ],
+    ));
+    let out = stdout(&o);
+    assert!(out.contains("Creating table 'sbtest3'"), "{out}");
+    assert!(
+        out.contains("Creating a secondary index on 'sbtest1'"),
+        "{out}"
+    );
+    let sqlite = |sql: &str| rusqlite_count(&db, sql);
+    for t in 1..=3 {
+        assert_eq!(sqlite(&format!("SELECT COUNT(*) FROM sbtest{t}")), 500);
+    }
+    // Again: nothing to do.
+    let o = ok(loadcell(
+        dir.path(),
+        &[
+            "prepare",
+            "oltp_read_write",
+            "--target",
+            &target,
+            "--tables",
+            "3",
+            "--table-size",
+            "500",
+        ],
+    ));
+    assert!(stdout(&o).contains("nothing to do"), "{}", stdout(&o));
+    // A bigger table size completes the existing tables.
+    ok(loadcell(
+        dir.path(),
+        &[
+            "prepare",
+            "oltp_read_write",
+            "--target",
+            &target,
+            "--tables",
+            "3",
+            "--table-size",
+            "800",
+        ],
+    ));
+    assert_eq!(sqlite("SELECT COUNT(*) FROM sbtest2"), 800);
+
+    // A table loadcell did not create, named like one it would.
+    sqlite_exec(
+        &db,
+        "CREATE TABLE sbtest4(id INTEGER PRIMARY KEY); CREATE TABLE users(id INTEGER)",
+    );
+    let o = ok(loadcell(
+        dir.path(),
+        &[
+            "prepare",
+            "oltp_read_write",
+            "--target",
+            &target,
+            "--tables",
+            "4",
+            "--table-size",
+            "800",
+        ],
+    ));
+    assert!(
+        stdout(&o).contains("'sbtest4' already exists and was not created by loadcell"),
+        "{}",
+        stdout(&o)
+    );
+
+    ok(loadcell(
+        dir.path(),
+        &["cleanup", "oltp_read_write", "--target", &target],
+    ));
+    let left = sqlite_names(&db);
+    assert_eq!(left, vec!["sbtest4".to_string(), "users".to_string()]);
+}
+
+#[test]
+fn missing_tables_name_the_prepare_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = format!("sqlite:{}", dir.path().join("empty.db").display());
+    let o = loadcell(
+        dir.path(),
+        &[
+            "run",
+            "oltp_read_write",
+            "--target",
+            &target,
+            "--time",
+            "1s",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(err.contains("table sbtest1 does not exist"), "{err}");
+    assert!(
+        err.contains("loadcell prepare oltp_read_write --target"),
+        "{err}"
+    );
+}
+
+fn rusqlite_count(db: &std::path::Path, sql: &str) -> i64 {
+    python_sqlite(db, sql).trim().parse().unwrap()
+}
+
+fn sqlite_exec(db: &std::path::Path, sql: &str) {
+    python_sqlite(db, sql);
+}
+
+fn sqlite_names(db: &std::path::Path) -> Vec<String> {
+    python_sqlite(
+        db,
+        "SELECT name FROM sqlite_master WHERE type='table' ORDER BY name",
+    )
+    .lines()
+    .map(str::to_string)
+    .collect()
+}
+
+/// Python's sqlite3 module is always there on Debian; the sqlite3 CLI is not.
+fn python_sqlite(db: &std::path::Path, sql: &str) -> String {
+    let script = "import sqlite3,sys\nc=sqlite3.connect(sys.argv[1])\ncur=c.executescript(sys.argv[2]) if ';' in sys.argv[2] else c.execute(sys.argv[2])\nfor row in cur.fetchall() if ';' not in sys.argv[2] else []: print(row[0])\nc.commit()\n";
+    let o = Command::new("python3")
+        .args(["-c", script])
+        .arg(db)
+        .arg(sql)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}

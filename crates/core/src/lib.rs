@@ -1,0 +1,16 @@
+//! The narrow waist of loadcell: what a driver must provide, how errors are
+//! classified, and how targets are named. The engine, workloads and drivers
+//! depend on this crate and not on each other.
+
+// Futures here run on per-worker current-thread runtimes, so they never need
+// to be `Send`; `async fn` in traits is exactly what we want.
+#![allow(async_fn_in_trait)]
+
+pub mod driver;
+pub mod error;
+pub mod sql;
+pub mod target;
+
+pub use driver::{Driver, ServerInfo};
+pub use error::{DriverError, ErrorClass};
+pub use target::{Target, TargetError};

@@ -1,0 +1,95 @@
+//! Drivers: how to speak to each system, and the one registry that maps a
+//! target URL's scheme to a driver.
+//!
+//! Adding a driver touches this crate only: a module that implements
+//! [`loadcell_core::Driver`] and a family trait, and one entry in
+//! [`REGISTRY`] plus its arm in [`open`].
+
+#![allow(async_fn_in_trait)]
+
+pub mod mysql;
+pub mod postgres;
+pub mod sqlite;
+mod tls;
+
+use loadcell_core::sql::SqlConn;
+use loadcell_core::{Driver, Target};
+
+/// The families of operations a driver can serve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    Sql,
+}
+
+impl Family {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Family::Sql => "sql",
+        }
+    }
+}
+
+/// What `loadcell list` shows about a driver.
+#[derive(Debug, Clone, Copy)]
+pub struct DriverInfo {
+    pub name: &'static str,
+    pub schemes: &'static [&'static str],
+    pub family: Family,
+    pub url_form: &'static str,
+    pub about: &'static str,
+}
+
+pub const REGISTRY: &[DriverInfo] = &[sqlite::INFO, mysql::INFO, postgres::INFO];
+
+/// Called with the concrete driver for a target; generic, so the engine is
+/// monomorphised per driver and nothing on the hot path is dynamic.
+pub trait Visitor {
+    type Output;
+    fn sql<D>(self, info: &'static DriverInfo, driver: D) -> Self::Output
+    where
+        D: Driver,
+        D::Conn: SqlConn;
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum OpenError {
+    #[error("unsupported target scheme '{scheme}:'; supported: {supported}")]
+    UnsupportedScheme { scheme: String, supported: String },
+    #[error("bad target {target}: {reason}")]
+    BadTarget { target: String, reason: String },
+}
+
+pub fn find(scheme: &str) -> Option<&'static DriverInfo> {
+    REGISTRY.iter().find(|d| d.schemes.contains(&scheme))
+}
+
+/// Builds the driver for `target` (no connection is made) and hands it to
+/// `visitor`.
+pub fn open<V: Visitor>(target: &Target, visitor: V) -> Result<V::Output, OpenError> {
+    let bad = |reason: String| OpenError::BadTarget {
+        target: target.redacted(),
+        reason,
+    };
+    let Some(info) = find(target.scheme()) else {
+        return Err(OpenError::UnsupportedScheme {
+            scheme: target.scheme().to_string(),
+            supported: REGISTRY
+                .iter()
+                .flat_map(|d| d.schemes.iter().map(|s| format!("{s}:")))
+                .collect::<Vec<_>>()
+                .join(", "),
+        });
+    };
+    Ok(match info.name {
+        "sqlite" => visitor.sql(
+            info,
+            sqlite::SqliteDriver::from_target(target).map_err(bad)?,
+        ),
+        "mysql" => visitor.sql(info, mysql::MysqlDriver::from_target(target).map_err(bad)?),
+        "postgres" => visitor.sql(
+            info,
+            postgres::PostgresDriver::from_target(target).map_err(bad)?,
+        ),
+        other => unreachable!("driver '{other}' is registered but not opened"),
+    })
+}

@@ -1,0 +1,279 @@
+//! SQLite, embedded: `sqlite:PATH`. Needs nothing installed, which makes
+//! it loadcell's default target. Calls block the worker thread; SQLite has
+//! no network to wait on, so that costs nothing but concurrency within one
+//! worker.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use loadcell_core::sql::{Dialect, SqlConn, SqlParam};
+use loadcell_core::{Driver, DriverError, ServerInfo, Target};
+use rusqlite::types::ValueRef;
+use rusqlite::{ErrorCode, OpenFlags};
+
+use crate::{DriverInfo, Family};
+
+pub const INFO: DriverInfo = DriverInfo {
+    name: "sqlite",
+    schemes: &["sqlite"],
+    family: Family::Sql,
+    url_form: "sqlite:PATH[?journal_mode=wal|delete&synchronous=off|normal|full]",
+    about: "SQLite, embedded (the default target: nothing to install)",
+};
+
+/// How long a session waits on another's write lock before the statement
+/// fails as retryable.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// Enough for every statement of 64 tables.
+const STATEMENT_CACHE: usize = 1024;
+
+#[derive(Debug, Clone)]
+pub struct SqliteDriver {
+    path: PathBuf,
+    journal_mode: String,
+    synchronous: String,
+}
+
+impl SqliteDriver {
+    pub fn from_target(target: &Target) -> Result<SqliteDriver, String> {
+        let url = target.url();
+        let path = match (url.host_str(), url.path()) {
+            (Some(host), path) if !host.is_empty() => format!("{host}{path}"),
+            (_, path) => path.to_string(),
+        };
+        if path.is_empty() {
+            return Err("give a file path, as in sqlite:results/bench.db".into());
+        }
+        let mut driver = SqliteDriver {
+            path: PathBuf::from(path),
+            journal_mode: "wal".into(),
+            synchronous: "normal".into(),
+        };
+        for (key, value) in url.query_pairs() {
+            match (key.as_ref(), value.as_ref()) {
+                ("journal_mode", v @ ("wal" | "delete" | "truncate" | "memory")) => {
+                    driver.journal_mode = v.into()
+                }
+                ("synchronous", v @ ("off" | "normal" | "full")) => driver.synchronous = v.into(),
+                (k, v) => {
+                    return Err(format!(
+                        "unsupported parameter {k}={v}; accepted: journal_mode=wal|delete|truncate|memory, synchronous=off|normal|full"
+                    ))
+                }
+            }
+        }
+        Ok(driver)
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+}
+
+pub struct SqliteConn {
+    conn: rusqlite::Connection,
+}
+
+fn classify(e: rusqlite::Error) -> DriverError {
+    match &e {
+        rusqlite::Error::SqliteFailure(f, _) => {
+            let code = f.extended_code.to_string();
+            match f.code {
+                ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked => {
+                    DriverError::retryable(e.to_string()).with_code(code)
+                }
+                _ => DriverError::fatal(e.to_string()).with_code(code),
+            }
+        }
+        _ => DriverError::fatal(e.to_string()),
+    }
+}
+
+impl Driver for SqliteDriver {
+    type Conn = SqliteConn;
+
+    fn endpoint(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    async fn connect(&self) -> Result<SqliteConn, DriverError> {
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = rusqlite::Connection::open_with_flags(&self.path, flags).map_err(|e| {
+            DriverError::fatal(format!(
+                "cannot open SQLite database {}: {e}",
+                self.path.display()
+            ))
+        })?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(classify)?;
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+        conn.pragma_update(None, "journal_mode", &self.journal_mode)
+            .map_err(classify)?;
+        conn.pragma_update(None, "synchronous", &self.synchronous)
+            .map_err(classify)?;
+        Ok(SqliteConn { conn })
+    }
+
+    async fn server_info(&self, _conn: &mut SqliteConn) -> Result<ServerInfo, DriverError> {
+        Ok(ServerInfo {
+            product: "SQLite".into(),
+            version: rusqlite::version().into(),
+        })
+    }
+}
+
+impl SqlConn for SqliteConn {
+    /// Statements live in the connection's cache, keyed by their text.
+    type Stmt = String;
+
+    fn dialect(&self) -> Dialect {
+        Dialect::Sqlite
+    }
+
+    async fn prepare(&mut self, sql: &str) -> Result<String, DriverError> {
+        self.conn.prepare_cached(sql).map_err(classify)?;
+        Ok(sql.to_string())
+    }
+
+    async fn exec(&mut self, sql: &String, params: &[SqlParam<'_>]) -> Result<u64, DriverError> {
+        let mut stmt = self.conn.prepare_cached(sql).map_err(classify)?;
+        for (i, p) in params.iter().enumerate() {
+            match *p {
+                SqlParam::Int(v) => stmt.raw_bind_parameter(i + 1, v),
+                SqlParam::Text(v) => stmt.raw_bind_parameter(i + 1, v),
+            }
+            .map_err(classify)?;
+        }
+        if stmt.column_count() == 0 {
+            return stmt.raw_execute().map(|n| n as u64).map_err(classify);
+        }
+        let mut rows = stmt.raw_query();
+        let mut n = 0u64;
+        while rows.next().map_err(classify)?.is_some() {
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    async fn simple(&mut self, sql: &str) -> Result<(), DriverError> {
+        self.conn.execute_batch(sql).map_err(classify)
+    }
+
+    async fn query_i64(&mut self, sql: &str) -> Result<Option<i64>, DriverError> {
+        let mut stmt = self.conn.prepare(sql).map_err(classify)?;
+        let mut rows = stmt.query([]).map_err(classify)?;
+        match rows.next().map_err(classify)? {
+            None => Ok(None),
+            Some(row) => match row.get_ref(0).map_err(classify)? {
+                ValueRef::Null => Ok(None),
+                ValueRef::Integer(v) => Ok(Some(v)),
+                ValueRef::Real(v) => Ok(Some(v as i64)),
+                other => Err(DriverError::fatal(format!(
+                    "expected an integer from '{sql}', got {other:?}"
+                ))),
+            },
+        }
+    }
+
+    async fn query_strings(&mut self, sql: &str) -> Result<Vec<String>, DriverError> {
+        let mut stmt = self.conn.prepare(sql).map_err(classify)?;
+        let rows = stmt
+            .query_map([], |row| row.get::<_, String>(0))
+            .map_err(classify)?;
+        rows.map(|r| r.map_err(classify)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loadcell_core::ErrorClass;
+
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(f)
+    }
+
+    #[test]
+    fn urls_parse_and_bad_parameters_are_named() {
+        let t = Target::parse("sqlite:results/x.db?synchronous=off").unwrap();
+        let d = SqliteDriver::from_target(&t).unwrap();
+        assert_eq!(d.path(), std::path::Path::new("results/x.db"));
+        assert_eq!(d.synchronous, "off");
+        let t = Target::parse("sqlite:x.db?cache=huge").unwrap();
+        let err = SqliteDriver::from_target(&t).unwrap_err();
+        assert!(err.contains("cache=huge"), "{err}");
+    }
+
+    #[test]
+    fn statements_run_and_errors_are_classified() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let t = Target::parse(&format!("sqlite:{}", path.display())).unwrap();
+        let d = SqliteDriver::from_target(&t).unwrap();
+        block_on(async {
+            let mut c = d.connect().await.unwrap();
+            assert_eq!(d.server_info(&mut c).await.unwrap().product, "SQLite");
+            c.simple("CREATE TABLE t(id INTEGER PRIMARY KEY, c CHAR(10))")
+                .await
+                .unwrap();
+            let ins = c
+                .prepare("INSERT INTO t(id, c) VALUES (?, ?)")
+                .await
+                .unwrap();
+            for i in 1..=5 {
+                let n = c
+                    .exec(&ins, &[SqlParam::Int(i), SqlParam::Text("abc")])
+                    .await
+                    .unwrap();
+                assert_eq!(n, 1);
+            }
+            let sel = c
+                .prepare("SELECT c FROM t WHERE id BETWEEN ? AND ?")
+                .await
+                .unwrap();
+            assert_eq!(
+                c.exec(&sel, &[SqlParam::Int(2), SqlParam::Int(4)])
+                    .await
+                    .unwrap(),
+                3
+            );
+            assert_eq!(c.query_i64("SELECT MAX(id) FROM t").await.unwrap(), Some(5));
+            assert_eq!(
+                c.query_i64("SELECT MAX(id) FROM t WHERE id > 9")
+                    .await
+                    .unwrap(),
+                None
+            );
+            assert_eq!(
+                c.query_strings("SELECT c FROM t WHERE id < 3")
+                    .await
+                    .unwrap(),
+                vec!["abc", "abc"]
+            );
+            let err = c.prepare("SELECT * FROM missing").await.unwrap_err();
+            assert_eq!(err.class, ErrorClass::Fatal);
+            assert!(err.message.contains("no such table"), "{err}");
+
+            // A second connection holding the write lock makes us busy.
+            let mut other = d.connect().await.unwrap();
+            other.conn.busy_timeout(Duration::ZERO).unwrap();
+            c.simple("BEGIN IMMEDIATE").await.unwrap();
+            let err = other.simple("BEGIN IMMEDIATE").await.unwrap_err();
+            assert_eq!(err.class, ErrorClass::Retryable, "{err}");
+            c.simple("COMMIT").await.unwrap();
+        });
+    }
+
+    #[test]
+    fn unopenable_path_is_fatal_and_named() {
+        let t = Target::parse("sqlite:/nonexistent-dir/x/y.db").unwrap();
+        let d = SqliteDriver::from_target(&t).unwrap();
+        let err = block_on(d.connect()).err().unwrap();
+        assert_eq!(err.class, ErrorClass::Fatal);
+        assert!(err.message.contains("/nonexistent-dir/x/y.db"), "{err}");
+    }
+}

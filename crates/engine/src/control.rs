@@ -1,0 +1,75 @@
+//! Run-wide stop signal: the first reason to stop wins.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+use tokio::sync::watch;
+
+pub use loadcell_record::result::StopReason;
+
+#[derive(Debug)]
+pub struct Control {
+    stopped: AtomicBool,
+    reason: Mutex<Option<(StopReason, Option<String>)>>,
+    notify: watch::Sender<bool>,
+}
+
+impl Default for Control {
+    fn default() -> Self {
+        Control {
+            stopped: AtomicBool::new(false),
+            reason: Mutex::new(None),
+            notify: watch::channel(false).0,
+        }
+    }
+}
+
+impl Control {
+    /// Cheap enough for the hot path: one relaxed load.
+    #[inline]
+    pub fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::Relaxed)
+    }
+
+    /// Asks every session to stop. Only the first reason is kept.
+    pub fn stop(&self, reason: StopReason, message: Option<String>) {
+        let mut slot = self.reason.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.is_none() {
+            *slot = Some((reason, message));
+        }
+        self.stopped.store(true, Ordering::Relaxed);
+        self.notify.send_replace(true);
+    }
+
+    pub fn reason(&self) -> Option<(StopReason, Option<String>)> {
+        self.reason
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Resolves once [`Control::stop`] has been called.
+    pub async fn stopped(&self) {
+        let mut rx = self.notify.subscribe();
+        // The sender lives as long as `self`, so this cannot fail.
+        let _ = rx.wait_for(|stopped| *stopped).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_reason_wins() {
+        let c = Control::default();
+        assert!(!c.is_stopped());
+        c.stop(StopReason::FatalError, Some("bad".into()));
+        c.stop(StopReason::Interrupted, None);
+        assert!(c.is_stopped());
+        assert_eq!(
+            c.reason(),
+            Some((StopReason::FatalError, Some("bad".into())))
+        );
+    }
+}

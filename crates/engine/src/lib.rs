@@ -1,0 +1,72 @@
+//! The engine runs a workload's script against a driver: it owns sessions,
+//! worker threads, the schedule (closed loop, or open loop at a target rate
+//! with uniform or Poisson arrivals), phases (warm-up, measurement), stop
+//! conditions, and the merging of per-worker stats into intervals.
+//!
+//! Everything is composed from separate pieces: [`schedule::Schedule`]
+//! decides when the next event is due and whether the run is over, the
+//! session loop runs events and classifies errors, and the collector merges
+//! what workers hand in. There is one session loop, not one per mode.
+
+#![allow(async_fn_in_trait)]
+
+mod collector;
+pub mod control;
+pub mod plan;
+pub mod schedule;
+pub mod script;
+mod session;
+mod worker;
+
+pub use collector::{IntervalView, Observer, Phase, RunOutcome};
+pub use control::StopReason;
+pub use plan::{Arrival, EnginePlan, RateSpec};
+pub use script::{Category, Ctx, OpSpec, Script};
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use loadcell_core::{Driver, DriverError, ErrorClass, ServerInfo};
+
+/// Connects once with the plan's timeout, before any load is sent, so that
+/// bad credentials or an unreachable server fail fast with a clear message.
+pub async fn connect_once<D: Driver>(
+    driver: &D,
+    timeout: Duration,
+) -> Result<(D::Conn, ServerInfo), DriverError> {
+    let mut conn = connect_with_timeout(driver, timeout).await?;
+    let info = driver.server_info(&mut conn).await?;
+    Ok((conn, info))
+}
+
+pub(crate) async fn connect_with_timeout<D: Driver>(
+    driver: &D,
+    timeout: Duration,
+) -> Result<D::Conn, DriverError> {
+    match tokio::time::timeout(timeout, driver.connect()).await {
+        Ok(result) => result,
+        Err(_) => Err(DriverError::new(
+            ErrorClass::Connection,
+            format!(
+                "timed out after {} connecting to {}",
+                humantime::format_duration(timeout),
+                driver.endpoint()
+            ),
+        )),
+    }
+}
+
+/// Runs a whole load phase: blocks the calling thread until the run ends,
+/// reporting intervals to `observer` as they complete.
+pub fn run<D, S>(
+    driver: Arc<D>,
+    script: Arc<S>,
+    plan: &EnginePlan,
+    observer: &mut dyn Observer,
+) -> RunOutcome
+where
+    D: Driver,
+    S: Script<D::Conn> + Send + Sync,
+{
+    collector::run(driver, script, plan, observer)
+}

@@ -1,0 +1,313 @@
+//! When the next event is due, and whether the run is over.
+//!
+//! Open loop is one shared schedule for all sessions (like sysbench's event
+//! queue, without the queue): each session claims the next due time with
+//! one atomic add, waits for it, and the event's latency counts from that
+//! time. A session that falls behind claims times already past, so
+//! queueing delay shows in the latency instead of being omitted.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use rand::rngs::SmallRng;
+use rand::Rng;
+
+use crate::plan::{Arrival, EnginePlan};
+
+/// Decision for one session asking for its next event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claim {
+    /// Closed loop: go now.
+    Now,
+    /// Open loop: the event is due at this instant.
+    Due(Instant),
+    /// The run is over for this session.
+    Stop,
+}
+
+#[derive(Debug)]
+enum Rate {
+    Closed,
+    Uniform {
+        gap_ns: f64,
+        next_index: AtomicU64,
+    },
+    Poisson {
+        mean_gap_ns: f64,
+        next_offset_ns: AtomicU64,
+    },
+}
+
+#[derive(Debug)]
+pub struct Schedule {
+    start: Instant,
+    measure_start: Instant,
+    deadline: Option<Instant>,
+    events_limit: Option<u64>,
+    measured_claims: AtomicU64,
+    rate: Rate,
+}
+
+impl Schedule {
+    pub fn new(plan: &EnginePlan, start: Instant) -> Schedule {
+        let measure_start = start + plan.warmup;
+        let rate = match plan.rate {
+            None => Rate::Closed,
+            Some(r) => {
+                let gap_ns = 1e9 / r.per_sec;
+                match r.arrival {
+                    Arrival::Uniform => Rate::Uniform {
+                        gap_ns,
+                        next_index: AtomicU64::new(0),
+                    },
+                    Arrival::Poisson => Rate::Poisson {
+                        mean_gap_ns: gap_ns,
+                        next_offset_ns: AtomicU64::new(0),
+                    },
+                }
+            }
+        };
+        Schedule {
+            start,
+            measure_start,
+            deadline: plan.time.map(|t| measure_start + t),
+            events_limit: plan.events,
+            measured_claims: AtomicU64::new(0),
+            rate,
+        }
+    }
+
+    pub fn start(&self) -> Instant {
+        self.start
+    }
+
+    pub fn measure_start(&self) -> Instant {
+        self.measure_start
+    }
+
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    pub fn is_open_loop(&self) -> bool {
+        !matches!(self.rate, Rate::Closed)
+    }
+
+    /// Claims the next event. `now` is the caller's clock reading.
+    #[inline]
+    pub fn claim(&self, now: Instant, rng: &mut SmallRng) -> Claim {
+        if let Some(limit) = self.events_limit {
+            if now >= self.measure_start
+                && self.measured_claims.fetch_add(1, Ordering::Relaxed) >= limit
+            {
+                return Claim::Stop;
+            }
+        }
+        let due = match &self.rate {
+            Rate::Closed => {
+                return match self.deadline {
+                    Some(d) if now >= d => Claim::Stop,
+                    _ => Claim::Now,
+                };
+            }
+            Rate::Uniform { gap_ns, next_index } => {
+                let n = next_index.fetch_add(1, Ordering::Relaxed);
+                self.start + Duration::from_nanos((n as f64 * gap_ns) as u64)
+            }
+            Rate::Poisson {
+                mean_gap_ns,
+                next_offset_ns,
+            } => {
+                let gap = exponential(rng, *mean_gap_ns);
+                let offset = next_offset_ns.fetch_add(gap, Ordering::Relaxed);
+                self.start + Duration::from_nanos(offset)
+            }
+        };
+        match self.deadline {
+            Some(d) if due >= d || now >= d => Claim::Stop,
+            _ => Claim::Due(due),
+        }
+    }
+
+    /// Once every session has stopped: how many events were due before
+    /// `end` but never claimed (sent). Zero for closed loop.
+    pub fn unclaimed_before(&self, end: Instant, rng: &mut SmallRng) -> u64 {
+        match &self.rate {
+            Rate::Closed => 0,
+            Rate::Uniform { gap_ns, next_index } => {
+                let elapsed = end.saturating_duration_since(self.start).as_nanos() as f64;
+                let due = (elapsed / gap_ns).ceil() as u64;
+                due.saturating_sub(next_index.load(Ordering::Relaxed))
+            }
+            Rate::Poisson {
+                mean_gap_ns,
+                next_offset_ns,
+            } => {
+                let limit = end.saturating_duration_since(self.start).as_nanos() as u64;
+                let mut offset = next_offset_ns.load(Ordering::Relaxed);
+                let mut missed = 0;
+                while offset < limit {
+                    missed += 1;
+                    offset += exponential(rng, *mean_gap_ns);
+                }
+                missed
+            }
+        }
+    }
+}
+
+/// An exponentially distributed gap in whole nanoseconds.
+#[inline]
+fn exponential(rng: &mut SmallRng, mean_ns: f64) -> u64 {
+    // 1 - U is in (0, 1], so the log is finite.
+    let u: f64 = 1.0 - rng.random::<f64>();
+    (-u.ln() * mean_ns) as u64
+}
+
+/// How close to a due time we stop sleeping and start yielding. Tokio's
+/// timer has millisecond resolution; sleeping all the way would start
+/// events up to 1 ms late, which would show up as latency that the server
+/// did not cause.
+const SPIN_WINDOW: Duration = Duration::from_millis(1);
+
+/// Waits until `due`, sleeping while far away and yielding to the worker's
+/// other sessions for the last millisecond.
+pub async fn wait_until(due: Instant) {
+    let now = Instant::now();
+    if due <= now {
+        return;
+    }
+    if due - now > SPIN_WINDOW {
+        tokio::time::sleep_until((due - SPIN_WINDOW).into()).await;
+    }
+    while Instant::now() < due {
+        tokio::task::yield_now().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::RateSpec;
+    use rand::SeedableRng;
+
+    fn plan(rate: Option<RateSpec>, time: Option<Duration>, events: Option<u64>) -> EnginePlan {
+        EnginePlan {
+            threads: 1,
+            clients: 1,
+            time,
+            events,
+            warmup: Duration::ZERO,
+            rate,
+            interval: Duration::from_secs(1),
+            connect_timeout: Duration::from_secs(5),
+            reconnect_timeout: Duration::from_secs(5),
+            drain_timeout: Duration::from_secs(5),
+            seed: 1,
+        }
+    }
+
+    #[test]
+    fn uniform_arrivals_are_evenly_spaced() {
+        let start = Instant::now();
+        let rate = RateSpec {
+            per_sec: 1000.0,
+            arrival: Arrival::Uniform,
+        };
+        let s = Schedule::new(&plan(Some(rate), Some(Duration::from_secs(1)), None), start);
+        let mut rng = SmallRng::seed_from_u64(1);
+        let mut dues = Vec::new();
+        while let Claim::Due(d) = s.claim(start, &mut rng) {
+            dues.push(d - start);
+        }
+        assert_eq!(dues.len(), 1000);
+        assert_eq!(dues[1] - dues[0], Duration::from_millis(1));
+        assert_eq!(dues[999], Duration::from_millis(999));
+        assert_eq!(
+            s.unclaimed_before(start + Duration::from_secs(1), &mut rng),
+            0
+        );
+    }
+
+    #[test]
+    fn poisson_arrivals_have_exponential_gaps() {
+        let start = Instant::now();
+        let rate = RateSpec {
+            per_sec: 10_000.0,
+            arrival: Arrival::Poisson,
+        };
+        let s = Schedule::new(
+            &plan(Some(rate), Some(Duration::from_secs(10)), None),
+            start,
+        );
+        let mut rng = SmallRng::seed_from_u64(7);
+        let mut dues = Vec::new();
+        while let Claim::Due(d) = s.claim(start, &mut rng) {
+            dues.push((d - start).as_nanos() as f64);
+        }
+        // 10 s at 10k/s: about 100k arrivals (sd ~316).
+        assert!(
+            (dues.len() as f64 - 100_000.0).abs() < 2_000.0,
+            "{}",
+            dues.len()
+        );
+        let gaps: Vec<f64> = dues.windows(2).map(|w| w[1] - w[0]).collect();
+        let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+        let var = gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / gaps.len() as f64;
+        // Exponential: mean 100 µs and coefficient of variation 1.
+        assert!((mean - 100_000.0).abs() < 2_000.0, "mean gap {mean}");
+        let cv = var.sqrt() / mean;
+        assert!((cv - 1.0).abs() < 0.03, "cv {cv}");
+    }
+
+    #[test]
+    fn unclaimed_counts_backlog_at_the_end() {
+        let start = Instant::now();
+        let rate = RateSpec {
+            per_sec: 100.0,
+            arrival: Arrival::Uniform,
+        };
+        let s = Schedule::new(&plan(Some(rate), Some(Duration::from_secs(1)), None), start);
+        let mut rng = SmallRng::seed_from_u64(1);
+        for _ in 0..40 {
+            assert!(matches!(s.claim(start, &mut rng), Claim::Due(_)));
+        }
+        // 100 were due in the first second, 40 were claimed.
+        assert_eq!(
+            s.unclaimed_before(start + Duration::from_secs(1), &mut rng),
+            60
+        );
+        // Once past the deadline nothing more is handed out.
+        let late = start + Duration::from_secs(2);
+        assert_eq!(s.claim(late, &mut rng), Claim::Stop);
+    }
+
+    #[test]
+    fn events_limit_counts_only_measured_claims() {
+        let start = Instant::now();
+        let mut p = plan(None, None, Some(3));
+        p.warmup = Duration::from_secs(1);
+        let s = Schedule::new(&p, start);
+        let mut rng = SmallRng::seed_from_u64(1);
+        for _ in 0..10 {
+            assert_eq!(s.claim(start, &mut rng), Claim::Now, "warm-up is unlimited");
+        }
+        let measured = start + Duration::from_secs(1);
+        for _ in 0..3 {
+            assert_eq!(s.claim(measured, &mut rng), Claim::Now);
+        }
+        assert_eq!(s.claim(measured, &mut rng), Claim::Stop);
+    }
+
+    #[test]
+    fn closed_loop_stops_at_the_deadline() {
+        let start = Instant::now();
+        let s = Schedule::new(&plan(None, Some(Duration::from_secs(1)), None), start);
+        let mut rng = SmallRng::seed_from_u64(1);
+        assert_eq!(s.claim(start, &mut rng), Claim::Now);
+        assert_eq!(
+            s.claim(start + Duration::from_secs(1), &mut rng),
+            Claim::Stop
+        );
+    }
+}

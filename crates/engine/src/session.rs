@@ -1,0 +1,212 @@
+//! One session: a connection and the loop that claims events from the
+//! schedule, runs them, and deals with errors by class.
+
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use loadcell_core::{Driver, DriverError, ErrorClass};
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+
+use crate::control::StopReason;
+use crate::schedule::{wait_until, Claim};
+use crate::script::{Ctx, Script, Sinks};
+use crate::worker::Shared;
+
+const FIRST_BACKOFF: Duration = Duration::from_millis(10);
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+/// A distinct, stable seed per session, so runs are reproducible.
+pub(crate) fn session_seed(run_seed: u64, session: usize) -> u64 {
+    // SplitMix64 finaliser: nearby inputs give unrelated seeds.
+    let mut z = run_seed ^ (session as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+struct Session<D: Driver, S: Script<D::Conn>> {
+    shared: Arc<Shared<D, S>>,
+    ctx: Ctx,
+    seed: u64,
+}
+
+impl<D, S> Session<D, S>
+where
+    D: Driver,
+    S: Script<D::Conn> + Send + Sync,
+{
+    async fn open(&self) -> Result<(D::Conn, S::Session), DriverError> {
+        let shared = &self.shared;
+        let mut conn =
+            crate::connect_with_timeout(&*shared.driver, shared.plan.connect_timeout).await?;
+        let session = shared.script.open(&mut conn, self.seed).await?;
+        Ok((conn, session))
+    }
+
+    fn note_error(&self, e: &DriverError) {
+        self.ctx
+            .stats()
+            .borrow_mut()
+            .sample_error(e.class.as_str(), &e.to_string());
+    }
+
+    /// Connects (again), backing off between tries. `None` means the run
+    /// is stopping: stopped by someone else, a fatal error, or the server
+    /// stayed away longer than the reconnect timeout.
+    async fn connect(&self, first: bool) -> Option<(D::Conn, S::Session)> {
+        let shared = &self.shared;
+        let lost_at = Instant::now();
+        let mut backoff = FIRST_BACKOFF;
+        loop {
+            if shared.control.is_stopped() {
+                return None;
+            }
+            match self.open().await {
+                Ok(opened) => {
+                    if !first {
+                        self.ctx.stats().borrow_mut().reconnects += 1;
+                    }
+                    return Some(opened);
+                }
+                Err(e) if e.class == ErrorClass::Fatal => {
+                    self.note_error(&e);
+                    shared
+                        .control
+                        .stop(StopReason::FatalError, Some(e.to_string()));
+                    return None;
+                }
+                Err(e) => {
+                    if lost_at.elapsed() >= shared.plan.reconnect_timeout {
+                        self.note_error(&e);
+                        shared.control.stop(
+                            StopReason::ServerUnreachable,
+                            Some(format!(
+                                "could not (re)connect to {} for {}: {e}",
+                                shared.driver.endpoint(),
+                                humantime::format_duration(shared.plan.reconnect_timeout)
+                            )),
+                        );
+                        return None;
+                    }
+                }
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        }
+    }
+
+    async fn run(mut self) {
+        let shared = Arc::clone(&self.shared);
+        let mut rng = SmallRng::seed_from_u64(self.seed);
+        let measure_start = shared.schedule.measure_start();
+        let Some((mut conn, mut session)) = self.connect(true).await else {
+            return;
+        };
+        loop {
+            // Drivers whose calls never wait (SQLite) would otherwise keep
+            // the worker's flusher and other sessions from running.
+            tokio::task::coop::consume_budget().await;
+            if shared.control.is_stopped() {
+                return;
+            }
+            let now = Instant::now();
+            self.ctx.set_measured(now >= measure_start);
+            let due = match shared.schedule.claim(now, &mut rng) {
+                Claim::Stop => return,
+                Claim::Now => None,
+                Claim::Due(due) => {
+                    wait_until(due).await;
+                    Some(due)
+                }
+            };
+            let started = Instant::now();
+            loop {
+                let result = shared
+                    .script
+                    .event(&mut conn, &mut session, &mut self.ctx)
+                    .await;
+                let e = match result {
+                    Ok(()) => {
+                        let end = Instant::now();
+                        let intended = due.unwrap_or(started);
+                        self.ctx.stats().borrow_mut().record_event(
+                            end - intended,
+                            end - started,
+                            due.map(|d| started.saturating_duration_since(d)),
+                        );
+                        break;
+                    }
+                    Err(e) => e,
+                };
+                self.note_error(&e);
+                match e.class {
+                    ErrorClass::Retryable => {
+                        self.ctx.stats().borrow_mut().retries += 1;
+                        let recovered = shared.script.recover(&mut conn, &mut session).await;
+                        if shared.control.is_stopped() {
+                            return;
+                        }
+                        match recovered {
+                            Ok(()) => continue,
+                            Err(e) if e.class == ErrorClass::Fatal => {
+                                shared
+                                    .control
+                                    .stop(StopReason::FatalError, Some(e.to_string()));
+                                return;
+                            }
+                            Err(_) => {}
+                        }
+                    }
+                    ErrorClass::Connection => {}
+                    ErrorClass::Fatal => {
+                        shared
+                            .control
+                            .stop(StopReason::FatalError, Some(e.to_string()));
+                        return;
+                    }
+                }
+                // The connection is gone: the event is lost; reconnect.
+                self.ctx.stats().borrow_mut().failed_events += 1;
+                match self.connect(false).await {
+                    Some((c, s)) => {
+                        conn = c;
+                        session = s;
+                    }
+                    None => return,
+                }
+                break;
+            }
+        }
+    }
+}
+
+pub(crate) async fn run_session<D, S>(shared: Arc<Shared<D, S>>, sinks: Rc<Sinks>, index: usize)
+where
+    D: Driver,
+    S: Script<D::Conn> + Send + Sync,
+{
+    let seed = session_seed(shared.plan.seed, index);
+    Session {
+        shared,
+        ctx: Ctx::new(sinks),
+        seed,
+    }
+    .run()
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::session_seed;
+
+    #[test]
+    fn session_seeds_are_distinct_and_stable() {
+        let seeds: std::collections::HashSet<u64> =
+            (0..1000).map(|i| session_seed(42, i)).collect();
+        assert_eq!(seeds.len(), 1000);
+        assert_eq!(session_seed(42, 3), session_seed(42, 3));
+        assert_ne!(session_seed(42, 3), session_seed(43, 3));
+    }
+}

@@ -1,0 +1,151 @@
+//! Worker threads. Each runs a current-thread runtime with its sessions and
+//! owns one `Stats` they all record into without locks. A flusher task
+//! swaps the stats out at every interval boundary and hands them to the
+//! collector; merging happens there, off the hot path.
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Instant;
+
+use loadcell_core::Driver;
+use loadcell_record::Stats;
+use tokio::sync::mpsc::UnboundedSender;
+use tokio::task::{JoinSet, LocalSet};
+
+use crate::collector::Phase;
+use crate::control::Control;
+use crate::plan::EnginePlan;
+use crate::schedule::Schedule;
+use crate::script::{Script, Sinks};
+use crate::session::run_session;
+
+pub(crate) struct Shared<D, S> {
+    pub driver: Arc<D>,
+    pub script: Arc<S>,
+    pub plan: EnginePlan,
+    pub schedule: Schedule,
+    pub control: Control,
+}
+
+impl<D, S> Shared<D, S> {
+    /// End of interval `k`, and the phase it belongs to. Warm-up is cut
+    /// into intervals ending exactly at its end, so no interval straddles
+    /// the phases. `None` once past the deadline.
+    pub fn boundary(&self, k: usize) -> Option<(Instant, Phase)> {
+        let iv = self.plan.interval;
+        let warmup = self.plan.warmup;
+        let warmup_intervals = warmup.as_nanos().div_ceil(iv.as_nanos()) as usize;
+        if k < warmup_intervals {
+            let t = (iv * (k as u32 + 1)).min(warmup);
+            return Some((self.schedule.start() + t, Phase::Warmup));
+        }
+        let j = (k - warmup_intervals) as u32;
+        let start = self.schedule.measure_start() + iv * j;
+        match self.schedule.deadline() {
+            Some(d) if start >= d => None,
+            Some(d) => Some(((start + iv).min(d), Phase::Measure)),
+            None => Some((start + iv, Phase::Measure)),
+        }
+    }
+}
+
+/// Stats cut from a worker: events claimed in the measurement phase and
+/// events claimed during warm-up, kept apart.
+pub(crate) struct Cut {
+    pub measured: Stats,
+    pub warmup: Stats,
+}
+
+impl Cut {
+    fn take(sinks: &Sinks) -> Cut {
+        Cut {
+            measured: sinks.measured.borrow_mut().take(),
+            warmup: sinks.warmup.borrow_mut().take(),
+        }
+    }
+}
+
+/// What a worker hands to the collector.
+pub(crate) enum Report {
+    /// Stats for interval `seq`, cut at its boundary.
+    Interval { seq: usize, cut: Cut },
+    /// The worker's last stats, from the start of interval `seq` to `at`.
+    Done { seq: usize, cut: Cut, at: Instant },
+}
+
+pub(crate) fn spawn<D, S>(
+    shared: Arc<Shared<D, S>>,
+    worker: usize,
+    tx: UnboundedSender<(usize, Report)>,
+) -> std::io::Result<std::thread::JoinHandle<()>>
+where
+    D: Driver,
+    S: Script<D::Conn> + Send + Sync,
+{
+    std::thread::Builder::new()
+        .name(format!("loadcell-worker-{worker}"))
+        .spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a current-thread runtime can always be built");
+            LocalSet::new().block_on(&runtime, work(shared, worker, tx));
+        })
+}
+
+async fn work<D, S>(shared: Arc<Shared<D, S>>, worker: usize, tx: UnboundedSender<(usize, Report)>)
+where
+    D: Driver,
+    S: Script<D::Conn> + Send + Sync,
+{
+    let sinks = Rc::new(Sinks::new(shared.script.ops().len()));
+    let next_seq = Rc::new(Cell::new(0usize));
+
+    let flusher = {
+        let (shared, sinks, next_seq, tx) = (
+            Arc::clone(&shared),
+            Rc::clone(&sinks),
+            Rc::clone(&next_seq),
+            tx.clone(),
+        );
+        tokio::task::spawn_local(async move {
+            while let Some((at, _)) = shared.boundary(next_seq.get()) {
+                tokio::time::sleep_until(at.into()).await;
+                let seq = next_seq.get();
+                let cut = Cut::take(&sinks);
+                next_seq.set(seq + 1);
+                if tx.send((worker, Report::Interval { seq, cut })).is_err() {
+                    return;
+                }
+            }
+        })
+    };
+
+    let mut sessions = JoinSet::new();
+    for client in 0..shared.plan.clients {
+        let index = worker * shared.plan.clients + client;
+        sessions.spawn_local(run_session(Arc::clone(&shared), Rc::clone(&sinks), index));
+    }
+    let all_done = async { while sessions.join_next().await.is_some() {} };
+    let drained = async {
+        shared.control.stopped().await;
+        tokio::time::sleep(shared.plan.drain_timeout).await;
+    };
+    tokio::select! {
+        _ = all_done => {}
+        _ = drained => {}
+    }
+    // Events still in flight after the drain timeout are abandoned.
+    sessions.abort_all();
+    flusher.abort();
+    let at = Instant::now();
+    let _ = tx.send((
+        worker,
+        Report::Done {
+            seq: next_seq.get(),
+            cut: Cut::take(&sinks),
+            at,
+        },
+    ));
+}

@@ -1,0 +1,10 @@
+//! Recording: what a run measured, kept per worker without locks and merged
+//! off the hot path, and the result file it becomes.
+
+pub mod env;
+pub mod hist;
+pub mod result;
+pub mod stats;
+
+pub use hist::{LatencySummary, Micros};
+pub use stats::{ErrorSample, OpStats, Stats};

@@ -1,0 +1,275 @@
+//! The versioned result file (`loadcell.result/v1`). Results are data;
+//! reports, comparisons and plans are views computed from them later, so
+//! the file carries the full histograms, not just percentiles.
+//!
+//! Field names here are a public interface: scripts read them. Add fields,
+//! never rename them; `docs/result.schema.json` describes the same shape.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::env::{CpuTime, HostInfo};
+use crate::hist::LatencySummary;
+use crate::stats::{ErrorSample, Stats};
+
+pub const SCHEMA_ID: &str = "loadcell.result/v1";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// The run reached its time or event limit.
+    Complete,
+    /// Cut short: interrupted, a fatal error, or the server went away.
+    Partial,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    Completed,
+    Interrupted,
+    FatalError,
+    ServerUnreachable,
+}
+
+impl StopReason {
+    pub fn status(self) -> RunStatus {
+        match self {
+            StopReason::Completed => RunStatus::Complete,
+            _ => RunStatus::Partial,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunResult {
+    pub schema: String,
+    pub loadcell_version: String,
+    pub status: RunStatus,
+    pub stop_reason: StopReason,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub started_at: String,
+    pub ended_at: String,
+    /// The command line, with secrets redacted.
+    pub command: Vec<String>,
+    pub labels: BTreeMap<String, String>,
+    pub config: RunConfig,
+    pub environment: Environment,
+    pub summary: Summary,
+    pub ops: BTreeMap<String, OpSummary>,
+    /// Measurement-phase intervals only: warm-up is excluded.
+    pub intervals: Vec<Interval>,
+    pub histograms: Histograms,
+    pub warnings: Vec<String>,
+    pub error_samples: Vec<ErrorSample>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunConfig {
+    pub workload: String,
+    /// Redacted: never holds a password.
+    pub target: String,
+    pub driver: String,
+    pub threads: usize,
+    pub clients_per_thread: usize,
+    pub time_s: Option<f64>,
+    pub events: Option<u64>,
+    pub warmup_s: f64,
+    /// Target events per second for open-loop runs; `None` is closed loop.
+    pub rate: Option<f64>,
+    pub arrival: Option<String>,
+    pub report_interval_s: f64,
+    pub connect_timeout_s: f64,
+    pub seed: u64,
+    /// Every workload option as resolved, defaults included.
+    pub workload_options: BTreeMap<String, serde_json::Value>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Environment {
+    pub host: HostInfo,
+    /// As the server reported it; `None` if the run never connected.
+    pub server: Option<ServerDescription>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ServerDescription {
+    pub product: String,
+    pub version: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LoopMode {
+    /// Each session sends its next request when the last one returns:
+    /// latency is service time, and throughput is what the system gives.
+    ClosedLoop,
+    /// Requests are due at a fixed rate whatever the system does:
+    /// latency counts from when each request was due.
+    OpenLoop,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Schedule {
+    pub mode: LoopMode,
+    pub target_rate: Option<f64>,
+    pub achieved_rate: f64,
+    /// Events that started more than 1 ms after they were due.
+    pub late: u64,
+    /// Events that were due but never sent before the run ended.
+    pub dropped: u64,
+    /// How far behind schedule events started (open loop only).
+    pub lag_ms: Option<LatencySummary>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueryCounts {
+    pub read: u64,
+    pub write: u64,
+    pub other: u64,
+    pub total: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Summary {
+    /// Length of the measurement phase.
+    pub duration_s: f64,
+    /// Operations: for SQL, statements, BEGIN and COMMIT included.
+    pub ops: u64,
+    /// Failed operations, of any class.
+    pub errors: u64,
+    pub ops_per_sec: f64,
+    /// Events: transactions, or single requests.
+    pub events: u64,
+    pub events_per_sec: f64,
+    /// Transactions per second, for transactional workloads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub txn_per_sec: Option<f64>,
+    /// Retryable errors after which the event was rolled back and rerun
+    /// (sysbench's "ignored errors").
+    pub retries: u64,
+    pub reconnects: u64,
+    /// Events abandoned because the connection broke.
+    pub failed_events: u64,
+    /// Response time per event; from the intended start when rate-limited.
+    pub latency_ms: LatencySummary,
+    /// Service time per event: from when it was actually sent.
+    pub service_time_ms: LatencySummary,
+    pub schedule: Schedule,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queries: Option<QueryCounts>,
+    pub client_cpu: CpuTime,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OpSummary {
+    /// `read`, `write` or `other`.
+    pub category: String,
+    pub count: u64,
+    pub errors: u64,
+    /// Time the operation itself took.
+    pub latency_ms: LatencySummary,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct IntervalLatency {
+    pub p50: f64,
+    pub p95: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Interval {
+    /// Seconds from the start of measurement to the end of this interval.
+    pub t_s: f64,
+    pub duration_s: f64,
+    pub ops: u64,
+    pub ops_per_sec: f64,
+    pub events: u64,
+    pub events_per_sec: f64,
+    pub errors: u64,
+    pub retries: u64,
+    pub reconnects: u64,
+    pub latency_ms: IntervalLatency,
+}
+
+impl Interval {
+    /// Summarises one interval's merged stats.
+    pub fn from_stats(t_s: f64, duration_s: f64, s: &Stats) -> Interval {
+        let per_sec = |n: u64| {
+            if duration_s > 0.0 {
+                n as f64 / duration_s
+            } else {
+                0.0
+            }
+        };
+        let l = LatencySummary::of(&s.response);
+        Interval {
+            t_s,
+            duration_s,
+            ops: s.ops_total(),
+            ops_per_sec: per_sec(s.ops_total()),
+            events: s.events,
+            events_per_sec: per_sec(s.events),
+            errors: s.op_errors_total(),
+            retries: s.retries,
+            reconnects: s.reconnects,
+            latency_ms: IntervalLatency {
+                p50: l.p50,
+                p95: l.p95,
+                p99: l.p99,
+                max: l.max,
+            },
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Histograms {
+    pub encoding: String,
+    pub unit: String,
+    pub response: String,
+    pub service: String,
+    pub lag: String,
+    pub ops: BTreeMap<String, String>,
+}
+
+impl RunResult {
+    pub fn to_json_pretty(&self) -> String {
+        serde_json::to_string_pretty(self).expect("result types always serialize")
+    }
+
+    /// Writes the file atomically (temp file, then rename), creating parent
+    /// directories, so an interrupted write never leaves half a result.
+    pub fn write_to(&self, path: &Path) -> std::io::Result<()> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)?;
+        }
+        let tmp = path.with_extension("json.tmp");
+        std::fs::write(&tmp, self.to_json_pretty() + "\n")?;
+        std::fs::rename(&tmp, path)
+    }
+
+    pub fn read_from(path: &Path) -> Result<RunResult, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let value: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| format!("{} is not JSON: {e}", path.display()))?;
+        match value.get("schema").and_then(|s| s.as_str()) {
+            Some(SCHEMA_ID) => {}
+            Some(other) => {
+                return Err(format!(
+                    "{} has schema '{other}'; this loadcell reads '{SCHEMA_ID}'",
+                    path.display()
+                ))
+            }
+            None => return Err(format!("{} is not a loadcell result file", path.display())),
+        }
+        serde_json::from_value(value)
+            .map_err(|e| format!("{} is not a valid {SCHEMA_ID} file: {e}", path.display()))
+    }
+}

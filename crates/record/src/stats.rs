@@ -1,0 +1,236 @@
+//! Per-worker statistics. Each worker thread owns one `Stats` and records
+//! into it without locks; the engine swaps it out at every interval and the
+//! collector merges the pieces off the hot path.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::hist::{new_histogram, record, Micros};
+
+/// How many distinct error messages are kept; the rest are only counted.
+pub const MAX_ERROR_SAMPLES: usize = 10;
+
+#[derive(Debug, Clone)]
+pub struct OpStats {
+    pub count: u64,
+    pub errors: u64,
+    /// Time the operation itself took.
+    pub latency: Micros,
+}
+
+impl OpStats {
+    fn new() -> Self {
+        OpStats {
+            count: 0,
+            errors: 0,
+            latency: new_histogram(),
+        }
+    }
+}
+
+/// A distinct error message and how often it was seen.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorSample {
+    pub class: String,
+    pub message: String,
+    pub count: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct Stats {
+    /// Events (transactions, or single requests) completed.
+    pub events: u64,
+    /// Events abandoned on a connection error.
+    pub failed_events: u64,
+    /// Retryable errors: the event was rolled back and run again.
+    pub retries: u64,
+    pub reconnects: u64,
+    /// Events that started more than [`LATE_AFTER`] after their intended start.
+    pub late: u64,
+    /// Events due under the schedule but never sent.
+    pub dropped: u64,
+    /// Event response time: from the intended start when rate-limited.
+    pub response: Micros,
+    /// Event service time: from the actual start.
+    pub service: Micros,
+    /// How far behind schedule events started (rate-limited runs only).
+    pub lag: Micros,
+    /// Indexed by the workload's operation kinds.
+    pub ops: Vec<OpStats>,
+    pub error_samples: Vec<ErrorSample>,
+    /// Errors seen beyond the distinct messages kept.
+    pub unsampled_errors: u64,
+}
+
+/// A start later than this after the intended start counts as late.
+pub const LATE_AFTER: Duration = Duration::from_millis(1);
+
+impl Stats {
+    pub fn new(op_kinds: usize) -> Stats {
+        Stats {
+            events: 0,
+            failed_events: 0,
+            retries: 0,
+            reconnects: 0,
+            late: 0,
+            dropped: 0,
+            response: new_histogram(),
+            service: new_histogram(),
+            lag: new_histogram(),
+            ops: (0..op_kinds).map(|_| OpStats::new()).collect(),
+            error_samples: Vec::new(),
+            unsampled_errors: 0,
+        }
+    }
+
+    /// Takes what was recorded so far, leaving empty stats of the same shape.
+    pub fn take(&mut self) -> Stats {
+        std::mem::replace(self, Stats::new(self.ops.len()))
+    }
+
+    #[inline]
+    pub fn record_op(&mut self, kind: usize, took: Duration, ok: bool) {
+        let op = &mut self.ops[kind];
+        op.count += 1;
+        if !ok {
+            op.errors += 1;
+        }
+        record(&mut op.latency, took);
+    }
+
+    /// Records a completed event. `lag` is `Some` for rate-limited runs.
+    #[inline]
+    pub fn record_event(&mut self, response: Duration, service: Duration, lag: Option<Duration>) {
+        self.events += 1;
+        record(&mut self.response, response);
+        record(&mut self.service, service);
+        if let Some(lag) = lag {
+            record(&mut self.lag, lag);
+            if lag > LATE_AFTER {
+                self.late += 1;
+            }
+        }
+    }
+
+    /// Keeps a bounded sample of distinct error messages.
+    pub fn sample_error(&mut self, class: &str, message: &str) {
+        self.add_error_sample(class, message, 1);
+    }
+
+    fn add_error_sample(&mut self, class: &str, message: &str, count: u64) {
+        if let Some(s) = self
+            .error_samples
+            .iter_mut()
+            .find(|s| s.class == class && s.message == message)
+        {
+            s.count += count;
+        } else if self.error_samples.len() < MAX_ERROR_SAMPLES {
+            self.error_samples.push(ErrorSample {
+                class: class.to_string(),
+                message: message.to_string(),
+                count,
+            });
+        } else {
+            self.unsampled_errors += count;
+        }
+    }
+
+    pub fn ops_total(&self) -> u64 {
+        self.ops.iter().map(|o| o.count).sum()
+    }
+
+    pub fn op_errors_total(&self) -> u64 {
+        self.ops.iter().map(|o| o.errors).sum()
+    }
+
+    pub fn merge(&mut self, other: &Stats) {
+        self.events += other.events;
+        self.failed_events += other.failed_events;
+        self.retries += other.retries;
+        self.reconnects += other.reconnects;
+        self.late += other.late;
+        self.dropped += other.dropped;
+        // Same bounds on both sides, so adding cannot fail.
+        let _ = self.response.add(&other.response);
+        let _ = self.service.add(&other.service);
+        let _ = self.lag.add(&other.lag);
+        if self.ops.len() < other.ops.len() {
+            self.ops.resize_with(other.ops.len(), OpStats::new);
+        }
+        for (mine, theirs) in self.ops.iter_mut().zip(&other.ops) {
+            mine.count += theirs.count;
+            mine.errors += theirs.errors;
+            let _ = mine.latency.add(&theirs.latency);
+        }
+        for s in &other.error_samples {
+            self.add_error_sample(&s.class, &s.message, s.count);
+        }
+        self.unsampled_errors += other.unsampled_errors;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_adds_counts_and_histograms() {
+        let mut a = Stats::new(2);
+        let mut b = Stats::new(2);
+        a.record_op(0, Duration::from_millis(1), true);
+        b.record_op(0, Duration::from_millis(3), false);
+        b.record_op(1, Duration::from_millis(5), true);
+        a.record_event(Duration::from_millis(4), Duration::from_millis(2), None);
+        b.record_event(
+            Duration::from_millis(9),
+            Duration::from_millis(2),
+            Some(Duration::from_millis(7)),
+        );
+        a.merge(&b);
+        assert_eq!(a.ops_total(), 3);
+        assert_eq!(a.op_errors_total(), 1);
+        assert_eq!(a.events, 2);
+        assert_eq!(a.late, 1);
+        assert_eq!(a.response.len(), 2);
+        assert_eq!(a.lag.len(), 1);
+        assert_eq!(a.ops[1].latency.len(), 1);
+    }
+
+    #[test]
+    fn take_leaves_empty_stats_of_same_shape() {
+        let mut a = Stats::new(3);
+        a.record_op(2, Duration::from_micros(10), true);
+        let taken = a.take();
+        assert_eq!(taken.ops_total(), 1);
+        assert_eq!(a.ops_total(), 0);
+        assert_eq!(a.ops.len(), 3);
+    }
+
+    #[test]
+    fn error_samples_are_bounded_and_merged() {
+        let mut a = Stats::new(0);
+        for i in 0..(MAX_ERROR_SAMPLES + 5) {
+            a.sample_error("fatal", &format!("error {i}"));
+        }
+        a.sample_error("fatal", "error 0");
+        assert_eq!(a.error_samples.len(), MAX_ERROR_SAMPLES);
+        assert_eq!(a.unsampled_errors, 5);
+        assert_eq!(a.error_samples[0].count, 2);
+
+        let mut b = Stats::new(0);
+        b.sample_error("retryable", "deadlock");
+        b.sample_error("retryable", "deadlock");
+        let mut c = Stats::new(0);
+        c.merge(&b);
+        c.merge(&b);
+        assert_eq!(
+            c.error_samples,
+            vec![ErrorSample {
+                class: "retryable".into(),
+                message: "deadlock".into(),
+                count: 4
+            }]
+        );
+    }
+}

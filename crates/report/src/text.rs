@@ -1,0 +1,186 @@
+//! The human summary printed at the end of a run: sysbench's layout
+//! (queries read/write/other/total, transactions, ignored errors,
+//! reconnects, latency min/avg/max/p95/sum), then the schedule, a
+//! percentile table per operation kind, and the client's CPU.
+
+use std::fmt::Write as _;
+
+use loadcell_record::result::{LoopMode, RunResult, RunStatus};
+
+fn rate(n: u64, secs: f64) -> f64 {
+    if secs > 0.0 {
+        n as f64 / secs
+    } else {
+        0.0
+    }
+}
+
+/// Renders the summary. `op_order` lists operation kinds in the
+/// workload's own order; kinds that never ran are left out.
+pub fn summary(r: &RunResult, op_order: &[&str]) -> String {
+    let s = &r.summary;
+    let secs = s.duration_s;
+    let mut o = String::new();
+    let w = &mut o;
+    if r.status == RunStatus::Partial {
+        let _ = writeln!(
+            w,
+            "NOTE: partial run ({}){}",
+            serde_plain(&r.stop_reason),
+            r.error
+                .as_ref()
+                .map(|e| format!(": {e}"))
+                .unwrap_or_default()
+        );
+        let _ = writeln!(w);
+    }
+    let title = if s.queries.is_some() {
+        "SQL statistics:"
+    } else {
+        "Operations:"
+    };
+    let _ = writeln!(w, "{title}");
+    if let Some(q) = s.queries {
+        let _ = writeln!(w, "    queries performed:");
+        for (name, n) in [
+            ("read", q.read),
+            ("write", q.write),
+            ("other", q.other),
+            ("total", q.total),
+        ] {
+            let _ = writeln!(w, "        {:<33}{n}", format!("{name}:"));
+        }
+    }
+    let events_label = if s.txn_per_sec.is_some() {
+        "transactions:"
+    } else {
+        "events:"
+    };
+    let ops_label = if s.queries.is_some() {
+        "queries:"
+    } else {
+        "operations:"
+    };
+    for (label, n) in [
+        (events_label, s.events),
+        (ops_label, s.ops),
+        ("ignored errors:", s.retries),
+        ("reconnects:", s.reconnects),
+    ] {
+        let _ = writeln!(w, "    {label:<37}{n:<6} ({:.2} per sec.)", rate(n, secs));
+    }
+    if s.errors > s.retries || s.failed_events > 0 {
+        let _ = writeln!(
+            w,
+            "    {:<37}{:<6} ({} events lost to broken connections)",
+            "failed operations:", s.errors, s.failed_events
+        );
+    }
+    let _ = writeln!(w);
+    let _ = writeln!(w, "General statistics:");
+    let _ = writeln!(w, "    {:<37}{:.4}s", "total time:", secs);
+    let _ = writeln!(w, "    {:<37}{}", "total number of events:", s.events);
+    let _ = writeln!(w);
+    let l = &s.latency_ms;
+    let _ = writeln!(w, "Latency (ms):");
+    let _ = writeln!(w, "         min: {:>39.2}", l.min);
+    let _ = writeln!(w, "         avg: {:>39.2}", l.mean);
+    let _ = writeln!(w, "         max: {:>39.2}", l.max);
+    let _ = writeln!(w, "        95th percentile: {:>27.2}", l.p95);
+    let _ = writeln!(w, "        99th percentile: {:>27.2}", l.p99);
+    let _ = writeln!(w, "         sum: {:>39.2}", l.mean * s.events as f64);
+    let _ = writeln!(w);
+
+    let sched = &s.schedule;
+    match sched.mode {
+        LoopMode::ClosedLoop => {
+            let _ = writeln!(
+                w,
+                "Schedule: closed loop (each session sends its next event when the last one returns), so latency is service time."
+            );
+        }
+        LoopMode::OpenLoop => {
+            let _ = writeln!(
+                w,
+                "Schedule: open loop at {:.1} events/s ({}); achieved {:.1}/s; late starts {}, never sent {}",
+                sched.target_rate.unwrap_or(0.0),
+                r.config.arrival.as_deref().unwrap_or("uniform"),
+                sched.achieved_rate,
+                sched.late,
+                sched.dropped
+            );
+            let _ = writeln!(
+                w,
+                "    latency above counts from each event's intended start; service time (from the actual send): p50 {:.2} p95 {:.2} p99 {:.2} max {:.2} ms",
+                s.service_time_ms.p50, s.service_time_ms.p95, s.service_time_ms.p99, s.service_time_ms.max
+            );
+            if let Some(lag) = &sched.lag_ms {
+                let _ = writeln!(
+                    w,
+                    "    schedule lag: p50 {:.2} p99 {:.2} max {:.2} ms",
+                    lag.p50, lag.p99, lag.max
+                );
+            }
+        }
+    }
+    let _ = writeln!(w);
+
+    let rows: Vec<_> = op_order
+        .iter()
+        .filter_map(|name| r.ops.get(*name).map(|op| (name, op)))
+        .filter(|(_, op)| op.count > 0)
+        .collect();
+    if !rows.is_empty() {
+        let _ = writeln!(w, "Per operation (ms):");
+        let _ = writeln!(
+            w,
+            "    {:<18} {:>10} {:>7} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
+            "operation", "count", "errors", "avg", "p50", "p95", "p99", "p99.9", "max"
+        );
+        for (name, op) in rows {
+            let l = &op.latency_ms;
+            let _ = writeln!(
+                w,
+                "    {:<18} {:>10} {:>7} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>8.3}",
+                name, op.count, op.errors, l.mean, l.p50, l.p95, l.p99, l.p999, l.max
+            );
+        }
+        let _ = writeln!(w);
+    }
+    let cpu = s.client_cpu;
+    let per_event_us = if s.events > 0 {
+        (cpu.user_s + cpu.sys_s) * 1e6 / s.events as f64
+    } else {
+        0.0
+    };
+    let _ = writeln!(
+        w,
+        "Client CPU: {:.2}s user, {:.2}s sys ({per_event_us:.1} µs per event)",
+        cpu.user_s, cpu.sys_s
+    );
+    if let Some(server) = &r.environment.server {
+        let _ = writeln!(
+            w,
+            "Target: {} ({} {})",
+            r.config.target, server.product, server.version
+        );
+    }
+    for sample in &r.error_samples {
+        let _ = writeln!(
+            w,
+            "Error ({}, {}x): {}",
+            sample.class, sample.count, sample.message
+        );
+    }
+    for warning in &r.warnings {
+        let _ = writeln!(w, "WARNING: {warning}");
+    }
+    o
+}
+
+fn serde_plain<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}

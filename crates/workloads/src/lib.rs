@@ -1,0 +1,15 @@
+//! Workloads: which operations run, in what mix, on what data. Each
+//! workload is generic over the driver family it needs (SQL here), so it
+//! runs unchanged on every driver of that family.
+
+#![allow(async_fn_in_trait)]
+
+pub mod distribution;
+pub mod oltp;
+
+/// A workload that cannot run because its data set is not there yet.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("{what} does not exist")]
+pub struct NotPrepared {
+    pub what: String,
+}

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Install what loadcell's integration tests and benchmarks need (Debian 12).
+# Idempotent: installs only missing packages; never starts any service
+# (the tests start their own servers via crates/testkit).
+set -euo pipefail
+
+PACKAGES=(
+  mariadb-server mariadb-client
+  postgresql postgresql-contrib
+  sysbench
+  redis-server redis-tools
+  memcached
+  procps
+)
+
+# Which packages are not yet installed?
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+  if [[ "$status" != "install ok installed" ]]; then
+    missing+=("$pkg")
+  fi
+done
+
+if ((${#missing[@]})); then
+  echo "install-test-deps: installing: ${missing[*]}"
+  # apt needs root; use sudo only when we are not root already.
+  SUDO=()
+  if [[ $(id -u) -ne 0 ]]; then
+    command -v sudo >/dev/null || { echo "install-test-deps: run as root (or install sudo)" >&2; exit 1; }
+    SUDO=(sudo)
+  fi
+  "${SUDO[@]}" apt-get update
+  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y --no-install-recommends "${missing[@]}"
+else
+  echo "install-test-deps: all packages already installed"
+fi
+
+# Rust toolchain: must already exist (we do not download installers here).
+if command -v cargo >/dev/null; then
+  CARGO=$(command -v cargo)
+elif [[ -x "$HOME/.cargo/bin/cargo" ]]; then
+  CARGO="$HOME/.cargo/bin/cargo"
+  echo "install-test-deps: note: add \$HOME/.cargo/bin to PATH"
+else
+  echo "install-test-deps: ERROR: cargo not found (not on PATH, not in ~/.cargo/bin)." >&2
+  echo "  Install the Rust toolchain with rustup: https://rustup.rs" >&2
+  exit 1
+fi
+echo "install-test-deps: $("$CARGO" --version)"
+echo "install-test-deps: ok"
