@@ -5,15 +5,19 @@
 //! (`mariadb://` is the same). Defaults: host 127.0.0.1, port 3306, user
 //! root, no password, no default database, `sslmode=disable`.
 //!
-//! TLS modes: `disable`; `prefer` (TLS without verification when the server
-//! offers it, plaintext otherwise); `require` (TLS, no certificate checks);
-//! `verify-ca` (chain checked against `sslrootcert`, or the built-in web
-//! roots without it); `verify-full` (chain and host name). With
-//! `sslrootcert` only that file's certificates are trusted.
+//! TLS modes, with libpq's meanings as in `tls.rs`: `disable`;
+//! `prefer` (TLS without verification when the server offers it, plaintext
+//! otherwise; a server found without TLS is remembered); `require` (TLS, no
+//! certificate checks, or the chain checks of `verify-ca` when `sslrootcert`
+//! is given); `verify-ca` (chain checked against `sslrootcert`, or the
+//! webpki roots without it); `verify-full` (chain and host name). With
+//! `sslrootcert` only that file's certificates are trusted. mysql_async
+//! builds its own rustls configuration from `SslOpts`, so the shared
+//! `tls::client_config` is only used to validate the settings.
 //!
-//! Known limitation: with mysql_async 0.36 and rustls 0.23.3x+, the library's
-//! "skip host name validation" switch never matches rustls's error text, so
-//! `verify-ca` also checks the host name; the error then says so.
+//! Known limitation: mysql_async 0.36 skips the host name check by matching
+//! "NotValidForName" in rustls's error text, which current rustls no longer
+//! prints, so `verify-ca` also checks the host name; the error then says so.
 
 use std::io;
 use std::path::PathBuf;
@@ -736,6 +740,11 @@ mod tests {
         let o = ssl_opts(&s).unwrap();
         assert!(!o.accept_invalid_certs());
         assert!(o.skip_domain_validation());
+        assert!(!o.disable_built_in_roots());
+        s.sslmode = SslMode::Require;
+        s.sslrootcert = Some("/etc/ca.pem".into());
+        let o = ssl_opts(&s).unwrap();
+        assert!(!o.accept_invalid_certs() && o.skip_domain_validation());
         s.sslmode = SslMode::VerifyFull;
         s.sslrootcert = Some("/etc/ca.pem".into());
         let o = ssl_opts(&s).unwrap();
