@@ -37,6 +37,25 @@ else
   echo "install-test-deps: all packages already installed"
 fi
 
+# Java and Maven read HdrHistogram logs with HdrHistogram's own tools in the
+# tests; any JDK on PATH will do, otherwise Debian's.
+java_pkgs=()
+command -v java >/dev/null || java_pkgs+=(openjdk-17-jre-headless)
+command -v mvn >/dev/null || java_pkgs+=(maven)
+if ((${#java_pkgs[@]})); then
+  echo "install-test-deps: installing: ${java_pkgs[*]}"
+  SUDO=()
+  [[ $(id -u) -ne 0 ]] && SUDO=(sudo)
+  "${SUDO[@]}" apt-get update
+  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y --no-install-recommends "${java_pkgs[@]}"
+fi
+HDR_JAR="$HOME/.m2/repository/org/hdrhistogram/HdrHistogram/2.2.2/HdrHistogram-2.2.2.jar"
+if [[ ! -f "$HDR_JAR" ]]; then
+  echo "install-test-deps: fetching HdrHistogram 2.2.2 from Maven Central"
+  mvn -q dependency:get -Dartifact=org.hdrhistogram:HdrHistogram:2.2.2
+fi
+
 # Rust toolchain: must already exist (we do not download installers here).
 if command -v cargo >/dev/null; then
   CARGO=$(command -v cargo)

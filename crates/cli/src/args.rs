@@ -14,6 +14,9 @@ Examples:
       --threads 8 --time 60s --warmup 10s --report-interval 1s
   loadcell run oltp_point_select --target postgres://bench:secret@127.0.0.1/bench --threads 16 --rate 5000
   loadcell cleanup oltp_read_write --target mysql://root@127.0.0.1:3306/sbtest
+  loadcell prepare ycsb-a --target postgres://bench:secret@127.0.0.1/bench --record-count 100000
+  loadcell run ycsb-a --target postgres://bench:secret@127.0.0.1/bench --record-count 100000 --threads 8 --time 60s
+  loadcell run mix-80-20 --target redis://127.0.0.1:6379 --prepare --record-count 1000000 --time 30s
   loadcell list";
 
 #[derive(Debug, Parser)]
@@ -41,6 +44,17 @@ pub enum Command {
     Cleanup(CleanupArgs),
     /// List workloads, drivers and their options.
     List,
+    /// Export a result's intervals as an HdrHistogram interval log.
+    Hdr(HdrArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct HdrArgs {
+    /// A result file written by `loadcell run`.
+    pub result: PathBuf,
+    /// Write the log here instead of to stdout.
+    #[arg(long, value_name = "PATH")]
+    pub out: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -69,6 +83,10 @@ pub struct PrepareArgs {
     pub threads: usize,
     #[command(flatten)]
     pub oltp: OltpArgs,
+    #[command(flatten)]
+    pub kv: KvArgs,
+    #[command(flatten)]
+    pub ycsb: YcsbArgs,
 }
 
 #[derive(Debug, Args)]
@@ -122,11 +140,181 @@ pub struct RunArgs {
     /// Seed for all random choices (default: from the clock; recorded).
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
+    /// Also write an HdrHistogram interval log of response times while running.
+    #[arg(long, value_name = "PATH")]
+    pub hdr_log: Option<PathBuf>,
+    /// Serve Prometheus metrics at http://ADDR/metrics while running (e.g. 127.0.0.1:9898).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<std::net::SocketAddr>,
     /// A label carried into the result, e.g. --label instance=4c16g.
     #[arg(long = "label", value_name = "KEY=VALUE", value_parser = label)]
     pub labels: Vec<(String, String)>,
     #[command(flatten)]
     pub oltp: OltpArgs,
+    #[command(flatten)]
+    pub kv: KvArgs,
+    #[command(flatten)]
+    pub ycsb: YcsbArgs,
+}
+
+/// YCSB's options for the record workloads (`ycsb-a` … `ycsb-f`, `mix-*`);
+/// YCSB's property names (`--recordcount`) work too. Unset options take
+/// the workload's defaults.
+#[derive(Debug, Clone, Default, Args)]
+#[command(next_help_heading = "Record workload options (ycsb-a..ycsb-f, mix-*; YCSB names)")]
+pub struct YcsbArgs {
+    /// Records prepare loads and run reads (default 1000).
+    #[arg(long, alias = "recordcount", value_name = "N", value_parser = positive_u64, allow_negative_numbers = true)]
+    pub record_count: Option<u64>,
+    /// Operations a run performs when neither --time nor --events is given
+    /// (default 1000); also sizes the key space inserts grow into.
+    #[arg(long, alias = "operationcount", value_name = "N", value_parser = positive_u64, allow_negative_numbers = true)]
+    pub operation_count: Option<u64>,
+    /// Fields per record (default 10).
+    #[arg(long, alias = "fieldcount", value_name = "N", value_parser = positive_u32, allow_negative_numbers = true)]
+    pub field_count: Option<u32>,
+    /// Bytes per field (default 100; 10 for the mix-* workloads).
+    #[arg(long, alias = "fieldlength", value_name = "BYTES", value_parser = positive_usize, allow_negative_numbers = true)]
+    pub field_length: Option<usize>,
+    /// Which records operations choose: uniform, zipfian, latest or hotspot
+    /// (default: the workload's).
+    #[arg(long, alias = "requestdistribution", value_name = "KIND")]
+    pub request_distribution: Option<String>,
+    /// Longest scan in records; lengths are uniform from 1 (default 100).
+    #[arg(long, alias = "maxscanlength", value_name = "N", value_parser = positive_u64, allow_negative_numbers = true)]
+    pub max_scan_length: Option<u64>,
+    /// hotspot: the fraction of records that are hot (default 0.2).
+    #[arg(long, alias = "hotspotdatafraction", value_name = "FRACTION", allow_negative_numbers = true)]
+    pub hotspot_data_fraction: Option<f64>,
+    /// hotspot: the fraction of operations on hot records (default 0.8).
+    #[arg(long, alias = "hotspotopnfraction", value_name = "FRACTION", allow_negative_numbers = true)]
+    pub hotspot_opn_fraction: Option<f64>,
+    /// Updates write every field instead of one (default off; on for mix-*).
+    #[arg(long, alias = "writeallfields", value_name = "on|off", value_parser = on_off)]
+    pub write_all_fields: Option<bool>,
+}
+
+impl YcsbArgs {
+    /// The options given on the command line, by their flag names, so a
+    /// workload that does not take them can say so.
+    pub fn given(&self) -> Vec<&'static str> {
+        [
+            (self.record_count.is_some(), "--record-count"),
+            (self.operation_count.is_some(), "--operation-count"),
+            (self.field_count.is_some(), "--field-count"),
+            (self.field_length.is_some(), "--field-length"),
+            (
+                self.request_distribution.is_some(),
+                "--request-distribution",
+            ),
+            (self.max_scan_length.is_some(), "--max-scan-length"),
+            (
+                self.hotspot_data_fraction.is_some(),
+                "--hotspot-data-fraction",
+            ),
+            (
+                self.hotspot_opn_fraction.is_some(),
+                "--hotspot-opn-fraction",
+            ),
+            (self.write_all_fields.is_some(), "--write-all-fields"),
+        ]
+        .into_iter()
+        .filter_map(|(set, name)| set.then_some(name))
+        .collect()
+    }
+}
+
+/// memtier_benchmark's options for the `kv` workload. Unset options take
+/// memtier's defaults.
+#[derive(Debug, Clone, Default, Args)]
+#[command(next_help_heading = "Key-value workload options (memtier_benchmark names)")]
+pub struct KvArgs {
+    /// SET:GET ratio (default 1:10).
+    #[arg(long, value_name = "SET:GET")]
+    pub ratio: Option<String>,
+    /// Key prefix (default "memtier-").
+    #[arg(long, value_name = "PREFIX")]
+    pub key_prefix: Option<String>,
+    /// Lowest key number (default 0).
+    #[arg(long, value_name = "N")]
+    pub key_minimum: Option<u64>,
+    /// Highest key number (default 10000000).
+    #[arg(long, value_name = "N")]
+    pub key_maximum: Option<u64>,
+    /// SET:GET key patterns: R random, S sequential, G gaussian, P parallel per client, Z zipfian (default R:R).
+    #[arg(long, value_name = "SET:GET")]
+    pub key_pattern: Option<String>,
+    /// Median key for G (default: middle of the range).
+    #[arg(long, value_name = "KEY")]
+    pub key_median: Option<f64>,
+    /// Standard deviation for G (default: range / 6).
+    #[arg(long, value_name = "N")]
+    pub key_stddev: Option<f64>,
+    /// Exponent for Z (default 1).
+    #[arg(long, value_name = "EXP")]
+    pub key_zipf_exp: Option<f64>,
+    /// Value size in bytes (default 32).
+    #[arg(short = 'd', long, value_name = "BYTES", allow_negative_numbers = true)]
+    pub data_size: Option<i64>,
+    /// Value sizes uniformly in a range.
+    #[arg(long, value_name = "MIN-MAX")]
+    pub data_size_range: Option<String>,
+    /// Value sizes with weights.
+    #[arg(long, value_name = "SIZE:WEIGHT,...")]
+    pub data_size_list: Option<String>,
+    /// Random bytes in values instead of 'x'.
+    #[arg(long)]
+    pub random_data: bool,
+    /// A different random seed for every connection (memtier's default is one seed for all).
+    #[arg(long)]
+    pub distinct_client_seed: bool,
+    /// Seed from the clock (the default when --seed is not given).
+    #[arg(long)]
+    pub randomize: bool,
+    /// Requests per client instead of a time limit.
+    #[arg(long, value_name = "N", value_parser = positive_u64, allow_negative_numbers = true)]
+    pub requests: Option<u64>,
+    /// Requests in flight per connection (sent together, replies read in order).
+    #[arg(long, value_name = "N", value_parser = positive_usize, allow_negative_numbers = true)]
+    pub pipeline: Option<usize>,
+    /// An arbitrary command, e.g. 'hset __key__ f1 __data__' (repeatable).
+    #[arg(long, value_name = "TEMPLATE")]
+    pub command: Vec<String>,
+    /// Weight of each --command, in order (default 1 each).
+    #[arg(long, value_name = "N")]
+    pub command_ratio: Vec<u32>,
+    /// Key pattern of each --command, in order (default R).
+    #[arg(long, value_name = "R|S|G|P|Z")]
+    pub command_key_pattern: Vec<String>,
+    /// Derive values from their keys and check every GET hit returns the bytes that were SET.
+    #[arg(long)]
+    pub verify: bool,
+}
+
+impl KvArgs {
+    /// The options given on the command line, by their flag names, so a
+    /// workload that does not take them can say so.
+    pub fn given(&self) -> Vec<&'static str> {
+        let mut given = Vec::new();
+        let mut note = |set: bool, name: &'static str| {
+            if set {
+                given.push(name);
+            }
+        };
+        note(self.ratio.is_some(), "--ratio");
+        note(self.key_prefix.is_some(), "--key-prefix");
+        note(self.key_minimum.is_some(), "--key-minimum");
+        note(self.key_maximum.is_some(), "--key-maximum");
+        note(self.key_pattern.is_some(), "--key-pattern");
+        note(self.data_size.is_some(), "--data-size");
+        note(self.data_size_range.is_some(), "--data-size-range");
+        note(self.data_size_list.is_some(), "--data-size-list");
+        note(self.pipeline.is_some(), "--pipeline");
+        note(self.requests.is_some(), "--requests");
+        note(!self.command.is_empty(), "--command");
+        note(self.verify, "--verify");
+        given
+    }
 }
 
 /// sysbench's OLTP options; underscore spellings are accepted too.

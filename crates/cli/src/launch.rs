@@ -7,16 +7,23 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use anyhow::{anyhow, bail, Context as _};
+use loadcell_core::kv::KvConn;
 use loadcell_core::sql::SqlConn;
 use loadcell_core::{Driver, DriverError, ErrorClass, ServerInfo, Target};
 use loadcell_drivers::{DriverInfo, Visitor};
 use loadcell_engine::{Arrival, EnginePlan, RateSpec, Script};
+use loadcell_workloads::kv::{self, Kv};
 use loadcell_workloads::oltp::{self, CheckError, Oltp};
+use loadcell_workloads::ycsb::{self, YcsbKv, YcsbSql};
 
 use crate::args::RunArgs;
-use crate::progress::{LiveLines, PrepareProgress};
+use crate::progress::{HdrLog, Metrics, PrepareProgress, RunObserver};
 use crate::result::{self, ResultContext};
 use crate::workload::WorkloadSpec;
+
+/// The visitor for a family is only called for a workload of that family:
+/// `main` checks families before opening the driver.
+const FAMILY_CHECKED: &str = "workload and driver families are checked before opening";
 
 /// How long in-flight events may finish once the run is told to stop.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
@@ -66,6 +73,62 @@ impl Visitor for PrepareJob {
             self.connect_timeout,
         ))
     }
+
+    fn kv<D>(self, info: &'static DriverInfo, driver: D) -> anyhow::Result<()>
+    where
+        D: Driver,
+        D::Conn: KvConn,
+    {
+        let driver = Arc::new(driver);
+        block_on(prepare_kv(
+            &driver,
+            info,
+            &self.spec,
+            self.threads,
+            self.connect_timeout,
+        ))
+    }
+}
+
+async fn prepare_kv<D>(
+    driver: &Arc<D>,
+    info: &'static DriverInfo,
+    spec: &WorkloadSpec,
+    threads: usize,
+    connect_timeout: Duration,
+) -> anyhow::Result<()>
+where
+    D: Driver,
+    D::Conn: KvConn,
+{
+    let progress = Rc::new(PrepareProgress::new());
+    let result = match spec {
+        WorkloadSpec::Kv { opts } => {
+            kv::prepare(
+                Arc::clone(driver),
+                opts,
+                threads,
+                connect_timeout,
+                progress.clone(),
+            )
+            .await
+        }
+        WorkloadSpec::Ycsb { opts, .. } => {
+            ycsb::prepare_kv(
+                Arc::clone(driver),
+                opts,
+                info.kv.commands,
+                threads,
+                connect_timeout,
+                0,
+                progress.clone(),
+            )
+            .await
+        }
+        WorkloadSpec::Oltp { .. } => unreachable!("{FAMILY_CHECKED}"),
+    };
+    progress.finish();
+    result.map_err(|e| connect_error(&driver.endpoint(), e))
 }
 
 async fn prepare_sql<D>(
@@ -78,23 +141,39 @@ where
     D: Driver,
     D::Conn: SqlConn,
 {
-    let WorkloadSpec::Oltp { kind, opts } = spec;
     let progress = Rc::new(PrepareProgress::new());
-    let result = oltp::prepare(
-        Arc::clone(driver),
-        *kind,
-        opts,
-        threads,
-        connect_timeout,
-        0,
-        progress.clone(),
-    )
-    .await;
+    let result = match spec {
+        WorkloadSpec::Oltp { kind, opts } => {
+            oltp::prepare(
+                Arc::clone(driver),
+                *kind,
+                opts,
+                threads,
+                connect_timeout,
+                0,
+                progress.clone(),
+            )
+            .await
+        }
+        WorkloadSpec::Ycsb { opts, .. } => {
+            ycsb::prepare_sql(
+                Arc::clone(driver),
+                opts,
+                threads,
+                connect_timeout,
+                0,
+                progress.clone(),
+            )
+            .await
+        }
+        WorkloadSpec::Kv { .. } => unreachable!("{FAMILY_CHECKED}"),
+    };
     progress.finish();
     result.map_err(|e| connect_error(&driver.endpoint(), e))
 }
 
 pub struct CleanupJob {
+    pub spec: WorkloadSpec,
     pub connect_timeout: Duration,
 }
 
@@ -111,12 +190,25 @@ impl Visitor for CleanupJob {
                 .await
                 .map_err(|e| connect_error(&driver.endpoint(), e))?;
             let progress = PrepareProgress::new();
-            oltp::cleanup(&mut conn, &progress)
-                .await
-                .map_err(|e| anyhow!("{e}"))?;
+            match self.spec {
+                WorkloadSpec::Ycsb { .. } => ycsb::cleanup(&mut conn, &progress).await,
+                _ => oltp::cleanup(&mut conn, &progress).await,
+            }
+            .map_err(|e| anyhow!("{e}"))?;
             progress.finish();
             Ok(())
         })
+    }
+
+    fn kv<D>(self, _info: &'static DriverInfo, _driver: D) -> anyhow::Result<()>
+    where
+        D: Driver,
+        D::Conn: KvConn,
+    {
+        bail!(
+            "cleanup is not available for key-value targets: loadcell does not track which keys it wrote, \
+             and it never deletes data it cannot prove it created"
+        )
     }
 }
 
@@ -130,17 +222,64 @@ pub struct RunJob<'a> {
 }
 
 impl RunJob<'_> {
+    /// An event limit the workload's own options imply: memtier's
+    /// `--requests` (per connection) as a total event count (with
+    /// `--pipeline N` an event is a batch of N requests); YCSB's
+    /// `--operation-count` (one operation per event), given or, without
+    /// `--time`, its default.
+    fn implied_events(&self) -> Option<u64> {
+        match &self.spec {
+            WorkloadSpec::Kv { opts } => {
+                let sessions = (self.args.threads * self.args.clients) as u64;
+                self.args
+                    .kv
+                    .requests
+                    .map(|r| (r * sessions).div_ceil(opts.pipeline as u64))
+            }
+            WorkloadSpec::Ycsb { opts, .. } => self
+                .args
+                .ycsb
+                .operation_count
+                .or_else(|| self.args.time.is_none().then_some(opts.operation_count)),
+            WorkloadSpec::Oltp { .. } => None,
+        }
+    }
+
+    fn seed(&self) -> u64 {
+        self.args.seed.unwrap_or_else(|| {
+            SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(1)
+        })
+    }
+
+    /// The server's process when it listens on this host (for CPU and
+    /// memory samples): the listener of the target's port on a loopback
+    /// address.
+    fn server_pid(&self) -> Option<u32> {
+        let url = self.target.url();
+        let local = matches!(
+            url.host_str(),
+            Some("127.0.0.1" | "localhost" | "[::1]" | "::1")
+        );
+        if !local {
+            return None;
+        }
+        loadcell_record::resources::find_listener(url.port()?)
+    }
+
     fn plan(&self, seed: u64) -> EnginePlan {
         let a = self.args;
         EnginePlan {
             threads: a.threads,
             clients: a.clients,
-            time: match (a.time, a.events) {
+            time: match (a.time, a.events.or_else(|| self.implied_events())) {
                 (Some(t), _) => Some(t),
                 (None, Some(_)) => None,
                 (None, None) => Some(Duration::from_secs(10)),
             },
-            events: a.events,
+            events: a.events.or_else(|| self.implied_events()),
             warmup: a.warmup,
             rate: a.rate.map(|per_sec| RateSpec {
                 per_sec,
@@ -155,7 +294,25 @@ impl RunJob<'_> {
             reconnect_timeout: a.reconnect_timeout,
             drain_timeout: DRAIN_TIMEOUT,
             seed,
+            server_pid: self.server_pid(),
         }
+    }
+}
+
+/// A SQL script that can tell whether its data set is there.
+trait CheckPrepared<C> {
+    async fn check_prepared(&self, conn: &mut C) -> Result<(), CheckError>;
+}
+
+impl<C: SqlConn> CheckPrepared<C> for Oltp {
+    async fn check_prepared(&self, conn: &mut C) -> Result<(), CheckError> {
+        self.check(conn).await
+    }
+}
+
+impl<C: SqlConn> CheckPrepared<C> for YcsbSql {
+    async fn check_prepared(&self, conn: &mut C) -> Result<(), CheckError> {
+        self.check(conn).await
     }
 }
 
@@ -168,17 +325,60 @@ impl Visitor for RunJob<'_> {
         D::Conn: SqlConn,
     {
         let driver = Arc::new(driver);
-        let seed = self.args.seed.unwrap_or_else(|| {
-            SystemTime::now()
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64)
-                .unwrap_or(1)
-        });
-        let WorkloadSpec::Oltp { kind, opts } = &self.spec;
-        let script = Arc::new(Oltp::new(*kind, opts.clone(), seed));
+        let seed = self.seed();
+        match &self.spec {
+            WorkloadSpec::Oltp { kind, opts } => {
+                let script = Arc::new(Oltp::new(*kind, opts.clone(), seed));
+                self.run_sql(info, driver, script, seed)
+            }
+            WorkloadSpec::Ycsb { opts, .. } => {
+                let script = Arc::new(YcsbSql::new(opts.clone()));
+                self.run_sql(info, driver, script, seed)
+            }
+            WorkloadSpec::Kv { .. } => unreachable!("{FAMILY_CHECKED}"),
+        }
+    }
+
+    fn kv<D>(self, info: &'static DriverInfo, driver: D) -> anyhow::Result<i32>
+    where
+        D: Driver,
+        D::Conn: KvConn,
+    {
+        let driver = Arc::new(driver);
+        let seed = self.seed();
+        match &self.spec {
+            WorkloadSpec::Kv { opts } => {
+                let script = Arc::new(Kv::new(opts.clone()));
+                self.run_kv(info, driver, script, seed)
+            }
+            WorkloadSpec::Ycsb { opts, .. } => {
+                // Hashes and a sorted-set index where the driver takes
+                // commands; one value per record where it only gets and sets.
+                let script = Arc::new(YcsbKv::new(opts.clone(), info.kv.commands));
+                self.run_kv(info, driver, script, seed)
+            }
+            WorkloadSpec::Oltp { .. } => unreachable!("{FAMILY_CHECKED}"),
+        }
+    }
+}
+
+impl RunJob<'_> {
+    /// Prepares if asked (or if the embedded default target is empty),
+    /// checks the data set, then runs.
+    fn run_sql<D, S>(
+        self,
+        info: &'static DriverInfo,
+        driver: Arc<D>,
+        script: Arc<S>,
+        seed: u64,
+    ) -> anyhow::Result<i32>
+    where
+        D: Driver,
+        D::Conn: SqlConn,
+        S: Script<D::Conn> + CheckPrepared<D::Conn> + Send + Sync,
+    {
         let timeout = self.args.target.connect_timeout;
         let endpoint = driver.endpoint();
-
         let server = block_on(async {
             if self.args.prepare {
                 prepare_sql(&driver, &self.spec, self.args.threads, timeout).await?;
@@ -186,7 +386,7 @@ impl Visitor for RunJob<'_> {
             let (mut conn, server) = loadcell_engine::connect_once(&*driver, timeout)
                 .await
                 .map_err(|e| connect_error(&endpoint, e))?;
-            match script.check(&mut conn).await {
+            match script.check_prepared(&mut conn).await {
                 Ok(()) => {}
                 Err(CheckError::NotPrepared(_)) if self.default_target => {
                     drop(conn);
@@ -204,13 +404,75 @@ impl Visitor for RunJob<'_> {
             }
             Ok::<ServerInfo, anyhow::Error>(server)
         })?;
+        self.execute(info, driver, script, server, seed)
+    }
 
+    fn run_kv<D, S>(
+        self,
+        info: &'static DriverInfo,
+        driver: Arc<D>,
+        script: Arc<S>,
+        seed: u64,
+    ) -> anyhow::Result<i32>
+    where
+        D: Driver,
+        D::Conn: KvConn,
+        S: Script<D::Conn> + Send + Sync,
+    {
+        let timeout = self.args.target.connect_timeout;
+        let endpoint = driver.endpoint();
+        let server = block_on(async {
+            if self.args.prepare {
+                prepare_kv(&driver, info, &self.spec, self.args.threads, timeout).await?;
+            }
+            let (_, server) = loadcell_engine::connect_once(&*driver, timeout)
+                .await
+                .map_err(|e| connect_error(&endpoint, e))?;
+            Ok::<ServerInfo, anyhow::Error>(server)
+        })?;
+        self.execute(info, driver, script, server, seed)
+    }
+}
+
+impl RunJob<'_> {
+    /// The load phase and the result, the same for every family.
+    fn execute<D, S>(
+        self,
+        info: &'static DriverInfo,
+        driver: Arc<D>,
+        script: Arc<S>,
+        server: ServerInfo,
+        seed: u64,
+    ) -> anyhow::Result<i32>
+    where
+        D: Driver,
+        S: Script<D::Conn> + Send + Sync,
+    {
         let plan = self.plan(seed);
-        let ops = <Oltp as Script<D::Conn>>::ops(&script);
-        let mut live = LiveLines {
-            enabled: self.args.report_interval.is_some(),
+        let ops = script.ops();
+        let hdr_log = match &self.args.hdr_log {
+            Some(path) => Some(HdrLog::create(
+                path,
+                &format!("loadcell {} on {}", self.spec.name(), self.target),
+            )?),
+            None => None,
+        };
+        let metrics = match self.args.metrics_addr {
+            Some(addr) => Some(Metrics {
+                exposition: crate::metrics::serve(addr)?,
+                cumulative: loadcell_record::Stats::new(ops.len()),
+                workload: self.spec.name().to_string(),
+                target: self.target.redacted(),
+            }),
+            None => None,
+        };
+        let mut live = RunObserver {
+            live_lines: self.args.report_interval.is_some(),
             sessions: plan.sessions(),
+            ops: ops.iter().map(|o| o.name).collect(),
             categories: ops.iter().map(|o| o.category.as_str()).collect(),
+            hdr_log,
+            metrics,
         };
         eprintln!(
             "Running {} on {} ({} {}): {} sessions, {}",
@@ -219,9 +481,9 @@ impl Visitor for RunJob<'_> {
             server.product,
             server.version,
             plan.sessions(),
-            match (plan.rate, plan.time, plan.events) {
-                (Some(r), _, _) => format!("open loop at {} events/s", r.per_sec),
-                (None, _, _) => "closed loop".to_string(),
+            match plan.rate {
+                Some(r) => format!("open loop at {} events/s", r.per_sec),
+                None => "closed loop".to_string(),
             }
         );
         let outcome =
@@ -232,12 +494,12 @@ impl Visitor for RunJob<'_> {
             workload_options: self.spec.options(),
             target: &self.target,
             driver: info.name,
+            family: info.family,
             server: Some(server),
             plan: &plan,
             labels: self.args.labels.iter().cloned().collect(),
             ops,
-            transactional: <Oltp as Script<D::Conn>>::transactional(&script),
-            sql: true,
+            transactional: script.transactional(),
         };
         let result = result::build(&ctx, outcome);
         let out = self.args.out.clone().unwrap_or_else(|| {

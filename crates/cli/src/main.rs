@@ -2,8 +2,10 @@
 //! the library crates; this binary only composes them.
 
 mod args;
+mod hdr;
 mod launch;
 mod list;
+mod metrics;
 mod progress;
 mod result;
 mod workload;
@@ -15,6 +17,7 @@ use anyhow::anyhow;
 use clap::error::ErrorKind;
 use clap::Parser;
 use loadcell_core::Target;
+use loadcell_drivers::{DriverInfo, Family};
 
 use crate::args::{Cli, Command, TargetArgs};
 use crate::launch::{CleanupJob, PrepareJob, RunJob};
@@ -80,14 +83,57 @@ fn default_sqlite(path: &Path) -> anyhow::Result<Target> {
 /// Rejects a workload that the target's driver cannot serve, before any
 /// connection is opened.
 fn check_family(spec: &WorkloadSpec, target: &Target) -> anyhow::Result<()> {
-    if let Some(info) = loadcell_drivers::find(target.scheme()) {
-        if info.family != spec.family() {
+    let Some(info) = loadcell_drivers::find(target.scheme()) else {
+        return Ok(()); // `open` names the supported schemes.
+    };
+    let needs = spec.needs();
+    if !needs.accepts(info.family) {
+        let fitting: Vec<_> = loadcell_drivers::REGISTRY
+            .iter()
+            .filter(|d| needs.accepts(d.family))
+            .map(|d| d.name)
+            .collect();
+        return Err(anyhow!(
+            "workload {} needs a {} driver ({}), but {}: is a {} driver",
+            spec.name(),
+            needs.as_str(),
+            fitting.join(", "),
+            target.scheme(),
+            info.family.as_str()
+        ));
+    }
+    if let WorkloadSpec::Ycsb { opts, .. } = spec {
+        // Scans need an ordered index: SQL's primary key, or a sorted set
+        // kept with commands. GET/SET-only stores have neither.
+        let can_scan = |d: &DriverInfo| d.family == Family::Sql || d.kv.commands;
+        if opts.needs_scan() && !can_scan(info) {
+            let fitting: Vec<_> = loadcell_drivers::REGISTRY
+                .iter()
+                .filter(|d| can_scan(d))
+                .map(|d| d.name)
+                .collect();
+            let share = 100.0 * opts.proportions.scan as f64 / opts.proportions.total() as f64;
             return Err(anyhow!(
-                "workload {} needs a {} driver, but {}: is a {} driver",
+                "workload {} scans records ({share:.0}% of its operations), and {} cannot scan: \
+                 it only gets and sets single keys, with no ordered index to read a range from; \
+                 drivers that can scan: {}",
                 spec.name(),
-                spec.family().as_str(),
-                target.scheme(),
-                info.family.as_str()
+                info.name,
+                fitting.join(", ")
+            ));
+        }
+    }
+    if let WorkloadSpec::Kv { opts } = spec {
+        if !opts.commands.is_empty() && !info.kv.commands {
+            let fitting: Vec<_> = loadcell_drivers::REGISTRY
+                .iter()
+                .filter(|d| d.kv.commands)
+                .map(|d| d.name)
+                .collect();
+            return Err(anyhow!(
+                "{} does not support arbitrary commands (--command); drivers that do: {}",
+                info.name,
+                fitting.join(", ")
             ));
         }
     }
@@ -100,9 +146,13 @@ fn dispatch(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
             print!("{}", list::render());
             Ok(0)
         }
+        Command::Hdr(a) => {
+            hdr::export(&a.result, a.out.as_deref())?;
+            Ok(0)
+        }
         Command::Prepare(a) => {
-            let spec =
-                WorkloadSpec::resolve(&a.target.workload, &a.oltp).map_err(|e| anyhow!(e))?;
+            let spec = WorkloadSpec::resolve(&a.target.workload, &a.oltp, &a.kv, &a.ycsb)
+                .map_err(|e| anyhow!(e))?;
             let (target, _) = resolve_target(&a.target)?;
             check_family(&spec, &target)?;
             let job = PrepareJob {
@@ -116,20 +166,25 @@ fn dispatch(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
         Command::Cleanup(a) => {
             // Validates the workload name; cleanup itself is driven by
             // what prepare recorded.
-            let spec =
-                WorkloadSpec::resolve(&a.target.workload, &crate::args::OltpArgs::defaults())
-                    .map_err(|e| anyhow!(e))?;
+            let spec = WorkloadSpec::resolve(
+                &a.target.workload,
+                &crate::args::OltpArgs::defaults(),
+                &crate::args::KvArgs::default(),
+                &crate::args::YcsbArgs::default(),
+            )
+            .map_err(|e| anyhow!(e))?;
             let (target, _) = resolve_target(&a.target)?;
             check_family(&spec, &target)?;
             let job = CleanupJob {
+                spec,
                 connect_timeout: a.target.connect_timeout,
             };
             loadcell_drivers::open(&target, job)??;
             Ok(0)
         }
         Command::Run(a) => {
-            let spec =
-                WorkloadSpec::resolve(&a.target.workload, &a.oltp).map_err(|e| anyhow!(e))?;
+            let spec = WorkloadSpec::resolve(&a.target.workload, &a.oltp, &a.kv, &a.ycsb)
+                .map_err(|e| anyhow!(e))?;
             let (target, default_target) = resolve_target(&a.target)?;
             check_family(&spec, &target)?;
             let job = RunJob {

@@ -1,7 +1,16 @@
 //! What the user sees while things happen: a progress bar for `prepare`
 //! and live interval lines during `run`.
 
+use std::fs::File;
+use std::io::{BufWriter, Write as _};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use anyhow::Context as _;
 use indicatif::{ProgressBar, ProgressStyle};
+use loadcell_record::{hdrlog, Stats};
+
+use crate::metrics::Exposition;
 use loadcell_engine::{IntervalView, Observer, Phase};
 use loadcell_workloads::oltp::PrepareObserver;
 
@@ -41,28 +50,87 @@ impl PrepareObserver for PrepareProgress {
     }
 }
 
-/// Prints a sysbench-style line per interval on stderr when asked to.
-pub struct LiveLines {
-    pub enabled: bool,
+/// Everything a run shows or exports while it runs: live lines on
+/// stderr, warnings, the HDR interval log and the metrics endpoint.
+pub struct RunObserver {
+    pub live_lines: bool,
     pub sessions: usize,
+    pub ops: Vec<&'static str>,
     pub categories: Vec<&'static str>,
+    pub hdr_log: Option<HdrLog>,
+    pub metrics: Option<Metrics>,
 }
 
-impl Observer for LiveLines {
+pub struct HdrLog {
+    pub path: PathBuf,
+    pub file: BufWriter<File>,
+}
+
+impl HdrLog {
+    pub fn create(path: &Path, comment: &str) -> anyhow::Result<HdrLog> {
+        let file = File::create(path)
+            .with_context(|| format!("cannot create the HDR log {}", path.display()))?;
+        let mut file = BufWriter::new(file);
+        hdrlog::write_header(&mut file, SystemTime::now(), comment)?;
+        Ok(HdrLog {
+            path: path.to_path_buf(),
+            file,
+        })
+    }
+}
+
+pub struct Metrics {
+    pub exposition: Exposition,
+    pub cumulative: Stats,
+    pub workload: String,
+    pub target: String,
+}
+
+impl Observer for RunObserver {
     fn interval(&mut self, view: &IntervalView<'_>) {
-        if !self.enabled {
-            return;
+        if self.live_lines {
+            eprintln!(
+                "{}",
+                loadcell_report::live::line(
+                    view.elapsed.as_secs_f64(),
+                    self.sessions,
+                    view.duration.as_secs_f64(),
+                    view.stats,
+                    &self.categories,
+                    view.phase == Phase::Warmup,
+                )
+            );
         }
-        eprintln!(
-            "{}",
-            loadcell_report::live::line(
-                view.elapsed.as_secs_f64(),
-                self.sessions,
-                view.duration.as_secs_f64(),
-                view.stats,
-                &self.categories,
-                view.phase == Phase::Warmup,
+        if let (Some(log), Phase::Measure) = (&mut self.hdr_log, view.phase) {
+            let start = view.elapsed.saturating_sub(view.duration);
+            let written = hdrlog::write_interval(
+                &mut log.file,
+                start,
+                view.duration,
+                &view.stats.response,
+                None,
             )
-        );
+            .and_then(|_| log.file.flush());
+            if let Err(e) = written {
+                eprintln!(
+                    "WARNING: cannot write the HDR log {}: {e}; no longer writing it",
+                    log.path.display()
+                );
+                self.hdr_log = None;
+            }
+        }
+        if let Some(m) = &mut self.metrics {
+            m.cumulative.merge(view.stats);
+            m.exposition.set(loadcell_report::prometheus::render(
+                &m.cumulative,
+                &self.ops,
+                &m.workload,
+                &m.target,
+            ));
+        }
+    }
+
+    fn warning(&mut self, message: &str) {
+        eprintln!("WARNING: {message}");
     }
 }

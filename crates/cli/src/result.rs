@@ -6,12 +6,13 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use loadcell_core::{ServerInfo, Target};
+use loadcell_drivers::Family;
 use loadcell_engine::{Category, EnginePlan, OpSpec, RunOutcome};
 use loadcell_record::env::HostInfo;
 use loadcell_record::hist::{self, LatencySummary};
 use loadcell_record::result::{
-    Environment, Histograms, LoopMode, OpSummary, QueryCounts, RunConfig, RunResult, Schedule,
-    ServerDescription, Summary, SCHEMA_ID,
+    Environment, Histograms, LoopMode, OpSummary, QueryCounts, Resources, RunConfig, RunResult,
+    Schedule, ServerDescription, Summary, SCHEMA_ID,
 };
 
 pub struct ResultContext<'a> {
@@ -20,13 +21,12 @@ pub struct ResultContext<'a> {
     pub workload_options: BTreeMap<String, serde_json::Value>,
     pub target: &'a Target,
     pub driver: &'a str,
+    pub family: Family,
     pub server: Option<ServerInfo>,
     pub plan: &'a EnginePlan,
     pub labels: BTreeMap<String, String>,
     pub ops: &'a [OpSpec],
     pub transactional: bool,
-    /// SQL workloads report queries as read/write/other.
-    pub sql: bool,
 }
 
 fn rfc3339(t: SystemTime) -> String {
@@ -99,7 +99,9 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
             dropped: total.dropped,
             lag_ms: outcome.open_loop.then(|| LatencySummary::of(&total.lag)),
         },
-        queries: ctx.sql.then_some(queries),
+        queries: (ctx.family == Family::Sql).then_some(queries),
+        hits: (ctx.family == Family::Kv).then_some(total.hits),
+        misses: (ctx.family == Family::Kv).then_some(total.misses),
         client_cpu: outcome.client_cpu,
     };
 
@@ -153,5 +155,10 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
         },
         warnings: outcome.warnings,
         error_samples: total.error_samples.clone(),
+        resources: Resources {
+            server_pid: plan.server_pid,
+            bottleneck: outcome.bottleneck,
+            samples: outcome.resources,
+        },
     }
 }

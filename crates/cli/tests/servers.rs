@@ -31,6 +31,7 @@ fn tables_in_db(server: &TestServer) -> Vec<String> {
         loadcell_testkit::ServerKind::Postgres => {
             "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY table_name"
         }
+        other => panic!("{other:?} is not a SQL server"),
     };
     sql(server, q).lines().map(str::to_string).collect()
 }

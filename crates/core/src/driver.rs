@@ -25,4 +25,15 @@ pub trait Driver: Send + Sync + 'static {
     async fn connect(&self) -> Result<Self::Conn, DriverError>;
 
     async fn server_info(&self, conn: &mut Self::Conn) -> Result<ServerInfo, DriverError>;
+
+    /// The server's own counters, sampled once per interval on a separate
+    /// monitoring connection (e.g. `SHOW GLOBAL STATUS`, `INFO`). Name
+    /// monotonic counters with a `_total` suffix so they are reported as
+    /// rates. Drivers without counters keep this default.
+    async fn server_counters(
+        &self,
+        _conn: &mut Self::Conn,
+    ) -> Result<Vec<(String, f64)>, DriverError> {
+        Ok(Vec::new())
+    }
 }

@@ -6,8 +6,10 @@
 // to be `Send`; `async fn` in traits is exactly what we want.
 #![allow(async_fn_in_trait)]
 
+pub mod clock;
 pub mod driver;
 pub mod error;
+pub mod kv;
 pub mod sql;
 pub mod target;
 

@@ -7,11 +7,15 @@
 
 #![allow(async_fn_in_trait)]
 
+pub mod memcached;
 pub mod mysql;
 pub mod postgres;
+pub mod redis;
+pub mod sim;
 pub mod sqlite;
 mod tls;
 
+use loadcell_core::kv::{KvCapabilities, KvConn};
 use loadcell_core::sql::SqlConn;
 use loadcell_core::{Driver, Target};
 
@@ -19,12 +23,14 @@ use loadcell_core::{Driver, Target};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Family {
     Sql,
+    Kv,
 }
 
 impl Family {
     pub fn as_str(self) -> &'static str {
         match self {
             Family::Sql => "sql",
+            Family::Kv => "kv",
         }
     }
 }
@@ -37,9 +43,17 @@ pub struct DriverInfo {
     pub family: Family,
     pub url_form: &'static str,
     pub about: &'static str,
+    /// For key-value drivers: what they support beyond GET and SET.
+    pub kv: KvCapabilities,
 }
 
-pub const REGISTRY: &[DriverInfo] = &[sqlite::INFO, mysql::INFO, postgres::INFO];
+pub const REGISTRY: &[DriverInfo] = &[
+    sqlite::INFO,
+    mysql::INFO,
+    postgres::INFO,
+    memcached::INFO,
+    sim::INFO,
+];
 
 /// Called with the concrete driver for a target; generic, so the engine is
 /// monomorphised per driver and nothing on the hot path is dynamic.
@@ -49,6 +63,11 @@ pub trait Visitor {
     where
         D: Driver,
         D::Conn: SqlConn;
+
+    fn kv<D>(self, info: &'static DriverInfo, driver: D) -> Self::Output
+    where
+        D: Driver,
+        D::Conn: KvConn;
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -89,6 +108,11 @@ pub fn open<V: Visitor>(target: &Target, visitor: V) -> Result<V::Output, OpenEr
         "postgres" => visitor.sql(
             info,
             postgres::PostgresDriver::from_target(target).map_err(bad)?,
+        ),
+        "sim" => visitor.kv(info, sim::SimDriver::from_target(target).map_err(bad)?),
+        "memcached" => visitor.kv(
+            info,
+            memcached::MemcachedDriver::from_target(target).map_err(bad)?,
         ),
         other => unreachable!("driver '{other}' is registered but not opened"),
     })

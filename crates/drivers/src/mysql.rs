@@ -31,6 +31,7 @@ use mysql_async::{Opts, OptsBuilder, Params, SslOpts, Statement, Value};
 
 use crate::tls::SslMode;
 use crate::{DriverInfo, Family};
+use loadcell_core::kv::KvCapabilities;
 
 pub const INFO: DriverInfo = DriverInfo {
     name: "mysql",
@@ -38,6 +39,7 @@ pub const INFO: DriverInfo = DriverInfo {
     family: Family::Sql,
     url_form: "mysql://user:pass@host:port/db[?sslmode=...&sslrootcert=PATH]",
     about: "MySQL and MariaDB (prepared statements over the binary protocol)",
+    kv: KvCapabilities::NONE,
 };
 
 const DEFAULT_HOST: &str = "127.0.0.1";
@@ -320,6 +322,68 @@ impl Driver for MysqlDriver {
             product: product_of(&version).to_string(),
             version,
         })
+    }
+
+    async fn server_counters(
+        &self,
+        conn: &mut MysqlConn,
+    ) -> Result<Vec<(String, f64)>, DriverError> {
+        const TOTALS: &[&str] = &[
+            "Questions",
+            "Com_commit",
+            "Com_rollback",
+            "Innodb_rows_read",
+            "Innodb_rows_inserted",
+            "Innodb_rows_updated",
+            "Innodb_rows_deleted",
+            "Innodb_buffer_pool_read_requests",
+            "Innodb_buffer_pool_reads",
+            "Innodb_row_lock_waits",
+            "Innodb_data_fsyncs",
+            "Bytes_received",
+            "Bytes_sent",
+        ];
+        const GAUGES: &[&str] = &["Threads_running", "Threads_connected"];
+        let names: Vec<String> = TOTALS
+            .iter()
+            .chain(GAUGES)
+            .map(|n| format!("'{n}'"))
+            .collect();
+        let sql = format!(
+            "SHOW GLOBAL STATUS WHERE Variable_name IN ({})",
+            names.join(",")
+        );
+        let rows: Vec<(String, String)> = match conn.conn.query(sql).await {
+            Ok(r) => r,
+            Err(e) => return Err(conn.err(e)),
+        };
+        let mut out = Vec::new();
+        let (mut requests, mut disk_reads) = (None, None);
+        for (name, value) in rows {
+            let Ok(v) = value.parse::<f64>() else {
+                continue;
+            };
+            match name.as_str() {
+                "Innodb_buffer_pool_read_requests" => requests = Some(v),
+                "Innodb_buffer_pool_reads" => disk_reads = Some(v),
+                _ => {}
+            }
+            let key = name.to_ascii_lowercase();
+            if GAUGES.contains(&name.as_str()) {
+                out.push((key, v));
+            } else {
+                out.push((format!("{key}_total"), v));
+            }
+        }
+        if let (Some(req), Some(reads)) = (requests, disk_reads) {
+            if req > 0.0 {
+                out.push((
+                    "innodb_buffer_pool_hit_pct_since_start".into(),
+                    100.0 * (1.0 - reads / req),
+                ));
+            }
+        }
+        Ok(out)
     }
 }
 

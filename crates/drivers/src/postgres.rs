@@ -26,6 +26,7 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::tls::{self, SslMode};
 use crate::{DriverInfo, Family};
+use loadcell_core::kv::KvCapabilities;
 
 pub const INFO: DriverInfo = DriverInfo {
     name: "postgres",
@@ -33,6 +34,7 @@ pub const INFO: DriverInfo = DriverInfo {
     family: Family::Sql,
     url_form: "postgres://user:pass@host:port/db[?sslmode=...&sslrootcert=PATH]",
     about: "PostgreSQL (extended query protocol, prepared statements)",
+    kv: KvCapabilities::NONE,
 };
 
 const DEFAULT_HOST: &str = "127.0.0.1";
@@ -295,6 +297,56 @@ impl Driver for PostgresDriver {
             product: "PostgreSQL".to_string(),
             version,
         })
+    }
+
+    async fn server_counters(
+        &self,
+        conn: &mut PostgresConn,
+    ) -> Result<Vec<(String, f64)>, DriverError> {
+        const TOTALS: &[&str] = &[
+            "xact_commit",
+            "xact_rollback",
+            "blks_read",
+            "blks_hit",
+            "tup_returned",
+            "tup_fetched",
+            "tup_inserted",
+            "tup_updated",
+            "tup_deleted",
+            "deadlocks",
+            "temp_bytes",
+        ];
+        let columns: Vec<String> = TOTALS
+            .iter()
+            .map(|c| format!("'{c}_total=' || {c}"))
+            .chain(std::iter::once("'numbackends=' || numbackends".to_string()))
+            .collect();
+        let sql = format!(
+            "SELECT unnest(ARRAY[{}]) FROM pg_stat_database WHERE datname = current_database()",
+            columns.join(", ")
+        );
+        let mut out = Vec::new();
+        let (mut hit, mut read) = (None, None);
+        for row in conn.query_strings(&sql).await? {
+            let Some((name, value)) = row.split_once('=') else {
+                continue;
+            };
+            let Ok(v) = value.parse::<f64>() else {
+                continue;
+            };
+            match name {
+                "blks_hit_total" => hit = Some(v),
+                "blks_read_total" => read = Some(v),
+                _ => {}
+            }
+            out.push((name.to_string(), v));
+        }
+        if let (Some(h), Some(r)) = (hit, read) {
+            if h + r > 0.0 {
+                out.push(("buffer_hit_pct_since_start".into(), 100.0 * h / (h + r)));
+            }
+        }
+        Ok(out)
     }
 }
 

@@ -12,6 +12,7 @@ use rusqlite::types::ValueRef;
 use rusqlite::{ErrorCode, OpenFlags};
 
 use crate::{DriverInfo, Family};
+use loadcell_core::kv::KvCapabilities;
 
 pub const INFO: DriverInfo = DriverInfo {
     name: "sqlite",
@@ -19,6 +20,7 @@ pub const INFO: DriverInfo = DriverInfo {
     family: Family::Sql,
     url_form: "sqlite:PATH[?journal_mode=wal|delete&synchronous=off|normal|full]",
     about: "SQLite, embedded (the default target: nothing to install)",
+    kv: KvCapabilities::NONE,
 };
 
 /// How long a session waits on another's write lock before the statement

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use loadcell_core::Driver;
 use loadcell_record::env::CpuTime;
+use loadcell_record::resources::{self, ResourceSample, Sampler};
 use loadcell_record::result::Interval;
 use loadcell_record::Stats;
 use rand::rngs::SmallRng;
@@ -34,11 +35,70 @@ pub struct IntervalView<'a> {
     pub elapsed: Duration,
     pub duration: Duration,
     pub stats: &'a Stats,
+    /// Share of a core each worker thread used in this interval.
+    pub worker_cpu: &'a [f64],
 }
 
-/// Receives intervals as they complete (live reporting).
+/// Receives intervals as they complete (live reporting), and warnings as
+/// soon as they are raised.
 pub trait Observer {
     fn interval(&mut self, view: &IntervalView<'_>);
+    fn warning(&mut self, message: &str);
+}
+
+/// A worker above this share of a core is saturated...
+const HOT_WORKER: f64 = 0.90;
+/// ...when it stays there for this many intervals in a row.
+const HOT_INTERVALS: usize = 3;
+/// Schedule lag p99 growing this many intervals in a row, past
+/// [`LAG_FLOOR`], means the client is falling behind.
+const LAG_INTERVALS: usize = 3;
+const LAG_FLOOR: Duration = Duration::from_millis(100);
+
+/// Watches intervals for signs that the client, not the server, is the
+/// bottleneck. Each kind of warning is raised once.
+#[derive(Default)]
+struct Saturation {
+    hot_streak: Vec<usize>,
+    hot_warned: bool,
+    lag_p99_us: Vec<u64>,
+    lag_warned: bool,
+}
+
+impl Saturation {
+    fn check(&mut self, worker_cpu: &[f64], stats: &Stats, rate: Option<f64>) -> Vec<String> {
+        let mut warnings = Vec::new();
+        self.hot_streak.resize(worker_cpu.len(), 0);
+        for (w, (&cpu, streak)) in worker_cpu.iter().zip(&mut self.hot_streak).enumerate() {
+            *streak = if cpu >= HOT_WORKER { *streak + 1 } else { 0 };
+            if *streak >= HOT_INTERVALS && !self.hot_warned {
+                self.hot_warned = true;
+                warnings.push(format!(
+                    "the client is saturated: worker thread {w} used {:.0}% of a CPU core for {HOT_INTERVALS} intervals in a row, \
+                     so these numbers may measure loadcell rather than the server; add --threads (if cores are free) or run the client on another machine",
+                    cpu * 100.0
+                ));
+            }
+        }
+        if let Some(rate) = rate {
+            if !stats.lag.is_empty() {
+                self.lag_p99_us.push(stats.lag.value_at_quantile(0.99));
+                let recent = &self.lag_p99_us[self.lag_p99_us.len().saturating_sub(LAG_INTERVALS + 1)..];
+                let growing = recent.len() == LAG_INTERVALS + 1 && recent.windows(2).all(|w| w[1] > w[0]);
+                let last = Duration::from_micros(*recent.last().unwrap_or(&0));
+                if growing && last > LAG_FLOOR && !self.lag_warned {
+                    self.lag_warned = true;
+                    warnings.push(format!(
+                        "schedule lag keeps growing (p99 {:.1} ms → {:.1} ms over {LAG_INTERVALS} intervals): the client cannot keep up with --rate {rate}; \
+                         latency from the intended start is still reported truthfully",
+                        recent[0] as f64 / 1000.0,
+                        last.as_secs_f64() * 1000.0
+                    ));
+                }
+            }
+        }
+        warnings
+    }
 }
 
 /// What a run produced. Totals and intervals cover the measurement phase.
@@ -56,11 +116,21 @@ pub struct RunOutcome {
     /// Client CPU used during the measurement phase.
     pub client_cpu: CpuTime,
     pub warnings: Vec<String>,
+    /// Client, host, server-process and server-counter samples, one per interval.
+    pub resources: Vec<ResourceSample>,
+    /// What most likely limited throughput, in plain words.
+    pub bottleneck: Option<String>,
 }
+
+/// How long a server-counter query may take before the sample goes
+/// without it.
+const COUNTER_TIMEOUT: Duration = Duration::from_secs(1);
 
 struct Pending {
     measured: Stats,
     warmup: Stats,
+    /// Cumulative CPU per worker, as of this interval's cut.
+    cpu: Vec<Option<Duration>>,
     /// Latest `Done` instant among workers that finished in this interval.
     done_at: Option<Instant>,
 }
@@ -137,6 +207,17 @@ where
     let mut emitted = 0usize;
     let mut total = Stats::new(n_ops);
     let mut carry = Stats::new(n_ops);
+    let mut worker_cpu = vec![0.0; workers];
+    let mut last_cpu = vec![Duration::ZERO; workers];
+    let mut saturation = Saturation::default();
+    let mut warnings = Vec::new();
+    let mut sampler = Sampler::new(plan.server_pid);
+    let mut samples = Vec::new();
+    // A connection of its own for server counters; without one, samples
+    // simply go without them.
+    let mut monitor = crate::connect_with_timeout(&*shared.driver, plan.connect_timeout)
+        .await
+        .ok();
     let mut intervals = Vec::new();
     let mut last_end = start;
     let mut run_end = start;
@@ -180,8 +261,10 @@ where
                 let p = pending.entry(seq).or_insert_with(|| Pending {
                     measured: Stats::new(n_ops),
                     warmup: Stats::new(n_ops),
+                    cpu: vec![None; workers],
                     done_at: None,
                 });
+                p.cpu[w] = Some(cut.cpu);
                 p.measured.merge(&cut.measured);
                 p.warmup.merge(&cut.warmup);
                 if let Some(at) = done_at {
@@ -217,6 +300,17 @@ where
                 Phase::Measure
             };
             let duration = end.saturating_duration_since(last_end);
+            for (w, cpu) in p.cpu.iter().enumerate() {
+                worker_cpu[w] = match cpu {
+                    Some(c) if !duration.is_zero() => {
+                        c.saturating_sub(last_cpu[w]).as_secs_f64() / duration.as_secs_f64()
+                    }
+                    _ => 0.0,
+                };
+                if let Some(c) = cpu {
+                    last_cpu[w] = *c;
+                }
+            }
             // Measured events cut into a warm-up interval (a late flush)
             // are carried into the first measured interval; warm-up events
             // finishing after the boundary stay out of the numbers.
@@ -230,7 +324,12 @@ where
                 elapsed: end - start,
                 duration,
                 stats: shown,
+                worker_cpu: &worker_cpu,
             });
+            for warning in saturation.check(&worker_cpu, shown, plan.rate.map(|r| r.per_sec)) {
+                observer.warning(&warning);
+                warnings.push(warning);
+            }
             if phase == Phase::Measure {
                 intervals.push(Interval::from_stats(
                     (end - measure_start).as_secs_f64(),
@@ -242,6 +341,25 @@ where
             }
             last_end = end;
             emitted += 1;
+            let counters = match &mut monitor {
+                Some(conn) => {
+                    match tokio::time::timeout(COUNTER_TIMEOUT, shared.driver.server_counters(conn)).await {
+                        Ok(Ok(c)) => c,
+                        Ok(Err(_)) | Err(_) => {
+                            // A broken or slow monitor is dropped, not retried.
+                            monitor = None;
+                            Vec::new()
+                        }
+                    }
+                }
+                None => Vec::new(),
+            };
+            let t_s = if end >= measure_start {
+                (end - measure_start).as_secs_f64()
+            } else {
+                -(measure_start - end).as_secs_f64()
+            };
+            samples.push(sampler.sample(t_s, counters));
         }
         if next_of.iter().all(Option::is_none) && pending.is_empty() {
             break;
@@ -272,7 +390,6 @@ where
     total.dropped += shared.schedule.unclaimed_before(schedule_end, &mut rng);
 
     let duration = run_end.saturating_duration_since(measure_start);
-    let mut warnings = Vec::new();
     if let Some(rate) = plan.rate {
         let achieved = total.events as f64 / duration.as_secs_f64().max(1e-9);
         if stop_reason == StopReason::Completed && achieved < rate.per_sec * 0.95 {
@@ -286,6 +403,7 @@ where
         }
     }
 
+    let bottleneck = resources::diagnose(&samples, plan.threads);
     RunOutcome {
         stop_reason,
         error,
@@ -297,5 +415,58 @@ where
         open_loop: shared.schedule.is_open_loop(),
         client_cpu: cpu_at_end.since(cpu_at_measure.unwrap_or(cpu_at_start)),
         warnings,
+        resources: samples,
+        bottleneck,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_worker_hot_for_three_intervals_raises_one_warning() {
+        let mut s = Saturation::default();
+        let stats = Stats::new(0);
+        assert!(s.check(&[0.95, 0.2], &stats, None).is_empty());
+        assert!(s.check(&[0.97, 0.2], &stats, None).is_empty());
+        let w = s.check(&[0.99, 0.2], &stats, None);
+        assert_eq!(w.len(), 1);
+        assert!(w[0].contains("worker thread 0 used 99%"), "{}", w[0]);
+        assert!(s.check(&[0.99, 0.99], &stats, None).is_empty(), "raised once");
+    }
+
+    #[test]
+    fn a_dip_resets_the_streak() {
+        let mut s = Saturation::default();
+        let stats = Stats::new(0);
+        for cpu in [0.95, 0.95, 0.5, 0.95, 0.95] {
+            assert!(s.check(&[cpu], &stats, None).is_empty());
+        }
+    }
+
+    #[test]
+    fn growing_lag_is_reported_in_open_loop_only() {
+        let lagged = |ms: u64| {
+            let mut st = Stats::new(0);
+            st.record_event(
+                Duration::from_millis(ms),
+                Duration::from_millis(1),
+                Some(Duration::from_millis(ms)),
+            );
+            st
+        };
+        let mut s = Saturation::default();
+        let mut raised = Vec::new();
+        for ms in [50, 120, 300, 700, 1500] {
+            raised.extend(s.check(&[0.1], &lagged(ms), Some(1000.0)));
+        }
+        assert_eq!(raised.len(), 1, "{raised:?}");
+        assert!(raised[0].contains("schedule lag keeps growing"), "{}", raised[0]);
+
+        let mut steady = Saturation::default();
+        for ms in [200, 200, 200, 200, 200] {
+            assert!(steady.check(&[0.1], &lagged(ms), Some(1000.0)).is_empty());
+        }
     }
 }

@@ -21,7 +21,7 @@ mod worker;
 pub use collector::{IntervalView, Observer, Phase, RunOutcome};
 pub use control::StopReason;
 pub use plan::{Arrival, EnginePlan, RateSpec};
-pub use script::{Category, Ctx, OpSpec, Script};
+pub use script::{BatchClock, Category, Ctx, OpSpec, Script, SessionInfo};
 
 use std::sync::Arc;
 use std::time::Duration;

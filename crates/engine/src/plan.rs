@@ -47,6 +47,8 @@ pub struct EnginePlan {
     /// How long in-flight events may finish after the run is told to stop.
     pub drain_timeout: Duration,
     pub seed: u64,
+    /// The server process, when it runs on this host, for CPU and memory.
+    pub server_pid: Option<u32>,
 }
 
 impl EnginePlan {

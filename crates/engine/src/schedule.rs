@@ -14,6 +14,8 @@ use rand::Rng;
 
 use crate::plan::{Arrival, EnginePlan};
 
+pub use loadcell_core::clock::wait_until;
+
 /// Decision for one session asking for its next event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Claim {
@@ -164,27 +166,6 @@ fn exponential(rng: &mut SmallRng, mean_ns: f64) -> u64 {
     (-u.ln() * mean_ns) as u64
 }
 
-/// How close to a due time we stop sleeping and start yielding. Tokio's
-/// timer has millisecond resolution; sleeping all the way would start
-/// events up to 1 ms late, which would show up as latency that the server
-/// did not cause.
-const SPIN_WINDOW: Duration = Duration::from_millis(1);
-
-/// Waits until `due`, sleeping while far away and yielding to the worker's
-/// other sessions for the last millisecond.
-pub async fn wait_until(due: Instant) {
-    let now = Instant::now();
-    if due <= now {
-        return;
-    }
-    if due - now > SPIN_WINDOW {
-        tokio::time::sleep_until((due - SPIN_WINDOW).into()).await;
-    }
-    while Instant::now() < due {
-        tokio::task::yield_now().await;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -204,6 +185,7 @@ mod tests {
             reconnect_timeout: Duration::from_secs(5),
             drain_timeout: Duration::from_secs(5),
             seed: 1,
+            server_pid: None,
         }
     }
 

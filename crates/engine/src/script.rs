@@ -35,6 +35,17 @@ pub struct OpSpec {
     pub category: Category,
 }
 
+/// Which session is opening, out of how many.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionInfo {
+    pub index: usize,
+    pub count: usize,
+    /// Distinct per session and stable across runs with the same seed.
+    pub seed: u64,
+    /// The run's seed, the same for every session.
+    pub run_seed: u64,
+}
+
 /// A workload's unit of work on connections of type `C`.
 pub trait Script<C>: 'static {
     /// Per-session state: prepared statements, random generators, buffers.
@@ -47,8 +58,8 @@ pub trait Script<C>: 'static {
     fn transactional(&self) -> bool;
 
     /// Sets up a session on a fresh connection; called again after every
-    /// reconnect. `seed` is distinct per session and stable across runs.
-    async fn open(&self, conn: &mut C, seed: u64) -> Result<Self::Session, DriverError>;
+    /// reconnect.
+    async fn open(&self, conn: &mut C, session: SessionInfo) -> Result<Self::Session, DriverError>;
 
     /// Runs one event, timing each operation through `ctx`.
     async fn event(
@@ -67,6 +78,11 @@ pub trait Script<C>: 'static {
     ) -> Result<(), DriverError> {
         Ok(())
     }
+}
+
+/// When a pipelined batch was sent.
+pub struct BatchClock {
+    sent: Instant,
 }
 
 /// A worker's stats: one sink per phase, so that an event is counted in
@@ -115,6 +131,33 @@ impl Ctx {
 
     pub(crate) fn stats(&self) -> &RefCell<Stats> {
         self.sinks.for_phase(self.measured)
+    }
+
+    /// Starts timing a pipelined batch: each reply's latency counts from
+    /// this moment, when the batch is sent.
+    #[inline]
+    pub fn batch_clock(&self) -> BatchClock {
+        BatchClock {
+            sent: Instant::now(),
+        }
+    }
+
+    /// Records one reply of a batch started with [`Ctx::batch_clock`].
+    #[inline]
+    pub fn record_reply(&mut self, clock: &BatchClock, kind: usize, ok: bool) {
+        let took = clock.sent.elapsed();
+        self.stats().borrow_mut().record_op(kind, took, ok);
+    }
+
+    /// Counts a read that found (or did not find) its key.
+    #[inline]
+    pub fn count_read(&mut self, hit: bool) {
+        let mut stats = self.stats().borrow_mut();
+        if hit {
+            stats.hits += 1;
+        } else {
+            stats.misses += 1;
+        }
     }
 
     /// Runs one operation of kind `kind` (an index into [`Script::ops`]),

@@ -11,7 +11,7 @@ use rand::SeedableRng;
 
 use crate::control::StopReason;
 use crate::schedule::{wait_until, Claim};
-use crate::script::{Ctx, Script, Sinks};
+use crate::script::{Ctx, Script, SessionInfo, Sinks};
 use crate::worker::Shared;
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(10);
@@ -29,7 +29,7 @@ pub(crate) fn session_seed(run_seed: u64, session: usize) -> u64 {
 struct Session<D: Driver, S: Script<D::Conn>> {
     shared: Arc<Shared<D, S>>,
     ctx: Ctx,
-    seed: u64,
+    info: SessionInfo,
 }
 
 impl<D, S> Session<D, S>
@@ -41,7 +41,7 @@ where
         let shared = &self.shared;
         let mut conn =
             crate::connect_with_timeout(&*shared.driver, shared.plan.connect_timeout).await?;
-        let session = shared.script.open(&mut conn, self.seed).await?;
+        let session = shared.script.open(&mut conn, self.info).await?;
         Ok((conn, session))
     }
 
@@ -99,7 +99,7 @@ where
 
     async fn run(mut self) {
         let shared = Arc::clone(&self.shared);
-        let mut rng = SmallRng::seed_from_u64(self.seed);
+        let mut rng = SmallRng::seed_from_u64(self.info.seed);
         let measure_start = shared.schedule.measure_start();
         let Some((mut conn, mut session)) = self.connect(true).await else {
             return;
@@ -187,11 +187,16 @@ where
     D: Driver,
     S: Script<D::Conn> + Send + Sync,
 {
-    let seed = session_seed(shared.plan.seed, index);
+    let info = SessionInfo {
+        index,
+        count: shared.plan.sessions(),
+        seed: session_seed(shared.plan.seed, index),
+        run_seed: shared.plan.seed,
+    };
     Session {
         shared,
         ctx: Ctx::new(sinks),
-        seed,
+        info,
     }
     .run()
     .await

@@ -6,7 +6,7 @@
 use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use loadcell_core::Driver;
 use loadcell_record::Stats;
@@ -55,6 +55,8 @@ impl<D, S> Shared<D, S> {
 pub(crate) struct Cut {
     pub measured: Stats,
     pub warmup: Stats,
+    /// CPU time this worker thread has used since it started.
+    pub cpu: Duration,
 }
 
 impl Cut {
@@ -62,8 +64,20 @@ impl Cut {
         Cut {
             measured: sinks.measured.borrow_mut().take(),
             warmup: sinks.warmup.borrow_mut().take(),
+            cpu: thread_cpu(),
         }
     }
+}
+
+/// CPU time used by the calling thread.
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime only writes into the timespec we pass.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 /// What a worker hands to the collector.

@@ -2,9 +2,12 @@
 //! off the hot path, and the result file it becomes.
 
 pub mod env;
+pub mod hdrlog;
 pub mod hist;
+pub mod resources;
 pub mod result;
 pub mod stats;
+pub mod sweep;
 
 pub use hist::{LatencySummary, Micros};
 pub use stats::{ErrorSample, OpStats, Stats};

@@ -65,6 +65,18 @@ pub struct RunResult {
     pub histograms: Histograms,
     pub warnings: Vec<String>,
     pub error_samples: Vec<ErrorSample>,
+    /// Client, host, server-process and server-counter samples.
+    #[serde(default)]
+    pub resources: Resources,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Resources {
+    /// The server process sampled, when it ran on this host.
+    pub server_pid: Option<u32>,
+    /// What most likely limited throughput, in plain words.
+    pub bottleneck: Option<String>,
+    pub samples: Vec<crate::resources::ResourceSample>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -161,6 +173,11 @@ pub struct Summary {
     pub schedule: Schedule,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queries: Option<QueryCounts>,
+    /// Key-value reads that found their key, and those that did not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hits: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub misses: Option<u64>,
     pub client_cpu: CpuTime,
 }
 
@@ -195,6 +212,9 @@ pub struct Interval {
     pub retries: u64,
     pub reconnects: u64,
     pub latency_ms: IntervalLatency,
+    /// This interval's response-time histogram (same encoding as
+    /// `histograms`), so interval logs can be exported later.
+    pub histogram: String,
 }
 
 impl Interval {
@@ -224,6 +244,7 @@ impl Interval {
                 p99: l.p99,
                 max: l.max,
             },
+            histogram: crate::hist::encode(&s.response),
         }
     }
 }

@@ -61,6 +61,9 @@ pub struct Stats {
     pub error_samples: Vec<ErrorSample>,
     /// Errors seen beyond the distinct messages kept.
     pub unsampled_errors: u64,
+    /// Reads that found their key, and reads that did not.
+    pub hits: u64,
+    pub misses: u64,
 }
 
 /// A start later than this after the intended start counts as late.
@@ -81,6 +84,8 @@ impl Stats {
             ops: (0..op_kinds).map(|_| OpStats::new()).collect(),
             error_samples: Vec::new(),
             unsampled_errors: 0,
+            hits: 0,
+            misses: 0,
         }
     }
 
@@ -167,6 +172,8 @@ impl Stats {
             self.add_error_sample(&s.class, &s.message, s.count);
         }
         self.unsampled_errors += other.unsampled_errors;
+        self.hits += other.hits;
+        self.misses += other.misses;
     }
 }
 

@@ -1,5 +1,12 @@
 //! Reports are views of results: they read `loadcell.result/v1` data and
 //! never need a rerun.
 
+pub mod fixture;
+pub mod html;
+pub mod input;
 pub mod live;
+pub mod prometheus;
+pub mod redact;
+pub mod svg;
+pub mod table;
 pub mod text;

@@ -69,6 +69,19 @@ pub fn summary(r: &RunResult, op_order: &[&str]) -> String {
     ] {
         let _ = writeln!(w, "    {label:<37}{n:<6} ({:.2} per sec.)", rate(n, secs));
     }
+    if let (Some(hits), Some(misses)) = (s.hits, s.misses) {
+        let reads = hits + misses;
+        let ratio = if reads > 0 {
+            100.0 * hits as f64 / reads as f64
+        } else {
+            0.0
+        };
+        let _ = writeln!(
+            w,
+            "    {:<37}{hits} hits, {misses} misses ({ratio:.1}% hit)",
+            "reads:"
+        );
+    }
     if s.errors > s.retries || s.failed_events > 0 {
         let _ = writeln!(
             w,
@@ -171,6 +184,9 @@ pub fn summary(r: &RunResult, op_order: &[&str]) -> String {
             "Error ({}, {}x): {}",
             sample.class, sample.count, sample.message
         );
+    }
+    if let Some(b) = &r.resources.bottleneck {
+        let _ = writeln!(w, "Bottleneck hint: {b}");
     }
     for warning in &r.warnings {
         let _ = writeln!(w, "WARNING: {warning}");

@@ -7,10 +7,20 @@
 //! waits for it and removes the temp dir. [`TestServer::kill`] SIGKILLs it
 //! mid-run, for failure tests.
 //!
+//! [`redis()`] (also [`redis_with_password`], [`redis_tls`]), [`redis_cluster`]
+//! and [`memcached()`] start key-value servers the same way, without data to
+//! create; see their modules.
+//!
 //! The servers come from Debian's packages (`scripts/install-test-deps.sh`). A
 //! missing binary is an error, never a silent skip. When run as root (the normal
-//! case here) the servers run as the `mysql` / `postgres` users; otherwise they
+//! case here) the servers run as the `mysql` / `postgres` / `redis` / `memcache` users; otherwise they
 //! run as the current user.
+
+mod memcached;
+mod redis;
+
+pub use memcached::memcached;
+pub use redis::{redis, redis_cli, redis_cluster, redis_tls, redis_with_password, TestCluster};
 
 use std::collections::HashSet;
 use std::fs::{self, File};
@@ -46,6 +56,8 @@ const SBIN_DIRS: &[&str] = &["/usr/sbin", "/usr/local/sbin", "/sbin", "/usr/bin"
 pub enum ServerKind {
     MariaDb,
     Postgres,
+    Redis,
+    Memcached,
 }
 
 /// A running server owned by the test. Stopped and cleaned up on drop.
@@ -105,7 +117,7 @@ impl TestServer {
             return;
         };
         match self.kind {
-            ServerKind::MariaDb => {
+            ServerKind::MariaDb | ServerKind::Redis | ServerKind::Memcached => {
                 let _ = child.kill();
                 let _ = child.wait();
             }
@@ -118,7 +130,7 @@ impl TestServer {
     /// as fallback.
     fn stop(&mut self) {
         match self.kind {
-            ServerKind::MariaDb => self.kill(),
+            ServerKind::MariaDb | ServerKind::Redis | ServerKind::Memcached => self.kill(),
             ServerKind::Postgres => {
                 let Some(mut child) = self.child.take() else {
                     return;

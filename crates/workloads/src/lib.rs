@@ -1,11 +1,15 @@
 //! Workloads: which operations run, in what mix, on what data. Each
-//! workload is generic over the driver family it needs (SQL here), so it
-//! runs unchanged on every driver of that family.
+//! workload is generic over the driver family it needs (SQL or key-value;
+//! YCSB's record workloads come in one wrapper per family), so it runs
+//! unchanged on every driver of that family.
 
 #![allow(async_fn_in_trait)]
 
 pub mod distribution;
+pub mod kv;
+pub mod marker;
 pub mod oltp;
+pub mod ycsb;
 
 /// A workload that cannot run because its data set is not there yet.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

@@ -17,12 +17,13 @@ use std::sync::Arc;
 
 use loadcell_core::sql::{Dialect, SqlConn, SqlParam};
 use loadcell_core::{Driver, DriverError, ErrorClass};
-use loadcell_engine::{Category, Ctx, OpSpec, Script};
+use loadcell_engine::{Category, Ctx, OpSpec, Script, SessionInfo};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 
 use crate::distribution::{Distribution, RandParams, RandType};
+use crate::marker::{self, table_exists};
 use crate::NotPrepared;
 
 /// The eight sysbench OLTP workloads.
@@ -475,7 +476,7 @@ impl<C: SqlConn> Script<C> for Oltp {
         self.kind.is_transaction() && !self.opts.skip_trx
     }
 
-    async fn open(&self, conn: &mut C, seed: u64) -> Result<Self::Session, DriverError> {
+    async fn open(&self, conn: &mut C, info: SessionInfo) -> Result<Self::Session, DriverError> {
         let dialect = conn.dialect();
         let mut prepare = async |sql: String| conn.prepare(&for_dialect(&sql, dialect)).await;
         let begin = match self.count(BEGIN) {
@@ -500,7 +501,7 @@ impl<C: SqlConn> Script<C> for Oltp {
             tables.push(stmts);
         }
         Ok(OltpSession {
-            rng: SmallRng::seed_from_u64(seed),
+            rng: SmallRng::seed_from_u64(info.seed),
             begin,
             commit,
             tables,
@@ -548,21 +549,6 @@ impl<C: SqlConn> Script<C> for Oltp {
     }
 }
 
-async fn table_exists<C: SqlConn>(conn: &mut C, name: &str) -> Result<bool, DriverError> {
-    let sql = match conn.dialect() {
-        Dialect::MySql => format!(
-            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = '{name}'"
-        ),
-        Dialect::Postgres => format!(
-            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = '{name}'"
-        ),
-        Dialect::Sqlite => {
-            format!("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = '{name}'")
-        }
-    };
-    Ok(conn.query_i64(&sql).await?.unwrap_or(0) > 0)
-}
-
 async fn index_exists<C: SqlConn>(
     conn: &mut C,
     table: &str,
@@ -584,7 +570,8 @@ async fn index_exists<C: SqlConn>(
 
 /// The table where loadcell records what its `prepare` created, so that
 /// `cleanup` drops exactly that and nothing else.
-pub const MARKER_TABLE: &str = "loadcell_objects";
+pub use crate::marker::MARKER_TABLE;
+/// The `workload` column of this family's marker rows.
 const MARKER_WORKLOAD: &str = "oltp";
 
 fn create_table_sql(dialect: Dialect, t: u32, auto_inc: bool) -> String {
@@ -629,11 +616,7 @@ where
     D::Conn: SqlConn,
 {
     let (mut first, _) = loadcell_engine::connect_once(&*driver, connect_timeout).await?;
-    first
-        .simple(&format!(
-            "CREATE TABLE IF NOT EXISTS {MARKER_TABLE} (name VARCHAR(128) NOT NULL PRIMARY KEY, workload VARCHAR(64) NOT NULL)"
-        ))
-        .await?;
+    marker::ensure(&mut first).await?;
     let threads = threads.clamp(1, opts.tables as usize);
     let mut conns = vec![first];
     for _ in 1..threads {
@@ -690,13 +673,7 @@ async fn prepare_table<C: SqlConn>(
 ) -> Result<(), DriverError> {
     let dialect = conn.dialect();
     let name = format!("sbtest{t}");
-    let ours = conn
-        .query_i64(&format!(
-            "SELECT COUNT(*) FROM {MARKER_TABLE} WHERE name = '{name}'"
-        ))
-        .await?
-        .unwrap_or(0)
-        > 0;
+    let ours = marker::is_ours(conn, &name).await?;
     let exists = table_exists(conn, &name).await?;
     let mut have = 0u64;
     if exists && !ours {
@@ -724,10 +701,7 @@ async fn prepare_table<C: SqlConn>(
     } else {
         observer.message(&format!("Creating table '{name}'..."));
         // Record first, so an interrupted prepare can still be cleaned up.
-        conn.simple(&format!(
-            "INSERT INTO {MARKER_TABLE} (name, workload) VALUES ('{name}', '{MARKER_WORKLOAD}')"
-        ))
-        .await?;
+        marker::record(conn, &name, MARKER_WORKLOAD).await?;
         conn.simple(&create_table_sql(dialect, t, opts.auto_inc))
             .await?;
         if rows > 0 {
@@ -780,45 +754,13 @@ async fn prepare_table<C: SqlConn>(
     Ok(())
 }
 
-/// Drops every table loadcell's `prepare` recorded, and nothing else.
-/// Returns the names dropped.
+/// Drops every table loadcell's `prepare` recorded for the OLTP suite,
+/// and nothing else. Returns the names dropped.
 pub async fn cleanup<C: SqlConn>(
     conn: &mut C,
     observer: &dyn PrepareObserver,
 ) -> Result<Vec<String>, DriverError> {
-    if !table_exists(conn, MARKER_TABLE).await? {
-        observer.message("Nothing to clean up: no tables were created by loadcell here");
-        return Ok(Vec::new());
-    }
-    let names = conn
-        .query_strings(&format!(
-            "SELECT name FROM {MARKER_TABLE} WHERE workload = '{MARKER_WORKLOAD}' ORDER BY name"
-        ))
-        .await?;
-    let mut dropped = Vec::new();
-    for name in names {
-        // Names come from our own marker rows; refuse anything odd.
-        if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-            observer.message(&format!("Skipping unexpected marker entry '{name}'"));
-            continue;
-        }
-        if table_exists(conn, &name).await? {
-            observer.message(&format!("Dropping table '{name}'..."));
-            conn.simple(&format!("DROP TABLE {name}")).await?;
-            dropped.push(name.clone());
-        }
-        conn.simple(&format!("DELETE FROM {MARKER_TABLE} WHERE name = '{name}'"))
-            .await?;
-    }
-    if conn
-        .query_i64(&format!("SELECT COUNT(*) FROM {MARKER_TABLE}"))
-        .await?
-        .unwrap_or(0)
-        == 0
-    {
-        conn.simple(&format!("DROP TABLE {MARKER_TABLE}")).await?;
-    }
-    Ok(dropped)
+    marker::cleanup(conn, MARKER_WORKLOAD, observer).await
 }
 
 #[cfg(test)]

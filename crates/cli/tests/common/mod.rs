@@ -107,6 +107,7 @@ pub fn sql(server: &loadcell_testkit::TestServer, query: &str) -> String {
                 query,
             ])
             .output(),
+        other => panic!("{other:?} is not a SQL server"),
     }
     .expect("the database client runs");
     assert!(

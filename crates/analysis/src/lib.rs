@@ -1,0 +1,27 @@
+//! Analysis of loadcell results: the arithmetic every benchmark report does
+//! by hand (see `shared/SCENARIOS.md`, "What every report does by hand").
+//!
+//! - [`knee`]: where throughput stops scaling with concurrency (a marginal-gain
+//!   rule and a Universal Scalability Law fit), and where p99 latency climbs
+//!   with load.
+//! - [`compare`]: whether two runs differ, with a t-test that accounts for
+//!   autocorrelation between interval samples, and a regression gate.
+//! - [`plan`]: nodes and dollars per month needed for a target throughput,
+//!   per instance type, from measured node-count scaling.
+//! - [`stats`]: the special functions underneath (Student-t distribution,
+//!   regularized incomplete beta, log-gamma) and small descriptive helpers.
+//!
+//! Pure math and logic: no I/O, no clocks, no randomness. Results derive
+//! `Serialize`/`Deserialize` so they can be written into JSON files.
+//! Values that can be infinite (a peak that does not exist) are `Option`s,
+//! because JSON has no infinity.
+
+pub mod compare;
+mod error;
+pub mod knee;
+mod linalg;
+pub mod plan;
+pub mod stats;
+mod text;
+
+pub use error::AnalysisError;

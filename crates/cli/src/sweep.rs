@@ -1,0 +1,346 @@
+//! `loadcell sweep` and `loadcell findmax`: many full runs (each with its
+//! own warm-up and measurement), one sweep file, and the conclusions a
+//! reader would otherwise draw by eye.
+
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+use anyhow::{anyhow, bail};
+use loadcell_record::result::{RunResult, StopReason};
+use loadcell_record::sweep::{PointStats, SweepKind, SweepPoint, SweepResult, SWEEP_SCHEMA_ID};
+
+use crate::analysis;
+
+/// Runs one step: `argv` is a complete `loadcell run …` command line.
+pub type RunStep<'a> = dyn FnMut(&[String]) -> anyhow::Result<RunResult> + 'a;
+
+/// The single option given as a comma-separated list of numbers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SweptOption {
+    /// Flag name without dashes, e.g. `threads`.
+    pub name: String,
+    pub values: Vec<f64>,
+    /// Where the value sits in argv, and whether it is `--flag=value`.
+    index: usize,
+    inline: bool,
+    raw_values: Vec<String>,
+}
+
+fn numeric_list(v: &str) -> Option<Vec<String>> {
+    let items: Vec<String> = v.split(',').map(|s| s.trim().to_string()).collect();
+    (items.len() > 1 && items.iter().all(|i| i.parse::<f64>().is_ok())).then_some(items)
+}
+
+/// Finds the one option whose value is a list such as `1,2,4,8`.
+pub fn find_swept(argv: &[String]) -> anyhow::Result<SweptOption> {
+    let mut found = Vec::new();
+    for (i, arg) in argv.iter().enumerate() {
+        let Some(flag) = arg.strip_prefix("--").or_else(|| arg.strip_prefix('-')) else {
+            continue;
+        };
+        let (name, value, index, inline) = match flag.split_once('=') {
+            Some((n, v)) => (n.to_string(), v.to_string(), i, true),
+            None => match argv.get(i + 1) {
+                Some(v) => (flag.to_string(), v.clone(), i + 1, false),
+                None => continue,
+            },
+        };
+        if let Some(raw_values) = numeric_list(&value) {
+            let name = if name == "d" { "data-size".to_string() } else { name };
+            found.push(SweptOption {
+                values: raw_values.iter().map(|v| v.parse().expect("checked")).collect(),
+                name,
+                index,
+                inline,
+                raw_values,
+            });
+        }
+    }
+    match found.len() {
+        1 => Ok(found.remove(0)),
+        0 => bail!("nothing to sweep: give one option a list of values, e.g. --threads 1,2,4,8"),
+        _ => bail!(
+            "only one option can be swept at a time, but {} have lists: {}",
+            found.len(),
+            found.iter().map(|f| format!("--{}", f.name)).collect::<Vec<_>>().join(", ")
+        ),
+    }
+}
+
+impl SweptOption {
+    /// argv with the list replaced by value `k`.
+    fn argv_for(&self, argv: &[String], k: usize) -> Vec<String> {
+        let mut out = argv.to_vec();
+        let v = &self.raw_values[k];
+        out[self.index] = if self.inline {
+            let flag = argv[self.index].split_once('=').expect("inline").0;
+            format!("{flag}={v}")
+        } else {
+            v.clone()
+        };
+        out
+    }
+}
+
+fn now() -> String {
+    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
+}
+
+fn step_line(r: &RunResult) -> String {
+    let s = &r.summary;
+    format!(
+        "{:.1} events/s, {:.1} ops/s, p95 {:.2} ms, p99 {:.2} ms, {} errors{}",
+        s.events_per_sec,
+        s.ops_per_sec,
+        s.latency_ms.p95,
+        s.latency_ms.p99,
+        s.errors,
+        if r.stop_reason == StopReason::Completed { "" } else { " (partial)" }
+    )
+}
+
+/// Runs every point of a sweep `repeat` times. `run_argv` is the `run`
+/// command line holding the list; each step gets a `--label NAME=VALUE`.
+pub fn sweep(
+    run_argv: &[String],
+    repeat: usize,
+    labels: BTreeMap<String, String>,
+    command: Vec<String>,
+    run_step: &mut RunStep<'_>,
+) -> anyhow::Result<SweepResult> {
+    let swept = find_swept(run_argv)?;
+    let started_at = now();
+    let total = swept.values.len() * repeat;
+    let mut points = Vec::new();
+    let mut complete = true;
+    'points: for (k, &value) in swept.values.iter().enumerate() {
+        let mut argv = swept.argv_for(run_argv, k);
+        argv.push("--label".into());
+        argv.push(format!("{}={}", swept.name, swept.raw_values[k]));
+        let mut runs = Vec::new();
+        for rep in 0..repeat {
+            let step = k * repeat + rep + 1;
+            eprintln!(
+                "[step {step}/{total}] --{} {} (run {}/{repeat})",
+                swept.name, swept.raw_values[k], rep + 1
+            );
+            let r = run_step(&argv)?;
+            eprintln!("[step {step}/{total}] {}", step_line(&r));
+            let stop = r.stop_reason;
+            runs.push(r);
+            if stop != StopReason::Completed {
+                complete = false;
+                let (mean, spread) = PointStats::mean_and_spread(&runs);
+                points.push(SweepPoint { value, mean, spread, passed: None, runs });
+                break 'points;
+            }
+        }
+        let (mean, spread) = PointStats::mean_and_spread(&runs);
+        points.push(SweepPoint { value, mean, spread, passed: None, runs });
+    }
+    let (analysis, findings) = analysis::sweep(&swept.name, &points);
+    Ok(SweepResult {
+        schema: SWEEP_SCHEMA_ID.to_string(),
+        loadcell_version: env!("CARGO_PKG_VERSION").to_string(),
+        kind: SweepKind::Sweep,
+        started_at,
+        ended_at: now(),
+        command,
+        labels,
+        parameter: swept.name,
+        repeat,
+        points,
+        analysis,
+        findings,
+        complete,
+    })
+}
+
+/// What `findmax` must hold at a rate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sla {
+    /// Which latency percentile, e.g. 99.0.
+    pub percentile: f64,
+    pub bound_ms: f64,
+    /// The achieved rate must reach this share of the target.
+    pub min_achieved: f64,
+}
+
+impl Sla {
+    /// Parses `p99<=10ms`, `p99.9<=250us`, `p50<=1s`.
+    pub fn parse(s: &str, min_achieved: f64) -> anyhow::Result<Sla> {
+        let bad = || anyhow!("--sla '{s}' must look like p99<=10ms (a percentile, <=, and a duration)");
+        let (p, bound) = s.split_once("<=").ok_or_else(bad)?;
+        let percentile: f64 = p.trim().strip_prefix('p').ok_or_else(bad)?.parse().map_err(|_| bad())?;
+        if !(percentile > 0.0 && percentile < 100.0) {
+            bail!("--sla '{s}': the percentile must be between 0 and 100, e.g. p99");
+        }
+        let bound = humantime::parse_duration(bound.trim()).map_err(|_| bad())?;
+        if bound.is_zero() {
+            bail!("--sla '{s}': the bound must be greater than 0");
+        }
+        Ok(Sla {
+            percentile,
+            bound_ms: bound.as_secs_f64() * 1000.0,
+            min_achieved,
+        })
+    }
+
+    /// The run's latency at this SLA's percentile, from its histogram.
+    pub fn latency_ms(&self, r: &RunResult) -> f64 {
+        loadcell_record::hist::decode(&r.histograms.response)
+            .map(|h| h.value_at_quantile(self.percentile / 100.0) as f64 / 1000.0)
+            .unwrap_or(f64::INFINITY)
+    }
+
+    /// Whether run `r` at target `rate` met the SLA, and why not.
+    pub fn check(&self, r: &RunResult, rate: f64) -> Result<(), String> {
+        let achieved = r.summary.schedule.achieved_rate;
+        if r.stop_reason != StopReason::Completed {
+            return Err("the run did not complete".into());
+        }
+        if achieved < rate * self.min_achieved {
+            return Err(format!(
+                "achieved {achieved:.1}/s, below {:.0}% of the target",
+                self.min_achieved * 100.0
+            ));
+        }
+        let l = self.latency_ms(r);
+        if l > self.bound_ms {
+            return Err(format!("p{} {l:.2} ms > {:.2} ms", self.percentile, self.bound_ms));
+        }
+        Ok(())
+    }
+}
+
+pub struct FindmaxPlan {
+    pub start_rate: f64,
+    pub max_rate: Option<f64>,
+    /// Stop bisecting when the gap between pass and fail is this fraction.
+    pub precision: f64,
+    pub max_probes: usize,
+}
+
+/// Steps the rate up (doubling) until a probe fails the SLA, then bisects
+/// between the best pass and the lowest fail. Every probe is recorded.
+pub fn findmax(
+    run_argv: &[String],
+    sla: &Sla,
+    plan: &FindmaxPlan,
+    labels: BTreeMap<String, String>,
+    command: Vec<String>,
+    run_step: &mut RunStep<'_>,
+) -> anyhow::Result<SweepResult> {
+    let started_at = now();
+    let mut points: Vec<SweepPoint> = Vec::new();
+    let mut best: Option<f64> = None;
+    let mut fail: Option<f64> = None;
+    let mut rate = plan.start_rate;
+    let mut complete = true;
+    for probe in 1..=plan.max_probes {
+        let mut argv = run_argv.to_vec();
+        argv.extend(["--rate".to_string(), format!("{rate}"), "--label".into(), format!("rate={rate}")]);
+        eprintln!("[probe {probe}] --rate {rate:.1}");
+        let r = run_step(&argv)?;
+        let verdict = sla.check(&r, rate);
+        eprintln!(
+            "[probe {probe}] {}: {}",
+            step_line(&r),
+            match &verdict {
+                Ok(()) => "pass".to_string(),
+                Err(why) => format!("fail ({why})"),
+            }
+        );
+        let interrupted = r.stop_reason == StopReason::Interrupted;
+        let (mean, spread) = PointStats::mean_and_spread(std::slice::from_ref(&r));
+        points.push(SweepPoint { value: rate, mean, spread, passed: Some(verdict.is_ok()), runs: vec![r] });
+        if interrupted {
+            complete = false;
+            break;
+        }
+        if verdict.is_ok() {
+            best = Some(best.map_or(rate, |b: f64| b.max(rate)));
+        } else {
+            fail = Some(fail.map_or(rate, |f: f64| f.min(rate)));
+        }
+        rate = match (best, fail) {
+            (Some(b), None) => {
+                let next = b * 2.0;
+                match plan.max_rate {
+                    Some(m) if b >= m => break,
+                    Some(m) => next.min(m),
+                    None => next,
+                }
+            }
+            (b, Some(f)) => {
+                let lo = b.unwrap_or(0.0);
+                if lo > 0.0 && (f - lo) / lo <= plan.precision {
+                    break;
+                }
+                if lo == 0.0 && f <= plan.start_rate / 64.0 {
+                    break;
+                }
+                (lo + f) / 2.0
+            }
+            (None, None) => unreachable!("every probe passes or fails"),
+        };
+    }
+    points.sort_by(|a, b| a.value.total_cmp(&b.value));
+    let (analysis, findings) = analysis::findmax(sla, &points, best, fail);
+    Ok(SweepResult {
+        schema: SWEEP_SCHEMA_ID.to_string(),
+        loadcell_version: env!("CARGO_PKG_VERSION").to_string(),
+        kind: SweepKind::Findmax,
+        started_at,
+        ended_at: now(),
+        command,
+        labels,
+        parameter: "rate".into(),
+        repeat: 1,
+        points,
+        analysis,
+        findings,
+        complete,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(s: &str) -> Vec<String> {
+        s.split_whitespace().map(str::to_string).collect()
+    }
+
+    #[test]
+    fn finds_the_one_list() {
+        let a = argv("run oltp_read_write --threads 1,2,4 --time 5s");
+        let s = find_swept(&a).unwrap();
+        assert_eq!(s.name, "threads");
+        assert_eq!(s.values, vec![1.0, 2.0, 4.0]);
+        assert_eq!(s.argv_for(&a, 2), argv("run oltp_read_write --threads 4 --time 5s"));
+        let b = argv("run kv --pipeline=1,16 --target redis+cluster://h:1,h:2");
+        let s = find_swept(&b).unwrap();
+        assert_eq!(s.name, "pipeline");
+        assert_eq!(s.argv_for(&b, 1)[2], "--pipeline=16");
+        let d = argv("run kv -d 32,1024");
+        assert_eq!(find_swept(&d).unwrap().name, "data-size");
+    }
+
+    #[test]
+    fn none_or_two_lists_are_errors() {
+        assert!(find_swept(&argv("run x --threads 4")).unwrap_err().to_string().contains("nothing to sweep"));
+        let e = find_swept(&argv("run x --threads 1,2 --clients 1,2")).unwrap_err().to_string();
+        assert!(e.contains("--threads, --clients"), "{e}");
+    }
+
+    #[test]
+    fn sla_parses() {
+        let s = Sla::parse("p99<=10ms", 0.95).unwrap();
+        assert_eq!((s.percentile, s.bound_ms), (99.0, 10.0));
+        assert_eq!(Sla::parse("p99.9<=250us", 0.95).unwrap().bound_ms, 0.25);
+        assert!(Sla::parse("99<=10ms", 0.95).is_err());
+        assert!(Sla::parse("p99<10ms", 0.95).is_err());
+        assert!(Sla::parse("p100<=1s", 0.95).is_err());
+    }
+}

@@ -1,0 +1,51 @@
+//! The key-value family. Requests are queued (encoded into the
+//! connection's write buffer) and sent together by [`KvConn::flush`];
+//! replies come back in order. A batch of one is plain request/response;
+//! a batch of N is a pipeline of depth N. Nothing is allocated per request.
+
+use crate::DriverError;
+
+/// One reply. `Hit` borrows the value from the connection's read buffer,
+/// valid for the duration of the callback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KvReply<'a> {
+    /// A GET found its key; the value's bytes.
+    Hit(&'a [u8]),
+    /// A GET found nothing.
+    Miss,
+    /// A write or a command succeeded.
+    Done,
+}
+
+/// What a key-value connection can do beyond GET and SET, so workloads
+/// that need more are refused before any connection is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct KvCapabilities {
+    /// Arbitrary commands (`--command 'hset __key__ f1 __data__'`).
+    pub commands: bool,
+}
+
+impl KvCapabilities {
+    /// For drivers outside the key-value family.
+    pub const NONE: KvCapabilities = KvCapabilities { commands: false };
+}
+
+pub trait KvConn {
+    fn queue_get(&mut self, key: &[u8]);
+
+    fn queue_set(&mut self, key: &[u8], value: &[u8]);
+
+    /// Queues an arbitrary command given as its arguments. Drivers without
+    /// [`KvCapabilities::commands`] return a fatal error.
+    fn queue_command(&mut self, args: &[&[u8]]) -> Result<(), DriverError>;
+
+    /// Sends everything queued and reads one reply per request, in order.
+    /// `on_reply(index, reply)` is called as soon as each reply has been
+    /// read, so the caller can time every request. A server-side error for
+    /// one request (e.g. a wrong type) is passed to `on_reply`; an error
+    /// that breaks the connection is returned, and the queue is cleared.
+    async fn flush(
+        &mut self,
+        on_reply: &mut dyn FnMut(usize, Result<KvReply<'_>, DriverError>),
+    ) -> Result<(), DriverError>;
+}

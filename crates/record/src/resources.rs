@@ -1,0 +1,375 @@
+//! Resource samples taken beside the numbers at every interval: the
+//! client's own CPU and memory, the host's CPU, load, network and disk,
+//! the server process's CPU and memory when it runs on this host, and the
+//! server's own counters. Linux `/proc` only; elsewhere fields stay empty.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+/// One sample. CPU figures are in percent of one core; rates per second.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ResourceSample {
+    /// Seconds from the start of measurement (negative during warm-up).
+    pub t_s: f64,
+    pub client_cpu_pct: f64,
+    pub client_rss_bytes: u64,
+    /// Busy share of all the host's cores, in percent of one core (so up to
+    /// 100 × cores).
+    pub host_cpu_pct: f64,
+    pub host_cpus: usize,
+    pub load_1m: f64,
+    pub net_rx_bytes_per_s: f64,
+    pub net_tx_bytes_per_s: f64,
+    pub disk_read_bytes_per_s: f64,
+    pub disk_write_bytes_per_s: f64,
+    /// Share of time the busiest disk had I/O in flight, percent.
+    pub disk_busy_pct: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_cpu_pct: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_rss_bytes: Option<u64>,
+    /// The server's own counters (gauges as read; `*_total` counters as
+    /// rates per second, renamed `*_per_s`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub server: BTreeMap<String, f64>,
+}
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+fn clock_ticks() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as f64
+    } else {
+        100.0
+    }
+}
+
+fn page_size() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 {
+        p as u64
+    } else {
+        4096
+    }
+}
+
+/// CPU ticks (user + system) and resident bytes of one process.
+fn process_stat(pid: u32) -> Option<(u64, u64)> {
+    let stat = read(&format!("/proc/{pid}/stat"));
+    // The command name may contain spaces: fields start after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let utime: u64 = f.get(11)?.parse().ok()?;
+    let stime: u64 = f.get(12)?.parse().ok()?;
+    let rss_pages: u64 = f.get(21)?.parse().ok()?;
+    Some((utime + stime, rss_pages * page_size()))
+}
+
+/// (busy, total) jiffies over all CPUs.
+fn host_cpu() -> Option<(u64, u64)> {
+    let stat = read("/proc/stat");
+    let line = stat.lines().next()?.strip_prefix("cpu ")?;
+    let v: Vec<u64> = line.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+    let total: u64 = v.iter().take(8).sum();
+    let idle = v.get(3)? + v.get(4).unwrap_or(&0);
+    Some((total - idle, total))
+}
+
+/// (rx, tx) bytes summed over all interfaces, loopback included: load
+/// tests here often run over loopback.
+fn net_bytes() -> (u64, u64) {
+    read("/proc/net/dev")
+        .lines()
+        .skip(2)
+        .filter_map(|l| {
+            let (_, rest) = l.split_once(':')?;
+            let f: Vec<u64> = rest.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+            Some((*f.first()?, *f.get(8)?))
+        })
+        .fold((0, 0), |(r, t), (a, b)| (r + a, t + b))
+}
+
+/// (sectors read, sectors written, max io_ticks ms) over whole disks.
+fn disk_stats() -> (u64, u64, Vec<(String, u64)>) {
+    let mut read_s = 0;
+    let mut write_s = 0;
+    let mut ticks = Vec::new();
+    for l in read("/proc/diskstats").lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if f.len() < 14 {
+            continue;
+        }
+        let name = f[2];
+        // Whole devices only: partitions would count twice.
+        let is_disk = std::path::Path::new(&format!("/sys/block/{name}")).exists()
+            && !name.starts_with("loop")
+            && !name.starts_with("ram");
+        if !is_disk {
+            continue;
+        }
+        read_s += f[5].parse::<u64>().unwrap_or(0);
+        write_s += f[9].parse::<u64>().unwrap_or(0);
+        ticks.push((name.to_string(), f[12].parse::<u64>().unwrap_or(0)));
+    }
+    (read_s, write_s, ticks)
+}
+
+fn load_1m() -> f64 {
+    read("/proc/loadavg")
+        .split_whitespace()
+        .next()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// The previous readings, to turn counters into rates.
+struct Previous {
+    at: Instant,
+    client_ticks: u64,
+    server_ticks: Option<u64>,
+    host: Option<(u64, u64)>,
+    net: (u64, u64),
+    disk: (u64, u64, Vec<(String, u64)>),
+    server: BTreeMap<String, f64>,
+}
+
+/// Takes samples; keeps the last readings to compute rates.
+pub struct Sampler {
+    server_pid: Option<u32>,
+    ticks_per_s: f64,
+    cpus: usize,
+    prev: Previous,
+}
+
+impl Sampler {
+    pub fn new(server_pid: Option<u32>) -> Sampler {
+        let me = std::process::id();
+        Sampler {
+            server_pid,
+            ticks_per_s: clock_ticks(),
+            cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            prev: Previous {
+                at: Instant::now(),
+                client_ticks: process_stat(me).map_or(0, |s| s.0),
+                server_ticks: server_pid.and_then(process_stat).map(|s| s.0),
+                host: host_cpu(),
+                net: net_bytes(),
+                disk: disk_stats(),
+                server: BTreeMap::new(),
+            },
+        }
+    }
+
+    /// Takes a sample; `server` holds the driver's counters just read.
+    pub fn sample(&mut self, t_s: f64, server: Vec<(String, f64)>) -> ResourceSample {
+        let now = Instant::now();
+        let secs = now.duration_since(self.prev.at).as_secs_f64().max(1e-6);
+        let per_s = |a: u64, b: u64| a.saturating_sub(b) as f64 / secs;
+        let (client_ticks, client_rss) = process_stat(std::process::id()).unwrap_or((0, 0));
+        let server_stat = self.server_pid.and_then(process_stat);
+        let host = host_cpu();
+        let net = net_bytes();
+        let disk = disk_stats();
+        let host_cpu_pct = match (host, self.prev.host) {
+            (Some((busy, total)), Some((pb, pt))) if total > pt => {
+                100.0 * self.cpus as f64 * busy.saturating_sub(pb) as f64 / (total - pt) as f64
+            }
+            _ => 0.0,
+        };
+        let disk_busy_pct = disk
+            .2
+            .iter()
+            .filter_map(|(name, t)| {
+                let (_, pt) = self.prev.disk.2.iter().find(|(n, _)| n == name)?;
+                Some(100.0 * t.saturating_sub(*pt) as f64 / 1000.0 / secs)
+            })
+            .fold(0.0, f64::max)
+            .min(100.0);
+        let mut counters = BTreeMap::new();
+        let mut raw = BTreeMap::new();
+        for (name, value) in server {
+            if let Some(base) = name.strip_suffix("_total") {
+                if let Some(prev) = self.prev.server.get(&name) {
+                    counters.insert(format!("{base}_per_s"), ((value - prev) / secs).max(0.0));
+                }
+            } else {
+                counters.insert(name.clone(), value);
+            }
+            raw.insert(name, value);
+        }
+        let sample = ResourceSample {
+            t_s,
+            client_cpu_pct: 100.0 * per_s(client_ticks, self.prev.client_ticks) / self.ticks_per_s,
+            client_rss_bytes: client_rss,
+            host_cpu_pct,
+            host_cpus: self.cpus,
+            load_1m: load_1m(),
+            net_rx_bytes_per_s: per_s(net.0, self.prev.net.0),
+            net_tx_bytes_per_s: per_s(net.1, self.prev.net.1),
+            disk_read_bytes_per_s: per_s(disk.0, self.prev.disk.0) * 512.0,
+            disk_write_bytes_per_s: per_s(disk.1, self.prev.disk.1) * 512.0,
+            disk_busy_pct,
+            server_cpu_pct: match (server_stat, self.prev.server_ticks) {
+                (Some((t, _)), Some(p)) => Some(100.0 * per_s(t, p) / self.ticks_per_s),
+                _ => None,
+            },
+            server_rss_bytes: server_stat.map(|s| s.1),
+            server: counters,
+        };
+        self.prev = Previous {
+            at: now,
+            client_ticks,
+            server_ticks: server_stat.map(|s| s.0),
+            host,
+            net,
+            disk,
+            server: raw,
+        };
+        sample
+    }
+}
+
+/// The process listening on TCP `port` on this host, if we can see it:
+/// the listening socket's inode from /proc/net/tcp{,6}, then the process
+/// holding that inode.
+pub fn find_listener(port: u16) -> Option<u32> {
+    let hex_port = format!("{port:04X}");
+    let inodes: Vec<String> = ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .flat_map(|p| read(p).lines().skip(1).map(str::to_string).collect::<Vec<_>>())
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let local_port = f.get(1)?.rsplit(':').next()?;
+            // State 0A is LISTEN.
+            (local_port == hex_port && *f.get(3)? == "0A").then(|| f.get(9).map(|s| s.to_string()))?
+        })
+        .collect();
+    if inodes.is_empty() {
+        return None;
+    }
+    let wanted: Vec<String> = inodes.iter().map(|i| format!("socket:[{i}]")).collect();
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+            continue;
+        };
+        for fd in fds.flatten() {
+            if let Ok(target) = std::fs::read_link(fd.path()) {
+                if wanted.iter().any(|w| target.as_os_str() == w.as_str()) {
+                    return Some(pid);
+                }
+            }
+        }
+    }
+    None
+}
+
+/// Names the likely bottleneck from the samples, in plain words, or says
+/// nothing when no resource stands out. `client_cores` is how many worker
+/// threads the client ran (each can use at most one core).
+pub fn diagnose(samples: &[ResourceSample], client_cores: usize) -> Option<String> {
+    let measured: Vec<&ResourceSample> = samples.iter().filter(|s| s.t_s > 0.0).collect();
+    if measured.is_empty() {
+        return None;
+    }
+    let avg = |f: &dyn Fn(&ResourceSample) -> f64| {
+        measured.iter().map(|s| f(s)).sum::<f64>() / measured.len() as f64
+    };
+    let client = avg(&|s| s.client_cpu_pct);
+    let host = avg(&|s| s.host_cpu_pct);
+    let cpus = measured[0].host_cpus.max(1) as f64;
+    let disk = avg(&|s| s.disk_busy_pct);
+    let server = measured
+        .iter()
+        .all(|s| s.server_cpu_pct.is_some())
+        .then(|| avg(&|s| s.server_cpu_pct.unwrap_or(0.0)));
+    let client_cap = 100.0 * client_cores.min(cpus as usize).max(1) as f64;
+    if client >= 0.9 * client_cap {
+        return Some(format!(
+            "client CPU: loadcell used {client:.0}% of {client_cap:.0}% available to its threads; the server may have more to give"
+        ));
+    }
+    if host >= 0.9 * 100.0 * cpus {
+        let who = match server {
+            Some(s) => format!(" (server process {s:.0}%, client {client:.0}%)"),
+            None => format!(" (client {client:.0}%)"),
+        };
+        return Some(format!(
+            "host CPU: {host:.0}% of {:.0}% in use{who}; client and server share these cores",
+            100.0 * cpus
+        ));
+    }
+    if let Some(s) = server {
+        if s >= 90.0 && s >= host * 0.5 {
+            return Some(format!("server CPU: the server process used {s:.0}% of a core"));
+        }
+    }
+    if disk >= 90.0 {
+        return Some(format!("disk: the busiest disk had I/O in flight {disk:.0}% of the time"));
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_read_this_process_and_host() {
+        let mut s = Sampler::new(Some(std::process::id()));
+        let mut x = 0u64;
+        for i in 0..20_000_000u64 {
+            x = x.wrapping_mul(31).wrapping_add(i);
+        }
+        std::hint::black_box(x);
+        let sample = s.sample(1.0, vec![("commands_total".into(), 100.0), ("threads".into(), 3.0)]);
+        assert!(sample.client_rss_bytes > 0);
+        assert!(sample.server_cpu_pct.is_some());
+        assert!(sample.host_cpus >= 1);
+        assert_eq!(sample.server.get("threads"), Some(&3.0));
+        assert!(!sample.server.contains_key("commands_per_s"), "no rate without a previous reading");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let next = s.sample(2.0, vec![("commands_total".into(), 150.0)]);
+        assert!(next.server["commands_per_s"] > 0.0);
+    }
+
+    #[test]
+    fn finds_the_listener_of_a_port() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        assert_eq!(find_listener(port), Some(std::process::id()));
+    }
+
+    fn at(t: f64, client: f64, host: f64, server: Option<f64>) -> ResourceSample {
+        ResourceSample {
+            t_s: t,
+            client_cpu_pct: client,
+            host_cpu_pct: host,
+            host_cpus: 2,
+            server_cpu_pct: server,
+            ..ResourceSample::default()
+        }
+    }
+
+    #[test]
+    fn diagnosis_names_the_saturated_resource() {
+        let client = vec![at(1.0, 99.0, 150.0, Some(40.0)), at(2.0, 98.0, 150.0, Some(40.0))];
+        assert!(diagnose(&client, 1).unwrap().starts_with("client CPU"));
+        let server = vec![at(1.0, 30.0, 130.0, Some(97.0))];
+        assert!(diagnose(&server, 4).unwrap().starts_with("server CPU"));
+        let host = vec![at(1.0, 60.0, 195.0, Some(120.0))];
+        assert!(diagnose(&host, 4).unwrap().starts_with("host CPU"));
+        let idle = vec![at(1.0, 10.0, 30.0, Some(20.0))];
+        assert_eq!(diagnose(&idle, 4), None);
+        assert_eq!(diagnose(&[at(-1.0, 100.0, 200.0, None)], 1), None, "warm-up is ignored");
+    }
+}

@@ -1,0 +1,164 @@
+//! Sweep files (`loadcell.sweep/v1`): every step of a parameter sweep or
+//! an SLA search (`findmax`), each a full run result, with per-point means
+//! and spread and the analysis drawn from them.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::result::RunResult;
+
+pub const SWEEP_SCHEMA_ID: &str = "loadcell.sweep/v1";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SweepKind {
+    /// One option stepped through a list of values.
+    Sweep,
+    /// Rates probed to find the highest one meeting an SLA.
+    Findmax,
+}
+
+/// Means (and, in `spread`, standard deviations) over a point's repeats.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct PointStats {
+    pub ops_per_sec: f64,
+    pub events_per_sec: f64,
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+    pub p99_ms: f64,
+    pub errors: f64,
+}
+
+impl PointStats {
+    fn of(r: &RunResult) -> PointStats {
+        PointStats {
+            ops_per_sec: r.summary.ops_per_sec,
+            events_per_sec: r.summary.events_per_sec,
+            p50_ms: r.summary.latency_ms.p50,
+            p95_ms: r.summary.latency_ms.p95,
+            p99_ms: r.summary.latency_ms.p99,
+            errors: r.summary.errors as f64,
+        }
+    }
+
+    fn fields(&self) -> [f64; 6] {
+        [self.ops_per_sec, self.events_per_sec, self.p50_ms, self.p95_ms, self.p99_ms, self.errors]
+    }
+
+    fn from_fields(f: [f64; 6]) -> PointStats {
+        PointStats {
+            ops_per_sec: f[0],
+            events_per_sec: f[1],
+            p50_ms: f[2],
+            p95_ms: f[3],
+            p99_ms: f[4],
+            errors: f[5],
+        }
+    }
+
+    /// Mean and (sample) standard deviation over runs.
+    pub fn mean_and_spread(runs: &[RunResult]) -> (PointStats, PointStats) {
+        let n = runs.len().max(1) as f64;
+        let all: Vec<[f64; 6]> = runs.iter().map(|r| PointStats::of(r).fields()).collect();
+        let mut mean = [0.0; 6];
+        for f in &all {
+            for (m, v) in mean.iter_mut().zip(f) {
+                *m += v / n;
+            }
+        }
+        let mut sd = [0.0; 6];
+        if all.len() > 1 {
+            for f in &all {
+                for ((s, v), m) in sd.iter_mut().zip(f).zip(&mean) {
+                    *s += (v - m).powi(2) / (n - 1.0);
+                }
+            }
+            for s in &mut sd {
+                *s = s.sqrt();
+            }
+        }
+        (PointStats::from_fields(mean), PointStats::from_fields(sd))
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SweepPoint {
+    /// The swept option's value at this point (for findmax: the target rate).
+    pub value: f64,
+    pub mean: PointStats,
+    /// Standard deviation over repeats (zero for a single run).
+    pub spread: PointStats,
+    /// For findmax: whether this probe met the SLA.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passed: Option<bool>,
+    pub runs: Vec<RunResult>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SweepResult {
+    pub schema: String,
+    pub loadcell_version: String,
+    pub kind: SweepKind,
+    pub started_at: String,
+    pub ended_at: String,
+    /// The command line, secrets redacted.
+    pub command: Vec<String>,
+    pub labels: BTreeMap<String, String>,
+    /// The option swept, e.g. `threads`, `clients`, `pipeline`, `rate`.
+    pub parameter: String,
+    pub repeat: usize,
+    pub points: Vec<SweepPoint>,
+    /// Knee, scalability fit and SLA findings, in numbers and plain words.
+    pub analysis: serde_json::Value,
+    /// Sentences a reader would otherwise draw by eye.
+    pub findings: Vec<String>,
+    /// Whether every step ran to completion.
+    pub complete: bool,
+}
+
+impl SweepResult {
+    pub fn to_json_pretty(&self) -> String {
+        serde_json::to_string_pretty(self).expect("sweep types always serialize")
+    }
+
+    pub fn write_to(&self, path: &Path) -> std::io::Result<()> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)?;
+        }
+        let tmp = path.with_extension("json.tmp");
+        std::fs::write(&tmp, self.to_json_pretty() + "\n")?;
+        std::fs::rename(&tmp, path)
+    }
+}
+
+/// A file given to `report`, `compare` or `plan`: a single run or a sweep.
+#[derive(Debug, Clone)]
+pub enum AnyResult {
+    Run(Box<RunResult>),
+    Sweep(Box<SweepResult>),
+}
+
+impl AnyResult {
+    pub fn read_from(path: &Path) -> Result<AnyResult, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let value: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| format!("{} is not JSON: {e}", path.display()))?;
+        match value.get("schema").and_then(|s| s.as_str()) {
+            Some(crate::result::SCHEMA_ID) => serde_json::from_value(value)
+                .map(|r| AnyResult::Run(Box::new(r)))
+                .map_err(|e| format!("{} is not a valid result file: {e}", path.display())),
+            Some(SWEEP_SCHEMA_ID) => serde_json::from_value(value)
+                .map(|r| AnyResult::Sweep(Box::new(r)))
+                .map_err(|e| format!("{} is not a valid sweep file: {e}", path.display())),
+            Some(other) => Err(format!(
+                "{} has schema '{other}'; this loadcell reads '{}' and '{SWEEP_SCHEMA_ID}'",
+                path.display(),
+                crate::result::SCHEMA_ID
+            )),
+            None => Err(format!("{} is not a loadcell result or sweep file", path.display())),
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! Defensive redaction for anything a report prints from a result file.
+//! Files are written redacted already; this is the second lock, so a
+//! hand-edited or foreign file still never puts a password on a page.
+
+/// Characters that end a token: a password is looked for within one token.
+fn is_delimiter(c: char) -> bool {
+    c.is_whitespace() || matches!(c, '"' | '\'' | '`' | '<' | '>' | '(' | ')' | '{' | '}' | ',' | ';' | '|')
+}
+
+const SECRET_KEYS: [&str; 6] = ["password", "passwd", "pwd", "pass", "secret", "auth"];
+
+/// Replaces the password of every `user:password@host` (with or without a
+/// `scheme://`) and the value of every `password=`-style parameter by
+/// `***`.
+pub fn redact(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut token = String::new();
+    for c in s.chars() {
+        if is_delimiter(c) {
+            out.push_str(&redact_token(&token));
+            token.clear();
+            out.push(c);
+        } else {
+            token.push(c);
+        }
+    }
+    out.push_str(&redact_token(&token));
+    out
+}
+
+fn redact_token(t: &str) -> String {
+    if t.is_empty() {
+        return String::new();
+    }
+    let t = redact_userinfo(t);
+    redact_params(&t)
+}
+
+/// `user:pw@host` → `user:***@host`, for each URL or bare authority.
+fn redact_userinfo(t: &str) -> String {
+    if !t.contains('@') {
+        return t.to_string();
+    }
+    let mut out = String::new();
+    let mut rest = t;
+    loop {
+        // The authority starts after `://`, or after `=` (`--target=u:p@h`),
+        // or at the start of the token.
+        let start = match rest.find("://") {
+            Some(i) => i + 3,
+            None => rest.rfind('=').map(|i| i + 1).unwrap_or(0),
+        };
+        let (head, tail) = rest.split_at(start);
+        out.push_str(head);
+        let end = tail.find(['/', '?', '#']).unwrap_or(tail.len());
+        let authority = &tail[..end];
+        match (authority.rfind('@'), authority.find(':')) {
+            (Some(at), Some(colon)) if colon < at && &authority[colon + 1..at] != "***" => {
+                out.push_str(&authority[..colon + 1]);
+                out.push_str("***");
+                out.push_str(&authority[at..]);
+            }
+            _ => out.push_str(authority),
+        }
+        rest = &tail[end..];
+        if !rest.contains("://") {
+            out.push_str(rest);
+            return out;
+        }
+    }
+}
+
+/// `password=x` (in query strings, DSNs and `--password=x`) → `password=***`.
+fn redact_params(t: &str) -> String {
+    let lower = t.to_ascii_lowercase();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < t.len() {
+        let found = SECRET_KEYS.iter().find_map(|k| {
+            let end = i + k.len();
+            let boundary = i == 0 || matches!(lower.as_bytes()[i - 1], b'?' | b'&' | b'-' | b'_' | b';' | b'.');
+            (boundary && lower[i..].starts_with(k) && lower.as_bytes().get(end) == Some(&b'=')).then_some(end + 1)
+        });
+        match found {
+            Some(value_start) => {
+                out.push_str(&t[i..value_start]);
+                let value_end = t[value_start..]
+                    .find(['&', ';'])
+                    .map(|j| value_start + j)
+                    .unwrap_or(t.len());
+                if value_end > value_start {
+                    out.push_str("***");
+                }
+                i = value_end;
+            }
+            None => {
+                let c = t[i..].chars().next().expect("i is on a char boundary");
+                out.push(c);
+                i += c.len_utf8();
+            }
+        }
+    }
+    out
+}
+
+/// Redacts a command line: each argument as [`redact`] does, and the
+/// argument after a bare `--password`-style flag.
+pub fn redact_command(args: &[String]) -> Vec<String> {
+    let mut out = Vec::with_capacity(args.len());
+    let mut hide_next = false;
+    for a in args {
+        if hide_next {
+            out.push("***".to_string());
+            hide_next = false;
+            continue;
+        }
+        let flag = a.trim_start_matches('-').to_ascii_lowercase();
+        hide_next = a.starts_with('-') && SECRET_KEYS.contains(&flag.as_str());
+        out.push(redact(a));
+    }
+    out
+}
+
+/// Joins a command line for display, quoting arguments that need it.
+pub fn shell_join(args: &[String]) -> String {
+    redact_command(args)
+        .iter()
+        .map(|a| {
+            if !a.is_empty()
+                && a
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_=./:,@%+*".contains(c))
+            {
+                a.clone()
+            } else {
+                format!("'{}'", a.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_lose_their_passwords() {
+        assert_eq!(redact("mysql://root:secret@127.0.0.1:3306/db"), "mysql://root:***@127.0.0.1:3306/db");
+        assert_eq!(redact("mysql://root:***@h/db"), "mysql://root:***@h/db");
+        assert_eq!(redact("redis://:pw@h:1"), "redis://:***@h:1");
+        assert_eq!(redact("redis://h:1"), "redis://h:1");
+        assert_eq!(redact("postgres://u:p@ss@h:5432/x"), "postgres://u:***@h:5432/x");
+        assert_eq!(
+            redact("from mysql://a:b@h1/x to postgres://c:d@h2/y"),
+            "from mysql://a:***@h1/x to postgres://c:***@h2/y"
+        );
+        assert_eq!(redact("--target=mysql://a:b@h/db"), "--target=mysql://a:***@h/db");
+        assert_eq!(redact("\"x://a:b@h\""), "\"x://a:***@h\"");
+    }
+
+    #[test]
+    fn bare_userinfo_and_params_are_redacted() {
+        assert_eq!(redact("connect root:hunter2@db1 failed"), "connect root:***@db1 failed");
+        assert_eq!(redact("--target=root:pw@h"), "--target=root:***@h");
+        assert_eq!(redact("postgres://h/db?sslmode=require&password=abc"), "postgres://h/db?sslmode=require&password=***");
+        assert_eq!(redact("--password=abc"), "--password=***");
+        assert_eq!(redact("user=a password=b"), "user=a password=***");
+        assert_eq!(redact("passed=3 bypass=1"), "passed=3 bypass=1");
+        assert_eq!(redact("time 12:30 at noon"), "time 12:30 at noon");
+        assert_eq!(redact("käse:wurst@host"), "käse:***@host");
+        assert_eq!(redact(""), "");
+    }
+
+    #[test]
+    fn command_lines_hide_separate_password_arguments() {
+        let args: Vec<String> = ["loadcell", "run", "--password", "abc", "--target", "mysql://u:p@h/d", "--label", "a b"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let shown = shell_join(&args);
+        assert_eq!(shown, "loadcell run --password *** --target mysql://u:***@h/d --label 'a b'");
+    }
+}

@@ -1,0 +1,922 @@
+//! The `kv` workload, compatible with memtier_benchmark's options: a
+//! SET:GET ratio (or weighted command templates), key patterns per side,
+//! fixed, ranged or weighted value sizes, and pipelining. Generic over
+//! [`KvConn`], so it runs on every key-value driver.
+
+use std::rc::Rc;
+use std::sync::Arc;
+
+use loadcell_core::kv::{KvConn, KvReply};
+use loadcell_core::{Driver, DriverError};
+use loadcell_engine::{Category, Ctx, OpSpec, Script, SessionInfo};
+use rand::rngs::SmallRng;
+use rand::{Rng, RngCore, SeedableRng};
+use serde_json::{json, Value};
+
+use crate::distribution::{Distribution, RandParams, RandType};
+use crate::oltp::PrepareObserver;
+
+/// How keys are chosen (memtier's `--key-pattern` letters).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyPattern {
+    /// R: uniform random over the range.
+    Random,
+    /// S: each session walks the whole range in order, wrapping.
+    Sequential,
+    /// G: normal around `--key-median` with `--key-stddev`, clamped.
+    Gaussian,
+    /// P: the range is split between sessions; each walks its own part.
+    Parallel,
+    /// Z: Zipf's law with `--key-zipf-exp`, rank 1 at `--key-minimum`.
+    Zipfian,
+}
+
+impl KeyPattern {
+    fn parse(c: &str) -> Result<KeyPattern, String> {
+        Ok(match c {
+            "R" => KeyPattern::Random,
+            "S" => KeyPattern::Sequential,
+            "G" => KeyPattern::Gaussian,
+            "P" => KeyPattern::Parallel,
+            "Z" => KeyPattern::Zipfian,
+            other => {
+                return Err(format!(
+                    "unknown key pattern '{other}': use R (random), S (sequential), G (gaussian), P (parallel) or Z (zipfian)"
+                ))
+            }
+        })
+    }
+
+    fn letter(self) -> &'static str {
+        match self {
+            KeyPattern::Random => "R",
+            KeyPattern::Sequential => "S",
+            KeyPattern::Gaussian => "G",
+            KeyPattern::Parallel => "P",
+            KeyPattern::Zipfian => "Z",
+        }
+    }
+
+    /// Parses memtier's `SET:GET` form, e.g. `R:R` or `S:G`.
+    pub fn parse_pair(s: &str) -> Result<(KeyPattern, KeyPattern), String> {
+        match s.split_once(':') {
+            Some((a, b)) => Ok((KeyPattern::parse(a)?, KeyPattern::parse(b)?)),
+            None => Err(format!(
+                "--key-pattern '{s}' must be SET:GET, e.g. R:R or S:G"
+            )),
+        }
+    }
+}
+
+/// Value sizes: `-d N`, `--data-size-range MIN-MAX`, or
+/// `--data-size-list SIZE:WEIGHT,...`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DataSize {
+    Fixed(usize),
+    Range(usize, usize),
+    List(Vec<(usize, u32)>),
+}
+
+impl DataSize {
+    pub fn parse_range(s: &str) -> Result<DataSize, String> {
+        let bad = || format!("--data-size-range '{s}' must be MIN-MAX, e.g. 32-1024");
+        let (a, b) = s.split_once('-').ok_or_else(bad)?;
+        let (a, b): (usize, usize) = (
+            a.trim().parse().map_err(|_| bad())?,
+            b.trim().parse().map_err(|_| bad())?,
+        );
+        if a == 0 || a > b {
+            return Err(format!(
+                "--data-size-range '{s}': sizes must be at least 1 and MIN <= MAX"
+            ));
+        }
+        Ok(DataSize::Range(a, b))
+    }
+
+    pub fn parse_list(s: &str) -> Result<DataSize, String> {
+        let bad =
+            || format!("--data-size-list '{s}' must be SIZE:WEIGHT,..., e.g. 32:7,1000:2,2000:1");
+        let mut list = Vec::new();
+        for item in s.split(',') {
+            let (size, weight) = item.split_once(':').ok_or_else(bad)?;
+            let size: usize = size.trim().parse().map_err(|_| bad())?;
+            let weight: u32 = weight.trim().parse().map_err(|_| bad())?;
+            if size == 0 {
+                return Err(format!(
+                    "--data-size-list '{s}': a value size of 0 is not allowed"
+                ));
+            }
+            if weight > 0 {
+                list.push((size, weight));
+            }
+        }
+        if list.is_empty() {
+            return Err(format!("--data-size-list '{s}': every weight is 0"));
+        }
+        Ok(DataSize::List(list))
+    }
+
+    pub fn max(&self) -> usize {
+        match self {
+            DataSize::Fixed(n) => *n,
+            DataSize::Range(_, b) => *b,
+            DataSize::List(l) => l.iter().map(|(s, _)| *s).max().unwrap_or(0),
+        }
+    }
+
+    /// A size drawn from `r` (uniform in [0, 1)).
+    fn pick(&self, r: f64) -> usize {
+        match self {
+            DataSize::Fixed(n) => *n,
+            DataSize::Range(a, b) => a + ((b - a + 1) as f64 * r) as usize,
+            DataSize::List(l) => {
+                let total: u32 = l.iter().map(|(_, w)| w).sum();
+                let mut target = (r * total as f64) as u32;
+                for (size, w) in l {
+                    if target < *w {
+                        return *size;
+                    }
+                    target -= w;
+                }
+                l[l.len() - 1].0
+            }
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            DataSize::Fixed(n) => n.to_string(),
+            DataSize::Range(a, b) => format!("{a}-{b}"),
+            DataSize::List(l) => l
+                .iter()
+                .map(|(s, w)| format!("{s}:{w}"))
+                .collect::<Vec<_>>()
+                .join(","),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Arg {
+    Literal(Vec<u8>),
+    Key,
+    Data,
+}
+
+/// A command template such as `hset __key__ f1 __data__`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CommandTemplate {
+    pub text: String,
+    args: Vec<Arg>,
+    pub weight: u32,
+    pub pattern: KeyPattern,
+}
+
+impl CommandTemplate {
+    /// Parses a template: words split on spaces, `"..."` quoting allowed,
+    /// `__key__` and `__data__` as placeholders.
+    pub fn parse(text: &str, weight: u32, pattern: KeyPattern) -> Result<CommandTemplate, String> {
+        let mut words = Vec::new();
+        let mut cur = String::new();
+        let mut quoted = false;
+        let mut had_quote = false;
+        for ch in text.chars() {
+            match ch {
+                '"' => {
+                    quoted = !quoted;
+                    had_quote = true;
+                }
+                ' ' | '\t' if !quoted => {
+                    if !cur.is_empty() || had_quote {
+                        words.push(std::mem::take(&mut cur));
+                    }
+                    had_quote = false;
+                }
+                c => cur.push(c),
+            }
+        }
+        if quoted {
+            return Err(format!("--command '{text}': unbalanced double quote"));
+        }
+        if !cur.is_empty() || had_quote {
+            words.push(cur);
+        }
+        if words.is_empty() {
+            return Err("--command is empty: give a command such as 'set __key__ __data__'".into());
+        }
+        let args = words
+            .into_iter()
+            .map(|w| match w.as_str() {
+                "__key__" => Ok(Arg::Key),
+                "__data__" => Ok(Arg::Data),
+                _ if w.starts_with("__") && w.ends_with("__") && w.len() > 4 => Err(format!(
+                    "--command '{text}': unknown placeholder '{w}'; use __key__ or __data__"
+                )),
+                _ => Ok(Arg::Literal(w.into_bytes())),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if !matches!(args[0], Arg::Literal(_)) {
+            return Err(format!(
+                "--command '{text}': the first word must be the command name"
+            ));
+        }
+        Ok(CommandTemplate {
+            text: text.to_string(),
+            args,
+            weight,
+            pattern,
+        })
+    }
+
+    fn name(&self) -> String {
+        match &self.args[0] {
+            Arg::Literal(n) => String::from_utf8_lossy(n).to_ascii_lowercase(),
+            _ => unreachable!("checked in parse"),
+        }
+    }
+
+    fn uses_key(&self) -> bool {
+        self.args.contains(&Arg::Key)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct KvOptions {
+    pub ratio_set: u32,
+    pub ratio_get: u32,
+    pub key_prefix: String,
+    pub key_min: u64,
+    pub key_max: u64,
+    pub pattern_set: KeyPattern,
+    pub pattern_get: KeyPattern,
+    pub key_median: Option<f64>,
+    pub key_stddev: Option<f64>,
+    pub key_zipf_exp: f64,
+    pub data_size: DataSize,
+    pub random_data: bool,
+    pub distinct_client_seed: bool,
+    pub pipeline: usize,
+    pub commands: Vec<CommandTemplate>,
+    /// Values are derived from their key, and every GET hit is checked.
+    pub verify: bool,
+}
+
+impl Default for KvOptions {
+    /// memtier_benchmark's defaults.
+    fn default() -> Self {
+        KvOptions {
+            ratio_set: 1,
+            ratio_get: 10,
+            key_prefix: "memtier-".into(),
+            key_min: 0,
+            key_max: 10_000_000,
+            pattern_set: KeyPattern::Random,
+            pattern_get: KeyPattern::Random,
+            key_median: None,
+            key_stddev: None,
+            key_zipf_exp: 1.0,
+            data_size: DataSize::Fixed(32),
+            random_data: false,
+            distinct_client_seed: false,
+            pipeline: 1,
+            commands: Vec::new(),
+            verify: false,
+        }
+    }
+}
+
+impl KvOptions {
+    pub fn validate(&self) -> Result<(), String> {
+        if self.commands.is_empty() && self.ratio_set == 0 && self.ratio_get == 0 {
+            return Err(
+                "--ratio 0:0 sends nothing: give at least one side a weight, e.g. 1:10".into(),
+            );
+        }
+        if self.key_min > self.key_max {
+            return Err(format!(
+                "--key-minimum {} is greater than --key-maximum {}",
+                self.key_min, self.key_max
+            ));
+        }
+        if self.data_size.max() == 0 {
+            return Err("a value size of 0 is not allowed: use -d 1 or more".into());
+        }
+        if self.pipeline == 0 {
+            return Err("--pipeline must be at least 1".into());
+        }
+        if !(self.key_zipf_exp > 0.0 && self.key_zipf_exp <= 5.0) {
+            return Err("--key-zipf-exp must be greater than 0 and at most 5".into());
+        }
+        if self.key_stddev.is_some_and(|s| s <= 0.0) {
+            return Err("--key-stddev must be greater than 0".into());
+        }
+        if !self.commands.is_empty() && self.commands.iter().all(|c| c.weight == 0) {
+            return Err("every --command has weight 0".into());
+        }
+        Ok(())
+    }
+
+    pub fn to_map(&self) -> std::collections::BTreeMap<String, Value> {
+        let v = json!({
+            "ratio": format!("{}:{}", self.ratio_set, self.ratio_get),
+            "key_prefix": self.key_prefix,
+            "key_minimum": self.key_min,
+            "key_maximum": self.key_max,
+            "key_pattern": format!("{}:{}", self.pattern_set.letter(), self.pattern_get.letter()),
+            "key_median": self.key_median,
+            "key_stddev": self.key_stddev,
+            "key_zipf_exp": self.key_zipf_exp,
+            "data_size": self.data_size.describe(),
+            "random_data": self.random_data,
+            "distinct_client_seed": self.distinct_client_seed,
+            "pipeline": self.pipeline,
+            "commands": self.commands.iter().map(|c| json!({
+                "command": c.text, "weight": c.weight, "key_pattern": c.pattern.letter()
+            })).collect::<Vec<_>>(),
+            "verify": self.verify,
+        });
+        serde_json::from_value(v).expect("an object")
+    }
+}
+
+const SET: usize = 0;
+const GET: usize = 1;
+
+/// The `kv` workload, shared by all sessions.
+pub struct Kv {
+    opts: KvOptions,
+    ops: Vec<OpSpec>,
+    zipf: Option<Distribution>,
+}
+
+impl Kv {
+    pub fn new(opts: KvOptions) -> Kv {
+        let mut ops = vec![
+            OpSpec {
+                name: "set",
+                category: Category::Write,
+            },
+            OpSpec {
+                name: "get",
+                category: Category::Read,
+            },
+        ];
+        let mut seen = Vec::new();
+        for c in &opts.commands {
+            let mut name = c.name();
+            if seen.contains(&name) {
+                name = format!("{name}_{}", seen.len() + 1);
+            }
+            seen.push(name.clone());
+            // Operation names live as long as the run.
+            ops.push(OpSpec {
+                name: Box::leak(name.into_boxed_str()),
+                category: Category::Other,
+            });
+        }
+        let zipf = [opts.pattern_set, opts.pattern_get]
+            .into_iter()
+            .chain(opts.commands.iter().map(|c| c.pattern))
+            .any(|p| p == KeyPattern::Zipfian)
+            .then(|| {
+                Distribution::new(
+                    RandType::Zipfian,
+                    RandParams {
+                        zipfian_exp: opts.key_zipf_exp,
+                        ..RandParams::default()
+                    },
+                    opts.key_min,
+                    opts.key_max,
+                )
+            });
+        Kv { opts, ops, zipf }
+    }
+
+    pub fn options(&self) -> &KvOptions {
+        &self.opts
+    }
+
+    /// Whether the workload sends arbitrary commands (a capability).
+    pub fn needs_commands(&self) -> bool {
+        !self.opts.commands.is_empty()
+    }
+}
+
+/// Per-session state: the random generator, sequential positions, and
+/// reusable buffers, so an event allocates nothing.
+pub struct KvSession {
+    rng: SmallRng,
+    /// Position in the SET:GET (or command weight) cycle.
+    cycle: u64,
+    /// Next key for sequential and parallel patterns.
+    next_seq: u64,
+    next_par: u64,
+    par_lo: u64,
+    par_hi: u64,
+    key: Vec<u8>,
+    data: Vec<u8>,
+    scratch: Vec<u8>,
+    /// Per request in the batch: its operation kind and key number.
+    kinds: Vec<usize>,
+    keys: Vec<u64>,
+}
+
+impl Kv {
+    fn key_number(&self, s: &mut KvSession, pattern: KeyPattern) -> u64 {
+        let (lo, hi) = (self.opts.key_min, self.opts.key_max);
+        match pattern {
+            KeyPattern::Random => s.rng.random_range(lo..=hi),
+            KeyPattern::Sequential => {
+                let k = s.next_seq;
+                s.next_seq = if k >= hi { lo } else { k + 1 };
+                k
+            }
+            KeyPattern::Parallel => {
+                let k = s.next_par;
+                s.next_par = if k >= s.par_hi { s.par_lo } else { k + 1 };
+                k
+            }
+            KeyPattern::Gaussian => {
+                let median = self.opts.key_median.unwrap_or((lo + hi) as f64 / 2.0);
+                let sd = self
+                    .opts
+                    .key_stddev
+                    .unwrap_or((hi - lo) as f64 / 6.0)
+                    .max(1e-9);
+                // Box-Muller: one normal deviate from two uniforms.
+                let u1: f64 = 1.0 - s.rng.random::<f64>();
+                let u2: f64 = s.rng.random::<f64>();
+                let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+                (median + z * sd).round().clamp(lo as f64, hi as f64) as u64
+            }
+            KeyPattern::Zipfian => self.zipf.as_ref().expect("built for Z").sample(&mut s.rng),
+        }
+    }
+
+    /// Writes `prefix + n` into the session's key buffer.
+    fn format_key(&self, s: &mut KvSession, n: u64) {
+        s.key.clear();
+        s.key.extend_from_slice(self.opts.key_prefix.as_bytes());
+        push_decimal(&mut s.key, n);
+    }
+
+    /// The value for a SET of key `n`: a slice of the session's data block,
+    /// or, with `--verify`, bytes derived from the key.
+    fn value_len(&self, s: &mut KvSession, n: u64) -> usize {
+        if self.opts.verify {
+            let len = self.opts.data_size.pick(unit(mix(n ^ 0x5EED)));
+            fill_for_key(&mut s.scratch, n, len);
+            len
+        } else {
+            let r = s.rng.random::<f64>();
+            self.opts.data_size.pick(r)
+        }
+    }
+}
+
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+fn unit(x: u64) -> f64 {
+    (x >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// The bytes `--verify` expects for key `n`.
+fn fill_for_key(buf: &mut Vec<u8>, n: u64, len: usize) {
+    buf.clear();
+    let mut state = mix(n.wrapping_add(0x9E37_79B9_7F4A_7C15));
+    while buf.len() < len {
+        state = mix(state);
+        let take = (len - buf.len()).min(8);
+        buf.extend_from_slice(&state.to_le_bytes()[..take]);
+    }
+}
+
+/// Appends the decimal digits of `n` without allocating.
+fn push_decimal(buf: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    buf.extend_from_slice(&digits[i..]);
+}
+
+impl<C: KvConn> Script<C> for Kv {
+    type Session = KvSession;
+
+    fn ops(&self) -> &[OpSpec] {
+        &self.ops
+    }
+
+    fn transactional(&self) -> bool {
+        false
+    }
+
+    async fn open(&self, _conn: &mut C, info: SessionInfo) -> Result<KvSession, DriverError> {
+        let seed = if self.opts.distinct_client_seed {
+            info.seed
+        } else {
+            info.run_seed
+        };
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let max = self.opts.data_size.max();
+        let mut data = vec![b'x'; max];
+        if self.opts.random_data {
+            rng.fill_bytes(&mut data);
+        }
+        // Parallel: this session's share of the key range.
+        let (lo, hi) = (self.opts.key_min, self.opts.key_max);
+        let span = hi - lo + 1;
+        let count = info.count.max(1) as u64;
+        let idx = info.index as u64 % count;
+        let par_lo = lo + span * idx / count;
+        let par_hi = (lo + span * (idx + 1) / count)
+            .saturating_sub(1)
+            .max(par_lo);
+        Ok(KvSession {
+            rng,
+            cycle: 0,
+            next_seq: lo,
+            next_par: par_lo,
+            par_lo,
+            par_hi,
+            key: Vec::with_capacity(self.opts.key_prefix.len() + 20),
+            data,
+            scratch: Vec::with_capacity(max),
+            kinds: Vec::with_capacity(self.opts.pipeline),
+            keys: Vec::with_capacity(self.opts.pipeline),
+        })
+    }
+
+    async fn event(
+        &self,
+        conn: &mut C,
+        s: &mut KvSession,
+        ctx: &mut Ctx,
+    ) -> Result<(), DriverError> {
+        s.kinds.clear();
+        s.keys.clear();
+        for _ in 0..self.opts.pipeline {
+            let (kind, pattern) = self.next_op(s);
+            let n = self.key_number(s, pattern);
+            self.format_key(s, n);
+            match kind {
+                SET => {
+                    let len = self.value_len(s, n);
+                    let value = if self.opts.verify {
+                        &s.scratch[..len]
+                    } else {
+                        &s.data[..len]
+                    };
+                    conn.queue_set(&s.key, value);
+                }
+                GET => conn.queue_get(&s.key),
+                command => {
+                    let template = &self.opts.commands[command - 2];
+                    let len = self.value_len(s, n);
+                    let value: &[u8] = if self.opts.verify {
+                        &s.scratch[..len]
+                    } else {
+                        &s.data[..len]
+                    };
+                    let mut args: [&[u8]; 16] = [&[]; 16];
+                    let argc = template.args.len().min(args.len());
+                    for (slot, arg) in args.iter_mut().zip(&template.args) {
+                        *slot = match arg {
+                            Arg::Literal(l) => l,
+                            Arg::Key => &s.key,
+                            Arg::Data => value,
+                        };
+                    }
+                    conn.queue_command(&args[..argc])?;
+                }
+            }
+            s.kinds.push(kind);
+            s.keys.push(n);
+        }
+        let clock = ctx.batch_clock();
+        let mut failure: Option<DriverError> = None;
+        let verify = self.opts.verify;
+        let (kinds, keys, scratch) = (&s.kinds, &s.keys, &mut s.scratch);
+        let data_size = &self.opts.data_size;
+        conn.flush(&mut |i, reply| {
+            let kind = kinds[i];
+            match reply {
+                Ok(r) => {
+                    ctx.record_reply(&clock, kind, true);
+                    if kind == GET {
+                        match r {
+                            KvReply::Hit(bytes) => {
+                                ctx.count_read(true);
+                                if verify {
+                                    let n = keys[i];
+                                    fill_for_key(scratch, n, data_size.pick(unit(mix(n ^ 0x5EED))));
+                                    if bytes != scratch.as_slice() && failure.is_none() {
+                                        failure = Some(DriverError::fatal(format!(
+                                            "verify failed: GET of key {n} returned {} bytes that differ from what was SET \
+                                             (if an earlier run without --verify wrote this key range, load it again with \
+                                             `loadcell prepare kv --verify` or use another --key-prefix)",
+                                            bytes.len()
+                                        )));
+                                    }
+                                }
+                            }
+                            KvReply::Miss => ctx.count_read(false),
+                            KvReply::Done => {}
+                        }
+                    }
+                }
+                Err(e) => {
+                    ctx.record_reply(&clock, kind, false);
+                    if failure.is_none() {
+                        failure = Some(e);
+                    }
+                }
+            }
+        })
+        .await?;
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Kv {
+    /// The next operation in the deterministic SET:GET (or command weight)
+    /// cycle, as memtier interleaves them, and its key pattern.
+    fn next_op(&self, s: &mut KvSession) -> (usize, KeyPattern) {
+        let c = s.cycle;
+        s.cycle += 1;
+        if !self.opts.commands.is_empty() {
+            let total: u64 = self.opts.commands.iter().map(|c| c.weight as u64).sum();
+            let mut pos = c % total;
+            for (i, cmd) in self.opts.commands.iter().enumerate() {
+                if pos < cmd.weight as u64 {
+                    let pattern = if cmd.uses_key() {
+                        cmd.pattern
+                    } else {
+                        KeyPattern::Random
+                    };
+                    return (2 + i, pattern);
+                }
+                pos -= cmd.weight as u64;
+            }
+        }
+        let total = (self.opts.ratio_set + self.opts.ratio_get) as u64;
+        if c % total < self.opts.ratio_set as u64 {
+            (SET, self.opts.pattern_set)
+        } else {
+            (GET, self.opts.pattern_get)
+        }
+    }
+}
+
+/// Loads every key of the range once (pipelined SETs of the configured
+/// sizes), spread over `connections` connections.
+pub async fn prepare<D>(
+    driver: Arc<D>,
+    opts: &KvOptions,
+    connections: usize,
+    connect_timeout: std::time::Duration,
+    observer: Rc<dyn PrepareObserver>,
+) -> Result<(), DriverError>
+where
+    D: Driver,
+    D::Conn: KvConn,
+{
+    const BATCH: u64 = 100;
+    let (lo, hi) = (opts.key_min, opts.key_max);
+    let span = hi - lo + 1;
+    observer.message(&format!(
+        "Loading keys {}{lo}..{}{hi} ({span} keys) with {connections} connections",
+        opts.key_prefix, opts.key_prefix
+    ));
+    observer.add_total(span);
+    let kv = Rc::new(Kv::new(KvOptions {
+        commands: Vec::new(),
+        ..opts.clone()
+    }));
+    let local = tokio::task::LocalSet::new();
+    let mut tasks = Vec::new();
+    for c in 0..connections as u64 {
+        let (first, last) = (
+            lo + span * c / connections as u64,
+            lo + span * (c + 1) / connections as u64,
+        );
+        if first >= last {
+            continue;
+        }
+        let (driver, kv, observer) = (Arc::clone(&driver), Rc::clone(&kv), Rc::clone(&observer));
+        tasks.push(local.spawn_local(async move {
+            let (mut conn, _) = loadcell_engine::connect_once(&*driver, connect_timeout).await?;
+            let mut s = <Kv as Script<D::Conn>>::open(
+                &kv,
+                &mut conn,
+                SessionInfo {
+                    index: c as usize,
+                    count: connections,
+                    seed: c,
+                    run_seed: c,
+                },
+            )
+            .await?;
+            let mut n = first;
+            while n < last {
+                let end = (n + BATCH).min(last);
+                for k in n..end {
+                    kv.format_key(&mut s, k);
+                    let len = kv.value_len(&mut s, k);
+                    let value = if kv.opts.verify {
+                        &s.scratch[..len]
+                    } else {
+                        &s.data[..len]
+                    };
+                    conn.queue_set(&s.key, value);
+                }
+                let mut failure = None;
+                conn.flush(&mut |_, r| {
+                    if let Err(e) = r {
+                        failure.get_or_insert(e);
+                    }
+                })
+                .await?;
+                if let Some(e) = failure {
+                    return Err(e);
+                }
+                observer.loaded(end - n);
+                n = end;
+            }
+            Ok::<(), DriverError>(())
+        }));
+    }
+    local
+        .run_until(async {
+            for task in tasks {
+                task.await.unwrap_or_else(|e| {
+                    Err(DriverError::fatal(format!("load task failed: {e}")))
+                })?;
+            }
+            Ok(())
+        })
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_templates_parse_and_reject_bad_input() {
+        let t = CommandTemplate::parse("hset __key__ f1 __data__", 1, KeyPattern::Random).unwrap();
+        assert_eq!(t.args.len(), 4);
+        assert_eq!(t.name(), "hset");
+        let q =
+            CommandTemplate::parse(r#"set __key__ "hello world""#, 1, KeyPattern::Random).unwrap();
+        assert_eq!(q.args[2], Arg::Literal(b"hello world".to_vec()));
+        assert!(CommandTemplate::parse("", 1, KeyPattern::Random)
+            .unwrap_err()
+            .contains("empty"));
+        assert!(CommandTemplate::parse("set \"x", 1, KeyPattern::Random)
+            .unwrap_err()
+            .contains("quote"));
+        assert!(CommandTemplate::parse("set __kee__", 1, KeyPattern::Random)
+            .unwrap_err()
+            .contains("unknown placeholder '__kee__'"));
+        assert!(CommandTemplate::parse("__key__ x", 1, KeyPattern::Random).is_err());
+    }
+
+    #[test]
+    fn options_are_validated() {
+        let zero = KvOptions {
+            ratio_set: 0,
+            ratio_get: 0,
+            ..KvOptions::default()
+        };
+        assert!(zero.validate().unwrap_err().contains("0:0"));
+        let inverted = KvOptions {
+            key_min: 10,
+            key_max: 5,
+            ..KvOptions::default()
+        };
+        assert!(inverted
+            .validate()
+            .unwrap_err()
+            .contains("greater than --key-maximum"));
+        let empty = KvOptions {
+            data_size: DataSize::Fixed(0),
+            ..KvOptions::default()
+        };
+        assert!(empty.validate().unwrap_err().contains("size of 0"));
+        assert!(DataSize::parse_list("0:1")
+            .unwrap_err()
+            .contains("size of 0"));
+        assert!(DataSize::parse_range("10-5").is_err());
+        assert!(KeyPattern::parse_pair("R").is_err());
+        assert!(KeyPattern::parse_pair("R:Q").unwrap_err().contains("'Q'"));
+        assert!(KvOptions::default().validate().is_ok());
+    }
+
+    fn session(kv: &Kv, index: usize, count: usize) -> KvSession {
+        struct NoConn;
+        impl KvConn for NoConn {
+            fn queue_get(&mut self, _: &[u8]) {}
+            fn queue_set(&mut self, _: &[u8], _: &[u8]) {}
+            fn queue_command(&mut self, _: &[&[u8]]) -> Result<(), DriverError> {
+                Ok(())
+            }
+            async fn flush(
+                &mut self,
+                _: &mut dyn FnMut(usize, Result<KvReply<'_>, DriverError>),
+            ) -> Result<(), DriverError> {
+                Ok(())
+            }
+        }
+        let info = SessionInfo {
+            index,
+            count,
+            seed: 1,
+            run_seed: 1,
+        };
+        let mut conn = NoConn;
+        let fut = <Kv as Script<NoConn>>::open(kv, &mut conn, info);
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(fut)
+            .unwrap()
+    }
+
+    #[test]
+    fn ratio_cycle_and_patterns() {
+        let kv = Kv::new(KvOptions {
+            ratio_set: 1,
+            ratio_get: 3,
+            key_min: 1,
+            key_max: 100,
+            pattern_set: KeyPattern::Sequential,
+            pattern_get: KeyPattern::Parallel,
+            ..KvOptions::default()
+        });
+        let mut s = session(&kv, 1, 4);
+        let kinds: Vec<usize> = (0..8).map(|_| kv.next_op(&mut s).0).collect();
+        assert_eq!(kinds, vec![SET, GET, GET, GET, SET, GET, GET, GET]);
+        let seq: Vec<u64> = (0..3)
+            .map(|_| kv.key_number(&mut s, KeyPattern::Sequential))
+            .collect();
+        assert_eq!(seq, vec![1, 2, 3]);
+        // Session 1 of 4 owns keys 26..=50 and wraps within them.
+        let par: Vec<u64> = (0..26)
+            .map(|_| kv.key_number(&mut s, KeyPattern::Parallel))
+            .collect();
+        assert_eq!(par[0], 26);
+        assert_eq!(par[24], 50);
+        assert_eq!(par[25], 26);
+        for _ in 0..1000 {
+            let g = kv.key_number(&mut s, KeyPattern::Gaussian);
+            assert!((1..=100).contains(&g));
+        }
+        let zipf = Kv::new(KvOptions {
+            key_min: 1,
+            key_max: 100,
+            pattern_get: KeyPattern::Zipfian,
+            ..KvOptions::default()
+        });
+        let mut z = session(&zipf, 0, 1);
+        let draws: Vec<u64> = (0..10_000)
+            .map(|_| zipf.key_number(&mut z, KeyPattern::Zipfian))
+            .collect();
+        assert!(draws.iter().all(|k| (1..=100).contains(k)));
+        let ones = draws.iter().filter(|&&k| k == 1).count();
+        assert!(
+            ones > draws.len() / 10,
+            "rank 1 is the most popular: {ones}"
+        );
+    }
+
+    #[test]
+    fn sizes_and_keys() {
+        let list = DataSize::parse_list("10:1,20:3").unwrap();
+        assert_eq!(list.pick(0.0), 10);
+        assert_eq!(list.pick(0.3), 20);
+        assert_eq!(DataSize::parse_range("5-7").unwrap().pick(0.99), 7);
+        let mut b = b"p-".to_vec();
+        push_decimal(&mut b, 1_234_567);
+        assert_eq!(b, b"p-1234567");
+        let (mut a, mut c) = (Vec::new(), Vec::new());
+        fill_for_key(&mut a, 42, 100);
+        fill_for_key(&mut c, 42, 100);
+        assert_eq!(a, c);
+        fill_for_key(&mut c, 43, 100);
+        assert_ne!(a, c);
+    }
+}
