@@ -11,6 +11,7 @@ PACKAGES=(
   redis-server redis-tools
   memcached
   procps
+  openssl
 )
 
 # Which packages are not yet installed?

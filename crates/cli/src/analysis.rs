@@ -3,8 +3,7 @@
 //! where latency climbs, and for findmax the highest rate meeting the SLA.
 
 use loadcell_analysis::knee::{
-    average_repeats, fit_usl, latency_knee, marginal_gain_knee, LatencyKneeOptions,
-    MarginalOptions,
+    average_repeats, fit_usl, latency_knee, marginal_gain_knee, LatencyKneeOptions, MarginalOptions,
 };
 use loadcell_record::sweep::SweepPoint;
 use serde_json::{json, Value};
@@ -26,7 +25,10 @@ fn unit(parameter: &str) -> &str {
 pub fn sweep(parameter: &str, points: &[SweepPoint]) -> (Value, Vec<String>) {
     let mut analysis = serde_json::Map::new();
     let mut findings = Vec::new();
-    let throughput: Vec<(f64, f64)> = points.iter().map(|p| (p.value, p.mean.events_per_sec)).collect();
+    let throughput: Vec<(f64, f64)> = points
+        .iter()
+        .map(|p| (p.value, p.mean.events_per_sec))
+        .collect();
     if CONCURRENCY.contains(&parameter) {
         let curve = average_repeats(&throughput);
         match marginal_gain_knee(&curve, &MarginalOptions::default()) {
@@ -49,7 +51,10 @@ pub fn sweep(parameter: &str, points: &[SweepPoint]) -> (Value, Vec<String>) {
             analysis.insert("usl".into(), json!(fit));
         }
     }
-    let latency: Vec<(f64, f64)> = points.iter().map(|p| (p.mean.events_per_sec, p.mean.p99_ms)).collect();
+    let latency: Vec<(f64, f64)> = points
+        .iter()
+        .map(|p| (p.mean.events_per_sec, p.mean.p99_ms))
+        .collect();
     if let Ok(Some(k)) = latency_knee(&latency, &LatencyKneeOptions::default()) {
         findings.push(k.sentence("events/s"));
         analysis.insert("latency_knee".into(), json!(k));
@@ -57,7 +62,12 @@ pub fn sweep(parameter: &str, points: &[SweepPoint]) -> (Value, Vec<String>) {
     (Value::Object(analysis), findings)
 }
 
-pub fn findmax(sla: &Sla, points: &[SweepPoint], best: Option<f64>, fail: Option<f64>) -> (Value, Vec<String>) {
+pub fn findmax(
+    sla: &Sla,
+    points: &[SweepPoint],
+    best: Option<f64>,
+    fail: Option<f64>,
+) -> (Value, Vec<String>) {
     let mut findings = Vec::new();
     let passed = |rate: f64| points.iter().find(|p| p.value == rate);
     match best.and_then(passed) {

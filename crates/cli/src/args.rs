@@ -35,10 +35,10 @@ pub struct Cli {
 pub enum Command {
     /// Run a workload and write a result file.
     #[command(after_help = EXAMPLES)]
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Create and load the data set a workload needs.
     #[command(after_help = EXAMPLES)]
-    Prepare(PrepareArgs),
+    Prepare(Box<PrepareArgs>),
     /// Drop what `prepare` created, and nothing else.
     #[command(after_help = EXAMPLES)]
     Cleanup(CleanupArgs),
@@ -46,6 +46,84 @@ pub enum Command {
     List,
     /// Export a result's intervals as an HdrHistogram interval log.
     Hdr(HdrArgs),
+    /// Run a workload once per value of one option given as a list
+    /// (e.g. --threads 1,2,4,8) and find where it stops scaling.
+    #[command(after_help = SWEEP_HELP)]
+    Sweep(MultiArgs),
+    /// Find the highest --rate at which the achieved rate holds and a
+    /// latency percentile stays under a bound.
+    #[command(after_help = FINDMAX_HELP)]
+    Findmax(MultiArgs),
+    /// Render result and sweep files as HTML, Markdown or CSV.
+    Report(ReportArgs),
+    /// Compare results (or sweeps) against the first, with significance
+    /// tests and an optional regression gate.
+    Compare(CompareArgs),
+}
+
+const SWEEP_HELP: &str = "\
+Takes every `run` option; exactly one of them gets a comma-separated list.
+Sweep options:
+  --repeat N           run each point N times and report mean and spread (default 1)
+  --out PATH           the sweep file (default RESULTS_DIR/<UTC time>-sweep-<workload>.json)
+Examples:
+  loadcell sweep oltp_read_write --target mysql://root@127.0.0.1/sbtest --threads 1,2,4,8,16,32,64 --time 30s --warmup 5s --repeat 3
+  loadcell sweep kv --target redis://127.0.0.1:6379 --threads 2 --clients 25 --pipeline 1,4,16,64 --time 10s";
+
+const FINDMAX_HELP: &str = "\
+Takes every `run` option except --rate.
+Findmax options:
+  --sla p99<=10ms      the percentile and bound to hold (required)
+  --start-rate R       first rate to probe (default 1000)
+  --max-rate R         never probe above this
+  --precision 5%       stop bisecting when pass and fail are this close (default 5%)
+  --min-achieved 95%   the achieved rate must reach this share of the target (default 95%)
+  --max-probes N       at most this many probes (default 20)
+  --out PATH           the findmax file (default RESULTS_DIR/<UTC time>-findmax-<workload>.json)
+Example:
+  loadcell findmax kv --target redis://127.0.0.1:6379 --threads 2 --clients 25 --time 10s --sla 'p99<=2ms'";
+
+/// `sweep` and `findmax` take `run`'s options (one of them a list), read
+/// as raw words because a list is not a valid value for the typed option.
+#[derive(Debug, Args)]
+pub struct MultiArgs {
+    /// The workload, then `run` options and this command's own options.
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        required = true,
+        value_name = "WORKLOAD [OPTIONS]"
+    )]
+    pub args: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Result or sweep files.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Write one self-contained HTML page here.
+    #[arg(long, value_name = "PATH")]
+    pub html: Option<PathBuf>,
+    /// Write a Markdown table here ("-" for stdout).
+    #[arg(long, value_name = "PATH")]
+    pub markdown: Option<PathBuf>,
+    /// Write a CSV table here ("-" for stdout).
+    #[arg(long, value_name = "PATH")]
+    pub csv: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// The baseline, then one or more candidates (results, or sweeps).
+    #[arg(required = true, num_args = 2.., value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Exit with status 3 if throughput or p99 is worse by more than this (e.g. 5%).
+    #[arg(long, value_name = "PCT", value_parser = crate::compare::parse_threshold)]
+    pub fail_if_regressed: Option<f64>,
+    /// Print the comparison as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -184,10 +262,20 @@ pub struct YcsbArgs {
     #[arg(long, alias = "maxscanlength", value_name = "N", value_parser = positive_u64, allow_negative_numbers = true)]
     pub max_scan_length: Option<u64>,
     /// hotspot: the fraction of records that are hot (default 0.2).
-    #[arg(long, alias = "hotspotdatafraction", value_name = "FRACTION", allow_negative_numbers = true)]
+    #[arg(
+        long,
+        alias = "hotspotdatafraction",
+        value_name = "FRACTION",
+        allow_negative_numbers = true
+    )]
     pub hotspot_data_fraction: Option<f64>,
     /// hotspot: the fraction of operations on hot records (default 0.8).
-    #[arg(long, alias = "hotspotopnfraction", value_name = "FRACTION", allow_negative_numbers = true)]
+    #[arg(
+        long,
+        alias = "hotspotopnfraction",
+        value_name = "FRACTION",
+        allow_negative_numbers = true
+    )]
     pub hotspot_opn_fraction: Option<f64>,
     /// Updates write every field instead of one (default off; on for mix-*).
     #[arg(long, alias = "writeallfields", value_name = "on|off", value_parser = on_off)]

@@ -12,6 +12,7 @@ use loadcell_core::sql::SqlConn;
 use loadcell_core::{Driver, DriverError, ErrorClass, ServerInfo, Target};
 use loadcell_drivers::{DriverInfo, Visitor};
 use loadcell_engine::{Arrival, EnginePlan, RateSpec, Script};
+use loadcell_record::result::{RunResult, StopReason};
 use loadcell_workloads::kv::{self, Kv};
 use loadcell_workloads::oltp::{self, CheckError, Oltp};
 use loadcell_workloads::ycsb::{self, YcsbKv, YcsbSql};
@@ -30,6 +31,15 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Exit codes beyond 0 (success) and 1 (error).
 pub const EXIT_INTERRUPTED: i32 = 130;
+
+/// The exit code for a finished run: 0 complete, 130 interrupted, 1 other.
+pub fn exit_code(r: &RunResult) -> i32 {
+    match r.stop_reason {
+        StopReason::Completed => 0,
+        StopReason::Interrupted => EXIT_INTERRUPTED,
+        _ => 1,
+    }
+}
 
 /// Runs `f` to completion on a current-thread runtime with a `LocalSet`
 /// (driver futures are not `Send`).
@@ -219,6 +229,8 @@ pub struct RunJob<'a> {
     /// The embedded default: prepared on first use.
     pub default_target: bool,
     pub argv: Vec<String>,
+    /// A step of a sweep: no summary, no result file of its own.
+    pub quiet: bool,
 }
 
 impl RunJob<'_> {
@@ -317,9 +329,9 @@ impl<C: SqlConn> CheckPrepared<C> for YcsbSql {
 }
 
 impl Visitor for RunJob<'_> {
-    type Output = anyhow::Result<i32>;
+    type Output = anyhow::Result<RunResult>;
 
-    fn sql<D>(self, info: &'static DriverInfo, driver: D) -> anyhow::Result<i32>
+    fn sql<D>(self, info: &'static DriverInfo, driver: D) -> anyhow::Result<RunResult>
     where
         D: Driver,
         D::Conn: SqlConn,
@@ -339,7 +351,7 @@ impl Visitor for RunJob<'_> {
         }
     }
 
-    fn kv<D>(self, info: &'static DriverInfo, driver: D) -> anyhow::Result<i32>
+    fn kv<D>(self, info: &'static DriverInfo, driver: D) -> anyhow::Result<RunResult>
     where
         D: Driver,
         D::Conn: KvConn,
@@ -371,7 +383,7 @@ impl RunJob<'_> {
         driver: Arc<D>,
         script: Arc<S>,
         seed: u64,
-    ) -> anyhow::Result<i32>
+    ) -> anyhow::Result<RunResult>
     where
         D: Driver,
         D::Conn: SqlConn,
@@ -413,7 +425,7 @@ impl RunJob<'_> {
         driver: Arc<D>,
         script: Arc<S>,
         seed: u64,
-    ) -> anyhow::Result<i32>
+    ) -> anyhow::Result<RunResult>
     where
         D: Driver,
         D::Conn: KvConn,
@@ -443,7 +455,7 @@ impl RunJob<'_> {
         script: Arc<S>,
         server: ServerInfo,
         seed: u64,
-    ) -> anyhow::Result<i32>
+    ) -> anyhow::Result<RunResult>
     where
         D: Driver,
         S: Script<D::Conn> + Send + Sync,
@@ -502,6 +514,9 @@ impl RunJob<'_> {
             transactional: script.transactional(),
         };
         let result = result::build(&ctx, outcome);
+        if self.quiet {
+            return Ok(result);
+        }
         let out = self.args.out.clone().unwrap_or_else(|| {
             result::default_path(&self.args.target.results_dir, self.spec.name())
         });
@@ -515,10 +530,6 @@ impl RunJob<'_> {
             print!("{}", loadcell_report::text::summary(&result, &order));
         }
         eprintln!("Result written to {}", out.display());
-        Ok(match result.stop_reason {
-            loadcell_record::result::StopReason::Completed => 0,
-            loadcell_record::result::StopReason::Interrupted => EXIT_INTERRUPTED,
-            _ => 1,
-        })
+        Ok(result)
     }
 }

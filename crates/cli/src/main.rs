@@ -1,13 +1,18 @@
 //! `loadcell`: parse, validate, dispatch. Everything that runs lives in
 //! the library crates; this binary only composes them.
 
+mod analysis;
 mod args;
+mod compare;
 mod hdr;
 mod launch;
 mod list;
 mod metrics;
+mod multi;
 mod progress;
 mod result;
+mod sweep;
+mod views;
 mod workload;
 
 use std::path::Path;
@@ -19,9 +24,10 @@ use clap::Parser;
 use loadcell_core::Target;
 use loadcell_drivers::{DriverInfo, Family};
 
-use crate::args::{Cli, Command, TargetArgs};
+use crate::args::{Cli, Command, RunArgs, TargetArgs};
 use crate::launch::{CleanupJob, PrepareJob, RunJob};
 use crate::workload::WorkloadSpec;
+use loadcell_record::result::RunResult;
 
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().collect();
@@ -182,19 +188,53 @@ fn dispatch(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
             loadcell_drivers::open(&target, job)??;
             Ok(0)
         }
-        Command::Run(a) => {
-            let spec = WorkloadSpec::resolve(&a.target.workload, &a.oltp, &a.kv, &a.ycsb)
-                .map_err(|e| anyhow!(e))?;
-            let (target, default_target) = resolve_target(&a.target)?;
-            check_family(&spec, &target)?;
-            let job = RunJob {
-                args: &a,
-                spec,
-                target: target.clone(),
-                default_target,
-                argv,
-            };
-            Ok(loadcell_drivers::open(&target, job)??)
+        Command::Run(a) => Ok(launch::exit_code(&run(&a, argv, false)?)),
+        Command::Sweep(a) => multi::sweep(&a.args, argv),
+        Command::Findmax(a) => multi::findmax(&a.args, argv),
+        Command::Report(a) => {
+            views::report(&a)?;
+            Ok(0)
+        }
+        Command::Compare(a) => views::compare(&a),
+    }
+}
+
+/// One run: from its arguments to its result. With `quiet` (a sweep step)
+/// nothing is printed and no result file is written.
+fn run(a: &RunArgs, argv: Vec<String>, quiet: bool) -> anyhow::Result<RunResult> {
+    let spec = WorkloadSpec::resolve(&a.target.workload, &a.oltp, &a.kv, &a.ycsb)
+        .map_err(|e| anyhow!(e))?;
+    let (target, default_target) = resolve_target(&a.target)?;
+    check_family(&spec, &target)?;
+    let job = RunJob {
+        args: a,
+        spec,
+        target: target.clone(),
+        default_target,
+        argv,
+        quiet,
+    };
+    loadcell_drivers::open(&target, job)?
+}
+
+/// Parses a `run` command line (as a sweep step builds it).
+fn parse_run(argv: &[String]) -> anyhow::Result<RunArgs> {
+    let full: Vec<String> = ["loadcell".to_string(), "run".to_string()]
+        .into_iter()
+        .chain(argv.iter().cloned())
+        .collect();
+    match Cli::try_parse_from(&full) {
+        Ok(Cli {
+            command: Command::Run(a),
+        }) => Ok(*a),
+        Ok(_) => unreachable!("the command is run"),
+        Err(e) => {
+            let rendered = e.render().to_string();
+            let first = rendered.lines().next().unwrap_or("invalid arguments");
+            Err(anyhow!(
+                "{}",
+                loadcell_core::target::redact_raw(first.strip_prefix("error: ").unwrap_or(first))
+            ))
         }
     }
 }

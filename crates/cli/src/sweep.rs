@@ -46,9 +46,16 @@ pub fn find_swept(argv: &[String]) -> anyhow::Result<SweptOption> {
             },
         };
         if let Some(raw_values) = numeric_list(&value) {
-            let name = if name == "d" { "data-size".to_string() } else { name };
+            let name = if name == "d" {
+                "data-size".to_string()
+            } else {
+                name
+            };
             found.push(SweptOption {
-                values: raw_values.iter().map(|v| v.parse().expect("checked")).collect(),
+                values: raw_values
+                    .iter()
+                    .map(|v| v.parse().expect("checked"))
+                    .collect(),
                 name,
                 index,
                 inline,
@@ -62,12 +69,23 @@ pub fn find_swept(argv: &[String]) -> anyhow::Result<SweptOption> {
         _ => bail!(
             "only one option can be swept at a time, but {} have lists: {}",
             found.len(),
-            found.iter().map(|f| format!("--{}", f.name)).collect::<Vec<_>>().join(", ")
+            found
+                .iter()
+                .map(|f| format!("--{}", f.name))
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
     }
 }
 
 impl SweptOption {
+    /// One `run` command line per value, in order.
+    pub fn steps(&self, argv: &[String]) -> Vec<Vec<String>> {
+        (0..self.values.len())
+            .map(|k| self.argv_for(argv, k))
+            .collect()
+    }
+
     /// argv with the list replaced by value `k`.
     fn argv_for(&self, argv: &[String], k: usize) -> Vec<String> {
         let mut out = argv.to_vec();
@@ -95,7 +113,11 @@ fn step_line(r: &RunResult) -> String {
         s.latency_ms.p95,
         s.latency_ms.p99,
         s.errors,
-        if r.stop_reason == StopReason::Completed { "" } else { " (partial)" }
+        if r.stop_reason == StopReason::Completed {
+            ""
+        } else {
+            " (partial)"
+        }
     )
 }
 
@@ -122,7 +144,9 @@ pub fn sweep(
             let step = k * repeat + rep + 1;
             eprintln!(
                 "[step {step}/{total}] --{} {} (run {}/{repeat})",
-                swept.name, swept.raw_values[k], rep + 1
+                swept.name,
+                swept.raw_values[k],
+                rep + 1
             );
             let r = run_step(&argv)?;
             eprintln!("[step {step}/{total}] {}", step_line(&r));
@@ -131,12 +155,24 @@ pub fn sweep(
             if stop != StopReason::Completed {
                 complete = false;
                 let (mean, spread) = PointStats::mean_and_spread(&runs);
-                points.push(SweepPoint { value, mean, spread, passed: None, runs });
+                points.push(SweepPoint {
+                    value,
+                    mean,
+                    spread,
+                    passed: None,
+                    runs,
+                });
                 break 'points;
             }
         }
         let (mean, spread) = PointStats::mean_and_spread(&runs);
-        points.push(SweepPoint { value, mean, spread, passed: None, runs });
+        points.push(SweepPoint {
+            value,
+            mean,
+            spread,
+            passed: None,
+            runs,
+        });
     }
     let (analysis, findings) = analysis::sweep(&swept.name, &points);
     Ok(SweepResult {
@@ -169,9 +205,15 @@ pub struct Sla {
 impl Sla {
     /// Parses `p99<=10ms`, `p99.9<=250us`, `p50<=1s`.
     pub fn parse(s: &str, min_achieved: f64) -> anyhow::Result<Sla> {
-        let bad = || anyhow!("--sla '{s}' must look like p99<=10ms (a percentile, <=, and a duration)");
+        let bad =
+            || anyhow!("--sla '{s}' must look like p99<=10ms (a percentile, <=, and a duration)");
         let (p, bound) = s.split_once("<=").ok_or_else(bad)?;
-        let percentile: f64 = p.trim().strip_prefix('p').ok_or_else(bad)?.parse().map_err(|_| bad())?;
+        let percentile: f64 = p
+            .trim()
+            .strip_prefix('p')
+            .ok_or_else(bad)?
+            .parse()
+            .map_err(|_| bad())?;
         if !(percentile > 0.0 && percentile < 100.0) {
             bail!("--sla '{s}': the percentile must be between 0 and 100, e.g. p99");
         }
@@ -207,7 +249,10 @@ impl Sla {
         }
         let l = self.latency_ms(r);
         if l > self.bound_ms {
-            return Err(format!("p{} {l:.2} ms > {:.2} ms", self.percentile, self.bound_ms));
+            return Err(format!(
+                "p{} {l:.2} ms > {:.2} ms",
+                self.percentile, self.bound_ms
+            ));
         }
         Ok(())
     }
@@ -239,7 +284,12 @@ pub fn findmax(
     let mut complete = true;
     for probe in 1..=plan.max_probes {
         let mut argv = run_argv.to_vec();
-        argv.extend(["--rate".to_string(), format!("{rate}"), "--label".into(), format!("rate={rate}")]);
+        argv.extend([
+            "--rate".to_string(),
+            format!("{rate}"),
+            "--label".into(),
+            format!("rate={rate}"),
+        ]);
         eprintln!("[probe {probe}] --rate {rate:.1}");
         let r = run_step(&argv)?;
         let verdict = sla.check(&r, rate);
@@ -253,7 +303,13 @@ pub fn findmax(
         );
         let interrupted = r.stop_reason == StopReason::Interrupted;
         let (mean, spread) = PointStats::mean_and_spread(std::slice::from_ref(&r));
-        points.push(SweepPoint { value: rate, mean, spread, passed: Some(verdict.is_ok()), runs: vec![r] });
+        points.push(SweepPoint {
+            value: rate,
+            mean,
+            spread,
+            passed: Some(verdict.is_ok()),
+            runs: vec![r],
+        });
         if interrupted {
             complete = false;
             break;
@@ -318,7 +374,10 @@ mod tests {
         let s = find_swept(&a).unwrap();
         assert_eq!(s.name, "threads");
         assert_eq!(s.values, vec![1.0, 2.0, 4.0]);
-        assert_eq!(s.argv_for(&a, 2), argv("run oltp_read_write --threads 4 --time 5s"));
+        assert_eq!(
+            s.argv_for(&a, 2),
+            argv("run oltp_read_write --threads 4 --time 5s")
+        );
         let b = argv("run kv --pipeline=1,16 --target redis+cluster://h:1,h:2");
         let s = find_swept(&b).unwrap();
         assert_eq!(s.name, "pipeline");
@@ -329,8 +388,13 @@ mod tests {
 
     #[test]
     fn none_or_two_lists_are_errors() {
-        assert!(find_swept(&argv("run x --threads 4")).unwrap_err().to_string().contains("nothing to sweep"));
-        let e = find_swept(&argv("run x --threads 1,2 --clients 1,2")).unwrap_err().to_string();
+        assert!(find_swept(&argv("run x --threads 4"))
+            .unwrap_err()
+            .to_string()
+            .contains("nothing to sweep"));
+        let e = find_swept(&argv("run x --threads 1,2 --clients 1,2"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("--threads, --clients"), "{e}");
     }
 

@@ -236,8 +236,8 @@ fn a_stall_under_a_target_rate_shows_in_response_time() {
     assert_eq!(s(&r, "/summary/schedule/mode"), "open_loop");
     assert_eq!(s(&r, "/environment/server/product"), "loadcell-sim");
     // Uniform arrivals: exactly 10 000 are due in 10 s, and the sessions
-    // catch up, so all are sent (a few may be claimed just before the
-    // measurement starts).
+    // catch up after the stall, so all are sent (1% of slack for a machine
+    // so busy that the client is still behind at the deadline).
     let events = u(&r, "/summary/events") as f64;
     assert!(within(events, 10_000.0, 100.0), "{events} events");
     assert!(u(&r, "/summary/schedule/dropped") <= 10);
@@ -325,16 +325,13 @@ fn measure_known_distributions(dir: &Path) -> (Value, String, Value) {
     )
 }
 
-/// Reported percentiles (`summary.latency_ms.<name>`) against the truth:
 /// `(name, truth in ms, standard deviation in ms of its estimate from n
-/// random draws)`. `extra_ms` widens the upper side only. Returns what is
-/// off.
-fn check_percentiles(
-    label: &str,
-    r: &Value,
-    truth: &[(&str, f64, &dyn Fn(f64) -> f64)],
-    extra_ms: f64,
-) -> Vec<String> {
+/// random draws)`.
+type Truth<'a> = (&'a str, f64, &'a dyn Fn(f64) -> f64);
+
+/// Reported percentiles (`summary.latency_ms.<name>`) against the truth.
+/// `extra_ms` widens the upper side only. Returns what is off.
+fn check_percentiles(label: &str, r: &Value, truth: &[Truth], extra_ms: f64) -> Vec<String> {
     let n = u(r, "/summary/events") as f64;
     let mut failed = Vec::new();
     for (p, want, sd) in truth {
@@ -366,13 +363,13 @@ fn b_percentiles_of_a_known_distribution_are_reported_within_1_percent() {
     let (sd50, sd90, sd99) = (quantile_sd(0.5), quantile_sd(0.9), quantile_sd(0.99));
     let mean_sd = |n: f64| (2.0 / 12f64.sqrt()) / n.sqrt();
     let exact = |_: f64| 0.0;
-    let uniform: [(&str, f64, &dyn Fn(f64) -> f64); 4] = [
+    let uniform: [Truth; 4] = [
         ("p50", 2.0, &sd50),
         ("p90", 2.8, &sd90),
         ("p99", 2.98, &sd99),
         ("mean", 2.0, &mean_sd),
     ];
-    let fixed: [(&str, f64, &dyn Fn(f64) -> f64); 4] = [
+    let fixed: [Truth; 4] = [
         ("p50", 2.0, &exact),
         ("p90", 2.0, &exact),
         ("p99", 2.0, &exact),

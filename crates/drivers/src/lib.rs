@@ -51,6 +51,7 @@ pub const REGISTRY: &[DriverInfo] = &[
     sqlite::INFO,
     mysql::INFO,
     postgres::INFO,
+    redis::INFO,
     memcached::INFO,
     sim::INFO,
 ];
@@ -110,6 +111,7 @@ pub fn open<V: Visitor>(target: &Target, visitor: V) -> Result<V::Output, OpenEr
             postgres::PostgresDriver::from_target(target).map_err(bad)?,
         ),
         "sim" => visitor.kv(info, sim::SimDriver::from_target(target).map_err(bad)?),
+        "redis" => visitor.kv(info, redis::RedisDriver::from_target(target).map_err(bad)?),
         "memcached" => visitor.kv(
             info,
             memcached::MemcachedDriver::from_target(target).map_err(bad)?,

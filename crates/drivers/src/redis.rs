@@ -370,6 +370,66 @@ impl Driver for RedisDriver {
             ))),
         }
     }
+
+    /// `INFO` of every node, summed (a cluster's nodes share the load).
+    async fn server_counters(
+        &self,
+        conn: &mut RedisConn,
+    ) -> Result<Vec<(String, f64)>, DriverError> {
+        let links: Vec<&mut Link> = match &mut conn.inner {
+            Inner::Single(s) => vec![&mut s.link],
+            Inner::Cluster(c) => c.nodes.iter_mut().map(|n| &mut n.link).collect(),
+        };
+        let mut sums: Vec<(String, f64)> = Vec::new();
+        for link in links {
+            let text = match link.call(&[b"INFO"], Phase::Use).await? {
+                Value::Bulk(text) => String::from_utf8_lossy(&text).into_owned(),
+                Value::Error(text) => return Err(reply_error(text.as_bytes(), &link.ep)),
+                _ => continue,
+            };
+            for (name, value) in info_counters(&text) {
+                match sums.iter_mut().find(|(n, _)| *n == name) {
+                    Some((_, v)) => *v += value,
+                    None => sums.push((name, value)),
+                }
+            }
+        }
+        Ok(sums)
+    }
+}
+
+/// The counters worth sampling from `INFO`: monotonic ones get `_total`.
+fn info_counters(info: &str) -> Vec<(String, f64)> {
+    const TOTALS: &[&str] = &[
+        "total_commands_processed",
+        "keyspace_hits",
+        "keyspace_misses",
+        "expired_keys",
+        "evicted_keys",
+        "total_net_input_bytes",
+        "total_net_output_bytes",
+        "total_connections_received",
+    ];
+    const GAUGES: &[&str] = &[
+        "connected_clients",
+        "used_memory",
+        "used_memory_rss",
+        "instantaneous_ops_per_sec",
+        "mem_fragmentation_ratio",
+    ];
+    info.lines()
+        .filter_map(|l| {
+            let (name, value) = l.trim().split_once(':')?;
+            let v: f64 = value.trim().parse().ok()?;
+            if TOTALS.contains(&name) {
+                Some((format!("{name}_total"), v))
+            } else if GAUGES.contains(&name) {
+                Some((name.to_string(), v))
+            } else {
+                None
+            }
+        })
+        .collect()
 }
 
 /// Product and version from `INFO server`.

@@ -83,8 +83,10 @@ impl Saturation {
         if let Some(rate) = rate {
             if !stats.lag.is_empty() {
                 self.lag_p99_us.push(stats.lag.value_at_quantile(0.99));
-                let recent = &self.lag_p99_us[self.lag_p99_us.len().saturating_sub(LAG_INTERVALS + 1)..];
-                let growing = recent.len() == LAG_INTERVALS + 1 && recent.windows(2).all(|w| w[1] > w[0]);
+                let recent =
+                    &self.lag_p99_us[self.lag_p99_us.len().saturating_sub(LAG_INTERVALS + 1)..];
+                let growing =
+                    recent.len() == LAG_INTERVALS + 1 && recent.windows(2).all(|w| w[1] > w[0]);
                 let last = Duration::from_micros(*recent.last().unwrap_or(&0));
                 if growing && last > LAG_FLOOR && !self.lag_warned {
                     self.lag_warned = true;
@@ -343,7 +345,9 @@ where
             emitted += 1;
             let counters = match &mut monitor {
                 Some(conn) => {
-                    match tokio::time::timeout(COUNTER_TIMEOUT, shared.driver.server_counters(conn)).await {
+                    match tokio::time::timeout(COUNTER_TIMEOUT, shared.driver.server_counters(conn))
+                        .await
+                    {
                         Ok(Ok(c)) => c,
                         Ok(Err(_)) | Err(_) => {
                             // A broken or slow monitor is dropped, not retried.
@@ -433,7 +437,10 @@ mod tests {
         let w = s.check(&[0.99, 0.2], &stats, None);
         assert_eq!(w.len(), 1);
         assert!(w[0].contains("worker thread 0 used 99%"), "{}", w[0]);
-        assert!(s.check(&[0.99, 0.99], &stats, None).is_empty(), "raised once");
+        assert!(
+            s.check(&[0.99, 0.99], &stats, None).is_empty(),
+            "raised once"
+        );
     }
 
     #[test]
@@ -462,7 +469,11 @@ mod tests {
             raised.extend(s.check(&[0.1], &lagged(ms), Some(1000.0)));
         }
         assert_eq!(raised.len(), 1, "{raised:?}");
-        assert!(raised[0].contains("schedule lag keeps growing"), "{}", raised[0]);
+        assert!(
+            raised[0].contains("schedule lag keeps growing"),
+            "{}",
+            raised[0]
+        );
 
         let mut steady = Saturation::default();
         for ms in [200, 200, 200, 200, 200] {

@@ -58,11 +58,33 @@ mod tests {
             h.record(v).unwrap();
         }
         let mut out = Vec::new();
-        write_header(&mut out, SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000), "loadcell test").unwrap();
-        write_interval(&mut out, Duration::from_secs(0), Duration::from_secs(1), &h, None).unwrap();
-        write_interval(&mut out, Duration::from_secs(1), Duration::from_secs(1), &h, Some("get")).unwrap();
+        write_header(
+            &mut out,
+            SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000),
+            "loadcell test",
+        )
+        .unwrap();
+        write_interval(
+            &mut out,
+            Duration::from_secs(0),
+            Duration::from_secs(1),
+            &h,
+            None,
+        )
+        .unwrap();
+        write_interval(
+            &mut out,
+            Duration::from_secs(1),
+            Duration::from_secs(1),
+            &h,
+            Some("get"),
+        )
+        .unwrap();
         let text = String::from_utf8(out.clone()).unwrap();
-        assert!(text.contains("#[Histogram log format version 1.3]"), "{text}");
+        assert!(
+            text.contains("#[Histogram log format version 1.3]"),
+            "{text}"
+        );
         assert!(text.contains("\"StartTimestamp\""), "{text}");
         let intervals: Vec<_> = IntervalLogIterator::new(&out)
             .filter_map(|e| match e {

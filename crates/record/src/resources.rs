@@ -76,7 +76,10 @@ fn process_stat(pid: u32) -> Option<(u64, u64)> {
 fn host_cpu() -> Option<(u64, u64)> {
     let stat = read("/proc/stat");
     let line = stat.lines().next()?.strip_prefix("cpu ")?;
-    let v: Vec<u64> = line.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
     let total: u64 = v.iter().take(8).sum();
     let idle = v.get(3)? + v.get(4).unwrap_or(&0);
     Some((total - idle, total))
@@ -90,7 +93,10 @@ fn net_bytes() -> (u64, u64) {
         .skip(2)
         .filter_map(|l| {
             let (_, rest) = l.split_once(':')?;
-            let f: Vec<u64> = rest.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+            let f: Vec<u64> = rest
+                .split_whitespace()
+                .filter_map(|x| x.parse().ok())
+                .collect();
             Some((*f.first()?, *f.get(8)?))
         })
         .fold((0, 0), |(r, t), (a, b)| (r + a, t + b))
@@ -154,7 +160,9 @@ impl Sampler {
         Sampler {
             server_pid,
             ticks_per_s: clock_ticks(),
-            cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            cpus: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
             prev: Previous {
                 at: Instant::now(),
                 client_ticks: process_stat(me).map_or(0, |s| s.0),
@@ -243,12 +251,19 @@ pub fn find_listener(port: u16) -> Option<u32> {
     let hex_port = format!("{port:04X}");
     let inodes: Vec<String> = ["/proc/net/tcp", "/proc/net/tcp6"]
         .iter()
-        .flat_map(|p| read(p).lines().skip(1).map(str::to_string).collect::<Vec<_>>())
+        .flat_map(|p| {
+            read(p)
+                .lines()
+                .skip(1)
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
         .filter_map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
             let local_port = f.get(1)?.rsplit(':').next()?;
             // State 0A is LISTEN.
-            (local_port == hex_port && *f.get(3)? == "0A").then(|| f.get(9).map(|s| s.to_string()))?
+            (local_port == hex_port && *f.get(3)? == "0A")
+                .then(|| f.get(9).map(|s| s.to_string()))?
         })
         .collect();
     if inodes.is_empty() {
@@ -310,11 +325,15 @@ pub fn diagnose(samples: &[ResourceSample], client_cores: usize) -> Option<Strin
     }
     if let Some(s) = server {
         if s >= 90.0 && s >= host * 0.5 {
-            return Some(format!("server CPU: the server process used {s:.0}% of a core"));
+            return Some(format!(
+                "server CPU: the server process used {s:.0}% of a core"
+            ));
         }
     }
     if disk >= 90.0 {
-        return Some(format!("disk: the busiest disk had I/O in flight {disk:.0}% of the time"));
+        return Some(format!(
+            "disk: the busiest disk had I/O in flight {disk:.0}% of the time"
+        ));
     }
     None
 }
@@ -331,12 +350,18 @@ mod tests {
             x = x.wrapping_mul(31).wrapping_add(i);
         }
         std::hint::black_box(x);
-        let sample = s.sample(1.0, vec![("commands_total".into(), 100.0), ("threads".into(), 3.0)]);
+        let sample = s.sample(
+            1.0,
+            vec![("commands_total".into(), 100.0), ("threads".into(), 3.0)],
+        );
         assert!(sample.client_rss_bytes > 0);
         assert!(sample.server_cpu_pct.is_some());
         assert!(sample.host_cpus >= 1);
         assert_eq!(sample.server.get("threads"), Some(&3.0));
-        assert!(!sample.server.contains_key("commands_per_s"), "no rate without a previous reading");
+        assert!(
+            !sample.server.contains_key("commands_per_s"),
+            "no rate without a previous reading"
+        );
         std::thread::sleep(std::time::Duration::from_millis(20));
         let next = s.sample(2.0, vec![("commands_total".into(), 150.0)]);
         assert!(next.server["commands_per_s"] > 0.0);
@@ -362,7 +387,10 @@ mod tests {
 
     #[test]
     fn diagnosis_names_the_saturated_resource() {
-        let client = vec![at(1.0, 99.0, 150.0, Some(40.0)), at(2.0, 98.0, 150.0, Some(40.0))];
+        let client = vec![
+            at(1.0, 99.0, 150.0, Some(40.0)),
+            at(2.0, 98.0, 150.0, Some(40.0)),
+        ];
         assert!(diagnose(&client, 1).unwrap().starts_with("client CPU"));
         let server = vec![at(1.0, 30.0, 130.0, Some(97.0))];
         assert!(diagnose(&server, 4).unwrap().starts_with("server CPU"));
@@ -370,6 +398,10 @@ mod tests {
         assert!(diagnose(&host, 4).unwrap().starts_with("host CPU"));
         let idle = vec![at(1.0, 10.0, 30.0, Some(20.0))];
         assert_eq!(diagnose(&idle, 4), None);
-        assert_eq!(diagnose(&[at(-1.0, 100.0, 200.0, None)], 1), None, "warm-up is ignored");
+        assert_eq!(
+            diagnose(&[at(-1.0, 100.0, 200.0, None)], 1),
+            None,
+            "warm-up is ignored"
+        );
     }
 }

@@ -44,7 +44,14 @@ impl PointStats {
     }
 
     fn fields(&self) -> [f64; 6] {
-        [self.ops_per_sec, self.events_per_sec, self.p50_ms, self.p95_ms, self.p99_ms, self.errors]
+        [
+            self.ops_per_sec,
+            self.events_per_sec,
+            self.p50_ms,
+            self.p95_ms,
+            self.p99_ms,
+            self.errors,
+        ]
     }
 
     fn from_fields(f: [f64; 6]) -> PointStats {
@@ -158,7 +165,10 @@ impl AnyResult {
                 path.display(),
                 crate::result::SCHEMA_ID
             )),
-            None => Err(format!("{} is not a loadcell result or sweep file", path.display())),
+            None => Err(format!(
+                "{} is not a loadcell result or sweep file",
+                path.display()
+            )),
         }
     }
 }

@@ -241,10 +241,16 @@ pub fn sweep(values: &[f64], repeat: usize) -> SweepResult {
         kind: SweepKind::Sweep,
         started_at: "2025-01-01T00:00:00Z".to_string(),
         ended_at: "2025-01-01T01:00:00Z".to_string(),
-        command: ["loadcell", "sweep", "oltp_read_write", "--threads", "1,2,4,8,16,32,64"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect(),
+        command: [
+            "loadcell",
+            "sweep",
+            "oltp_read_write",
+            "--threads",
+            "1,2,4,8,16,32,64",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect(),
         labels: BTreeMap::from([("system".to_string(), "mariadb".to_string())]),
         parameter: "threads".to_string(),
         repeat,
@@ -264,7 +270,9 @@ pub fn sweep(values: &[f64], repeat: usize) -> SweepResult {
 
 /// A findmax search over target rates: probes up to 4000/s pass.
 pub fn findmax(rates: &[f64]) -> SweepResult {
-    let points: Vec<SweepPoint> = rates
+    let mut sorted = rates.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let points: Vec<SweepPoint> = sorted
         .iter()
         .map(|&rate| {
             let mut r = run(8, rate.min(4500.0));
@@ -287,7 +295,13 @@ pub fn findmax(rates: &[f64]) -> SweepResult {
         parameter: "rate".to_string(),
         repeat: 1,
         points,
-        analysis: serde_json::json!({"best_rate": 4000.0, "sla": {"p99_ms": 10.0}}),
+        // The shape `loadcell findmax` writes.
+        analysis: serde_json::json!({
+            "sla": {"percentile": 99.0, "bound_ms": 10.0, "min_achieved": 0.95},
+            "best_rate": 4000.0,
+            "lowest_failing_rate": 5000.0,
+            "probes": rates.len(),
+        }),
         findings: vec!["the highest rate meeting p99 ≤ 10 ms is 4000/s".to_string()],
         ..sweep(&[], 1)
     }

@@ -33,13 +33,27 @@ fn h(s: &str) -> String {
     escape(&redact(s))
 }
 
+/// A parameter value for a tick or label: `8`, `0.5`, `1.2M`.
+fn compact(v: f64) -> String {
+    if v.abs() >= 1e5 {
+        si(v)
+    } else {
+        number(v)
+    }
+}
+
 fn ms(v: f64) -> String {
     grouped(v, 2)
 }
 
+/// A mean with its standard deviation on a second, smaller line.
 fn with_sd(v: f64, sd: f64, decimals: usize) -> String {
     if sd > 0.0 {
-        format!("{} ± {}", grouped(v, decimals), grouped(sd, decimals))
+        format!(
+            "{}<br><small class=\"muted\">± {}</small>",
+            grouped(v, decimals),
+            grouped(sd, decimals)
+        )
     } else {
         grouped(v, decimals)
     }
@@ -61,7 +75,11 @@ nav ol { margin: .3em 0; padding-left: 1.4em; columns: 2; }
 table { border-collapse: collapse; font-variant-numeric: tabular-nums; font-size: .9em; margin: .3em 0 .8em; }
 th, td { padding: 3px 9px; border-bottom: 1px solid var(--line); text-align: left; vertical-align: top; }
 thead th { background: var(--head); border-bottom: 2px solid #999; }
-th.n, td.n { text-align: right; white-space: nowrap; }
+th.n, td.n { text-align: right; }
+td.n { white-space: nowrap; }
+td.label { min-width: 9em; }
+td.status { white-space: nowrap; }
+td.target { max-width: 17em; overflow-wrap: anywhere; }
 .scroll { overflow-x: auto; }
 .charts { display: grid; grid-template-columns: repeat(auto-fill, minmax(460px, 1fr)); gap: 14px 22px; align-items: start; }
 figure { margin: 0; }
@@ -89,6 +107,9 @@ footer { margin-top: 3em; padding-bottom: 2em; color: var(--muted); font-size: .
   figure, tr, .hint, .note, dl { break-inside: avoid; }
   .charts { grid-template-columns: 1fr 1fr; }
   thead { display: table-header-group; }
+  table { font-size: 7.5pt; }
+  th, td { padding: 2px 4px; }
+  td.target { max-width: 11em; }
   .scroll { overflow: visible; }
 }
 @page { margin: 12mm; }
@@ -175,8 +196,31 @@ fn heading(x: &Input) -> String {
     }
 }
 
+/// Writes a chart in its own figure, after redacting every text in it that
+/// may come from a file (names built from labels, targets, options).
 fn figure(o: &mut String, chart: &Chart) {
-    let _ = write!(o, "<figure>{}</figure>\n", chart.render());
+    let mut c = chart.clone();
+    c.title = redact(&c.title);
+    c.description = redact(&c.description);
+    for axis in [&mut c.x, &mut c.y] {
+        axis.label = redact(&axis.label);
+        if let Some(ticks) = &mut axis.ticks {
+            for t in ticks.iter_mut() {
+                t.1 = redact(&t.1);
+            }
+        }
+    }
+    for s in &mut c.series {
+        s.name = redact(&s.name);
+    }
+    for a in &mut c.annotations {
+        match a {
+            Annotation::VLine { label, .. } | Annotation::HLine { label, .. } => {
+                *label = redact(label)
+            }
+        }
+    }
+    let _ = writeln!(o, "<figure>{}</figure>", c.render());
 }
 
 fn charts(o: &mut String, list: &[Chart]) {
@@ -220,21 +264,43 @@ fn summary_section(o: &mut String, inputs: &[Input]) {
         o.push_str("<p class=\"note\">No result files were given.</p>\n</section>\n");
         return;
     }
+    // Workload and target get columns only when they differ; otherwise
+    // they are said once, above the table.
+    let all: Vec<&Row> = tables
+        .iter()
+        .flat_map(|t| t.rows.iter().map(|r| &r.1))
+        .collect();
+    let same = |f: &dyn Fn(&Row) -> &str| all.iter().all(|r| f(r) == f(all[0]));
+    let workload_col = !same(&|r| r.workload.as_str());
+    let target_col = !same(&|r| r.target.as_str());
+    if !workload_col || !target_col {
+        let mut parts = Vec::new();
+        if !workload_col {
+            parts.push(format!("workload <strong>{}</strong>", h(&all[0].workload)));
+        }
+        if !target_col {
+            parts.push(format!("target <strong>{}</strong>", h(&all[0].target)));
+        }
+        let _ = writeln!(o, "<p>Every row: {}.</p>", parts.join(", "));
+    }
     o.push_str("<div class=\"scroll\"><table>\n<thead><tr>");
-    for (name, numeric) in [
-        ("run / point", false),
-        ("workload", false),
-        ("target", false),
-        ("threads×clients", true),
-        ("TPS", true),
-        ("QPS", true),
-        ("p50 ms", true),
-        ("p95 ms", true),
-        ("p99 ms", true),
-        ("p99.9 ms", true),
-        ("errors", true),
-        ("status", false),
+    for (name, numeric, shown) in [
+        ("run / point", false, true),
+        ("workload", false, workload_col),
+        ("target", false, target_col),
+        ("threads × clients", true, true),
+        ("TPS", true, true),
+        ("QPS", true, true),
+        ("p50 ms", true, true),
+        ("p95 ms", true, true),
+        ("p99 ms", true, true),
+        ("p99.9 ms", true, true),
+        ("errors", true, true),
+        ("status", false, true),
     ] {
+        if !shown {
+            continue;
+        }
         let class = if numeric { " class=\"n\"" } else { "" };
         let _ = write!(o, "<th scope=\"col\"{class}>{name}</th>");
     }
@@ -242,24 +308,49 @@ fn summary_section(o: &mut String, inputs: &[Input]) {
     for t in &tables {
         for (_, r) in &t.rows {
             let anchor = inputs.iter().position(|x| x.name == r.source).unwrap_or(0);
-            let label = r.label_text(&r.source);
+            // Primary: the sweep point, or the run's labels; then, muted,
+            // the sweep's labels and the file.
+            let labels = (!r.labels.is_empty()).then(|| {
+                r.labels
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            });
+            let (primary, secondary) = match (&r.point, labels) {
+                (Some((p, v)), Some(l)) => (
+                    format!("{p}={}", compact(*v)),
+                    format!("{l} · {}", r.source),
+                ),
+                (Some((p, v)), None) => (format!("{p}={}", compact(*v)), r.source.clone()),
+                (None, Some(l)) => (l, r.source.clone()),
+                (None, None) => (r.source.clone(), String::new()),
+            };
             let _ = write!(
                 o,
-                "<tr><td><a href=\"#input-{anchor}\">{}</a>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}×{}</td>",
-                h(&label),
-                if r.labels.is_empty() && r.point.is_none() {
+                "<tr><td class=\"label\"><a href=\"#input-{anchor}\">{}</a>{}</td>{}{}<td class=\"n\">{}×{}</td>",
+                h(&primary),
+                if secondary.is_empty() {
                     String::new()
                 } else {
-                    format!("<br><span class=\"muted\">{}</span>", h(&r.source))
+                    format!("<br><small class=\"muted\">{}</small>", h(&secondary))
                 },
-                h(&r.workload),
-                h(&r.target),
+                if workload_col {
+                    format!("<td>{}</td>", h(&r.workload))
+                } else {
+                    String::new()
+                },
+                if target_col {
+                    format!("<td class=\"target\">{}</td>", h(&r.target))
+                } else {
+                    String::new()
+                },
                 r.threads,
                 r.clients
             );
-            let _ = write!(
+            let _ = writeln!(
                 o,
-                "<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}{}</td></tr>\n",
+                "<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"status\">{}{}</td></tr>",
                 with_sd(r.tps, r.tps_sd, 2),
                 with_sd(r.qps, r.qps_sd, 2),
                 ms(r.p50_ms),
@@ -269,8 +360,8 @@ fn summary_section(o: &mut String, inputs: &[Input]) {
                 if r.errors.fract() == 0.0 { number(r.errors) } else { grouped(r.errors, 2) },
                 status_badge(r.complete),
                 match r.passed {
-                    Some(true) => " SLA met",
-                    Some(false) => " SLA missed",
+                    Some(true) => "<br>SLA met",
+                    Some(false) => "<br>SLA missed",
                     None => "",
                 }
             );
@@ -324,7 +415,10 @@ pub fn spectrum(h: &Micros) -> Vec<(f64, f64)> {
 /// A linear latency axis, or a log one when the tail is two orders of
 /// magnitude above the median.
 fn latency_axis_for(series: &[Series]) -> Axis {
-    let ys: Vec<f64> = series.iter().flat_map(|s| s.points.iter().map(|p| p.1)).collect();
+    let ys: Vec<f64> = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.1))
+        .collect();
     let max = ys.iter().copied().fold(0.0f64, f64::max);
     let mut sorted: Vec<f64> = ys.iter().copied().filter(|v| *v > 0.0).collect();
     sorted.sort_by(f64::total_cmp);
@@ -370,7 +464,7 @@ fn parameter_axis(label: &str, values: &[f64]) -> Axis {
     v.sort_by(f64::total_cmp);
     v.dedup();
     if !v.is_empty() && v.len() <= 12 {
-        axis = axis.with_ticks(v.iter().map(|&x| (x, si(x))).collect());
+        axis = axis.with_ticks(v.iter().map(|&x| (x, compact(x))).collect());
     }
     axis
 }
@@ -397,6 +491,13 @@ fn truncate(s: &str, n: usize) -> String {
     }
 }
 
+/// Seconds since the start of measurement, from zero.
+fn time_axis() -> Axis {
+    let mut a = Axis::linear("time (s)");
+    a.min = Some(0.0);
+    a
+}
+
 fn measured(samples: &[ResourceSample]) -> Vec<&ResourceSample> {
     samples.iter().filter(|s| s.t_s >= 0.0).collect()
 }
@@ -406,8 +507,16 @@ fn measured(samples: &[ResourceSample]) -> Vec<&ResourceSample> {
 // ---------------------------------------------------------------------------
 
 fn throughput_names(r: &RunResult) -> (&'static str, &'static str) {
-    let events = if r.summary.txn_per_sec.is_some() { "TPS" } else { "events/s" };
-    let ops = if r.summary.queries.is_some() { "QPS" } else { "ops/s" };
+    let events = if r.summary.txn_per_sec.is_some() {
+        "TPS"
+    } else {
+        "events/s"
+    };
+    let ops = if r.summary.queries.is_some() {
+        "QPS"
+    } else {
+        "ops/s"
+    };
     (events, ops)
 }
 
@@ -433,7 +542,7 @@ pub fn time_series_charts(r: &RunResult) -> Vec<Chart> {
         }),
         None => c,
     };
-    let time = || Axis::linear("time (s)");
+    let time = time_axis;
     let mut out = Vec::new();
     let same = iv.iter().all(|i| i.ops == i.events);
     let ratio = if r.summary.events > 0 {
@@ -443,23 +552,35 @@ pub fn time_series_charts(r: &RunResult) -> Vec<Chart> {
     };
     if same {
         out.push(target_line(
-            Chart::new("Throughput over time", time(), Axis::from_zero(format!("{ops_name}")))
+            Chart::new("Throughput over time", time(), Axis::from_zero(ops_name))
                 .series(Series::new(ops_name, ops)),
         ));
     } else if ratio <= 4.0 {
         out.push(target_line(
-            Chart::new("Throughput over time", time(), Axis::from_zero("per second"))
-                .series(Series::new(ops_name, ops))
-                .series(Series::new(ev_name, events)),
+            Chart::new(
+                "Throughput over time",
+                time(),
+                Axis::from_zero("per second"),
+            )
+            .series(Series::new(ops_name, ops))
+            .series(Series::new(ev_name, events)),
         ));
     } else {
         out.push(
-            Chart::new(format!("{ops_name} over time"), time(), Axis::from_zero(ops_name))
-                .series(Series::new(ops_name, ops)),
+            Chart::new(
+                format!("{ops_name} over time"),
+                time(),
+                Axis::from_zero(ops_name),
+            )
+            .series(Series::new(ops_name, ops)),
         );
         out.push(target_line(
-            Chart::new(format!("{ev_name} over time"), time(), Axis::from_zero(ev_name))
-                .series(Series::new(ev_name, events)),
+            Chart::new(
+                format!("{ev_name} over time"),
+                time(),
+                Axis::from_zero(ev_name),
+            )
+            .series(Series::new(ev_name, events)),
         ));
     }
     let lat = |f: fn(&loadcell_record::result::IntervalLatency) -> f64| -> Vec<(f64, f64)> {
@@ -474,10 +595,22 @@ pub fn time_series_charts(r: &RunResult) -> Vec<Chart> {
     let mut c = Chart::new("Latency over time (per interval)", time(), y);
     c.series = series;
     out.push(c);
-    if iv.iter().any(|i| i.errors > 0 || i.reconnects > 0 || i.retries > 0) {
+    if iv
+        .iter()
+        .any(|i| i.errors > 0 || i.reconnects > 0 || i.retries > 0)
+    {
         let per_s = |f: fn(&loadcell_record::result::Interval) -> u64| -> Vec<(f64, f64)> {
             iv.iter()
-                .map(|i| (i.t_s, if i.duration_s > 0.0 { f(i) as f64 / i.duration_s } else { 0.0 }))
+                .map(|i| {
+                    (
+                        i.t_s,
+                        if i.duration_s > 0.0 {
+                            f(i) as f64 / i.duration_s
+                        } else {
+                            0.0
+                        },
+                    )
+                })
                 .collect()
         };
         out.push(
@@ -496,19 +629,38 @@ pub fn resource_charts(r: &RunResult) -> Vec<Chart> {
     if m.is_empty() {
         return Vec::new();
     }
-    let time = || Axis::linear("time (s)");
+    let time = time_axis;
     let pts = |f: &dyn Fn(&ResourceSample) -> Option<f64>| -> Vec<(f64, f64)> {
         m.iter().filter_map(|s| f(s).map(|v| (s.t_s, v))).collect()
     };
-    let mut cpu = Chart::new("CPU over time", time(), Axis::from_zero("CPU (% of one core)"))
-        .series(Series::new("client (loadcell)", pts(&|s| Some(s.client_cpu_pct))))
-        .series(Series::new("host (all processes)", pts(&|s| Some(s.host_cpu_pct))));
+    let mut cpu = Chart::new(
+        "CPU over time",
+        time(),
+        Axis::from_zero("CPU (% of one core)"),
+    )
+    .series(Series::new(
+        "client (loadcell)",
+        pts(&|s| Some(s.client_cpu_pct)),
+    ))
+    .series(Series::new(
+        "host (all processes)",
+        pts(&|s| Some(s.host_cpu_pct)),
+    ));
     let server = pts(&|s| s.server_cpu_pct);
     if !server.is_empty() {
         cpu = cpu.series(Series::new("server process", server));
     }
+    // The host's capacity, when use comes anywhere near it.
     let cores = m.iter().map(|s| s.host_cpus).max().unwrap_or(0);
-    if cores > 0 {
+    let peak = m
+        .iter()
+        .map(|s| {
+            s.client_cpu_pct
+                .max(s.host_cpu_pct)
+                .max(s.server_cpu_pct.unwrap_or(0.0))
+        })
+        .fold(0.0, f64::max);
+    if cores > 0 && peak >= 25.0 * cores as f64 {
         cpu = cpu.annotate(Annotation::HLine {
             y: 100.0 * cores as f64,
             label: format!("{cores} cores"),
@@ -516,8 +668,15 @@ pub fn resource_charts(r: &RunResult) -> Vec<Chart> {
     }
     let mut out = vec![cpu];
     let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
-    let mut mem = Chart::new("Memory over time", time(), Axis::from_zero("resident memory (MiB)"))
-        .series(Series::new("client (loadcell)", pts(&|s| Some(mib(s.client_rss_bytes)))));
+    let mut mem = Chart::new(
+        "Memory over time",
+        time(),
+        Axis::from_zero("resident memory (MiB)"),
+    )
+    .series(Series::new(
+        "client (loadcell)",
+        pts(&|s| Some(mib(s.client_rss_bytes))),
+    ));
     let server_rss = pts(&|s| s.server_rss_bytes.map(mib));
     if !server_rss.is_empty() {
         mem = mem.series(Series::new("server process", server_rss));
@@ -531,7 +690,11 @@ pub fn resource_charts(r: &RunResult) -> Vec<Chart> {
         ("disk write", pts(&|s| Some(mb(s.disk_write_bytes_per_s)))),
     ];
     if io.iter().any(|(_, p)| p.iter().any(|q| q.1 > 0.0)) {
-        let mut c = Chart::new("Network and disk over time", time(), Axis::from_zero("MB/s"));
+        let mut c = Chart::new(
+            "Network and disk over time",
+            time(),
+            Axis::from_zero("MB/s"),
+        );
         for (name, p) in io {
             c = c.series(Series::new(name, p));
         }
@@ -543,7 +706,12 @@ pub fn resource_charts(r: &RunResult) -> Vec<Chart> {
 fn run_section(o: &mut String, idx: usize, name: &str, r: &RunResult) {
     let s = &r.summary;
     let _ = writeln!(o, "<section class=\"input\" id=\"input-{idx}\">");
-    let _ = writeln!(o, "<h2>{} {}</h2>", h(name), status_badge(r.status == RunStatus::Complete));
+    let _ = writeln!(
+        o,
+        "<h2>{} {}</h2>",
+        h(name),
+        status_badge(r.status == RunStatus::Complete)
+    );
     chips(o, &r.labels);
     let server = r
         .environment
@@ -569,7 +737,11 @@ fn run_section(o: &mut String, idx: usize, name: &str, r: &RunResult) {
         r.config.threads,
         if r.config.threads == 1 { "" } else { "s" },
         r.config.clients_per_thread,
-        if r.config.clients_per_thread == 1 { "" } else { "s" },
+        if r.config.clients_per_thread == 1 {
+            ""
+        } else {
+            "s"
+        },
         grouped(s.duration_s, 1),
         if r.config.warmup_s > 0.0 {
             format!(" after {} s warm-up", grouped(r.config.warmup_s, 1))
@@ -652,7 +824,11 @@ fn run_section(o: &mut String, idx: usize, name: &str, r: &RunResult) {
         ("99.99%", l.p9999),
         ("max", l.max),
     ] {
-        let _ = writeln!(o, "<tr><td>{p}</td><td class=\"n\">{}</td></tr>", grouped(v, 3));
+        let _ = writeln!(
+            o,
+            "<tr><td>{p}</td><td class=\"n\">{}</td></tr>",
+            grouped(v, 3)
+        );
     }
     o.push_str("</tbody></table></div>\n</div>\n");
 
@@ -670,7 +846,11 @@ fn run_section(o: &mut String, idx: usize, name: &str, r: &RunResult) {
             ("p99.9 ms", true),
             ("max ms", true),
         ] {
-            let _ = write!(o, "<th scope=\"col\"{}>{c}</th>", if n { " class=\"n\"" } else { "" });
+            let _ = write!(
+                o,
+                "<th scope=\"col\"{}>{c}</th>",
+                if n { " class=\"n\"" } else { "" }
+            );
         }
         o.push_str("</tr></thead><tbody>\n");
         let mut ops: Vec<_> = r.ops.iter().collect();
@@ -698,7 +878,11 @@ fn run_section(o: &mut String, idx: usize, name: &str, r: &RunResult) {
     o.push_str("<h3>Resources</h3>\n");
     match &r.resources.bottleneck {
         Some(b) => {
-            let _ = writeln!(o, "<p class=\"hint\"><strong>Bottleneck hint:</strong> {}</p>", h(b));
+            let _ = writeln!(
+                o,
+                "<p class=\"hint\"><strong>Bottleneck hint:</strong> {}</p>",
+                h(b)
+            );
         }
         None if !r.resources.samples.is_empty() => {
             o.push_str("<p class=\"muted\">No resource stood out as the bottleneck.</p>\n");
@@ -773,9 +957,20 @@ fn environment(o: &mut String, r: &RunResult, command: &[String]) {
     };
     let host = &e.host;
     fact(o, "host", host.hostname.clone());
-    fact(o, "OS", format!("{} (kernel {}, {})", host.os, host.kernel, host.arch));
+    fact(
+        o,
+        "OS",
+        format!("{} (kernel {}, {})", host.os, host.kernel, host.arch),
+    );
     fact(o, "CPU", format!("{} × {}", host.cpus, host.cpu_model));
-    fact(o, "memory", format!("{} GiB", grouped(host.memory_bytes as f64 / (1u64 << 30) as f64, 1)));
+    fact(
+        o,
+        "memory",
+        format!(
+            "{} GiB",
+            grouped(host.memory_bytes as f64 / (1u64 << 30) as f64, 1)
+        ),
+    );
     fact(
         o,
         "server",
@@ -807,12 +1002,24 @@ fn environment(o: &mut String, r: &RunResult, command: &[String]) {
         Some(rate) => fact(
             o,
             "rate",
-            format!("{}/s ({})", number(rate), c.arrival.as_deref().unwrap_or("uniform")),
+            format!(
+                "{}/s ({})",
+                number(rate),
+                c.arrival.as_deref().unwrap_or("uniform")
+            ),
         ),
         None => fact(o, "rate", "unlimited (closed loop)".to_string()),
     }
-    fact(o, "report interval", format!("{} s", number(c.report_interval_s)));
-    fact(o, "connect timeout", format!("{} s", number(c.connect_timeout_s)));
+    fact(
+        o,
+        "report interval",
+        format!("{} s", number(c.report_interval_s)),
+    );
+    fact(
+        o,
+        "connect timeout",
+        format!("{} s", number(c.connect_timeout_s)),
+    );
     fact(o, "seed", c.seed.to_string());
     o.push_str("</dl>\n</div>\n");
     if !c.workload_options.is_empty() {
@@ -823,7 +1030,11 @@ fn environment(o: &mut String, r: &RunResult, command: &[String]) {
         o.push_str("</tbody></table></div>\n");
     }
     if !command.is_empty() {
-        let _ = writeln!(o, "<p>Command line:</p>\n<pre><code>{}</code></pre>", h(&shell_join(command)));
+        let _ = writeln!(
+            o,
+            "<p>Command line:</p>\n<pre><code>{}</code></pre>",
+            h(&shell_join(command))
+        );
     }
 }
 
@@ -836,7 +1047,9 @@ fn at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
 }
 
 fn num(v: &Value, path: &[&str]) -> Option<f64> {
-    at(v, path).and_then(Value::as_f64).filter(|x| x.is_finite())
+    at(v, path)
+        .and_then(Value::as_f64)
+        .filter(|x| x.is_finite())
 }
 
 fn first_num(v: &Value, paths: &[&[&str]]) -> Option<f64> {
@@ -889,7 +1102,11 @@ pub fn usl(analysis: &Value) -> Option<(f64, f64, f64)> {
         .or_else(|| at(analysis, &["usl_fit"]))
         .or_else(|| at(analysis, &["knee", "usl"]))
         .or_else(|| find_object(analysis, &|k| k.contains("usl")))?;
-    Some((num(obj, &["lambda"])?, num(obj, &["sigma"])?, num(obj, &["kappa"])?))
+    Some((
+        num(obj, &["lambda"])?,
+        num(obj, &["sigma"])?,
+        num(obj, &["kappa"])?,
+    ))
 }
 
 fn usl_at(m: (f64, f64, f64), n: f64) -> f64 {
@@ -919,17 +1136,23 @@ fn findmax_best(s: &SweepResult) -> Option<f64> {
     })
 }
 
-fn sla_p99(analysis: &Value) -> Option<f64> {
-    first_num(
+/// The SLA's latency bound (ms) and a label for it, e.g. `SLA p99 ≤ 10 ms`.
+fn sla_line(analysis: &Value) -> Option<(f64, String)> {
+    let bound = first_num(
         analysis,
         &[
+            &["sla", "bound_ms"],
             &["sla", "p99_ms"],
-            &["sla", "p99"],
             &["sla", "latency_ms"],
-            &["sla", "max_p99_ms"],
-            &["sla_p99_ms"],
+            &["sla_ms"],
         ],
-    )
+    )?;
+    let pct = match at(analysis, &["sla", "percentile"]) {
+        Some(Value::Number(n)) => n.as_f64().map(compact).unwrap_or_else(|| "99".into()),
+        Some(Value::String(p)) => p.trim_start_matches('p').to_string(),
+        _ => "99".to_string(),
+    };
+    Some((bound, format!("SLA p{pct} ≤ {} ms", compact(bound))))
 }
 
 /// `path = value` lines of a JSON document, for the analysis table.
@@ -937,7 +1160,13 @@ fn flatten(v: &Value, prefix: &str, out: &mut Vec<(String, String)>) {
     if out.len() >= 200 {
         return;
     }
-    let join = |k: &str| if prefix.is_empty() { k.to_string() } else { format!("{prefix}.{k}") };
+    let join = |k: &str| {
+        if prefix.is_empty() {
+            k.to_string()
+        } else {
+            format!("{prefix}.{k}")
+        }
+    };
     match v {
         Value::Object(m) => {
             for (k, c) in m {
@@ -945,7 +1174,10 @@ fn flatten(v: &Value, prefix: &str, out: &mut Vec<(String, String)>) {
             }
         }
         Value::Array(a) if a.iter().all(|x| !x.is_object() && !x.is_array()) => {
-            out.push((prefix.to_string(), a.iter().map(json_text).collect::<Vec<_>>().join(", ")));
+            out.push((
+                prefix.to_string(),
+                a.iter().map(json_text).collect::<Vec<_>>().join(", "),
+            ));
         }
         Value::Array(a) => {
             for (i, c) in a.iter().enumerate() {
@@ -954,7 +1186,9 @@ fn flatten(v: &Value, prefix: &str, out: &mut Vec<(String, String)>) {
         }
         Value::Number(n) => {
             let f = n.as_f64().unwrap_or(0.0);
-            let text = if n.is_f64() && f.fract() != 0.0 {
+            let text = if n.is_f64() && f.fract() == 0.0 {
+                number(f)
+            } else if n.is_f64() {
                 let s = format!("{f:.4}");
                 if f.abs() < 0.01 {
                     format!("{f:.3e}")
@@ -991,7 +1225,11 @@ fn sweep_unit(s: &SweepResult) -> Unit {
         let errs: Vec<f64> = pts
             .iter()
             .map(|p| {
-                let y = if ops { p.mean.ops_per_sec } else { p.mean.events_per_sec };
+                let y = if ops {
+                    p.mean.ops_per_sec
+                } else {
+                    p.mean.events_per_sec
+                };
                 ((usl_at(m, p.value) - y) / y.max(1e-9)).abs()
             })
             .collect();
@@ -1001,14 +1239,21 @@ fn sweep_unit(s: &SweepResult) -> Unit {
         let k = latency_knee(&s.analysis)?;
         let ys: Vec<f64> = pts
             .iter()
-            .map(|p| if ops { p.mean.ops_per_sec } else { p.mean.events_per_sec })
+            .map(|p| {
+                if ops {
+                    p.mean.ops_per_sec
+                } else {
+                    p.mean.events_per_sec
+                }
+            })
             .collect();
         let lo = ys.iter().copied().fold(f64::INFINITY, f64::min);
         let hi = ys.iter().copied().fold(0.0, f64::max);
         Some(k >= lo * 0.5 && k <= hi * 1.5)
     };
     let ops = fits(false) != Some(true)
-        && (fits(true) == Some(true) || (knee_in(false) == Some(false) && knee_in(true) == Some(true)));
+        && (fits(true) == Some(true)
+            || (knee_in(false) == Some(false) && knee_in(true) == Some(true)));
     let name = match (ops, txn, sql) {
         (true, _, true) => "QPS",
         (true, _, false) => "ops/s",
@@ -1028,8 +1273,15 @@ fn tp(p: &SweepPoint, u: &Unit) -> (f64, f64) {
 
 /// Throughput against the parameter (mean ± spread, knee, USL curve), p99
 /// against throughput (latency knee), and latency against the parameter.
+/// The points that have runs, in order of the swept value.
+fn sorted_points(s: &SweepResult) -> Vec<&SweepPoint> {
+    let mut pts: Vec<&SweepPoint> = s.points.iter().filter(|p| !p.runs.is_empty()).collect();
+    pts.sort_by(|a, b| a.value.total_cmp(&b.value));
+    pts
+}
+
 pub fn sweep_charts(s: &SweepResult) -> Vec<Chart> {
-    let pts: Vec<&SweepPoint> = s.points.iter().filter(|p| !p.runs.is_empty()).collect();
+    let pts = sorted_points(s);
     if pts.is_empty() {
         return Vec::new();
     }
@@ -1038,17 +1290,28 @@ pub fn sweep_charts(s: &SweepResult) -> Vec<Chart> {
     let param = &s.parameter;
     let findmax = s.kind == SweepKind::Findmax;
     let hollow: Vec<bool> = pts.iter().map(|p| p.passed == Some(false)).collect();
-    let x_label = if findmax { format!("target {param} (/s)") } else { param.clone() };
+    let x_label = if findmax {
+        format!("target {param} (/s)")
+    } else {
+        param.clone()
+    };
 
     let mut thr = Chart::new(
         format!("Throughput by {param}"),
         parameter_axis(&x_label, &values),
         Axis::from_zero(u.name),
     )
-    .describe(format!("Mean {} at each {param}, with ± one standard deviation over repeats.", u.name))
+    .describe(format!(
+        "Mean {} at each {param}, with ± one standard deviation over repeats.",
+        u.name
+    ))
     .series(
         Series::new(
-            if findmax { format!("achieved {}", u.name) } else { format!("{} (mean ± sd)", u.name) },
+            if findmax {
+                format!("achieved {}", u.name)
+            } else {
+                format!("{} (mean ± sd)", u.name)
+            },
             pts.iter().map(|p| (p.value, tp(p, &u).0)).collect(),
         )
         .style(Style::LinePoints)
@@ -1062,17 +1325,24 @@ pub fn sweep_charts(s: &SweepResult) -> Vec<Chart> {
         if let Some(best) = findmax_best(s) {
             thr = thr.annotate(Annotation::VLine {
                 x: best,
-                label: format!("max meeting SLA: {}/s", si(best)),
+                label: format!("max meeting SLA: {}/s", compact(best)),
             });
         }
     } else {
         if let Some(m) = usl(&s.analysis) {
-            let (lo, hi) = (values.iter().copied().fold(f64::INFINITY, f64::min), values.iter().copied().fold(0.0, f64::max));
+            let (lo, hi) = (
+                values.iter().copied().fold(f64::INFINITY, f64::min),
+                values.iter().copied().fold(0.0, f64::max),
+            );
             let log = geometric(&values);
             let curve: Vec<(f64, f64)> = (0..=60)
                 .map(|i| {
                     let f = i as f64 / 60.0;
-                    let n = if log && lo > 0.0 { lo * (hi / lo).powf(f) } else { lo + (hi - lo) * f };
+                    let n = if log && lo > 0.0 {
+                        lo * (hi / lo).powf(f)
+                    } else {
+                        lo + (hi - lo) * f
+                    };
                     (n, usl_at(m, n))
                 })
                 .filter(|p| p.1.is_finite() && p.1 >= 0.0)
@@ -1082,7 +1352,7 @@ pub fn sweep_charts(s: &SweepResult) -> Vec<Chart> {
         if let Some(k) = throughput_knee(&s.analysis) {
             thr = thr.annotate(Annotation::VLine {
                 x: k,
-                label: format!("knee: {param} {}", si(k)),
+                label: format!("knee: {param} {}", compact(k)),
             });
         }
     }
@@ -1103,8 +1373,12 @@ pub fn sweep_charts(s: &SweepResult) -> Vec<Chart> {
             .hollow(order.iter().map(|p| p.passed == Some(false)).collect()),
     ];
     let y = latency_axis_for(&series);
-    let mut lat = Chart::new(format!("Latency against throughput ({})", u.name), Axis::from_zero(u.name), y)
-        .describe("Each point is one step of the sweep; latency climbs where the system saturates.");
+    let mut lat = Chart::new(
+        format!("Latency against throughput ({})", u.name),
+        Axis::from_zero(u.name),
+        y,
+    )
+    .describe("Each point is one step of the sweep; latency climbs where the system saturates.");
     lat.series = series;
     if let Some(k) = latency_knee(&s.analysis) {
         lat = lat.annotate(Annotation::VLine {
@@ -1112,14 +1386,13 @@ pub fn sweep_charts(s: &SweepResult) -> Vec<Chart> {
             label: format!("p99 knee ≈ {} {}", si(k), u.name),
         });
     }
-    if let Some(sla) = sla_p99(&s.analysis) {
-        lat = lat.annotate(Annotation::HLine {
-            y: sla,
-            label: format!("SLA p99 {} ms", number(sla)),
-        });
+    if let Some((bound, label)) = sla_line(&s.analysis) {
+        lat = lat.annotate(Annotation::HLine { y: bound, label });
     }
 
-    let per_param = |f: fn(&SweepPoint) -> f64| -> Vec<(f64, f64)> { pts.iter().map(|p| (p.value, f(p))).collect() };
+    let per_param = |f: fn(&SweepPoint) -> f64| -> Vec<(f64, f64)> {
+        pts.iter().map(|p| (p.value, f(p))).collect()
+    };
     let series = vec![
         Series::new("p50", per_param(|p| p.mean.p50_ms)).style(Style::LinePoints),
         Series::new("p95", per_param(|p| p.mean.p95_ms)).style(Style::LinePoints),
@@ -1128,12 +1401,16 @@ pub fn sweep_charts(s: &SweepResult) -> Vec<Chart> {
             .errors(pts.iter().map(|p| p.spread.p99_ms).collect()),
     ];
     let y = latency_axis_for(&series);
-    let mut by_param = Chart::new(format!("Latency by {param}"), parameter_axis(&x_label, &values), y);
+    let mut by_param = Chart::new(
+        format!("Latency by {param}"),
+        parameter_axis(&x_label, &values),
+        y,
+    );
     by_param.series = series;
     if let Some(k) = throughput_knee(&s.analysis).filter(|_| !findmax) {
         by_param = by_param.annotate(Annotation::VLine {
             x: k,
-            label: format!("knee: {param} {}", si(k)),
+            label: format!("knee: {param} {}", compact(k)),
         });
     }
     vec![thr, lat, by_param]
@@ -1150,14 +1427,16 @@ fn spread_pick<T>(items: &[T], n: usize) -> Vec<&T> {
 }
 
 fn point_name(s: &SweepResult, p: &SweepPoint) -> String {
-    format!("{} {}", s.parameter, number(p.value))
+    format!("{} {}", s.parameter, compact(p.value))
 }
 
 /// Merged response-time histogram of a point's repeats.
 fn point_histogram(p: &SweepPoint) -> Option<Micros> {
     let mut total: Option<Micros> = None;
     for r in &p.runs {
-        let Ok(h) = hist::decode(&r.histograms.response) else { continue };
+        let Ok(h) = hist::decode(&r.histograms.response) else {
+            continue;
+        };
         match &mut total {
             None => total = Some(h),
             Some(t) => {
@@ -1169,13 +1448,24 @@ fn point_histogram(p: &SweepPoint) -> Option<Micros> {
 }
 
 fn mean_cpu(p: &SweepPoint, f: &dyn Fn(&ResourceSample) -> Option<f64>) -> Option<f64> {
-    let v: Vec<f64> = p.runs.iter().flat_map(|r| measured(&r.resources.samples)).filter_map(f).collect();
+    let v: Vec<f64> = p
+        .runs
+        .iter()
+        .flat_map(|r| measured(&r.resources.samples))
+        .filter_map(f)
+        .collect();
     (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
 }
 
 fn sweep_section(o: &mut String, idx: usize, name: &str, s: &SweepResult) {
     let _ = writeln!(o, "<section class=\"input\" id=\"input-{idx}\">");
-    let _ = writeln!(o, "<h2>{}: {} {}</h2>", h(name), h(&table::sweep_title(s)), status_badge(s.complete));
+    let _ = writeln!(
+        o,
+        "<h2>{}: {} {}</h2>",
+        h(name),
+        h(&table::sweep_title(s)),
+        status_badge(s.complete)
+    );
     chips(o, &s.labels);
     let first = s.points.iter().find_map(|p| p.runs.first());
     let _ = writeln!(
@@ -1233,7 +1523,12 @@ fn sweep_section(o: &mut String, idx: usize, name: &str, s: &SweepResult) {
     }
     cols.push(("status".into(), false));
     for (c, n) in &cols {
-        let _ = write!(o, "<th scope=\"col\"{}>{}</th>", if *n { " class=\"n\"" } else { "" }, h(c));
+        let _ = write!(
+            o,
+            "<th scope=\"col\"{}>{}</th>",
+            if *n { " class=\"n\"" } else { "" },
+            h(c)
+        );
     }
     o.push_str("</tr></thead><tbody>\n");
     let mut sorted: Vec<&SweepPoint> = s.points.iter().collect();
@@ -1269,17 +1564,30 @@ fn sweep_section(o: &mut String, idx: usize, name: &str, s: &SweepResult) {
     o.push_str("</tbody></table></div>\n");
 
     // Per-point time series and spectra.
-    let pts: Vec<&SweepPoint> = s.points.iter().filter(|p| !p.runs.is_empty()).collect();
+    let pts = sorted_points(s);
     let shown = spread_pick(&pts, 10);
     if !shown.is_empty() {
         o.push_str("<h3>Over time, per point</h3>\n");
         if shown.len() < pts.len() {
-            let _ = writeln!(o, "<p class=\"muted\">Showing {} of {} points (the first run of each).</p>", shown.len(), pts.len());
+            let _ = writeln!(
+                o,
+                "<p class=\"muted\">Showing {} of {} points (the first run of each).</p>",
+                shown.len(),
+                pts.len()
+            );
         } else if s.repeat > 1 {
             o.push_str("<p class=\"muted\">The first run of each point.</p>\n");
         }
-        let mut thr = Chart::new(format!("{} over time", u.name), Axis::linear("time (s)"), Axis::from_zero(u.name));
-        let mut p99 = Chart::new("p99 latency over time", Axis::linear("time (s)"), Axis::from_zero("p99 latency (ms)"));
+        let mut thr = Chart::new(
+            format!("{} over time", u.name),
+            time_axis(),
+            Axis::from_zero(u.name),
+        );
+        let mut p99 = Chart::new(
+            "p99 latency over time",
+            time_axis(),
+            Axis::from_zero("p99 latency (ms)"),
+        );
         for p in &shown {
             let r = &p.runs[0];
             let name = point_name(s, p);
@@ -1287,10 +1595,25 @@ fn sweep_section(o: &mut String, idx: usize, name: &str, s: &SweepResult) {
                 name.clone(),
                 r.intervals
                     .iter()
-                    .map(|i| (i.t_s, if u.ops { i.ops_per_sec } else { i.events_per_sec }))
+                    .map(|i| {
+                        (
+                            i.t_s,
+                            if u.ops {
+                                i.ops_per_sec
+                            } else {
+                                i.events_per_sec
+                            },
+                        )
+                    })
                     .collect(),
             ));
-            p99 = p99.series(Series::new(name, r.intervals.iter().map(|i| (i.t_s, i.latency_ms.p99)).collect()));
+            p99 = p99.series(Series::new(
+                name,
+                r.intervals
+                    .iter()
+                    .map(|i| (i.t_s, i.latency_ms.p99))
+                    .collect(),
+            ));
         }
         let mut spectra = Vec::new();
         for p in &shown {
@@ -1306,11 +1629,19 @@ fn sweep_section(o: &mut String, idx: usize, name: &str, s: &SweepResult) {
     }
 
     // Resources per point.
-    let any_samples = pts.iter().any(|p| p.runs.iter().any(|r| !measured(&r.resources.samples).is_empty()));
+    let any_samples = pts.iter().any(|p| {
+        p.runs
+            .iter()
+            .any(|r| !measured(&r.resources.samples).is_empty())
+    });
     if any_samples {
         o.push_str("<h3>Resources per point</h3>\n");
         let values: Vec<f64> = pts.iter().map(|p| p.value).collect();
-        let x_label = if findmax { format!("target {} (/s)", s.parameter) } else { s.parameter.clone() };
+        let x_label = if findmax {
+            format!("target {} (/s)", s.parameter)
+        } else {
+            s.parameter.clone()
+        };
         let mut cpu = Chart::new(
             format!("Mean CPU by {}", s.parameter),
             parameter_axis(&x_label, &values),
@@ -1323,26 +1654,40 @@ fn sweep_section(o: &mut String, idx: usize, name: &str, s: &SweepResult) {
             ("server process", |r| r.server_cpu_pct),
         ];
         for (label, f) in picks {
-            let series: Vec<(f64, f64)> = pts.iter().filter_map(|p| mean_cpu(p, &f).map(|v| (p.value, v))).collect();
+            let series: Vec<(f64, f64)> = pts
+                .iter()
+                .filter_map(|p| mean_cpu(p, &f).map(|v| (p.value, v)))
+                .collect();
             if !series.is_empty() {
                 cpu = cpu.series(Series::new(label, series).style(Style::LinePoints));
             }
         }
         charts(o, &[cpu]);
-        let hints: Vec<(String, &str)> = pts
-            .iter()
-            .flat_map(|p| {
-                p.runs
-                    .iter()
-                    .filter_map(|r| r.resources.bottleneck.as_deref())
-                    .take(1)
-                    .map(|b| (point_name(s, p), b))
-            })
-            .collect();
+        // Each distinct hint once, with the points that gave it.
+        let mut hints: Vec<(&str, Vec<String>)> = Vec::new();
+        for p in &pts {
+            let Some(b) = p
+                .runs
+                .iter()
+                .find_map(|r| r.resources.bottleneck.as_deref())
+            else {
+                continue;
+            };
+            match hints.iter_mut().find(|(hint, _)| *hint == b) {
+                Some((_, at)) => at.push(compact(p.value)),
+                None => hints.push((b, vec![compact(p.value)])),
+            }
+        }
         if !hints.is_empty() {
             o.push_str("<p><strong>Bottleneck hints:</strong></p>\n<ul class=\"findings\">\n");
-            for (p, b) in hints {
-                let _ = writeln!(o, "<li><strong>{}</strong>: {}</li>", h(&p), h(b));
+            for (b, at) in hints {
+                let _ = writeln!(
+                    o,
+                    "<li><strong>{} {}</strong>: {}</li>",
+                    h(&s.parameter),
+                    h(&at.join(", ")),
+                    h(b)
+                );
             }
             o.push_str("</ul>\n");
         }
@@ -1364,7 +1709,11 @@ fn sweep_section(o: &mut String, idx: usize, name: &str, s: &SweepResult) {
         environment(o, r, &s.command);
         o.push_str("<p class=\"muted\">Environment and configuration of the first run; the swept option differs per point.</p>\n");
     } else if !s.command.is_empty() {
-        let _ = writeln!(o, "<p>Command line:</p>\n<pre><code>{}</code></pre>", h(&shell_join(&s.command)));
+        let _ = writeln!(
+            o,
+            "<p>Command line:</p>\n<pre><code>{}</code></pre>",
+            h(&shell_join(&s.command))
+        );
     }
     o.push_str("</section>\n");
 }
@@ -1373,17 +1722,32 @@ fn sweep_section(o: &mut String, idx: usize, name: &str, s: &SweepResult) {
 // Comparisons
 // ---------------------------------------------------------------------------
 
+/// `instance=2c8g`, `instance=–` for a run without it, or the file name.
+fn key_label(k: &str, v: &str) -> String {
+    match (k, v) {
+        ("file", _) => v.to_string(),
+        (_, "") => format!("{k}=–"),
+        _ => format!("{k}={v}"),
+    }
+}
+
 fn compare_runs_section(o: &mut String, inputs: &[Input], runs: &[(usize, &Input, &RunResult)]) {
     o.push_str("<section id=\"compare-runs\">\n<h2>Runs compared</h2>\n");
     let tables = table::tables(inputs);
-    let Some(t) = tables.into_iter().find(|t| t.rows.iter().all(|r| r.1.point.is_none())) else {
+    let Some(t) = tables
+        .into_iter()
+        .find(|t| t.rows.iter().all(|r| r.1.point.is_none()))
+    else {
         o.push_str("</section>\n");
         return;
     };
     // x: the last numeric key, else the last key as categories; series:
     // the other keys' values.
     let numeric = |i: usize| t.rows.iter().all(|r| r.0[i].parse::<f64>().is_ok());
-    let xi = (0..t.keys.len()).rev().find(|&i| numeric(i) && t.keys[i] != "file").unwrap_or(t.keys.len() - 1);
+    let xi = (0..t.keys.len())
+        .rev()
+        .find(|&i| numeric(i) && t.keys[i] != "file")
+        .unwrap_or(t.keys.len() - 1);
     let x_key = t.keys[xi].clone();
     let is_num = numeric(xi);
     let mut cats: Vec<String> = t.rows.iter().map(|r| r.0[xi].clone()).collect();
@@ -1402,11 +1766,12 @@ fn compare_runs_section(o: &mut String, inputs: &[Input], runs: &[(usize, &Input
             .zip(&r.0)
             .enumerate()
             .filter(|(i, _)| *i != xi)
-            .map(|(_, (k, v))| if k == "file" { v.clone() } else { format!("{k}={v}") })
+            .map(|(_, (k, v))| key_label(k, v))
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let mut groups: Vec<(String, Vec<&(Vec<String>, Row)>)> = Vec::new();
+    type Keyed = (Vec<String>, Row);
+    let mut groups: Vec<(String, Vec<&Keyed>)> = Vec::new();
     for r in &t.rows {
         let g = group_name(r);
         match groups.iter_mut().find(|(n, _)| *n == g) {
@@ -1414,9 +1779,14 @@ fn compare_runs_section(o: &mut String, inputs: &[Input], runs: &[(usize, &Input
             None => groups.push((g, vec![r])),
         }
     }
+    // Keys that merely rename the x value (one run per group) make no
+    // lines of their own: draw one line through every run.
+    if groups.len() > 1 && groups.iter().all(|(_, v)| v.len() == 1) {
+        groups = vec![(String::new(), t.rows.iter().collect())];
+    }
     let x_axis = || {
         if is_num {
-            let v: Vec<f64> = t.rows.iter().map(|r| xval(r)).collect();
+            let v: Vec<f64> = t.rows.iter().map(&xval).collect();
             parameter_axis(&x_key, &v)
         } else {
             category_axis(&x_key, &cats)
@@ -1431,21 +1801,44 @@ fn compare_runs_section(o: &mut String, inputs: &[Input], runs: &[(usize, &Input
         v.sort_by(|a, b| a.0.total_cmp(&b.0));
         v
     };
-    let name = |g: &str, fallback: &str| if g.is_empty() { fallback.to_string() } else { g.to_string() };
+    let name = |g: &str, fallback: &str| {
+        if g.is_empty() {
+            fallback.to_string()
+        } else {
+            g.to_string()
+        }
+    };
     let mut list = Vec::new();
-    let mut c = Chart::new(format!("{ev_name} by {x_key}"), x_axis(), Axis::from_zero(ev_name));
+    let mut c = Chart::new(
+        format!("{ev_name} by {x_key}"),
+        x_axis(),
+        Axis::from_zero(ev_name),
+    );
     for (g, rows) in &groups {
         c = c.series(Series::new(name(g, ev_name), line(|r| r.tps, rows)).style(Style::LinePoints));
     }
     list.push(c);
-    if t.rows.iter().any(|r| (r.1.qps - r.1.tps).abs() > 1e-9 * r.1.qps.abs().max(1.0)) {
-        let mut c = Chart::new(format!("{ops_name} by {x_key}"), x_axis(), Axis::from_zero(ops_name));
+    if t.rows
+        .iter()
+        .any(|r| (r.1.qps - r.1.tps).abs() > 1e-9 * r.1.qps.abs().max(1.0))
+    {
+        let mut c = Chart::new(
+            format!("{ops_name} by {x_key}"),
+            x_axis(),
+            Axis::from_zero(ops_name),
+        );
         for (g, rows) in &groups {
-            c = c.series(Series::new(name(g, ops_name), line(|r| r.qps, rows)).style(Style::LinePoints));
+            c = c.series(
+                Series::new(name(g, ops_name), line(|r| r.qps, rows)).style(Style::LinePoints),
+            );
         }
         list.push(c);
     }
-    let mut c = Chart::new(format!("Latency by {x_key}"), x_axis(), Axis::from_zero("latency (ms)"));
+    let mut c = Chart::new(
+        format!("Latency by {x_key}"),
+        x_axis(),
+        Axis::from_zero("latency (ms)"),
+    );
     if groups.len() == 1 {
         let rows = &groups[0].1;
         c = c
@@ -1455,20 +1848,24 @@ fn compare_runs_section(o: &mut String, inputs: &[Input], runs: &[(usize, &Input
     } else {
         c.title = format!("p99 latency by {x_key}");
         for (g, rows) in &groups {
-            c = c.series(Series::new(name(g, "p99"), line(|r| r.p99_ms, rows)).style(Style::LinePoints));
+            c = c.series(
+                Series::new(name(g, "p99"), line(|r| r.p99_ms, rows)).style(Style::LinePoints),
+            );
         }
     }
     list.push(c);
     // Overlaid spectra, in table order, named by their keys.
     let mut spectra = Vec::new();
     for (keys, row) in spread_pick(&t.rows, 10).into_iter().map(|r| (&r.0, &r.1)) {
-        let Some(run) = runs.iter().find(|r| r.1.name == row.source).map(|r| r.2) else { continue };
+        let Some(run) = runs.iter().find(|r| r.1.name == row.source).map(|r| r.2) else {
+            continue;
+        };
         if let Ok(hg) = hist::decode(&run.histograms.response) {
             let label = t
                 .keys
                 .iter()
                 .zip(keys)
-                .map(|(k, v)| if k == "file" { v.clone() } else { format!("{k}={v}") })
+                .map(|(k, v)| key_label(k, v))
                 .collect::<Vec<_>>()
                 .join(", ");
             spectra.push(Series::new(label, spectrum(&hg)));
@@ -1481,11 +1878,13 @@ fn compare_runs_section(o: &mut String, inputs: &[Input], runs: &[(usize, &Input
     o.push_str("</section>\n");
 }
 
+type SweepEntry<'a> = (usize, &'a Input, &'a SweepResult);
+
 /// Parameters swept by two or more sweeps, with those sweeps.
 fn sweeps_to_compare<'a>(
-    sweeps: &'a [(usize, &'a Input, &'a SweepResult)],
-) -> impl Iterator<Item = (String, Vec<&'a (usize, &'a Input, &'a SweepResult)>)> + 'a {
-    let mut by_param: Vec<(String, Vec<&(usize, &Input, &SweepResult)>)> = Vec::new();
+    sweeps: &'a [SweepEntry<'a>],
+) -> impl Iterator<Item = (String, Vec<&'a SweepEntry<'a>>)> + 'a {
+    let mut by_param: Vec<(String, Vec<&SweepEntry>)> = Vec::new();
     for s in sweeps {
         let key = format!("{:?}/{}", s.2.kind, s.2.parameter);
         match by_param.iter_mut().find(|(k, _)| *k == key) {
@@ -1496,7 +1895,7 @@ fn sweeps_to_compare<'a>(
     by_param.into_iter().filter(|(_, v)| v.len() > 1)
 }
 
-fn compare_sweeps_section(o: &mut String, sweeps: &[(usize, &Input, &SweepResult)]) {
+fn compare_sweeps_section(o: &mut String, sweeps: &[SweepEntry]) {
     let groups: Vec<_> = sweeps_to_compare(sweeps).collect();
     if groups.is_empty() {
         return;
@@ -1504,21 +1903,39 @@ fn compare_sweeps_section(o: &mut String, sweeps: &[(usize, &Input, &SweepResult
     o.push_str("<section id=\"compare-sweeps\">\n<h2>Sweeps compared</h2>\n");
     for (_, group) in groups {
         let param = &group[0].2.parameter;
-        let values: Vec<f64> = group.iter().flat_map(|s| s.2.points.iter().map(|p| p.value)).collect();
+        let values: Vec<f64> = group
+            .iter()
+            .flat_map(|s| s.2.points.iter().map(|p| p.value))
+            .collect();
         let u = sweep_unit(group[0].2);
-        let mut thr = Chart::new(format!("{} by {param}", u.name), parameter_axis(param, &values), Axis::from_zero(u.name));
-        let mut lat = Chart::new(format!("p99 latency against {}", u.name), Axis::from_zero(u.name), Axis::from_zero("p99 latency (ms)"));
+        let mut thr = Chart::new(
+            format!("{} by {param}", u.name),
+            parameter_axis(param, &values),
+            Axis::from_zero(u.name),
+        );
+        let mut lat = Chart::new(
+            format!("p99 latency against {}", u.name),
+            Axis::from_zero(u.name),
+            Axis::from_zero("p99 latency (ms)"),
+        );
         for (_, input, s) in &group {
             let label = if s.labels.is_empty() {
                 input.name.clone()
             } else {
-                s.labels.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ")
+                s.labels
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             };
-            let pts: Vec<&SweepPoint> = s.points.iter().filter(|p| !p.runs.is_empty()).collect();
+            let pts = sorted_points(s);
             thr = thr.series(
-                Series::new(redact(&label), pts.iter().map(|p| (p.value, tp(p, &u).0)).collect())
-                    .style(Style::LinePoints)
-                    .errors(pts.iter().map(|p| tp(p, &u).1).collect()),
+                Series::new(
+                    redact(&label),
+                    pts.iter().map(|p| (p.value, tp(p, &u).0)).collect(),
+                )
+                .style(Style::LinePoints)
+                .errors(pts.iter().map(|p| tp(p, &u).1).collect()),
             );
             let mut l: Vec<(f64, f64)> = pts.iter().map(|p| (tp(p, &u).0, p.mean.p99_ms)).collect();
             l.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -1558,11 +1975,16 @@ mod tests {
             let tag = &rest[1..end];
             rest = &rest[end + 1..];
             if let Some(name) = tag.strip_prefix('/') {
-                let top = stack.pop().unwrap_or_else(|| panic!("</{name}> closes nothing"));
+                let top = stack
+                    .pop()
+                    .unwrap_or_else(|| panic!("</{name}> closes nothing"));
                 assert_eq!(top, name.trim(), "mismatched close tag");
                 continue;
             }
-            let name: String = tag.chars().take_while(|c| c.is_ascii_alphanumeric()).collect();
+            let name: String = tag
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric())
+                .collect();
             assert!(!name.is_empty(), "bad tag <{tag}>");
             assert!(!tag.contains('<'), "unescaped < inside <{tag}>");
             seen.push(name.clone());
@@ -1581,7 +2003,10 @@ mod tests {
     }
 
     fn check_self_contained(html: &str) {
-        assert!(!html.contains("http://") && !html.contains("https://"), "no URLs at all");
+        assert!(
+            !html.contains("http://") && !html.contains("https://"),
+            "no URLs at all"
+        );
         assert!(!html.to_ascii_lowercase().contains("<script"), "no scripts");
         assert!(!html.contains("src="), "nothing loaded");
         assert!(!html.contains("url("), "no CSS fetches");
@@ -1589,7 +2014,10 @@ mod tests {
         for (i, _) in html.match_indices("href=\"") {
             assert_eq!(&html[i + 6..i + 7], "#", "only in-page links");
         }
-        assert!(!html.contains("secret@") && !html.contains("hunter2"), "passwords redacted");
+        assert!(
+            !html.contains("secret@") && !html.contains("hunter2"),
+            "passwords redacted"
+        );
     }
 
     #[test]
@@ -1597,7 +2025,9 @@ mod tests {
         let mut r = fixture::run(8, 1000.0);
         r.labels.insert("instance".into(), "4c16g".into());
         r.command.push("--target=mysql://root:hunter2@db/x".into());
-        r.config.workload_options.insert("dsn".into(), json!("root:hunter2@db"));
+        r.config
+            .workload_options
+            .insert("dsn".into(), json!("root:hunter2@db"));
         r.error_samples.push(loadcell_record::ErrorSample {
             class: "retryable".into(),
             message: "deadlock <found> for mysql://u:hunter2@h/d".into(),
@@ -1640,12 +2070,20 @@ mod tests {
             .map(|(inst, tps)| {
                 let mut r = fixture::run(64, *tps);
                 r.labels.insert("instance".into(), inst.to_string());
+                // A careless label: secrets in it must not reach the
+                // legend, the ticks or the tables.
+                r.labels
+                    .insert("dsn".into(), format!("mysql://u:hunter2@{inst}/db"));
                 Input::run(format!("{inst}.json"), r)
             })
             .collect();
         let html = render(&inputs);
         check_self_contained(&html);
         check_balanced(&html);
+        assert!(
+            html.contains("dsn=mysql&#58;//u:***@2c8g/db"),
+            "legend names are redacted"
+        );
         assert!(html.contains("id=\"compare-runs\""));
         assert!(html.contains("TPS by instance"));
         assert!(html.contains("QPS by instance"));
@@ -1656,7 +2094,8 @@ mod tests {
         let c = html.find(">16c64g<").unwrap();
         assert!(a < b && b < c);
         // Summary rows in natural order, too.
-        let summary = &html[html.find("id=\"summary\"").unwrap()..html.find("id=\"compare-runs\"").unwrap()];
+        let summary =
+            &html[html.find("id=\"summary\"").unwrap()..html.find("id=\"compare-runs\"").unwrap()];
         let (a, b, c) = (
             summary.find("instance=2c8g").unwrap(),
             summary.find("instance=4c16g").unwrap(),
@@ -1672,7 +2111,10 @@ mod tests {
         other.labels.insert("system".into(), "postgres".into());
         other.analysis = json!({"unexpected": [1, 2, {"deep": "x"}]});
         other.findings.clear();
-        let html = render(&[Input::sweep("maria.json", s), Input::sweep("pg.json", other)]);
+        let html = render(&[
+            Input::sweep("maria.json", s),
+            Input::sweep("pg.json", other),
+        ]);
         check_self_contained(&html);
         let tags = check_balanced(&html);
         assert_eq!(
@@ -1686,11 +2128,73 @@ mod tests {
         assert!(html.contains("USL fit"));
         assert!(html.contains("throughput stops scaling at 16 threads"));
         assert!(html.contains("No findings were recorded."));
-        assert!(html.contains("(log scale)"), "1…64 threads step geometrically");
+        assert!(
+            html.contains("(log scale)"),
+            "1…64 threads step geometrically"
+        );
         assert!(html.contains(" ± "), "spread over repeats");
         assert!(html.contains("Mean CPU by threads"));
-        assert!(html.contains("unexpected.2.deep"), "odd analysis shapes are listed, not fatal");
-        assert!(html.contains("threads 64</strong>: server CPU"), "per-point bottleneck hints");
+        assert!(
+            html.contains("unexpected.2.deep"),
+            "odd analysis shapes are listed, not fatal"
+        );
+        assert!(
+            html.contains("threads 1, 2, 4, 8, 16, 32, 64</strong>: server CPU"),
+            "bottleneck hints by point"
+        );
+    }
+
+    #[test]
+    fn summary_names_a_shared_workload_and_target_once() {
+        let a = fixture::run(8, 100.0);
+        let mut b = fixture::run(16, 200.0);
+        let same = render(&[
+            Input::run("a.json", a.clone()),
+            Input::run("b.json", b.clone()),
+        ]);
+        assert!(same.contains("Every row: workload <strong>oltp_read_write</strong>, target"));
+        assert!(!same.contains(">target</th>"));
+        b.config.target = "postgres://bench:***@10.0.0.2/bench".into();
+        let mixed = render(&[Input::run("a.json", a), Input::run("b.json", b)]);
+        assert!(mixed.contains(">target</th>"));
+        assert!(!mixed.contains(">workload</th>"));
+        check_balanced(&mixed);
+    }
+
+    #[test]
+    fn renders_an_open_loop_key_value_run() {
+        let mut r = fixture::run(4, 2000.0);
+        r.config.workload = "kv".into();
+        r.summary.txn_per_sec = None;
+        r.summary.queries = None;
+        r.summary.ops = r.summary.events;
+        r.summary.ops_per_sec = r.summary.events_per_sec;
+        for i in &mut r.intervals {
+            i.ops = i.events;
+            i.ops_per_sec = i.events_per_sec;
+        }
+        r.summary.schedule.mode = LoopMode::OpenLoop;
+        r.summary.schedule.target_rate = Some(2000.0);
+        r.config.rate = Some(2000.0);
+        r.config.arrival = Some("poisson".into());
+        for s in &mut r.resources.samples {
+            s.server_cpu_pct = None;
+            s.server_rss_bytes = None;
+        }
+        let html = render(&[Input::run("kv.json", r)]);
+        check_self_contained(&html);
+        let tags = check_balanced(&html);
+        assert!(html.contains("target 2000/s"), "the target rate is marked");
+        assert!(html.contains("service time (from send)"));
+        assert!(html.contains("open loop at 2000/s (poisson)"));
+        assert!(html.contains("events/s"));
+        assert!(
+            !html.contains("server process</text>"),
+            "no server series without server samples"
+        );
+        // One throughput chart (ops = events), latency, spectrum, CPU,
+        // memory, network and disk.
+        assert_eq!(tags.iter().filter(|t| *t == "svg").count(), 6);
     }
 
     #[test]
@@ -1701,9 +2205,12 @@ mod tests {
         check_balanced(&html);
         assert!(html.contains("findmax over rate"));
         assert!(html.contains("max meeting SLA: 4000/s"));
-        assert!(html.contains("SLA p99 10 ms"));
+        assert!(html.contains("SLA p99 ≤ 10 ms"));
         assert!(html.contains("SLA missed"));
-        assert!(html.contains("fill=\"#ffffff\""), "failed probes are hollow");
+        assert!(
+            html.contains("fill=\"#ffffff\""),
+            "failed probes are hollow"
+        );
     }
 
     #[test]
@@ -1732,13 +2239,60 @@ mod tests {
         assert!(empty.contains("No result files were given."));
     }
 
+    /// Writes a demonstration page (runs, a sweep, a findmax) to the path
+    /// in `LOADCELL_REPORT_DEMO`, for looking at in a browser:
+    /// `LOADCELL_REPORT_DEMO=/tmp/demo.html cargo test -p loadcell-report demo -- --ignored`;
+    /// with `LOADCELL_REPORT_INPUTS=a.json:b.json`, of those files instead.
+    #[test]
+    #[ignore]
+    fn demo() {
+        let Ok(path) = std::env::var("LOADCELL_REPORT_DEMO") else {
+            return;
+        };
+        // Real files, when given (`LOADCELL_REPORT_INPUTS=a.json:b.json`).
+        if let Ok(files) = std::env::var("LOADCELL_REPORT_INPUTS") {
+            let inputs: Vec<Input> = files
+                .split(':')
+                .map(|f| Input::read(std::path::Path::new(f)).unwrap())
+                .collect();
+            std::fs::write(&path, render(&inputs)).unwrap();
+            std::fs::write(format!("{path}.md"), table::markdown(&inputs)).unwrap();
+            std::fs::write(format!("{path}.csv"), table::csv(&inputs)).unwrap();
+            return;
+        }
+        let mut inputs: Vec<Input> = [("2c8g", 1700.0), ("16c64g", 9000.0), ("4c16g", 4000.0)]
+            .iter()
+            .map(|(inst, tps)| {
+                let mut r = fixture::run(64, *tps);
+                r.labels.insert("instance".into(), inst.to_string());
+                Input::run(format!("{inst}.json"), r)
+            })
+            .collect();
+        inputs.push(Input::sweep(
+            "sweep.json",
+            fixture::sweep(&[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0], 3),
+        ));
+        inputs.push(Input::sweep(
+            "findmax.json",
+            fixture::findmax(&[1000.0, 2000.0, 4000.0, 6000.0, 5000.0]),
+        ));
+        std::fs::write(path, render(&inputs)).unwrap();
+    }
+
     #[test]
     fn spectrum_spans_the_percentile_axis() {
         let hg = fixture::histogram(2.0, 10_000);
         let s = spectrum(&hg);
         assert_eq!(s.first().unwrap().0, 1.0);
-        assert_eq!(s.last().unwrap().0, 10_000.0, "as far as 10k samples resolve");
-        assert!(s.windows(2).all(|w| w[1].1 >= w[0].1), "latency never falls with percentile");
+        assert_eq!(
+            s.last().unwrap().0,
+            10_000.0,
+            "as far as 10k samples resolve"
+        );
+        assert!(
+            s.windows(2).all(|w| w[1].1 >= w[0].1),
+            "latency never falls with percentile"
+        );
         assert!((s.last().unwrap().1 - hg.max() as f64 / 1000.0).abs() < 1e-9);
         assert!(spectrum(&hist::new_histogram()).is_empty());
     }

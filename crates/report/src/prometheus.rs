@@ -14,7 +14,9 @@ const BUCKETS: [f64; 17] = [
 
 /// Escapes a label value.
 fn label(v: &str) -> String {
-    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 fn histogram(o: &mut String, name: &str, labels: &str, h: &Micros) {
@@ -29,7 +31,11 @@ fn histogram(o: &mut String, name: &str, labels: &str, h: &Micros) {
         let _ = writeln!(o, "{name}_bucket{{{labels}{sep}le=\"{le}\"}} {count}");
     }
     let _ = writeln!(o, "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {}", h.len());
-    let sum = if h.is_empty() { 0.0 } else { h.mean() * h.len() as f64 / 1e6 };
+    let sum = if h.is_empty() {
+        0.0
+    } else {
+        h.mean() * h.len() as f64 / 1e6
+    };
     let braces = if labels.is_empty() {
         String::new()
     } else {
@@ -51,39 +57,91 @@ pub fn render(stats: &Stats, ops: &[&str], workload: &str, target: &str) -> Stri
         label(target)
     );
     let counters: [(&str, &str, u64); 5] = [
-        ("loadcell_events_total", "Events (transactions or requests) completed.", stats.events),
-        ("loadcell_failed_events_total", "Events lost to broken connections.", stats.failed_events),
-        ("loadcell_retries_total", "Events rolled back and run again after a retryable error.", stats.retries),
-        ("loadcell_reconnects_total", "Successful reconnects.", stats.reconnects),
-        ("loadcell_dropped_total", "Events due under the schedule but never sent.", stats.dropped),
+        (
+            "loadcell_events_total",
+            "Events (transactions or requests) completed.",
+            stats.events,
+        ),
+        (
+            "loadcell_failed_events_total",
+            "Events lost to broken connections.",
+            stats.failed_events,
+        ),
+        (
+            "loadcell_retries_total",
+            "Events rolled back and run again after a retryable error.",
+            stats.retries,
+        ),
+        (
+            "loadcell_reconnects_total",
+            "Successful reconnects.",
+            stats.reconnects,
+        ),
+        (
+            "loadcell_dropped_total",
+            "Events due under the schedule but never sent.",
+            stats.dropped,
+        ),
     ];
     for (name, help, value) in counters {
         let _ = writeln!(o, "# HELP {name} {help}");
         let _ = writeln!(o, "# TYPE {name} counter");
         let _ = writeln!(o, "{name} {value}");
     }
-    let _ = writeln!(o, "# HELP loadcell_ops_total Operations completed, by kind.");
+    let _ = writeln!(
+        o,
+        "# HELP loadcell_ops_total Operations completed, by kind."
+    );
     let _ = writeln!(o, "# TYPE loadcell_ops_total counter");
     for (name, op) in ops.iter().zip(&stats.ops) {
-        let _ = writeln!(o, "loadcell_ops_total{{op=\"{}\"}} {}", label(name), op.count);
+        let _ = writeln!(
+            o,
+            "loadcell_ops_total{{op=\"{}\"}} {}",
+            label(name),
+            op.count
+        );
     }
-    let _ = writeln!(o, "# HELP loadcell_op_errors_total Failed operations, by kind.");
+    let _ = writeln!(
+        o,
+        "# HELP loadcell_op_errors_total Failed operations, by kind."
+    );
     let _ = writeln!(o, "# TYPE loadcell_op_errors_total counter");
     for (name, op) in ops.iter().zip(&stats.ops) {
-        let _ = writeln!(o, "loadcell_op_errors_total{{op=\"{}\"}} {}", label(name), op.errors);
+        let _ = writeln!(
+            o,
+            "loadcell_op_errors_total{{op=\"{}\"}} {}",
+            label(name),
+            op.errors
+        );
     }
-    let _ = writeln!(o, "# HELP loadcell_op_latency_seconds Time each operation took, by kind.");
+    let _ = writeln!(
+        o,
+        "# HELP loadcell_op_latency_seconds Time each operation took, by kind."
+    );
     let _ = writeln!(o, "# TYPE loadcell_op_latency_seconds histogram");
     for (name, op) in ops.iter().zip(&stats.ops) {
-        histogram(&mut o, "loadcell_op_latency_seconds", &format!("op=\"{}\"", label(name)), &op.latency);
+        histogram(
+            &mut o,
+            "loadcell_op_latency_seconds",
+            &format!("op=\"{}\"", label(name)),
+            &op.latency,
+        );
     }
     let _ = writeln!(
         o,
         "# HELP loadcell_response_time_seconds Event response time, from the intended start when rate-limited."
     );
     let _ = writeln!(o, "# TYPE loadcell_response_time_seconds histogram");
-    histogram(&mut o, "loadcell_response_time_seconds", "", &stats.response);
-    let _ = writeln!(o, "# HELP loadcell_service_time_seconds Event service time, from the actual send.");
+    histogram(
+        &mut o,
+        "loadcell_response_time_seconds",
+        "",
+        &stats.response,
+    );
+    let _ = writeln!(
+        o,
+        "# HELP loadcell_service_time_seconds Event service time, from the actual send."
+    );
     let _ = writeln!(o, "# TYPE loadcell_service_time_seconds histogram");
     histogram(&mut o, "loadcell_service_time_seconds", "", &stats.service);
     o
@@ -102,12 +160,30 @@ mod tests {
         st.record_event(Duration::from_millis(3), Duration::from_millis(3), None);
         let text = render(&st, &["get", "set"], "kv", "redis://h:1");
         assert!(text.contains("loadcell_ops_total{op=\"get\"} 2"), "{text}");
-        assert!(text.contains("loadcell_op_errors_total{op=\"get\"} 1"), "{text}");
-        assert!(text.contains("loadcell_op_latency_seconds_bucket{op=\"get\",le=\"0.0001\"} 1"), "{text}");
-        assert!(text.contains("loadcell_op_latency_seconds_bucket{op=\"get\",le=\"0.005\"} 2"), "{text}");
-        assert!(text.contains("loadcell_op_latency_seconds_bucket{op=\"get\",le=\"+Inf\"} 2"), "{text}");
-        assert!(text.contains("loadcell_response_time_seconds_count 1"), "{text}");
+        assert!(
+            text.contains("loadcell_op_errors_total{op=\"get\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("loadcell_op_latency_seconds_bucket{op=\"get\",le=\"0.0001\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("loadcell_op_latency_seconds_bucket{op=\"get\",le=\"0.005\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("loadcell_op_latency_seconds_bucket{op=\"get\",le=\"+Inf\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("loadcell_response_time_seconds_count 1"),
+            "{text}"
+        );
         assert!(text.contains("loadcell_events_total 1"), "{text}");
-        assert!(text.contains("loadcell_op_latency_seconds_count{op=\"set\"} 0"), "{text}");
+        assert!(
+            text.contains("loadcell_op_latency_seconds_count{op=\"set\"} 0"),
+            "{text}"
+        );
     }
 }

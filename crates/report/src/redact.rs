@@ -4,7 +4,11 @@
 
 /// Characters that end a token: a password is looked for within one token.
 fn is_delimiter(c: char) -> bool {
-    c.is_whitespace() || matches!(c, '"' | '\'' | '`' | '<' | '>' | '(' | ')' | '{' | '}' | ',' | ';' | '|')
+    c.is_whitespace()
+        || matches!(
+            c,
+            '"' | '\'' | '`' | '<' | '>' | '(' | ')' | '{' | '}' | ',' | ';' | '|'
+        )
 }
 
 const SECRET_KEYS: [&str; 6] = ["password", "passwd", "pwd", "pass", "secret", "auth"];
@@ -78,8 +82,13 @@ fn redact_params(t: &str) -> String {
     while i < t.len() {
         let found = SECRET_KEYS.iter().find_map(|k| {
             let end = i + k.len();
-            let boundary = i == 0 || matches!(lower.as_bytes()[i - 1], b'?' | b'&' | b'-' | b'_' | b';' | b'.');
-            (boundary && lower[i..].starts_with(k) && lower.as_bytes().get(end) == Some(&b'=')).then_some(end + 1)
+            let boundary = i == 0
+                || matches!(
+                    lower.as_bytes()[i - 1],
+                    b'?' | b'&' | b'-' | b'_' | b';' | b'.'
+                );
+            (boundary && lower[i..].starts_with(k) && lower.as_bytes().get(end) == Some(&b'='))
+                .then_some(end + 1)
         });
         match found {
             Some(value_start) => {
@@ -127,8 +136,7 @@ pub fn shell_join(args: &[String]) -> String {
         .iter()
         .map(|a| {
             if !a.is_empty()
-                && a
-                    .chars()
+                && a.chars()
                     .all(|c| c.is_ascii_alphanumeric() || "-_=./:,@%+*".contains(c))
             {
                 a.clone()
@@ -146,24 +154,39 @@ mod tests {
 
     #[test]
     fn urls_lose_their_passwords() {
-        assert_eq!(redact("mysql://root:secret@127.0.0.1:3306/db"), "mysql://root:***@127.0.0.1:3306/db");
+        assert_eq!(
+            redact("mysql://root:secret@127.0.0.1:3306/db"),
+            "mysql://root:***@127.0.0.1:3306/db"
+        );
         assert_eq!(redact("mysql://root:***@h/db"), "mysql://root:***@h/db");
         assert_eq!(redact("redis://:pw@h:1"), "redis://:***@h:1");
         assert_eq!(redact("redis://h:1"), "redis://h:1");
-        assert_eq!(redact("postgres://u:p@ss@h:5432/x"), "postgres://u:***@h:5432/x");
+        assert_eq!(
+            redact("postgres://u:p@ss@h:5432/x"),
+            "postgres://u:***@h:5432/x"
+        );
         assert_eq!(
             redact("from mysql://a:b@h1/x to postgres://c:d@h2/y"),
             "from mysql://a:***@h1/x to postgres://c:***@h2/y"
         );
-        assert_eq!(redact("--target=mysql://a:b@h/db"), "--target=mysql://a:***@h/db");
+        assert_eq!(
+            redact("--target=mysql://a:b@h/db"),
+            "--target=mysql://a:***@h/db"
+        );
         assert_eq!(redact("\"x://a:b@h\""), "\"x://a:***@h\"");
     }
 
     #[test]
     fn bare_userinfo_and_params_are_redacted() {
-        assert_eq!(redact("connect root:hunter2@db1 failed"), "connect root:***@db1 failed");
+        assert_eq!(
+            redact("connect root:hunter2@db1 failed"),
+            "connect root:***@db1 failed"
+        );
         assert_eq!(redact("--target=root:pw@h"), "--target=root:***@h");
-        assert_eq!(redact("postgres://h/db?sslmode=require&password=abc"), "postgres://h/db?sslmode=require&password=***");
+        assert_eq!(
+            redact("postgres://h/db?sslmode=require&password=abc"),
+            "postgres://h/db?sslmode=require&password=***"
+        );
         assert_eq!(redact("--password=abc"), "--password=***");
         assert_eq!(redact("user=a password=b"), "user=a password=***");
         assert_eq!(redact("passed=3 bypass=1"), "passed=3 bypass=1");
@@ -174,11 +197,23 @@ mod tests {
 
     #[test]
     fn command_lines_hide_separate_password_arguments() {
-        let args: Vec<String> = ["loadcell", "run", "--password", "abc", "--target", "mysql://u:p@h/d", "--label", "a b"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let args: Vec<String> = [
+            "loadcell",
+            "run",
+            "--password",
+            "abc",
+            "--target",
+            "mysql://u:p@h/d",
+            "--label",
+            "a b",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
         let shown = shell_join(&args);
-        assert_eq!(shown, "loadcell run --password *** --target mysql://u:***@h/d --label 'a b'");
+        assert_eq!(
+            shown,
+            "loadcell run --password *** --target mysql://u:***@h/d --label 'a b'"
+        );
     }
 }

@@ -102,25 +102,17 @@ impl Row {
             p50_ms: p.mean.p50_ms,
             p95_ms: p.mean.p95_ms,
             p99_ms: p.mean.p99_ms,
-            p999_ms: p.runs.iter().map(|r| r.summary.latency_ms.p999).sum::<f64>() / n,
+            p999_ms: p
+                .runs
+                .iter()
+                .map(|r| r.summary.latency_ms.p999)
+                .sum::<f64>()
+                / n,
             errors: p.mean.errors,
             complete: !p.runs.is_empty() && p.runs.iter().all(|r| r.status == RunStatus::Complete),
             passed: p.passed,
             transactional: first.is_some_and(|r| r.summary.txn_per_sec.is_some()),
             sql: first.is_some_and(|r| r.summary.queries.is_some()),
-        }
-    }
-
-    /// `k=v, k=v` of the labels (and the sweep point), or `fallback`.
-    pub fn label_text(&self, fallback: &str) -> String {
-        let mut parts: Vec<String> = self.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        if let Some((p, v)) = &self.point {
-            parts.push(format!("{p}={}", number(*v)));
-        }
-        if parts.is_empty() {
-            fallback.to_string()
-        } else {
-            redact(&parts.join(", "))
         }
     }
 }
@@ -161,7 +153,10 @@ pub fn natural_cmp(a: &str, b: &str) -> Ordering {
             (Some(x), Some(y)) if x.is_ascii_digit() && y.is_ascii_digit() => {
                 let na = a.find(|c: char| !c.is_ascii_digit()).unwrap_or(a.len());
                 let nb = b.find(|c: char| !c.is_ascii_digit()).unwrap_or(b.len());
-                let (da, db) = (a[..na].trim_start_matches('0'), b[..nb].trim_start_matches('0'));
+                let (da, db) = (
+                    a[..na].trim_start_matches('0'),
+                    b[..nb].trim_start_matches('0'),
+                );
                 let ord = da.len().cmp(&db.len()).then_with(|| da.cmp(db));
                 if ord != Ordering::Equal {
                     return ord;
@@ -216,7 +211,10 @@ fn run_keys(rows: &[Row]) -> (Vec<String>, Vec<Vec<String>>) {
         .cloned()
         .collect();
     for (name, get) in [
-        ("threads", &(|r: &Row| r.threads.to_string()) as &dyn Fn(&Row) -> String),
+        (
+            "threads",
+            &(|r: &Row| r.threads.to_string()) as &dyn Fn(&Row) -> String,
+        ),
         ("clients", &|r: &Row| r.clients.to_string()),
     ] {
         if !keys.iter().any(|k| k == name) && varies(get) {
@@ -261,7 +259,11 @@ pub fn tables(inputs: &[Input]) -> Vec<Table> {
         let (keys, values) = run_keys(&runs);
         let mut rows: Vec<(Vec<String>, Row)> = values.into_iter().zip(runs).collect();
         rows.sort_by(|a, b| cmp_keys(&a.0, &b.0));
-        let title = if rows.len() == 1 { rows[0].1.source.clone() } else { "runs".to_string() };
+        let title = if rows.len() == 1 {
+            rows[0].1.source.clone()
+        } else {
+            "runs".to_string()
+        };
         out.push(Table { title, keys, rows });
     }
     for i in inputs {
@@ -291,7 +293,10 @@ pub fn sweep_title(s: &SweepResult) -> String {
 
 /// Every row of every table, in table order.
 pub fn rows(inputs: &[Input]) -> Vec<Row> {
-    tables(inputs).into_iter().flat_map(|t| t.rows.into_iter().map(|r| r.1)).collect()
+    tables(inputs)
+        .into_iter()
+        .flat_map(|t| t.rows.into_iter().map(|r| r.1))
+        .collect()
 }
 
 /// `1234567.891` → `1,234,567.89` (with `decimals` places).
@@ -300,7 +305,10 @@ pub fn grouped(v: f64, decimals: usize) -> String {
         return "–".to_string();
     }
     let s = format!("{:.*}", decimals, v.abs());
-    let (int, frac) = s.split_once('.').map(|(a, b)| (a, Some(b))).unwrap_or((&s, None));
+    let (int, frac) = s
+        .split_once('.')
+        .map(|(a, b)| (a, Some(b)))
+        .unwrap_or((&s, None));
     let mut g = String::new();
     for (i, c) in int.chars().enumerate() {
         if i > 0 && (int.len() - i) % 3 == 0 {
@@ -309,7 +317,11 @@ pub fn grouped(v: f64, decimals: usize) -> String {
         g.push(c);
     }
     let neg = v < 0.0 && s.chars().any(|c| c.is_ascii_digit() && c != '0');
-    format!("{}{g}{}", if neg { "-" } else { "" }, frac.map(|f| format!(".{f}")).unwrap_or_default())
+    format!(
+        "{}{g}{}",
+        if neg { "-" } else { "" },
+        frac.map(|f| format!(".{f}")).unwrap_or_default()
+    )
 }
 
 fn with_sd(v: f64, sd: f64, decimals: usize) -> String {
@@ -321,7 +333,9 @@ fn with_sd(v: f64, sd: f64, decimals: usize) -> String {
 }
 
 fn md_cell(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('|', "\\|").replace(['\n', '\r'], " ")
+    s.replace('\\', "\\\\")
+        .replace('|', "\\|")
+        .replace(['\n', '\r'], " ")
 }
 
 /// The tables as GitHub-flavoured Markdown. With several tables each gets
@@ -355,13 +369,36 @@ pub fn markdown(inputs: &[Input]) -> String {
             header.push("status".into());
         }
         let numeric_key = |i: usize| t.rows.iter().all(|r| r.0[i].parse::<f64>().is_ok());
-        let _ = writeln!(o, "| {} |", header.iter().map(|h| md_cell(h)).collect::<Vec<_>>().join(" | "));
+        let _ = writeln!(
+            o,
+            "| {} |",
+            header
+                .iter()
+                .map(|h| md_cell(h))
+                .collect::<Vec<_>>()
+                .join(" | ")
+        );
         let align: Vec<&str> = (0..header.len())
-            .map(|i| if i < t.keys.len() && !numeric_key(i) { ":--" } else { "--:" })
+            .map(|i| {
+                if i < t.keys.len() && !numeric_key(i) {
+                    ":--"
+                } else {
+                    "--:"
+                }
+            })
             .collect();
         let _ = writeln!(o, "|{}|", align.join("|"));
         for (keys, r) in &t.rows {
-            let mut cells: Vec<String> = keys.iter().map(|k| md_cell(&redact(k))).collect();
+            let mut cells: Vec<String> = keys
+                .iter()
+                .map(|k| {
+                    if k.is_empty() {
+                        "–".to_string()
+                    } else {
+                        md_cell(&redact(k))
+                    }
+                })
+                .collect();
             cells.push(with_sd(r.tps, r.tps_sd, 2));
             cells.push(with_sd(r.qps, r.qps_sd, 2));
             cells.push(grouped(r.p95_ms, 2));
@@ -421,14 +458,22 @@ pub fn csv(inputs: &[Input]) -> String {
             }
         }
     }
-    let sweeps = tables.iter().flat_map(|t| &t.rows).any(|r| r.1.point.is_some());
-    let sla = tables.iter().flat_map(|t| &t.rows).any(|r| r.1.passed.is_some());
+    let sweeps = tables
+        .iter()
+        .flat_map(|t| &t.rows)
+        .any(|r| r.1.point.is_some());
+    let sla = tables
+        .iter()
+        .flat_map(|t| &t.rows)
+        .any(|r| r.1.passed.is_some());
     let mut header: Vec<String> = Vec::new();
     if several {
         header.push("source".into());
     }
     header.extend(keys.iter().cloned());
-    for h in ["tps", "qps", "p95_ms", "p99_ms", "p50_ms", "p999_ms", "errors", "status"] {
+    for h in [
+        "tps", "qps", "p95_ms", "p99_ms", "p50_ms", "p999_ms", "errors", "status",
+    ] {
         header.push(h.into());
     }
     if sweeps {
@@ -441,7 +486,15 @@ pub fn csv(inputs: &[Input]) -> String {
     }
     let mut o = String::new();
     let line = |o: &mut String, cells: &[String]| {
-        let _ = write!(o, "{}\r\n", cells.iter().map(|c| csv_field(&redact(c))).collect::<Vec<_>>().join(","));
+        let _ = write!(
+            o,
+            "{}\r\n",
+            cells
+                .iter()
+                .map(|c| csv_field(&redact(c)))
+                .collect::<Vec<_>>()
+                .join(",")
+        );
     };
     line(&mut o, &header);
     for t in &tables {
@@ -451,7 +504,13 @@ pub fn csv(inputs: &[Input]) -> String {
                 cells.push(t.title.clone());
             }
             for k in &keys {
-                cells.push(t.keys.iter().position(|tk| tk == k).map(|i| vals[i].clone()).unwrap_or_default());
+                cells.push(
+                    t.keys
+                        .iter()
+                        .position(|tk| tk == k)
+                        .map(|i| vals[i].clone())
+                        .unwrap_or_default(),
+                );
             }
             cells.push(format!("{:.2}", r.tps));
             cells.push(format!("{:.2}", r.qps));
@@ -536,23 +595,45 @@ mod tests {
         ];
         let t = tables(&inputs);
         assert_eq!(t.len(), 1);
-        assert_eq!(t[0].keys, ["instance", "threads"], "region is the same everywhere");
+        assert_eq!(
+            t[0].keys,
+            ["instance", "threads"],
+            "region is the same everywhere"
+        );
         let order: Vec<String> = t[0].rows.iter().map(|r| r.0.join("/")).collect();
         assert_eq!(order, ["2c8g/64", "2c8g/512", "4c16g/64", "16c64g/64"]);
 
         let md = markdown(&inputs);
         let lines: Vec<&str> = md.lines().collect();
-        assert_eq!(lines[0], "| instance | threads | TPS | QPS | p95 (ms) | p99 (ms) |");
+        assert_eq!(
+            lines[0],
+            "| instance | threads | TPS | QPS | p95 (ms) | p99 (ms) |"
+        );
         assert_eq!(lines[1], "|:--|--:|--:|--:|--:|--:|");
-        assert!(lines[2].starts_with("| 2c8g | 64 | 1,708.00 | 34,160.00 |"), "{}", lines[2]);
+        assert!(
+            lines[2].starts_with("| 2c8g | 64 | 1,708.00 | 34,160.00 |"),
+            "{}",
+            lines[2]
+        );
         assert_eq!(lines.len(), 6);
 
         let csv = csv(&inputs);
         let rows: Vec<&str> = csv.split("\r\n").collect();
-        assert_eq!(rows[0], "instance,threads,tps,qps,p95_ms,p99_ms,p50_ms,p999_ms,errors,status");
-        assert!(rows[1].starts_with("2c8g,64,1708.00,34160.00,"), "{}", rows[1]);
+        assert_eq!(
+            rows[0],
+            "instance,threads,tps,qps,p95_ms,p99_ms,p50_ms,p999_ms,errors,status"
+        );
+        assert!(
+            rows[1].starts_with("2c8g,64,1708.00,34160.00,"),
+            "{}",
+            rows[1]
+        );
         assert!(rows[1].ends_with(",0,complete"), "{}", rows[1]);
-        assert_eq!(rows.len(), 6, "4 rows, the header and the empty string after the last CRLF");
+        assert_eq!(
+            rows.len(),
+            6,
+            "4 rows, the header and the empty string after the last CRLF"
+        );
     }
 
     #[test]
@@ -566,17 +647,26 @@ mod tests {
         assert_eq!(t[0].keys, ["threads"]);
         assert_eq!(t[0].rows[0].0, ["8"]);
         let md = markdown(&inputs);
-        assert!(md.lines().next().unwrap().ends_with("| errors | status |"), "{md}");
+        assert!(
+            md.lines().next().unwrap().ends_with("| errors | status |"),
+            "{md}"
+        );
         assert!(md.contains("| 3 | partial |"), "{md}");
         // Identical runs are told apart by file.
-        let same = vec![Input::run("x.json", fixture::run(8, 1.0)), Input::run("y.json", fixture::run(8, 2.0))];
+        let same = vec![
+            Input::run("x.json", fixture::run(8, 1.0)),
+            Input::run("y.json", fixture::run(8, 2.0)),
+        ];
         assert_eq!(tables(&same)[0].keys, ["file"]);
     }
 
     #[test]
     fn sweeps_are_one_row_per_point_with_spread() {
         let s = fixture::sweep(&[1.0, 2.0, 4.0, 8.0], 2);
-        let inputs = vec![Input::sweep("sweep.json", s), Input::run("one.json", fixture::run(4, 100.0))];
+        let inputs = vec![
+            Input::sweep("sweep.json", s),
+            Input::run("one.json", fixture::run(4, 100.0)),
+        ];
         let t = tables(&inputs);
         assert_eq!(t.len(), 2);
         assert_eq!(t[1].keys, ["threads"]);
@@ -591,7 +681,10 @@ mod tests {
             "source,threads,tps,qps,p95_ms,p99_ms,p50_ms,p999_ms,errors,status,runs,tps_sd,qps_sd"
         );
         assert_eq!(csv.matches("\r\n").count(), 1 + 1 + 4);
-        assert!(csv.contains("\r\n\"sweep.json: sweep of threads\"") || csv.contains("\r\nsweep.json: sweep of threads,"));
+        assert!(
+            csv.contains("\r\n\"sweep.json: sweep of threads\"")
+                || csv.contains("\r\nsweep.json: sweep of threads,")
+        );
     }
 
     #[test]

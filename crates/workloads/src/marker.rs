@@ -12,7 +12,10 @@ use crate::oltp::PrepareObserver;
 pub const MARKER_TABLE: &str = "loadcell_objects";
 
 /// Whether table `name` exists in the connection's current database/schema.
-pub(crate) async fn table_exists<C: SqlConn>(conn: &mut C, name: &str) -> Result<bool, DriverError> {
+pub(crate) async fn table_exists<C: SqlConn>(
+    conn: &mut C,
+    name: &str,
+) -> Result<bool, DriverError> {
     let sql = match conn.dialect() {
         Dialect::MySql => format!(
             "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = '{name}'"

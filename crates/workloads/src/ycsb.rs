@@ -65,10 +65,15 @@ pub const TABLE: &str = "usertable";
 pub const INDEX_KEY: &str = "_indices";
 /// The `workload` column of this family's marker rows.
 const MARKER_WORKLOAD: &str = "ycsb";
+/// Largest `--record-count` (a trillion: far beyond any data set, and far
+/// from overflowing key arithmetic).
+pub const MAX_RECORDS: u64 = 1_000_000_000_000;
 /// Largest `--field-count` (SQL databases limit the columns of a table).
 pub const MAX_FIELDS: u32 = 1000;
 /// Largest `--field-length`.
 pub const MAX_FIELD_LENGTH: usize = 1 << 20;
+/// Largest record (`--field-count` × `--field-length`).
+pub const MAX_RECORD_BYTES: usize = 16 << 20;
 /// YCSB's zipfian constant.
 pub const ZIPFIAN_CONSTANT: f64 = 0.99;
 
@@ -90,17 +95,61 @@ pub enum Preset {
 
 impl Preset {
     pub const ALL: [(&'static str, Preset, &'static str); 11] = [
-        ("ycsb-a", Preset::A, "YCSB workload A (update heavy): 50% read, 50% update, zipfian"),
-        ("ycsb-b", Preset::B, "YCSB workload B (read mostly): 95% read, 5% update, zipfian"),
-        ("ycsb-c", Preset::C, "YCSB workload C (read only): 100% read, zipfian"),
-        ("ycsb-d", Preset::D, "YCSB workload D (read latest): 95% read, 5% insert, latest"),
-        ("ycsb-e", Preset::E, "YCSB workload E (short ranges): 95% scan of 1-100 records, 5% insert, zipfian"),
-        ("ycsb-f", Preset::F, "YCSB workload F: 50% read, 50% read-modify-write, zipfian"),
-        ("mix-write", Preset::MixWrite, "100% write of 100-byte records (10 fields of 10 bytes), uniform keys"),
-        ("mix-50-50", Preset::Mix50_50, "50% read, 50% write of 100-byte records, uniform keys"),
-        ("mix-80-20", Preset::Mix80_20, "80% read, 20% write of 100-byte records, uniform keys"),
-        ("mix-95-5", Preset::Mix95_5, "95% read, 5% write of 100-byte records, uniform keys"),
-        ("mix-read", Preset::MixRead, "100% read of 100-byte records, uniform keys"),
+        (
+            "ycsb-a",
+            Preset::A,
+            "YCSB workload A (update heavy): 50% read, 50% update, zipfian",
+        ),
+        (
+            "ycsb-b",
+            Preset::B,
+            "YCSB workload B (read mostly): 95% read, 5% update, zipfian",
+        ),
+        (
+            "ycsb-c",
+            Preset::C,
+            "YCSB workload C (read only): 100% read, zipfian",
+        ),
+        (
+            "ycsb-d",
+            Preset::D,
+            "YCSB workload D (read latest): 95% read, 5% insert, latest",
+        ),
+        (
+            "ycsb-e",
+            Preset::E,
+            "YCSB workload E (short ranges): 95% scan of 1-100 records, 5% insert, zipfian",
+        ),
+        (
+            "ycsb-f",
+            Preset::F,
+            "YCSB workload F: 50% read, 50% read-modify-write, zipfian",
+        ),
+        (
+            "mix-write",
+            Preset::MixWrite,
+            "100% write of 100-byte records (10 fields of 10 bytes), uniform keys",
+        ),
+        (
+            "mix-50-50",
+            Preset::Mix50_50,
+            "50% read, 50% write of 100-byte records, uniform keys",
+        ),
+        (
+            "mix-80-20",
+            Preset::Mix80_20,
+            "80% read, 20% write of 100-byte records, uniform keys",
+        ),
+        (
+            "mix-95-5",
+            Preset::Mix95_5,
+            "95% read, 5% write of 100-byte records, uniform keys",
+        ),
+        (
+            "mix-read",
+            Preset::MixRead,
+            "100% read of 100-byte records, uniform keys",
+        ),
     ];
 
     pub fn parse(name: &str) -> Option<Preset> {
@@ -267,20 +316,29 @@ impl YcsbOptions {
         if self.proportions.total() == 0 {
             return Err("the operation mix is empty: every proportion is 0".into());
         }
-        if self.record_count == 0 || self.record_count > i64::MAX as u64 / 2 {
-            return Err("--record-count must be at least 1".into());
+        if self.record_count == 0 || self.record_count > MAX_RECORDS {
+            return Err(format!(
+                "--record-count must be between 1 and {MAX_RECORDS}"
+            ));
         }
         if self.operation_count == 0 {
             return Err("--operation-count must be at least 1".into());
         }
         if !(1..=MAX_FIELDS).contains(&self.field_count) {
-            return Err(format!(
-                "--field-count must be between 1 and {MAX_FIELDS}"
-            ));
+            return Err(format!("--field-count must be between 1 and {MAX_FIELDS}"));
         }
         if !(1..=MAX_FIELD_LENGTH).contains(&self.field_length) {
             return Err(format!(
                 "--field-length must be between 1 and {MAX_FIELD_LENGTH} bytes"
+            ));
+        }
+        if self.record_bytes() > MAX_RECORD_BYTES {
+            return Err(format!(
+                "a record of {} fields of {} bytes is {} bytes; at most {MAX_RECORD_BYTES} \
+                 (lower --field-count or --field-length)",
+                self.field_count,
+                self.field_length,
+                self.record_bytes()
             ));
         }
         if self.max_scan_length == 0 {
@@ -441,14 +499,17 @@ struct Draw {
     key: String,
 }
 
-/// Extra pool bytes beyond one record, so values start at varied offsets.
+/// Extra pool bytes beyond the longest value, so values start at varied
+/// offsets.
 const POOL_EXTRA: usize = 4096;
 
 impl Draw {
-    fn new(y: &Ycsb, seed: u64) -> Draw {
+    /// `longest`: the longest value sliced from the pool (a field, or a
+    /// whole record where a record is one value).
+    fn new(y: &Ycsb, seed: u64, longest: usize) -> Draw {
         const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
         let mut rng = SmallRng::seed_from_u64(seed);
-        let pool: String = (0..y.opts.record_bytes() + POOL_EXTRA)
+        let pool: String = (0..longest + POOL_EXTRA)
             .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
             .collect();
         let mut d = Draw {
@@ -493,7 +554,7 @@ impl Ycsb {
         let insert_share = opts.proportions.insert as f64 / total.max(1) as f64;
         // YCSB: expectednewkeys = operationcount * insertproportion * 2.
         let expected_new = (opts.operation_count as f64 * insert_share * 2.0) as u64;
-        let item_count = opts.record_count + expected_new;
+        let item_count = opts.record_count.saturating_add(expected_new).min(1 << 62);
         let ranks = matches!(
             opts.request_distribution,
             RequestDistribution::Zipfian | RequestDistribution::Latest
@@ -732,9 +793,14 @@ pub struct YcsbSqlSession<S> {
     read: Option<S>,
     scan: Option<S>,
     insert: Option<S>,
-    /// One per field, or one writing every field.
-    update: Vec<S>,
+    /// One per field, or one writing every field; prepared on first use
+    /// when there are many fields.
+    update: Vec<Option<S>>,
 }
+
+/// Up to this many per-field UPDATE statements are prepared when a session
+/// opens; beyond it, each on first use.
+const EAGER_UPDATES: u32 = 32;
 
 impl YcsbSql {
     pub fn new(opts: YcsbOptions) -> YcsbSql {
@@ -767,12 +833,32 @@ impl YcsbSql {
         Ok(())
     }
 
+    /// The UPDATE statement for `field` (or for every field), prepared if
+    /// it is not yet.
+    async fn update_stmt<'s, C: SqlConn>(
+        &self,
+        conn: &mut C,
+        stmts: &'s mut [Option<C::Stmt>],
+        field: usize,
+    ) -> Result<&'s C::Stmt, DriverError> {
+        let o = &self.core.opts;
+        let (slot, fields) = if o.write_all_fields {
+            (0, 0..o.field_count)
+        } else {
+            (field, field as u32..field as u32 + 1)
+        };
+        if stmts[slot].is_none() {
+            let sql = update_sql(conn.dialect(), fields);
+            stmts[slot] = Some(conn.prepare(&sql).await?);
+        }
+        Ok(stmts[slot].as_ref().expect("just prepared"))
+    }
+
     async fn update<C: SqlConn>(
         &self,
         conn: &mut C,
-        stmts: &[C::Stmt],
+        stmt: &C::Stmt,
         d: &mut Draw,
-        field: usize,
     ) -> Result<u64, DriverError> {
         let len = self.core.opts.field_length;
         let Draw { rng, pool, key, .. } = d;
@@ -786,10 +872,10 @@ impl YcsbSql {
                 *p = SqlParam::Text(pick(pool, rng, len));
             }
             params[n - 1] = SqlParam::Text(key);
-            conn.exec(&stmts[0], params).await
+            conn.exec(stmt, params).await
         } else {
             let value = pick(pool, rng, len);
-            conn.exec(&stmts[field], &[SqlParam::Text(value), SqlParam::Text(key)])
+            conn.exec(stmt, &[SqlParam::Text(value), SqlParam::Text(key)])
                 .await
         }
     }
@@ -862,16 +948,16 @@ impl<C: SqlConn> Script<C> for YcsbSql {
         };
         let mut update = Vec::new();
         if w[UPDATE] + w[RMW] > 0 {
-            if o.write_all_fields {
-                update.push(conn.prepare(&update_sql(dialect, 0..o.field_count)).await?);
-            } else {
-                for i in 0..o.field_count {
-                    update.push(conn.prepare(&update_sql(dialect, i..i + 1)).await?);
+            let slots = if o.write_all_fields { 1 } else { o.field_count };
+            update.extend((0..slots).map(|_| None));
+            if slots <= EAGER_UPDATES {
+                for field in 0..slots as usize {
+                    self.update_stmt(conn, &mut update, field).await?;
                 }
             }
         }
         Ok(YcsbSqlSession {
-            d: Draw::new(&self.core, info.seed),
+            d: Draw::new(&self.core, info.seed, o.field_length),
             read,
             scan,
             insert,
@@ -897,8 +983,8 @@ impl<C: SqlConn> Script<C> for YcsbSql {
                 ctx.count_read(rows > 0);
             }
             UPDATE => {
-                ctx.op(UPDATE, self.update(conn, &s.update, &mut s.d, c.field))
-                    .await?;
+                let stmt = self.update_stmt(conn, &mut s.update, c.field).await?;
+                ctx.op(UPDATE, self.update(conn, stmt, &mut s.d)).await?;
             }
             INSERT => {
                 let stmt = s.insert.as_ref().expect(PREPARED);
@@ -911,11 +997,12 @@ impl<C: SqlConn> Script<C> for YcsbSql {
             }
             _ => {
                 let read = s.read.as_ref().expect(PREPARED);
-                let (update, d) = (&s.update, &mut s.d);
+                let update = self.update_stmt(conn, &mut s.update, c.field).await?;
+                let d = &mut s.d;
                 let rows = ctx
                     .op(RMW, async {
                         let rows = conn.exec(read, &[SqlParam::Text(&d.key)]).await?;
-                        self.update(conn, update, d, c.field).await?;
+                        self.update(conn, update, d).await?;
                         Ok(rows)
                     })
                     .await?;
@@ -1010,7 +1097,8 @@ where
         );
         let (ycsb, observer) = (Rc::clone(&ycsb), Rc::clone(&observer));
         tasks.push(local.spawn_local(async move {
-            let mut d = Draw::new(&ycsb, seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            let seed = seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            let mut d = Draw::new(&ycsb, seed, ycsb.opts.field_length);
             load_sql(&mut conn, &ycsb, &mut d, lo..hi, complete, &*observer).await
         }));
     }
@@ -1158,9 +1246,18 @@ impl YcsbKv {
 
     fn new_session(&self, seed: u64) -> YcsbKvSession {
         YcsbKvSession {
-            d: Draw::new(&self.core, seed),
+            d: Draw::new(&self.core, seed, self.longest_value()),
             num: Vec::with_capacity(20),
             len: Vec::with_capacity(20),
+        }
+    }
+
+    /// A field, or a whole record where a record is one value.
+    fn longest_value(&self) -> usize {
+        if self.hashes {
+            self.core.opts.field_length
+        } else {
+            self.core.opts.record_bytes()
         }
     }
 
@@ -1411,7 +1508,7 @@ mod tests {
     }
 
     fn draw(y: &Ycsb, seed: u64) -> Draw {
-        Draw::new(y, seed)
+        Draw::new(y, seed, y.opts.record_bytes())
     }
 
     /// `n` operations as a session would run them (each succeeding).
@@ -1468,7 +1565,12 @@ mod tests {
         assert_eq!(mix(Preset::Mix80_20), ([80, 20, 0, 0, 0], Uniform));
         let a = Preset::A.options();
         assert_eq!(
-            (a.record_count, a.operation_count, a.field_count, a.field_length),
+            (
+                a.record_count,
+                a.operation_count,
+                a.field_count,
+                a.field_length
+            ),
             (1000, 1000, 10, 100)
         );
         assert_eq!(a.max_scan_length, 100);
@@ -1699,6 +1801,11 @@ mod tests {
         assert!(bad(|o| o.field_count = 5000).contains("--field-count"));
         assert!(bad(|o| o.field_length = 0).contains("--field-length"));
         assert!(bad(|o| o.max_scan_length = 0).contains("--max-scan-length"));
+        assert!(bad(|o| {
+            o.field_count = 1000;
+            o.field_length = 1 << 20
+        })
+        .contains("at most 16777216"));
         assert!(bad(|o| o.hotspot_opn_fraction = 1.5).contains("--hotspot-opn-fraction"));
         assert!(bad(|o| o.proportions = Proportions::default()).contains("empty"));
         assert_eq!(
@@ -1708,6 +1815,10 @@ mod tests {
         assert!(RequestDistribution::parse("normal")
             .unwrap_err()
             .contains("uniform, zipfian, latest, hotspot"));
+        assert!(bad(|o| o.record_count = MAX_RECORDS + 1).contains("--record-count"));
+        // Huge operation counts do not overflow the key space.
+        let y = ycsb(Preset::D, |o| o.operation_count = u64::MAX);
+        assert!(key_draws(&y, 100).iter().all(|&k| k < 1000));
         let m = Preset::E.options().to_map();
         assert_eq!(m["scan_proportion"], json!(0.95));
         assert_eq!(m["request_distribution"], json!("zipfian"));
@@ -1797,7 +1908,15 @@ mod tests {
         kv.queue_scan(&mut conn, &mut s, 995, 10).unwrap();
         assert_eq!(
             conn.sent[0],
-            ["ZRANGEBYSCORE", "_indices", "995", "+inf", "LIMIT", "0", "10"]
+            [
+                "ZRANGEBYSCORE",
+                "_indices",
+                "995",
+                "+inf",
+                "LIMIT",
+                "0",
+                "10"
+            ]
         );
         // Records 995..999 exist; the range ends at the last one.
         assert_eq!(conn.sent.len(), 1 + 5);

@@ -1,0 +1,233 @@
+//! The `sweep` and `findmax` commands: their own options split from the
+//! `run` options they pass on, every step checked before any load is sent,
+//! then the steps run and one sweep file written.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use anyhow::{anyhow, bail, Context as _};
+use loadcell_record::result::StopReason;
+use loadcell_record::sweep::SweepResult;
+use loadcell_report::input::Input;
+
+use crate::sweep::{self, FindmaxPlan, Sla};
+use crate::{parse_run, run};
+
+/// Takes `names` (with their values) out of `raw`; the rest is returned.
+fn split_own(
+    raw: &[String],
+    names: &[&str],
+    switches: &[&str],
+) -> anyhow::Result<(HashMap<String, String>, Vec<String>)> {
+    let mut own = HashMap::new();
+    let mut rest = Vec::new();
+    let mut i = 0;
+    while i < raw.len() {
+        let arg = &raw[i];
+        let (name, inline) = match arg.split_once('=') {
+            Some((n, v)) if n.starts_with("--") => (n.to_string(), Some(v.to_string())),
+            _ => (arg.clone(), None),
+        };
+        if switches.contains(&name.as_str()) {
+            own.insert(name, "on".into());
+        } else if names.contains(&name.as_str()) {
+            let value = match inline {
+                Some(v) => v,
+                None => {
+                    i += 1;
+                    raw.get(i)
+                        .cloned()
+                        .ok_or_else(|| anyhow!("{name} needs a value"))?
+                }
+            };
+            own.insert(name, value);
+        } else {
+            rest.push(arg.clone());
+        }
+        i += 1;
+    }
+    Ok((own, rest))
+}
+
+fn pct(s: &str, what: &str) -> anyhow::Result<f64> {
+    let v = match s.trim().strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
+        None => s.trim().parse::<f64>(),
+    }
+    .map_err(|_| anyhow!("{what} '{s}' must be a percentage such as 5%"))?;
+    if !(v > 0.0 && v <= 1.0) {
+        bail!("{what} '{s}' must be above 0% and at most 100%");
+    }
+    Ok(v)
+}
+
+fn positive(s: &str, what: &str) -> anyhow::Result<f64> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
+        _ => bail!("{what} '{s}' must be a number greater than 0"),
+    }
+}
+
+/// Steps run quietly; a failure before any load (bad options, unreachable
+/// server) ends the whole command.
+fn run_step(argv: &[String]) -> anyhow::Result<loadcell_record::result::RunResult> {
+    let a = parse_run(argv)?;
+    let shown: Vec<String> = std::iter::once("run".to_string())
+        .chain(argv.iter().cloned())
+        .collect();
+    run(&a, shown, true)
+}
+
+/// Writes the file, prints findings and the table, and returns the exit code.
+fn finish(
+    result: SweepResult,
+    out: Option<&String>,
+    json: bool,
+    results_dir: PathBuf,
+    workload: &str,
+    what: &str,
+) -> anyhow::Result<i32> {
+    let path = out.map(PathBuf::from).unwrap_or_else(|| {
+        let stamp = crate::result::default_path(&results_dir, &format!("{what}-{workload}"));
+        stamp
+    });
+    result
+        .write_to(&path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    if json {
+        println!("{}", result.to_json_pretty());
+    } else {
+        let input = Input::sweep(path.display().to_string(), result.clone());
+        print!(
+            "{}",
+            loadcell_report::table::markdown(std::slice::from_ref(&input))
+        );
+        println!();
+        for f in &result.findings {
+            println!("- {f}");
+        }
+    }
+    eprintln!(
+        "{} written to {}",
+        if what == "sweep" { "Sweep" } else { "Findmax" },
+        path.display()
+    );
+    let interrupted = result
+        .points
+        .iter()
+        .flat_map(|p| &p.runs)
+        .any(|r| r.stop_reason == StopReason::Interrupted);
+    Ok(if interrupted {
+        crate::launch::EXIT_INTERRUPTED
+    } else if result.complete {
+        0
+    } else {
+        1
+    })
+}
+
+pub fn sweep(raw: &[String], argv: Vec<String>) -> anyhow::Result<i32> {
+    let (own, run_argv) = split_own(raw, &["--repeat", "--out"], &["--json"])?;
+    let repeat = match own.get("--repeat") {
+        Some(r) => r
+            .parse::<usize>()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| anyhow!("--repeat '{r}' must be a whole number greater than 0"))?,
+        None => 1,
+    };
+    let swept = sweep::find_swept(&run_argv)?;
+    // Every step must parse before any load is sent.
+    let mut first = None;
+    for step in swept.steps(&run_argv) {
+        let a = parse_run(&step)?;
+        first.get_or_insert(a);
+    }
+    let first = first.expect("a list has at least two values");
+    if first.out.is_some() || first.json {
+        bail!("--out and --json of a sweep apply to the sweep file; give them once, outside the run options");
+    }
+    let labels = first.labels.iter().cloned().collect();
+    let command = argv
+        .iter()
+        .map(|a| loadcell_core::target::redact_raw(a))
+        .collect();
+    let result = sweep::sweep(&run_argv, repeat, labels, command, &mut run_step)?;
+    finish(
+        result,
+        own.get("--out"),
+        own.contains_key("--json"),
+        first.target.results_dir.clone(),
+        &first.target.workload,
+        "sweep",
+    )
+}
+
+pub fn findmax(raw: &[String], argv: Vec<String>) -> anyhow::Result<i32> {
+    let (own, run_argv) = split_own(
+        raw,
+        &[
+            "--sla",
+            "--start-rate",
+            "--max-rate",
+            "--precision",
+            "--min-achieved",
+            "--max-probes",
+            "--out",
+        ],
+        &["--json"],
+    )?;
+    let min_achieved = own
+        .get("--min-achieved")
+        .map(|v| pct(v, "--min-achieved"))
+        .transpose()?
+        .unwrap_or(0.95);
+    let sla = Sla::parse(
+        own.get("--sla")
+            .ok_or_else(|| anyhow!("findmax needs --sla, e.g. --sla 'p99<=10ms'"))?,
+        min_achieved,
+    )?;
+    let plan = FindmaxPlan {
+        start_rate: own
+            .get("--start-rate")
+            .map(|v| positive(v, "--start-rate"))
+            .transpose()?
+            .unwrap_or(1000.0),
+        max_rate: own
+            .get("--max-rate")
+            .map(|v| positive(v, "--max-rate"))
+            .transpose()?,
+        precision: own
+            .get("--precision")
+            .map(|v| pct(v, "--precision"))
+            .transpose()?
+            .unwrap_or(0.05),
+        max_probes: match own.get("--max-probes") {
+            Some(v) => v.parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                anyhow!("--max-probes '{v}' must be a whole number greater than 0")
+            })?,
+            None => 20,
+        },
+    };
+    let a = parse_run(&run_argv)?;
+    if a.rate.is_some() {
+        bail!("findmax chooses --rate itself; use --start-rate and --max-rate to bound it");
+    }
+    if a.out.is_some() || a.json {
+        bail!("--out and --json of findmax apply to the findmax file; give them once, outside the run options");
+    }
+    let labels = a.labels.iter().cloned().collect();
+    let command = argv
+        .iter()
+        .map(|x| loadcell_core::target::redact_raw(x))
+        .collect();
+    let result = sweep::findmax(&run_argv, &sla, &plan, labels, command, &mut run_step)?;
+    finish(
+        result,
+        own.get("--out"),
+        own.contains_key("--json"),
+        a.target.results_dir.clone(),
+        &a.target.workload,
+        "findmax",
+    )
+}

@@ -1,0 +1,65 @@
+//! `report` and `compare`: views of result and sweep files.
+
+use std::path::Path;
+
+use anyhow::{anyhow, Context as _};
+use loadcell_record::sweep::AnyResult;
+use loadcell_report::input::Input;
+
+use crate::args::{CompareArgs, ReportArgs};
+
+/// Exit status when `--fail-if-regressed` finds a regression.
+pub const EXIT_REGRESSED: i32 = 3;
+
+fn write(path: &Path, text: &str) -> anyhow::Result<()> {
+    if path == Path::new("-") {
+        print!("{text}");
+        return Ok(());
+    }
+    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?;
+    eprintln!("Wrote {}", path.display());
+    Ok(())
+}
+
+pub fn report(a: &ReportArgs) -> anyhow::Result<()> {
+    let inputs = a
+        .files
+        .iter()
+        .map(|f| Input::read(f).map_err(|e| anyhow!(e)))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    if let Some(path) = &a.html {
+        write(path, &loadcell_report::html::render(&inputs))?;
+    }
+    if let Some(path) = &a.markdown {
+        write(path, &loadcell_report::table::markdown(&inputs))?;
+    }
+    if let Some(path) = &a.csv {
+        write(path, &loadcell_report::table::csv(&inputs))?;
+    }
+    if a.html.is_none() && a.markdown.is_none() && a.csv.is_none() {
+        print!("{}", loadcell_report::table::markdown(&inputs));
+    }
+    Ok(())
+}
+
+pub fn compare(a: &CompareArgs) -> anyhow::Result<i32> {
+    let files = a
+        .files
+        .iter()
+        .map(|f| {
+            AnyResult::read_from(f)
+                .map(|r| (f.clone(), r))
+                .map_err(|e| anyhow!(e))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let c = crate::compare::compare(&files, a.fail_if_regressed)?;
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&c.json).expect("JSON values serialize")
+        );
+    } else {
+        print!("{}", c.text);
+    }
+    Ok(if c.regressed { EXIT_REGRESSED } else { 0 })
+}

@@ -1,0 +1,558 @@
+//! The record workloads (YCSB's core workloads and the S8 mixes) through
+//! the binary: on SQLite every workload with exact operation counts, on
+//! real MariaDB, PostgreSQL, memcached and Redis servers the storage each
+//! one uses, scans where the driver has them, refusal where it has not,
+//! and cleanup that leaves nothing of ours.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+
+use common::*;
+use loadcell_testkit::TestServer;
+use serde_json::Value;
+
+/// (workload, [read, update, insert, scan, read_modify_write] in percent).
+const WORKLOADS: &[(&str, [u64; 5])] = &[
+    ("ycsb-a", [50, 50, 0, 0, 0]),
+    ("ycsb-b", [95, 5, 0, 0, 0]),
+    ("ycsb-c", [100, 0, 0, 0, 0]),
+    ("ycsb-d", [95, 0, 5, 0, 0]),
+    ("ycsb-e", [0, 0, 5, 95, 0]),
+    ("ycsb-f", [50, 0, 0, 0, 50]),
+    ("mix-write", [0, 100, 0, 0, 0]),
+    ("mix-50-50", [50, 50, 0, 0, 0]),
+    ("mix-80-20", [80, 20, 0, 0, 0]),
+    ("mix-95-5", [95, 5, 0, 0, 0]),
+    ("mix-read", [100, 0, 0, 0, 0]),
+];
+
+const OP_NAMES: [&str; 5] = ["read", "update", "insert", "scan", "read_modify_write"];
+
+fn mix_of(workload: &str) -> [u64; 5] {
+    WORKLOADS
+        .iter()
+        .find(|(w, _)| *w == workload)
+        .expect("a listed workload")
+        .1
+}
+
+/// Operation counts by kind (0 for kinds that did not run).
+fn op_counts(r: &Value) -> [u64; 5] {
+    OP_NAMES.map(|name| {
+        r.pointer(&format!("/ops/{name}/count"))
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    })
+}
+
+/// Runs `workload` with `extra` arguments and returns the result, checked
+/// for a complete, error-free run of `events` events, one operation each.
+fn run(dir: &Path, workload: &str, events: u64, extra: &[&str]) -> Value {
+    let out = format!("{workload}-{}.json", rand_suffix());
+    let n = events.to_string();
+    let mut args = vec!["run", workload, "--events", &n, "--out", &out];
+    args.extend(extra);
+    ok(loadcell(dir, &args));
+    let r = read_json(&dir.join(&out));
+    assert_valid_result(&r);
+    assert_eq!(s(&r, "/status"), "complete", "{workload}");
+    assert_eq!(s(&r, "/config/workload"), workload);
+    assert_eq!(u(&r, "/summary/events"), events, "{workload}");
+    assert_eq!(
+        u(&r, "/summary/ops"),
+        events,
+        "{workload}: one operation per event"
+    );
+    assert_eq!(u(&r, "/summary/errors"), 0, "{workload}");
+    assert!(r["summary"]["txn_per_sec"].is_null(), "not transactional");
+    r
+}
+
+fn rand_suffix() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    N.fetch_add(1, Ordering::Relaxed)
+}
+
+/// With one session the mix is exact: `events` is a multiple of 100.
+fn assert_exact_mix(r: &Value, workload: &str, events: u64) {
+    let expected = mix_of(workload).map(|p| p * events / 100);
+    assert_eq!(op_counts(r), expected, "{workload}");
+}
+
+/// With several sessions each keeps its own exact cycle, so the totals are
+/// off by at most one per session and kind.
+fn assert_close_mix(r: &Value, workload: &str, events: u64, sessions: u64) {
+    let expected = mix_of(workload).map(|p| p * events / 100);
+    let got = op_counts(r);
+    for i in 0..5 {
+        assert!(
+            got[i].abs_diff(expected[i]) <= sessions,
+            "{workload}: {} {} vs {} expected",
+            OP_NAMES[i],
+            got[i],
+            expected[i]
+        );
+    }
+}
+
+#[test]
+fn sqlite_every_workload_with_exact_mixes() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = format!("sqlite:{}", dir.path().join("y.sqlite").display());
+    let t = ["--target", target.as_str(), "--record-count", "500"];
+
+    let mut args = vec!["prepare", "ycsb-a"];
+    args.extend(t);
+    let o = ok(loadcell(dir.path(), &args));
+    assert!(
+        stdout(&o).contains("Inserting 500 records into 'usertable'"),
+        "{}",
+        stdout(&o)
+    );
+    // Idempotent.
+    let o = ok(loadcell(dir.path(), &args));
+    assert!(stdout(&o).contains("nothing to do"), "{}", stdout(&o));
+
+    for (workload, _) in WORKLOADS {
+        let r = run(dir.path(), workload, 1000, &t);
+        assert_exact_mix(&r, workload, 1000);
+        let reads = u(&r, "/summary/queries/read");
+        let writes = u(&r, "/summary/queries/write");
+        let [read, update, insert, scan, rmw] = op_counts(&r);
+        assert_eq!(reads, read + scan, "{workload}: read and scan are reads");
+        assert_eq!(writes, update + insert + rmw, "{workload}");
+        for (name, count) in OP_NAMES.iter().zip(op_counts(&r)) {
+            if count > 0 {
+                let category = s(&r, &format!("/ops/{name}/category"));
+                let want = if matches!(*name, "read" | "scan") {
+                    "read"
+                } else {
+                    "write"
+                };
+                assert_eq!(category, want, "{workload} {name}");
+            }
+        }
+        let opts = &r["config"]["workload_options"];
+        assert_eq!(opts["record_count"], 500);
+        let mix = workload.starts_with("mix-");
+        assert_eq!(opts["field_length"], if mix { 10 } else { 100 });
+        assert_eq!(opts["write_all_fields"], mix);
+        let distribution = match *workload {
+            "ycsb-d" => "latest",
+            w if w.starts_with("ycsb") => "zipfian",
+            _ => "uniform",
+        };
+        assert_eq!(opts["request_distribution"], distribution);
+    }
+
+    // Inserts continue after earlier runs' inserts: no duplicate keys.
+    let r = run(dir.path(), "ycsb-d", 2000, &t);
+    assert_eq!(u(&r, "/ops/insert/count"), 100);
+    assert_eq!(u(&r, "/ops/insert/errors"), 0);
+
+    // Several sessions: totals still add up.
+    let mut two = t.to_vec();
+    two.extend(["--threads", "2", "--clients", "2"]);
+    let r = run(dir.path(), "ycsb-b", 2000, &two);
+    assert_close_mix(&r, "ycsb-b", 2000, 4);
+
+    // Options: a distribution, scan lengths, hotspot.
+    let mut opts = t.to_vec();
+    opts.extend([
+        "--request-distribution",
+        "hotspot",
+        "--hotspot-data-fraction",
+        "0.1",
+        "--max-scan-length",
+        "5",
+    ]);
+    let r = run(dir.path(), "ycsb-e", 200, &opts);
+    assert_eq!(
+        r["config"]["workload_options"]["request_distribution"],
+        "hotspot"
+    );
+    assert_eq!(r["config"]["workload_options"]["max_scan_length"], 5);
+
+    // --operation-count is the event limit when --time and --events are
+    // not given; its default is YCSB's 1000.
+    let mut args = vec!["run", "ycsb-c", "--out", "oc.json"];
+    args.extend(t);
+    ok(loadcell(dir.path(), &args));
+    assert_eq!(
+        u(&read_json(&dir.path().join("oc.json")), "/summary/events"),
+        1000
+    );
+    args.extend(["--operation-count", "300"]);
+    ok(loadcell(dir.path(), &args));
+    let r = read_json(&dir.path().join("oc.json"));
+    assert_eq!(u(&r, "/summary/events"), 300);
+    assert!(r["config"]["time_s"].is_null());
+
+    // More fields than the table has: a clear message.
+    let mut args = vec!["run", "ycsb-a", "--field-count", "12"];
+    args.extend(t);
+    let o = loadcell(dir.path(), &args);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("no column FIELD11"), "{}", stderr(&o));
+
+    // Cleanup drops usertable; then run says to prepare.
+    let mut args = vec!["cleanup", "ycsb-e"];
+    args.extend(&t[..2]);
+    let o = ok(loadcell(dir.path(), &args));
+    assert!(
+        stdout(&o).contains("Dropping table 'usertable'"),
+        "{}",
+        stdout(&o)
+    );
+    let mut args = vec!["run", "ycsb-a", "--events", "10"];
+    args.extend(t);
+    let o = loadcell(dir.path(), &args);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(
+        err.contains("table usertable does not exist")
+            && err.contains("run `loadcell prepare ycsb-a")
+            && err.contains("--record-count 500"),
+        "{err}"
+    );
+}
+
+#[test]
+fn wide_records() {
+    // More fields than fit the stack buffers, and than are prepared eagerly.
+    let dir = tempfile::tempdir().unwrap();
+    let target = format!("sqlite:{}", dir.path().join("w.sqlite").display());
+    let t = [
+        "--target",
+        target.as_str(),
+        "--record-count",
+        "200",
+        "--field-count",
+        "40",
+        "--field-length",
+        "8",
+    ];
+    let mut args = vec!["prepare", "ycsb-a"];
+    args.extend(t);
+    ok(loadcell(dir.path(), &args));
+    for workload in ["ycsb-a", "ycsb-d", "ycsb-f", "mix-write"] {
+        let r = run(dir.path(), workload, 500, &t);
+        assert_exact_mix(&r, workload, 500);
+        assert_eq!(r["config"]["workload_options"]["field_count"], 40);
+    }
+    // On a key-value store too (hash fields, in the simulator).
+    let mut args = t.to_vec();
+    args[1] = "sim:?latency=fixed:0";
+    args.push("--prepare");
+    for workload in ["ycsb-d", "mix-write", "ycsb-e"] {
+        let r = run(dir.path(), workload, 500, &args);
+        assert_exact_mix(&r, workload, 500);
+    }
+}
+
+#[test]
+fn default_target_is_prepared_on_first_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = ok(loadcell(
+        dir.path(),
+        &[
+            "run",
+            "mix-80-20",
+            "--record-count",
+            "300",
+            "--out",
+            "m.json",
+        ],
+    ));
+    assert!(stderr(&o).contains("Preparing the embedded default target"));
+    let r = read_json(&dir.path().join("m.json"));
+    assert_eq!(u(&r, "/summary/events"), 1000);
+    assert_exact_mix(&r, "mix-80-20", 1000);
+}
+
+#[test]
+fn options_of_other_workloads_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    for (args, expected) in [
+        (
+            &["run", "ycsb-a", "--ratio", "1:1"][..],
+            "--ratio is a key-value (kv workload) option; workload ycsb-a does not take it",
+        ),
+        (
+            &["run", "oltp_point_select", "--record-count", "10"][..],
+            "--record-count is a record workload (ycsb, mix) option",
+        ),
+        (
+            &["run", "kv", "--field-count", "3"][..],
+            "--field-count is a record workload (ycsb, mix) option",
+        ),
+        (
+            &["run", "ycsb-b", "--request-distribution", "normal"][..],
+            "unknown --request-distribution 'normal'",
+        ),
+        (
+            &["run", "ycsb-b", "--hotspot-opn-fraction", "2"][..],
+            "--hotspot-opn-fraction must be between 0 and 1",
+        ),
+        (
+            &["run", "ycsb-b", "--field-count", "0"][..],
+            "--field-count",
+        ),
+    ] {
+        let o = loadcell(dir.path(), args);
+        assert!(!o.status.success(), "{args:?}");
+        assert!(stderr(&o).contains(expected), "{args:?}: {}", stderr(&o));
+        assert!(!dir.path().join("results/loadcell.sqlite").exists());
+    }
+    let o = ok(loadcell(dir.path(), &["list"]));
+    let list = stdout(&o);
+    for (workload, _) in WORKLOADS {
+        assert!(list.contains(workload), "{list}");
+    }
+    assert!(list.contains("[records]"), "{list}");
+}
+
+fn tables_in_db(server: &TestServer) -> Vec<String> {
+    let q = match server.kind() {
+        loadcell_testkit::ServerKind::MariaDb => {
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() ORDER BY table_name"
+        }
+        _ => {
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY table_name"
+        }
+    };
+    sql(server, q).lines().map(str::to_string).collect()
+}
+
+fn sql_server(server: TestServer) {
+    let dir = tempfile::tempdir().unwrap();
+    let url = server.url().to_string();
+    let t = ["--target", url.as_str(), "--record-count", "2000"];
+
+    // A table of someone else's, and one of the OLTP suite's.
+    sql(
+        &server,
+        "CREATE TABLE customer_data (id INTEGER PRIMARY KEY)",
+    );
+    ok(loadcell(
+        dir.path(),
+        &[
+            "prepare",
+            "oltp_point_select",
+            "--target",
+            &url,
+            "--table-size",
+            "100",
+        ],
+    ));
+
+    let mut args = vec!["prepare", "ycsb-a", "--threads", "2"];
+    args.extend(t);
+    ok(loadcell(dir.path(), &args));
+    assert_eq!(sql(&server, "SELECT COUNT(*) FROM usertable"), "2000");
+    assert_eq!(
+        sql(
+            &server,
+            "SELECT COUNT(*) FROM usertable WHERE YCSB_KEY = 'user6284781860667377211'"
+        ),
+        "1"
+    );
+    assert_eq!(
+        sql(
+            &server,
+            "SELECT LENGTH(FIELD9) FROM usertable WHERE YCSB_KEY = 'user6284781860667377211'"
+        ),
+        "100"
+    );
+
+    let mut two = t.to_vec();
+    two.extend(["--threads", "2"]);
+    let r = run(dir.path(), "ycsb-a", 1000, &two);
+    assert_close_mix(&r, "ycsb-a", 1000, 2);
+    let r = run(dir.path(), "ycsb-e", 1000, &two);
+    assert_close_mix(&r, "ycsb-e", 1000, 2);
+    assert!(f(&r, "/ops/scan/latency_ms/p50") > 0.0);
+    // The records ycsb-e inserted are there.
+    let rows: u64 = sql(&server, "SELECT COUNT(*) FROM usertable")
+        .parse()
+        .unwrap();
+    assert_eq!(rows, 2000 + u(&r, "/ops/insert/count"));
+    let r = run(dir.path(), "mix-95-5", 500, &t);
+    assert_exact_mix(&r, "mix-95-5", 500);
+
+    // Cleanup of the record workloads leaves the OLTP suite's tables.
+    ok(loadcell(
+        dir.path(),
+        &["cleanup", "ycsb-a", "--target", &url],
+    ));
+    assert_eq!(
+        tables_in_db(&server),
+        vec!["customer_data", "loadcell_objects", "sbtest1"]
+    );
+    ok(loadcell(
+        dir.path(),
+        &["cleanup", "oltp_point_select", "--target", &url],
+    ));
+    assert_eq!(tables_in_db(&server), vec!["customer_data"]);
+
+    // A usertable loadcell did not create is used but never dropped.
+    sql(
+        &server,
+        "CREATE TABLE usertable (YCSB_KEY VARCHAR(255) PRIMARY KEY, FIELD0 TEXT, FIELD1 TEXT)",
+    );
+    let o = ok(loadcell(
+        dir.path(),
+        &[
+            "prepare",
+            "mix-read",
+            "--target",
+            &url,
+            "--field-count",
+            "2",
+        ],
+    ));
+    assert!(
+        stdout(&o).contains("not created by loadcell"),
+        "{}",
+        stdout(&o)
+    );
+    run(
+        dir.path(),
+        "mix-50-50",
+        100,
+        &["--target", &url, "--field-count", "2"],
+    );
+    ok(loadcell(
+        dir.path(),
+        &["cleanup", "mix-read", "--target", &url],
+    ));
+    assert_eq!(tables_in_db(&server), vec!["customer_data", "usertable"]);
+}
+
+#[test]
+fn mariadb_records() {
+    sql_server(loadcell_testkit::mariadb().expect("MariaDB starts"));
+}
+
+#[test]
+fn postgres_records() {
+    sql_server(loadcell_testkit::postgres().expect("PostgreSQL starts"));
+}
+
+/// memcached's `get`: the value's length, or `None` for a miss.
+fn memcached_value_len(port: u16, key: &str) -> Option<usize> {
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.write_all(format!("get {key}\r\n").as_bytes()).unwrap();
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !buf.ends_with(b"END\r\n") {
+        let n = c.read(&mut chunk).unwrap();
+        assert!(n > 0, "memcached closed the connection");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    let text = String::from_utf8_lossy(&buf);
+    let header = text.lines().next()?;
+    // VALUE <key> <flags> <bytes>
+    header
+        .strip_prefix("VALUE ")
+        .and_then(|h| h.split(' ').nth(2))
+        .map(|n| n.parse().unwrap())
+}
+
+#[test]
+fn memcached_records() {
+    let server = loadcell_testkit::memcached().expect("memcached starts");
+    let dir = tempfile::tempdir().unwrap();
+    let url = server.url().to_string();
+    let t = ["--target", url.as_str(), "--record-count", "500"];
+
+    let mut args = vec!["prepare", "ycsb-a"];
+    args.extend(t);
+    ok(loadcell(dir.path(), &args));
+    // One value per record: 10 fields of 100 bytes.
+    assert_eq!(
+        memcached_value_len(server.port, "user6284781860667377211"),
+        Some(1000)
+    );
+    let r = run(dir.path(), "ycsb-a", 1000, &t);
+    assert_exact_mix(&r, "ycsb-a", 1000);
+    assert_eq!(u(&r, "/summary/hits"), 500, "every read finds its record");
+    assert_eq!(u(&r, "/summary/misses"), 0);
+
+    let mut args = t.to_vec();
+    args.extend(["--prepare", "--threads", "2"]);
+    let r = run(dir.path(), "mix-95-5", 1000, &args);
+    assert_close_mix(&r, "mix-95-5", 1000, 2);
+    assert_eq!(u(&r, "/summary/misses"), 0);
+    // The mixes' records are 100 bytes.
+    assert_eq!(
+        memcached_value_len(server.port, "user6284781860667377211"),
+        Some(100)
+    );
+
+    // ycsb-e scans: refused before connecting, so even a dead port gives
+    // the reason rather than a connection error.
+    let closed = format!("memcached://127.0.0.1:{}", loadcell_testkit::closed_port());
+    for target in [url.as_str(), closed.as_str()] {
+        for cmd in ["run", "prepare"] {
+            let o = loadcell(dir.path(), &[cmd, "ycsb-e", "--target", target]);
+            assert_eq!(o.status.code(), Some(1));
+            let err = stderr(&o);
+            assert!(
+                err.contains("workload ycsb-e scans records (95% of its operations)")
+                    && err.contains("memcached cannot scan")
+                    && err.contains("postgres"),
+                "{err}"
+            );
+            assert!(!err.contains("connect"), "{err}");
+        }
+    }
+    let o = loadcell(dir.path(), &["cleanup", "ycsb-a", "--target", &url]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("not available for key-value targets"));
+}
+
+#[test]
+fn redis_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let list = stdout(&ok(loadcell(dir.path(), &["list"])));
+    if !list.contains("redis") {
+        eprintln!("skipped: the redis driver is not registered yet");
+        return;
+    }
+    let server = loadcell_testkit::redis().expect("Redis starts");
+    let url = server.url().to_string();
+    let cli = |args: &[&str]| {
+        loadcell_testkit::redis_cli(server.port, args)
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    let t = ["--target", url.as_str(), "--record-count", "500"];
+
+    let mut args = vec!["prepare", "ycsb-e", "--threads", "2"];
+    args.extend(t);
+    ok(loadcell(dir.path(), &args));
+    // A hash per record, every key in the sorted-set index.
+    assert_eq!(cli(&["ZCARD", "_indices"]), "500");
+    assert_eq!(cli(&["HLEN", "user6284781860667377211"]), "10");
+    assert_eq!(
+        cli(&["HSTRLEN", "user6284781860667377211", "field9"]),
+        "100"
+    );
+    assert_eq!(cli(&["ZSCORE", "_indices", "user6284781860667377211"]), "0");
+
+    let r = run(dir.path(), "ycsb-a", 1000, &t);
+    assert_exact_mix(&r, "ycsb-a", 1000);
+    let r = run(dir.path(), "ycsb-e", 1000, &t);
+    assert_exact_mix(&r, "ycsb-e", 1000);
+    assert!(f(&r, "/ops/scan/latency_ms/p50") > 0.0);
+    // The inserted records joined the index.
+    assert_eq!(cli(&["ZCARD", "_indices"]), "550");
+    let r = run(dir.path(), "ycsb-f", 500, &t);
+    assert_exact_mix(&r, "ycsb-f", 500);
+}
