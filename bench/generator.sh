@@ -37,7 +37,7 @@ fi
 command -v python3 >/dev/null || { echo "python3 is needed to read the results" >&2; exit 1; }
 
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
-out=bench/results/$stamp-generator
+out=$PWD/bench/results/$stamp-generator
 mkdir -p "$out"
 # Copy the binary so a rebuild by someone else mid-benchmark cannot swap it.
 cp "$LOADCELL" "$out/loadcell"

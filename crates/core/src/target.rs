@@ -45,7 +45,17 @@ impl Target {
             });
         }
         let url = url::Url::parse(raw).map_err(|e| malformed(e.to_string()))?;
-        if !url.cannot_be_a_base() && url.has_authority() && url.host_str().unwrap_or("").is_empty()
+        // `scheme://` alone (options aside) means the driver's default host,
+        // or none at all for `sim://`; a port, credentials or a database
+        // without a host is a typo.
+        let names_authority = url.port().is_some()
+            || !url.username().is_empty()
+            || url.password().is_some()
+            || !matches!(url.path(), "" | "/");
+        if !url.cannot_be_a_base()
+            && url.has_authority()
+            && url.host_str().unwrap_or("").is_empty()
+            && names_authority
         {
             return Err(malformed("the host is missing".to_string()));
         }
@@ -170,6 +180,17 @@ pub fn redact_raw(raw: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn empty_authority_means_defaults_but_a_lone_port_is_a_typo() {
+        for ok in ["sim://", "sim://?latency=fixed:1ms", "redis://"] {
+            assert!(Target::parse(ok).is_ok(), "{ok}");
+        }
+        for bad in ["mysql://:3306/db", "redis://user:pw@:6379", "mysql:///db"] {
+            let e = Target::parse(bad).unwrap_err().to_string();
+            assert!(e.contains("host") && !e.contains("pw@"), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn redacts_password() {
