@@ -100,7 +100,8 @@ def parse_memaslap(text: str) -> dict:
 
 
 def run_one(a, case: dict, tool: str, rep: int) -> dict:
-    out = a.outdir / "raw" / f"{case['name']}-{tool}-{rep}.json"
+    slug = case["name"].replace(", ", "-p")
+    out = a.outdir / "raw" / f"{slug}-{tool}-{rep}.json"
     if tool == "loadcell":
         cmd = loadcell_cmd(a, case["scheme"], case["port"], case["depth"], out)
     elif tool == "redis-benchmark":
