@@ -796,3 +796,67 @@ fn network_path_reports_a_known_server_delay_and_its_stall() {
         },
     );
 }
+
+/// (Client saturation) A worker that never waits, and a schedule that
+/// falls further behind every interval, each leave a warning in the
+/// result's `warnings[]`, not only on the console.
+#[test]
+fn g_client_saturation_and_growing_lag_are_recorded_as_warnings() {
+    let _g = alone();
+    let dir = tempfile::tempdir().unwrap();
+    let warnings = |r: &Value| -> Vec<String> {
+        r["warnings"]
+            .as_array()
+            .expect("warnings[] is always there")
+            .iter()
+            .map(|w| w.as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+
+    // A zero-latency server: the one worker thread spins at a full core.
+    let hot = run_kv(
+        dir.path(),
+        &[
+            "--target",
+            &sim("latency=fixed:0"),
+            "--threads",
+            "1",
+            "--time",
+            "3s",
+            "--report-interval",
+            "500ms",
+        ],
+    );
+    let w = warnings(&hot);
+    assert!(
+        w.iter().any(|w| w.contains("the client is saturated")),
+        "no saturation warning: {w:?}"
+    );
+
+    // A server that serves 1000/s asked for 2000/s: events start later
+    // and later, and the lag warning says so.
+    let behind = run_kv(
+        dir.path(),
+        &[
+            "--target",
+            &sim("latency=fixed:1ms&concurrency=1"),
+            "--rate",
+            "2000",
+            "--clients",
+            "4",
+            "--time",
+            "3s",
+            "--report-interval",
+            "500ms",
+        ],
+    );
+    let w = warnings(&behind);
+    assert!(
+        w.iter().any(|w| w.contains("schedule lag keeps growing")),
+        "no lag warning: {w:?}"
+    );
+    assert!(
+        !w.iter().any(|w| w.contains("the client is saturated")),
+        "a client waiting on a slow server is not saturated: {w:?}"
+    );
+}
