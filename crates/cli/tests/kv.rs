@@ -1,0 +1,279 @@
+//! The `kv` workload end to end, through the binary, against real
+//! redis-server and memcached started by testkit: `--verify` round trips,
+//! hit and miss counts, a server killed mid-run, a wrong password, a rate
+//! the client cannot reach, and bad input refused before any connection.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+use serde_json::Value;
+
+/// `loadcell run kv --target URL ARGS... --json`, which must succeed.
+fn run_kv(dir: &std::path::Path, url: &str, args: &[&str]) -> Value {
+    let mut all = vec!["run", "kv", "--target", url];
+    all.extend_from_slice(args);
+    all.push("--json");
+    let o = ok(loadcell(dir, &all));
+    let r: Value = serde_json::from_str(&stdout(&o)).expect("--json prints the result");
+    assert_valid_result(&r);
+    assert_eq!(s(&r, "/status"), "complete", "{}", stderr(&o));
+    r
+}
+
+/// Loads keys 1..=1000 with `--verify` values, then checks that every GET
+/// over them returns what was SET, and that GETs past them miss.
+fn verify_round_trip(url: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = ["--key-minimum", "1", "--key-maximum", "1000"];
+    let mut prepare = vec!["prepare", "kv", "--target", url, "--verify", "-d", "64"];
+    prepare.extend(keys);
+    ok(loadcell(dir.path(), &prepare));
+
+    // GETs only, sequential over the loaded range: all hits, all verified.
+    let mut args = vec!["--verify", "-d", "64", "--ratio", "0:1"];
+    args.extend(["--key-pattern", "S:S", "--requests", "1000"]);
+    args.extend(keys);
+    let r = run_kv(dir.path(), url, &args);
+    assert_eq!(u(&r, "/summary/hits"), 1000);
+    assert_eq!(u(&r, "/summary/misses"), 0);
+    assert_eq!(u(&r, "/summary/errors"), 0);
+
+    // Half the range was never written: hits and misses add up to the GETs.
+    let r = run_kv(
+        dir.path(),
+        url,
+        &[
+            "--ratio",
+            "0:1",
+            "--key-minimum",
+            "1",
+            "--key-maximum",
+            "2000",
+            "--requests",
+            "4000",
+        ],
+    );
+    let (hits, misses) = (u(&r, "/summary/hits"), u(&r, "/summary/misses"));
+    assert_eq!(hits + misses, 4000);
+    assert!(
+        (1400..=2600).contains(&hits),
+        "about half of uniform GETs over 2000 keys hit the 1000 loaded: {hits}"
+    );
+}
+
+#[test]
+fn redis_verify_hits_and_misses() {
+    let server = loadcell_testkit::redis().expect("Redis starts");
+    verify_round_trip(server.url());
+
+    // A value changed behind loadcell's back fails --verify, names the
+    // key, and still writes the result file.
+    let dir = tempfile::tempdir().unwrap();
+    loadcell_testkit::redis_cli(server.port, &["SET", "memtier-7", "tampered"]).unwrap();
+    let o = loadcell(
+        dir.path(),
+        &[
+            "run",
+            "kv",
+            "--target",
+            server.url(),
+            "--verify",
+            "-d",
+            "64",
+            "--ratio",
+            "0:1",
+            "--key-pattern",
+            "S:S",
+            "--key-minimum",
+            "1",
+            "--key-maximum",
+            "1000",
+            "--requests",
+            "1000",
+            "--out",
+            "tampered.json",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("partial run (fatal_error): verify failed: GET of key 7"),
+        "{}",
+        stdout(&o)
+    );
+    let r = read_json(&dir.path().join("tampered.json"));
+    assert_valid_result(&r);
+    assert_eq!(s(&r, "/status"), "partial");
+}
+
+#[test]
+fn memcached_verify_hits_and_misses() {
+    let server = loadcell_testkit::memcached().expect("memcached starts");
+    verify_round_trip(server.url());
+}
+
+#[test]
+fn commands_run_on_redis_and_are_refused_by_memcached_before_connecting() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = loadcell_testkit::redis().expect("Redis starts");
+    let r = run_kv(
+        dir.path(),
+        server.url(),
+        &[
+            "--command",
+            "hset __key__ f1 __data__",
+            "--key-minimum",
+            "1",
+            "--key-maximum",
+            "50",
+            "--requests",
+            "200",
+        ],
+    );
+    assert_eq!(u(&r, "/summary/ops"), 200);
+    assert_eq!(u(&r, "/summary/errors"), 0);
+    let fields = loadcell_testkit::redis_cli(server.port, &["HLEN", "memtier-1"]).unwrap();
+    assert_eq!(fields.trim(), "1");
+
+    // No memcached is listening there: the refusal comes first.
+    let closed = format!("memcached://127.0.0.1:{}", loadcell_testkit::closed_port());
+    let o = loadcell(
+        dir.path(),
+        &[
+            "run",
+            "kv",
+            "--target",
+            &closed,
+            "--command",
+            "set __key__ x",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("does not support arbitrary commands"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn wrong_password_is_fatal_and_not_echoed() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = loadcell_testkit::redis_with_password("right-pw").expect("Redis starts");
+    let wrong = format!("redis://:wrong-pw@127.0.0.1:{}", server.port);
+    let o = loadcell(dir.path(), &["run", "kv", "--target", &wrong]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(err.contains("authentication failed"), "{err}");
+    assert!(
+        !err.contains("wrong-pw") && !stdout(&o).contains("wrong-pw"),
+        "{err}"
+    );
+}
+
+#[test]
+fn redis_killed_mid_run_still_writes_the_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = loadcell_testkit::redis().expect("Redis starts");
+    let child = Command::new(bin())
+        .args([
+            "run",
+            "kv",
+            "--target",
+            server.url(),
+            "--threads",
+            "2",
+            "--clients",
+            "4",
+            "--time",
+            "30s",
+            "--reconnect-timeout",
+            "2s",
+            "--out",
+            "killed.json",
+        ])
+        .current_dir(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    server.kill();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let r = read_json(&dir.path().join("killed.json"));
+    assert_valid_result(&r);
+    assert_eq!(s(&r, "/status"), "partial");
+    assert_eq!(s(&r, "/stop_reason"), "server_unreachable");
+    assert!(u(&r, "/summary/ops") > 0, "work before the kill is kept");
+    assert!(f(&r, "/summary/duration_s") < 20.0);
+}
+
+#[test]
+fn an_unreachable_rate_is_reported_with_its_shortfall() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = loadcell_testkit::memcached().expect("memcached starts");
+    // One connection, one request at a time, cannot do 5M requests/s.
+    let o = ok(loadcell(
+        dir.path(),
+        &[
+            "run",
+            "kv",
+            "--target",
+            server.url(),
+            "--rate",
+            "5000000",
+            "--time",
+            "2s",
+            "--out",
+            "short.json",
+        ],
+    ));
+    let r = read_json(&dir.path().join("short.json"));
+    assert_valid_result(&r);
+    let warnings = r["warnings"].to_string();
+    assert!(
+        warnings.contains("target rate not reached") && warnings.contains("% short"),
+        "{warnings}"
+    );
+    assert!(
+        stdout(&o).contains("WARNING: target rate not reached"),
+        "{}",
+        stdout(&o)
+    );
+    // Latency counts from the intended start, so it dwarfs service time.
+    assert!(f(&r, "/summary/latency_ms/p50") > 10.0 * f(&r, "/summary/service_time_ms/p50"));
+}
+
+#[test]
+fn bad_input_is_refused_before_connecting() {
+    let dir = tempfile::tempdir().unwrap();
+    // Nothing listens here: every error below must come before a connect.
+    let target = format!("redis://127.0.0.1:{}", loadcell_testkit::closed_port());
+    for (args, expected) in [
+        (&["--ratio", "0:0"][..], "ratio"),
+        (
+            &["--key-minimum", "10", "--key-maximum", "5"][..],
+            "--key-minimum 10 is greater than --key-maximum 5",
+        ),
+        (&["-d", "0"][..], "size"),
+        (
+            &["--command", "set __kee__ x"][..],
+            "unknown placeholder '__kee__'",
+        ),
+    ] {
+        let mut all = vec!["run", "kv", "--target", target.as_str()];
+        all.extend_from_slice(args);
+        let o = loadcell(dir.path(), &all);
+        let err = stderr(&o);
+        assert!(!o.status.success(), "{args:?} was accepted");
+        assert!(err.contains(expected), "{args:?}: {err}");
+        assert!(
+            !err.contains("connect"),
+            "{args:?} got as far as connecting: {err}"
+        );
+        assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    }
+}
