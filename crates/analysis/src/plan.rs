@@ -217,8 +217,9 @@ impl InstancePlan {
             return format!("{}: cannot reach {goal}{peak}", self.name);
         };
         let mut s = format!(
-            "{}: {nodes} nodes, {}/month ({} per 1k {unit}) for {goal}",
+            "{}: {}, {}/month ({} per 1k {unit}) for {goal}",
             self.name,
+            nodes_words(nodes as f64),
             text::dollars(cost),
             text::dollars(per_1k)
         );
@@ -456,10 +457,10 @@ impl Plan {
             .and_then(|c| self.instances.iter().find(|p| &p.name == c))
         {
             Some(p) => out.push(format!(
-                "cheapest for {} {unit}: {} ({} nodes, {}/month)",
+                "cheapest for {} {unit}: {} ({}, {}/month)",
                 text::si(self.target.throughput),
                 p.name,
-                p.nodes.unwrap_or(0),
+                nodes_words(p.nodes.unwrap_or(0) as f64),
                 text::dollars(p.monthly_cost.unwrap_or(0.0))
             )),
             None => out.push(format!(
@@ -512,6 +513,138 @@ pub fn plan(types: &[InstanceType], target: &PlanTarget) -> Result<Plan, Analysi
         by_cost_per_1k_ops,
         instances,
     })
+}
+
+/// One measured run of a cluster: its node count, the load setting it ran
+/// at (threads, clients, rate…: runs with equal settings are repeats), and
+/// what it sustained.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Measurement {
+    pub nodes: f64,
+    pub setting: String,
+    pub throughput: f64,
+    pub p99_ms: f64,
+}
+
+/// The measurement a node count is planned on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OperatingPoint {
+    #[serde(flatten)]
+    pub point: NodePoint,
+    pub setting: String,
+    /// Runs averaged into `point`.
+    pub repeats: usize,
+    /// Settings measured at this node count.
+    pub settings: usize,
+}
+
+/// Per node count, the point to plan on. Repeats (same node count and
+/// setting) are averaged; then, of the settings, the one with the highest
+/// throughput whose p99 stays within `max_p99_ms` (any, without a bound).
+/// When none does, the highest-throughput setting is kept, so that the
+/// plan reports the broken bound rather than dropping the node count.
+/// Sorted by node count.
+pub fn operating_points(ms: &[Measurement], max_p99_ms: Option<f64>) -> Vec<OperatingPoint> {
+    let mut avg: Vec<OperatingPoint> = Vec::new();
+    for m in ms {
+        match avg
+            .iter_mut()
+            .find(|o| o.point.nodes == m.nodes && o.setting == m.setting)
+        {
+            Some(o) => {
+                o.repeats += 1;
+                let k = o.repeats as f64;
+                o.point.throughput += (m.throughput - o.point.throughput) / k;
+                let p = o.point.p99_ms.unwrap_or(m.p99_ms);
+                o.point.p99_ms = Some(p + (m.p99_ms - p) / k);
+            }
+            None => avg.push(OperatingPoint {
+                point: NodePoint {
+                    nodes: m.nodes,
+                    throughput: m.throughput,
+                    p99_ms: Some(m.p99_ms),
+                },
+                setting: m.setting.clone(),
+                repeats: 1,
+                settings: 0,
+            }),
+        }
+    }
+    let within = |o: &OperatingPoint| match (o.point.p99_ms, max_p99_ms) {
+        (Some(p), Some(bound)) => p <= bound,
+        _ => true,
+    };
+    let mut nodes: Vec<f64> = avg.iter().map(|o| o.point.nodes).collect();
+    nodes.sort_by(f64::total_cmp);
+    nodes.dedup();
+    nodes
+        .into_iter()
+        .map(|n| {
+            let here: Vec<&OperatingPoint> = avg.iter().filter(|o| o.point.nodes == n).collect();
+            let fastest = |ok: &dyn Fn(&OperatingPoint) -> bool| {
+                here.iter()
+                    .copied()
+                    .filter(|o| ok(o))
+                    .max_by(|a, b| a.point.throughput.total_cmp(&b.point.throughput))
+            };
+            let chosen = fastest(&within)
+                .or_else(|| fastest(&|_| true))
+                .expect("every node count has a setting");
+            OperatingPoint {
+                settings: here.len(),
+                ..chosen.clone()
+            }
+        })
+        .collect()
+}
+
+/// One step of monthly cost against target throughput: targets in
+/// `(from, to]` need `nodes` nodes at `monthly_cost`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CostStep {
+    pub nodes: u64,
+    pub from: f64,
+    pub to: f64,
+    pub monthly_cost: f64,
+}
+
+impl InstancePlan {
+    /// What `nodes` nodes can carry with `headroom` kept free.
+    pub fn usable_capacity(&self, nodes: u64, headroom: f64) -> f64 {
+        self.model.throughput(nodes as f64) * (1.0 - headroom)
+    }
+
+    /// Monthly cost against target throughput from 0 to `up_to` (or to the
+    /// model's peak, when lower), as steps of whole node counts. Past
+    /// `max_steps` node counts, every k-th node count is a step (the cost of
+    /// its upper end), which keeps a chart small where steps are too fine to
+    /// see.
+    pub fn cost_steps(&self, headroom: f64, up_to: f64, max_steps: usize) -> Vec<CostStep> {
+        let n_max = whole_nodes(&self.model, up_to / (1.0 - headroom))
+            .or_else(|| {
+                self.peak_throughput
+                    .and_then(|p| whole_nodes(&self.model, 0.99 * p))
+            })
+            .unwrap_or(1);
+        let stride = n_max.div_ceil(max_steps.max(1) as u64).max(1);
+        let mut steps = Vec::new();
+        let mut from = 0.0;
+        let mut n = 0;
+        while n < n_max {
+            n = (n + stride).min(n_max);
+            let to = self.usable_capacity(n, headroom).min(up_to);
+            if to > from {
+                steps.push(CostStep {
+                    nodes: n,
+                    from,
+                    to,
+                    monthly_cost: n as f64 * self.price_per_hour * HOURS_PER_MONTH,
+                });
+                from = to;
+            }
+        }
+        steps
+    }
 }
 
 #[cfg(test)]
@@ -772,6 +905,84 @@ mod tests {
         assert_eq!(p99_at(&pts, 4.0), Some(3.0));
         assert_eq!(p99_at(&pts, 1.0), Some(2.0));
         assert_eq!(p99_at(&pts, 9.0), Some(4.0));
+    }
+
+    fn m(nodes: f64, setting: &str, throughput: f64, p99_ms: f64) -> Measurement {
+        Measurement {
+            nodes,
+            setting: setting.into(),
+            throughput,
+            p99_ms,
+        }
+    }
+
+    #[test]
+    fn operating_points_average_repeats_and_pick_the_fastest_within_the_bound() {
+        let ms = [
+            m(2.0, "threads=8", 900.0, 1.0),
+            m(2.0, "threads=8", 1100.0, 3.0), // repeat: mean 1000, p99 2
+            m(2.0, "threads=64", 1500.0, 9.0),
+            m(1.0, "threads=8", 600.0, 1.5),
+            m(1.0, "threads=64", 800.0, 12.0),
+        ];
+        let free = operating_points(&ms, None);
+        assert_eq!(free.len(), 2);
+        assert_eq!(
+            (free[0].point.nodes, free[0].point.throughput),
+            (1.0, 800.0)
+        );
+        assert_eq!(free[1].setting, "threads=64");
+        assert_eq!(free[1].settings, 2);
+        let bounded = operating_points(&ms, Some(5.0));
+        assert_eq!(bounded[0].setting, "threads=8");
+        assert_eq!(bounded[1].point.throughput, 1000.0);
+        assert_eq!(bounded[1].point.p99_ms, Some(2.0));
+        assert_eq!(bounded[1].repeats, 2);
+        // Nothing within 0.5 ms: the fastest is kept, and the plan flags it.
+        let none = operating_points(&ms, Some(0.5));
+        assert_eq!(none[1].point.throughput, 1500.0);
+    }
+
+    #[test]
+    fn cost_steps_follow_whole_node_counts() {
+        let it = InstanceType {
+            name: "a".into(),
+            price_per_hour: 1.0,
+            points: vec![pt(1.0, 1000.0)],
+            scaling: Scaling::Linear,
+        };
+        let p = plan_instance(&it, &target(2500.0, 0.5)).unwrap();
+        assert_eq!(p.nodes, Some(5));
+        let steps = p.cost_steps(0.5, 2500.0, 100);
+        let nodes: Vec<u64> = steps.iter().map(|s| s.nodes).collect();
+        assert_eq!(nodes, [1, 2, 3, 4, 5]);
+        assert_eq!((steps[0].from, steps[0].to), (0.0, 500.0));
+        assert_eq!((steps[4].from, steps[4].to), (2000.0, 2500.0));
+        assert_eq!(steps[4].monthly_cost, p.monthly_cost.unwrap());
+        // Coarser past max_steps; the last step still ends at the target.
+        let coarse = p.cost_steps(0.5, 2500.0, 2);
+        let nodes: Vec<u64> = coarse.iter().map(|s| s.nodes).collect();
+        assert_eq!(nodes, [3, 5]);
+        // A peaked model stops at its peak.
+        let truth = UslModel {
+            lambda: 1000.0,
+            sigma: 0.1,
+            kappa: 0.01,
+        };
+        let it = InstanceType {
+            points: [1.0, 2.0, 4.0, 8.0]
+                .iter()
+                .map(|&n| pt(n, truth.throughput(n)))
+                .collect(),
+            scaling: Scaling::Fit,
+            ..it
+        };
+        let p = plan_instance(&it, &target(1e6, 0.0)).unwrap();
+        assert!(p.unreachable);
+        let steps = p.cost_steps(0.0, 1e6, 100);
+        let last = steps.last().unwrap();
+        assert!(last.to < p.peak_throughput.unwrap() + 1e-6);
+        assert!(last.nodes as f64 <= p.peak_nodes.unwrap().ceil());
     }
 
     #[test]

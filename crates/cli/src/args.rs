@@ -59,7 +59,18 @@ pub enum Command {
     /// Compare results (or sweeps) against the first, with significance
     /// tests and an optional regression gate.
     Compare(CompareArgs),
+    /// Nodes and dollars a month for a target throughput, per instance
+    /// type, from results labelled instance=NAME and nodes=N.
+    #[command(after_help = PLAN_HELP)]
+    Plan(PlanArgs),
 }
+
+const PLAN_HELP: &str = "\
+Each result (or sweep step) is one cluster: label it --label instance=NAME --label nodes=N.
+Per node count the fastest setting whose p99 meets --latency is planned on; repeats are averaged.
+Examples:
+  loadcell plan --prices examples/prices.toml --target-throughput 1M --headroom 30% results/*.json
+  loadcell plan --prices prices.toml --target-throughput 150k --latency 'p99<=2ms' --scaling linear one-node.json";
 
 const SWEEP_HELP: &str = "\
 Takes every `run` option; exactly one of them gets a comma-separated list.
@@ -111,6 +122,35 @@ pub struct ReportArgs {
     /// Write a CSV table here ("-" for stdout).
     #[arg(long, value_name = "PATH")]
     pub csv: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// Result or sweep files, labelled instance=NAME and nodes=N.
+    #[arg(required = true, value_name = "RESULTS")]
+    pub files: Vec<PathBuf>,
+    /// Instance types with vcpus, memory_gib and usd_per_hour (TOML, see examples/prices.toml).
+    #[arg(long, value_name = "PATH")]
+    pub prices: PathBuf,
+    /// Throughput to plan for, in the results' unit (TPS, or ops/s): 1000000, 150k, 1M.
+    #[arg(long, value_name = "PER_SEC", value_parser = crate::plan::parse_throughput, allow_negative_numbers = true)]
+    pub target_throughput: f64,
+    /// Bound on the measured p99 at the planned node count, e.g. p99<=2ms.
+    #[arg(long, value_name = "p99<=DURATION", value_parser = crate::plan::parse_latency)]
+    pub latency: Option<f64>,
+    /// Share of capacity kept free, in [0%, 100%).
+    #[arg(long, value_name = "PCT", default_value = "0%", value_parser = crate::plan::parse_headroom, allow_hyphen_values = true)]
+    pub headroom: f64,
+    /// Scaling over node count: fit (the USL, needs 3 or more node counts),
+    /// linear or usl:SIGMA:KAPPA; INSTANCE=MODEL for one type (repeatable).
+    #[arg(long, value_name = "[INSTANCE=]MODEL", value_parser = crate::plan::parse_scaling)]
+    pub scaling: Vec<(Option<String>, loadcell_analysis::plan::Scaling)>,
+    /// Print the plan as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the HTML report of the results with the plan section.
+    #[arg(long, value_name = "PATH")]
+    pub html: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -171,6 +211,9 @@ pub struct PrepareArgs {
 pub struct CleanupArgs {
     #[command(flatten)]
     pub target: TargetArgs,
+    /// With `kv`: the data set file whose keys to delete.
+    #[arg(long, value_name = "FILE")]
+    pub dataset: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -377,6 +420,9 @@ pub struct KvArgs {
     /// Derive values from their keys and check every GET hit returns the bytes that were SET.
     #[arg(long)]
     pub verify: bool,
+    /// A mixed data set file (TOML: key types, shares, hot set) instead of one key range.
+    #[arg(long, value_name = "FILE")]
+    pub dataset: Option<PathBuf>,
 }
 
 impl KvArgs {
@@ -401,6 +447,7 @@ impl KvArgs {
         note(self.requests.is_some(), "--requests");
         note(!self.command.is_empty(), "--command");
         note(self.verify, "--verify");
+        note(self.dataset.is_some(), "--dataset");
         given
     }
 }

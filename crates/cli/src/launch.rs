@@ -13,6 +13,7 @@ use loadcell_core::{Driver, DriverError, ErrorClass, ServerInfo, Target};
 use loadcell_drivers::{DriverInfo, Visitor};
 use loadcell_engine::{Arrival, EnginePlan, RateSpec, Script};
 use loadcell_record::result::{RunResult, StopReason};
+use loadcell_workloads::dataset::{self, DataSetKv};
 use loadcell_workloads::kv::{self, Kv};
 use loadcell_workloads::oltp::{self, CheckError, Oltp};
 use loadcell_workloads::ycsb::{self, YcsbKv, YcsbSql};
@@ -123,6 +124,16 @@ where
             )
             .await
         }
+        WorkloadSpec::Dataset { set, .. } => {
+            dataset::prepare(
+                Arc::clone(driver),
+                Arc::clone(set),
+                threads,
+                connect_timeout,
+                progress.clone(),
+            )
+            .await
+        }
         WorkloadSpec::Ycsb { opts, .. } => {
             ycsb::prepare_kv(
                 Arc::clone(driver),
@@ -176,7 +187,9 @@ where
             )
             .await
         }
-        WorkloadSpec::Kv { .. } => unreachable!("{FAMILY_CHECKED}"),
+        WorkloadSpec::Kv { .. } | WorkloadSpec::Dataset { .. } => {
+            unreachable!("{FAMILY_CHECKED}")
+        }
     };
     progress.finish();
     result.map_err(|e| connect_error(&driver.endpoint(), e))
@@ -210,15 +223,28 @@ impl Visitor for CleanupJob {
         })
     }
 
-    fn kv<D>(self, _info: &'static DriverInfo, _driver: D) -> anyhow::Result<()>
+    fn kv<D>(self, _info: &'static DriverInfo, driver: D) -> anyhow::Result<()>
     where
         D: Driver,
         D::Conn: KvConn,
     {
-        bail!(
-            "cleanup is not available for key-value targets: loadcell does not track which keys it wrote, \
-             and it never deletes data it cannot prove it created"
-        )
+        let WorkloadSpec::Dataset { set, .. } = &self.spec else {
+            bail!(
+                "cleanup is not available for key-value targets: loadcell does not track which keys it wrote, \
+                 and it never deletes data it cannot prove it created (a --dataset is the exception: \
+                 its prepare records what it loaded)"
+            )
+        };
+        block_on(async {
+            let (mut conn, _) = loadcell_engine::connect_once(&driver, self.connect_timeout)
+                .await
+                .map_err(|e| connect_error(&driver.endpoint(), e))?;
+            let progress = PrepareProgress::new();
+            let result = dataset::cleanup(&mut conn, set, &progress).await;
+            progress.finish();
+            result.map_err(|e| anyhow!("{e}"))?;
+            Ok(())
+        })
     }
 }
 
@@ -241,7 +267,7 @@ impl RunJob<'_> {
     /// `--time`, its default.
     fn implied_events(&self) -> Option<u64> {
         match &self.spec {
-            WorkloadSpec::Kv { opts } => {
+            WorkloadSpec::Kv { opts } | WorkloadSpec::Dataset { opts, .. } => {
                 let sessions = (self.args.threads * self.args.clients) as u64;
                 self.args
                     .kv
@@ -347,7 +373,9 @@ impl Visitor for RunJob<'_> {
                 let script = Arc::new(YcsbSql::new(opts.clone()));
                 self.run_sql(info, driver, script, seed)
             }
-            WorkloadSpec::Kv { .. } => unreachable!("{FAMILY_CHECKED}"),
+            WorkloadSpec::Kv { .. } | WorkloadSpec::Dataset { .. } => {
+                unreachable!("{FAMILY_CHECKED}")
+            }
         }
     }
 
@@ -361,6 +389,10 @@ impl Visitor for RunJob<'_> {
         match &self.spec {
             WorkloadSpec::Kv { opts } => {
                 let script = Arc::new(Kv::new(opts.clone()));
+                self.run_kv(info, driver, script, seed)
+            }
+            WorkloadSpec::Dataset { set, opts } => {
+                let script = Arc::new(DataSetKv::new(Arc::clone(set), opts.clone()));
                 self.run_kv(info, driver, script, seed)
             }
             WorkloadSpec::Ycsb { opts, .. } => {

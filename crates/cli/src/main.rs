@@ -9,6 +9,7 @@ mod launch;
 mod list;
 mod metrics;
 mod multi;
+mod plan;
 mod progress;
 mod result;
 mod sweep;
@@ -131,19 +132,36 @@ fn check_family(spec: &WorkloadSpec, target: &Target) -> anyhow::Result<()> {
     }
     if let WorkloadSpec::Kv { opts } = spec {
         if !opts.commands.is_empty() && !info.kv.commands {
-            let fitting: Vec<_> = loadcell_drivers::REGISTRY
-                .iter()
-                .filter(|d| d.kv.commands)
-                .map(|d| d.name)
-                .collect();
             return Err(anyhow!(
                 "{} does not support arbitrary commands (--command); drivers that do: {}",
                 info.name,
-                fitting.join(", ")
+                commands_drivers().join(", ")
+            ));
+        }
+    }
+    if let WorkloadSpec::Dataset { set, .. } = spec {
+        if let Some(t) = set.hash_type().filter(|_| !info.kv.commands) {
+            return Err(anyhow!(
+                "data set '{}' ({}) has hash keys (type '{}'), and {} only gets and sets strings: \
+                 hashes need a driver with commands ({}); a data set of strings only runs on {} too",
+                set.name,
+                set.path,
+                t.name,
+                info.name,
+                commands_drivers().join(", "),
+                info.name
             ));
         }
     }
     Ok(())
+}
+
+fn commands_drivers() -> Vec<&'static str> {
+    loadcell_drivers::REGISTRY
+        .iter()
+        .filter(|d| d.kv.commands)
+        .map(|d| d.name)
+        .collect()
 }
 
 fn dispatch(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
@@ -175,12 +193,25 @@ fn dispatch(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
             let spec = WorkloadSpec::resolve(
                 &a.target.workload,
                 &crate::args::OltpArgs::defaults(),
-                &crate::args::KvArgs::default(),
+                &crate::args::KvArgs {
+                    dataset: a.dataset.clone(),
+                    ..Default::default()
+                },
                 &crate::args::YcsbArgs::default(),
             )
             .map_err(|e| anyhow!(e))?;
             let (target, _) = resolve_target(&a.target)?;
             check_family(&spec, &target)?;
+            let commands = loadcell_drivers::find(target.scheme()).is_none_or(|d| d.kv.commands);
+            if let (WorkloadSpec::Dataset { set, .. }, false) = (&spec, commands) {
+                return Err(anyhow!(
+                    "cleanup of data set '{}' deletes its keys with DEL, which {} cannot send; \
+                     drivers that can: {}",
+                    set.name,
+                    target.scheme(),
+                    commands_drivers().join(", ")
+                ));
+            }
             let job = CleanupJob {
                 spec,
                 connect_timeout: a.target.connect_timeout,
@@ -196,6 +227,10 @@ fn dispatch(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
             Ok(0)
         }
         Command::Compare(a) => views::compare(&a),
+        Command::Plan(a) => {
+            plan::run(&a)?;
+            Ok(0)
+        }
     }
 }
 

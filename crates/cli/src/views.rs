@@ -11,7 +11,8 @@ use crate::args::{CompareArgs, ReportArgs};
 /// Exit status when `--fail-if-regressed` finds a regression.
 pub const EXIT_REGRESSED: i32 = 3;
 
-fn write(path: &Path, text: &str) -> anyhow::Result<()> {
+/// Writes a view to `path`, or to stdout for `-`.
+pub fn write(path: &Path, text: &str) -> anyhow::Result<()> {
     if path == Path::new("-") {
         print!("{text}");
         return Ok(());

@@ -1,8 +1,10 @@
 //! Resolves a workload name and its options into a typed spec.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use loadcell_drivers::Family;
+use loadcell_workloads::dataset::DataSet;
 use loadcell_workloads::distribution::{RandParams, RandType};
 use loadcell_workloads::kv::{CommandTemplate, DataSize, KeyPattern, KvOptions};
 use loadcell_workloads::oltp::{OltpKind, OltpOptions};
@@ -10,10 +12,13 @@ use loadcell_workloads::ycsb::{Preset, RequestDistribution, YcsbOptions};
 
 use crate::args::{KvArgs, OltpArgs, YcsbArgs};
 
+/// `Dataset` is `kv --dataset FILE`: the file's key types, with the kv
+/// options for the SET:GET ratio, pipeline and seeding.
 #[derive(Debug, Clone)]
 pub enum WorkloadSpec {
     Oltp { kind: OltpKind, opts: OltpOptions },
     Kv { opts: KvOptions },
+    Dataset { set: Arc<DataSet>, opts: KvOptions },
     Ycsb { preset: Preset, opts: YcsbOptions },
 }
 
@@ -83,6 +88,23 @@ impl WorkloadSpec {
         }
         if name == "kv" {
             refuse(ycsb.given(), "a record workload (ycsb, mix) option")?;
+            if let Some(path) = &kv.dataset {
+                // The file declares keys and values; only the access options apply.
+                if let Some(flag) = kv
+                    .given()
+                    .into_iter()
+                    .find(|f| !matches!(*f, "--dataset" | "--ratio" | "--pipeline" | "--requests"))
+                {
+                    return Err(format!(
+                        "{flag} does not apply with --dataset: the data set file declares the keys and values \
+                         (with a data set, kv takes --ratio, --pipeline and --requests)"
+                    ));
+                }
+                return Ok(WorkloadSpec::Dataset {
+                    set: Arc::new(DataSet::load(path)?),
+                    opts: kv_options(kv)?,
+                });
+            }
             return Ok(WorkloadSpec::Kv {
                 opts: kv_options(kv)?,
             });
@@ -104,7 +126,7 @@ impl WorkloadSpec {
     pub fn name(&self) -> &'static str {
         match self {
             WorkloadSpec::Oltp { kind, .. } => kind.name(),
-            WorkloadSpec::Kv { .. } => "kv",
+            WorkloadSpec::Kv { .. } | WorkloadSpec::Dataset { .. } => "kv",
             WorkloadSpec::Ycsb { preset, .. } => preset.name(),
         }
     }
@@ -112,7 +134,7 @@ impl WorkloadSpec {
     pub fn needs(&self) -> Needs {
         match self {
             WorkloadSpec::Oltp { .. } => Needs::Family(Family::Sql),
-            WorkloadSpec::Kv { .. } => Needs::Family(Family::Kv),
+            WorkloadSpec::Kv { .. } | WorkloadSpec::Dataset { .. } => Needs::Family(Family::Kv),
             WorkloadSpec::Ycsb { .. } => Needs::Records,
         }
     }
@@ -121,6 +143,7 @@ impl WorkloadSpec {
         match self {
             WorkloadSpec::Oltp { opts, .. } => opts.to_map(),
             WorkloadSpec::Kv { opts } => opts.to_map(),
+            WorkloadSpec::Dataset { set, opts } => set.to_map(opts),
             WorkloadSpec::Ycsb { opts, .. } => opts.to_map(),
         }
     }
@@ -137,6 +160,7 @@ impl WorkloadSpec {
                     opts.key_min, opts.key_max
                 )
             }
+            WorkloadSpec::Dataset { set, .. } => format!("--dataset {}", set.path),
             WorkloadSpec::Ycsb { opts, .. } => {
                 format!(
                     "--record-count {} --field-count {} --field-length {}",

@@ -24,12 +24,13 @@ use loadcell_record::sweep::{SweepKind, SweepPoint, SweepResult};
 use serde_json::Value;
 
 pub use crate::input::Input;
+use crate::plan::PlanView;
 use crate::redact::{redact, shell_join};
 use crate::svg::{escape, si, Annotation, Axis, Chart, Series, Style};
 use crate::table::{self, grouped, natural_cmp, number, Row};
 
 /// Escapes text from a file for the page, after redacting secrets.
-fn h(s: &str) -> String {
+pub(crate) fn h(s: &str) -> String {
     escape(&redact(s))
 }
 
@@ -117,6 +118,11 @@ footer { margin-top: 3em; padding-bottom: 2em; color: var(--muted); font-size: .
 
 /// Renders the report page for `inputs`, in the order given.
 pub fn render(inputs: &[Input]) -> String {
+    render_with_plan(inputs, None)
+}
+
+/// The report page, with a capacity plan section after the summary.
+pub fn render_with_plan(inputs: &[Input], plan: Option<&PlanView>) -> String {
     let mut o = String::new();
     let runs: Vec<(usize, &Input, &RunResult)> = inputs
         .iter()
@@ -151,6 +157,9 @@ pub fn render(inputs: &[Input]) -> String {
         if sweeps.len() == 1 { "" } else { "s" }
     );
     o.push_str("<nav aria-label=\"Contents\"><ol>\n<li><a href=\"#summary\">Summary</a></li>\n");
+    if plan.is_some() {
+        o.push_str("<li><a href=\"#plan\">Capacity plan</a></li>\n");
+    }
     if runs.len() > 1 {
         o.push_str("<li><a href=\"#compare-runs\">Runs compared</a></li>\n");
     }
@@ -163,6 +172,9 @@ pub fn render(inputs: &[Input]) -> String {
     o.push_str("</ol></nav>\n</header>\n<main>\n");
 
     summary_section(&mut o, inputs);
+    if let Some(p) = plan {
+        crate::plan::html_section(&mut o, p);
+    }
     if runs.len() > 1 {
         compare_runs_section(&mut o, inputs, &runs);
     }
@@ -223,7 +235,7 @@ fn figure(o: &mut String, chart: &Chart) {
     let _ = writeln!(o, "<figure>{}</figure>", c.render());
 }
 
-fn charts(o: &mut String, list: &[Chart]) {
+pub(crate) fn charts(o: &mut String, list: &[Chart]) {
     if list.is_empty() {
         return;
     }

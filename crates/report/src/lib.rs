@@ -5,6 +5,7 @@ pub mod fixture;
 pub mod html;
 pub mod input;
 pub mod live;
+pub mod plan;
 pub mod prometheus;
 pub mod redact;
 pub mod svg;

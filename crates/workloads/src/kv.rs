@@ -125,7 +125,7 @@ impl DataSize {
     }
 
     /// A size drawn from `r` (uniform in [0, 1)).
-    fn pick(&self, r: f64) -> usize {
+    pub(crate) fn pick(&self, r: f64) -> usize {
         match self {
             DataSize::Fixed(n) => *n,
             DataSize::Range(a, b) => a + ((b - a + 1) as f64 * r) as usize,
@@ -143,7 +143,7 @@ impl DataSize {
         }
     }
 
-    fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             DataSize::Fixed(n) => n.to_string(),
             DataSize::Range(a, b) => format!("{a}-{b}"),
@@ -496,7 +496,7 @@ fn fill_for_key(buf: &mut Vec<u8>, n: u64, len: usize) {
 }
 
 /// Appends the decimal digits of `n` without allocating.
-fn push_decimal(buf: &mut Vec<u8>, mut n: u64) {
+pub(crate) fn push_decimal(buf: &mut Vec<u8>, mut n: u64) {
     let mut digits = [0u8; 20];
     let mut i = digits.len();
     loop {
@@ -694,7 +694,6 @@ where
     D: Driver,
     D::Conn: KvConn,
 {
-    const BATCH: u64 = 100;
     let (lo, hi) = (opts.key_min, opts.key_max);
     let span = hi - lo + 1;
     observer.message(&format!(
@@ -706,57 +705,96 @@ where
         commands: Vec::new(),
         ..opts.clone()
     }));
+    load_in_parallel(
+        driver,
+        span,
+        connections,
+        connect_timeout,
+        observer,
+        move |mut conn, c, count, range, observer| {
+            let kv = Rc::clone(&kv);
+            async move {
+                let mut s = <Kv as Script<D::Conn>>::open(
+                    &kv,
+                    &mut conn,
+                    SessionInfo {
+                        index: c,
+                        count,
+                        seed: c as u64,
+                        run_seed: c as u64,
+                    },
+                )
+                .await?;
+                let mut n = range.start;
+                while n < range.end {
+                    let end = (n + LOAD_BATCH).min(range.end);
+                    for k in lo + n..lo + end {
+                        kv.format_key(&mut s, k);
+                        let len = kv.value_len(&mut s, k);
+                        let value = if kv.opts.verify {
+                            &s.scratch[..len]
+                        } else {
+                            &s.data[..len]
+                        };
+                        conn.queue_set(&s.key, value);
+                    }
+                    flush_all(&mut conn).await?;
+                    observer.loaded(end - n);
+                    n = end;
+                }
+                Ok(())
+            }
+        },
+    )
+    .await
+}
+
+/// Requests per pipelined batch while loading.
+pub(crate) const LOAD_BATCH: u64 = 100;
+
+/// Sends everything queued; the first error of any reply fails it.
+pub(crate) async fn flush_all<C: KvConn>(conn: &mut C) -> Result<(), DriverError> {
+    let mut failure = None;
+    conn.flush(&mut |_, r| {
+        if let Err(e) = r {
+            failure.get_or_insert(e);
+        }
+    })
+    .await?;
+    failure.map_or(Ok(()), Err)
+}
+
+/// Splits items `0..total` into one contiguous range per connection and
+/// runs `load(conn, index, connections, range, observer)` for each on its
+/// own connection, concurrently on this thread.
+pub(crate) async fn load_in_parallel<D, F, Fut>(
+    driver: Arc<D>,
+    total: u64,
+    connections: usize,
+    connect_timeout: std::time::Duration,
+    observer: Rc<dyn PrepareObserver>,
+    load: F,
+) -> Result<(), DriverError>
+where
+    D: Driver,
+    D::Conn: KvConn,
+    F: Fn(D::Conn, usize, usize, std::ops::Range<u64>, Rc<dyn PrepareObserver>) -> Fut
+        + Clone
+        + 'static,
+    Fut: std::future::Future<Output = Result<(), DriverError>> + 'static,
+{
     let local = tokio::task::LocalSet::new();
     let mut tasks = Vec::new();
-    for c in 0..connections as u64 {
-        let (first, last) = (
-            lo + span * c / connections as u64,
-            lo + span * (c + 1) / connections as u64,
-        );
-        if first >= last {
+    let n = connections as u64;
+    for c in 0..n {
+        let range = total * c / n..total * (c + 1) / n;
+        if range.is_empty() {
             continue;
         }
-        let (driver, kv, observer) = (Arc::clone(&driver), Rc::clone(&kv), Rc::clone(&observer));
+        let (driver, observer, load) = (Arc::clone(&driver), Rc::clone(&observer), load.clone());
         tasks.push(local.spawn_local(async move {
-            let (mut conn, _) = loadcell_engine::connect_once(&*driver, connect_timeout).await?;
-            let mut s = <Kv as Script<D::Conn>>::open(
-                &kv,
-                &mut conn,
-                SessionInfo {
-                    index: c as usize,
-                    count: connections,
-                    seed: c,
-                    run_seed: c,
-                },
-            )
-            .await?;
-            let mut n = first;
-            while n < last {
-                let end = (n + BATCH).min(last);
-                for k in n..end {
-                    kv.format_key(&mut s, k);
-                    let len = kv.value_len(&mut s, k);
-                    let value = if kv.opts.verify {
-                        &s.scratch[..len]
-                    } else {
-                        &s.data[..len]
-                    };
-                    conn.queue_set(&s.key, value);
-                }
-                let mut failure = None;
-                conn.flush(&mut |_, r| {
-                    if let Err(e) = r {
-                        failure.get_or_insert(e);
-                    }
-                })
-                .await?;
-                if let Some(e) = failure {
-                    return Err(e);
-                }
-                observer.loaded(end - n);
-                n = end;
-            }
-            Ok::<(), DriverError>(())
+            let (conn, _) = loadcell_engine::connect_once(&*driver, connect_timeout).await?;
+            load(conn, c as usize, connections, range, observer).await
         }));
     }
     local

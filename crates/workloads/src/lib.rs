@@ -5,6 +5,7 @@
 
 #![allow(async_fn_in_trait)]
 
+pub mod dataset;
 pub mod distribution;
 pub mod kv;
 pub mod marker;
