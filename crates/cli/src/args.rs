@@ -267,6 +267,10 @@ pub struct RunArgs {
     /// Serve Prometheus metrics at http://ADDR/metrics while running (e.g. 127.0.0.1:9898).
     #[arg(long, value_name = "ADDR")]
     pub metrics_addr: Option<std::net::SocketAddr>,
+    /// The server's process on this host, for its CPU and memory samples
+    /// (default: the process listening on the target's loopback port).
+    #[arg(long, value_name = "PID")]
+    pub server_pid: Option<u32>,
     /// A label carried into the result, e.g. --label instance=4c16g.
     #[arg(long = "label", value_name = "KEY=VALUE", value_parser = label)]
     pub labels: Vec<(String, String)>,

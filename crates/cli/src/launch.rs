@@ -292,10 +292,13 @@ impl RunJob<'_> {
         })
     }
 
-    /// The server's process when it listens on this host (for CPU and
-    /// memory samples): the listener of the target's port on a loopback
-    /// address.
+    /// The server's process on this host (for CPU and memory samples):
+    /// `--server-pid`, or else the listener of the target's port on a
+    /// loopback address.
     fn server_pid(&self) -> Option<u32> {
+        if self.args.server_pid.is_some() {
+            return self.args.server_pid;
+        }
         let url = self.target.url();
         let local = matches!(
             url.host_str(),

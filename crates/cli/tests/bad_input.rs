@@ -85,6 +85,21 @@ fn secrets_are_not_echoed_in_errors() {
 }
 
 #[test]
+fn server_pid_that_does_not_exist() {
+    fails_with(
+        &[
+            "run",
+            "kv",
+            "--target",
+            "sim://",
+            "--server-pid",
+            "4000000000",
+        ],
+        &["--server-pid 4000000000: no such process on this host"],
+    );
+}
+
+#[test]
 fn zero_or_negative_numbers() {
     fails_with(
         &["run", "oltp_read_write", "--threads", "0"],

@@ -277,3 +277,29 @@ fn bad_input_is_refused_before_connecting() {
         assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
     }
 }
+
+#[test]
+fn server_pid_names_the_process_to_sample() {
+    let dir = tempfile::tempdir().unwrap();
+    let memcached = loadcell_testkit::memcached().expect("memcached starts");
+    // Found from the port: memcached itself.
+    let r = run_kv(dir.path(), memcached.url(), &["--time", "2s"]);
+    assert_eq!(u(&r, "/resources/server_pid"), u64::from(memcached.pid));
+    // Named: another process (a redis-server) is sampled instead.
+    let redis = loadcell_testkit::redis().expect("Redis starts");
+    let pid = redis.pid.to_string();
+    let r = run_kv(
+        dir.path(),
+        memcached.url(),
+        &["--time", "2s", "--server-pid", &pid],
+    );
+    assert_eq!(u(&r, "/resources/server_pid"), u64::from(redis.pid));
+    let samples = r["resources"]["samples"].as_array().unwrap();
+    assert!(!samples.is_empty());
+    assert!(
+        samples
+            .iter()
+            .all(|s| s["server_rss_bytes"].as_u64() > Some(0)),
+        "{samples:?}"
+    );
+}

@@ -244,6 +244,11 @@ impl Sampler {
     }
 }
 
+/// Whether a process with this PID runs on this host (and we can see it).
+pub fn process_exists(pid: u32) -> bool {
+    process_stat(pid).is_some()
+}
+
 /// The process listening on TCP `port` on this host, if we can see it:
 /// the listening socket's inode from /proc/net/tcp{,6}, then the process
 /// holding that inode.
