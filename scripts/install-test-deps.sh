@@ -12,6 +12,7 @@ PACKAGES=(
   memcached
   procps
   openssl
+  chromium
 )
 
 # Which packages are not yet installed?

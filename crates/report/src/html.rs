@@ -19,7 +19,7 @@ use std::fmt::Write as _;
 
 use loadcell_record::hist::{self, Micros};
 use loadcell_record::resources::ResourceSample;
-use loadcell_record::result::{LoopMode, RunResult, RunStatus};
+use loadcell_record::result::{Interval, LoopMode, RunResult, RunStatus};
 use loadcell_record::sweep::{SweepKind, SweepPoint, SweepResult};
 use serde_json::Value;
 
@@ -510,8 +510,29 @@ fn time_axis() -> Axis {
     a
 }
 
+/// Measured samples, less a last one taken a sliver after the one before
+/// (at the run's end): rates over a few milliseconds are noise, and would
+/// draw a spike at the end of every chart.
 fn measured(samples: &[ResourceSample]) -> Vec<&ResourceSample> {
-    samples.iter().filter(|s| s.t_s >= 0.0).collect()
+    let mut m: Vec<&ResourceSample> = samples.iter().filter(|s| s.t_s >= 0.0).collect();
+    if let [.., a, b, c] = m[..] {
+        if c.t_s - b.t_s < 0.5 * (b.t_s - a.t_s) {
+            m.pop();
+        }
+    }
+    m
+}
+
+/// The intervals to draw over time: all but a last one cut at the run's
+/// deadline to less than half the one before, for the same reason. Tables
+/// and totals still count it.
+fn charted(intervals: &[Interval]) -> &[Interval] {
+    match intervals {
+        [.., prev, last] if last.duration_s < 0.5 * prev.duration_s => {
+            &intervals[..intervals.len() - 1]
+        }
+        _ => intervals,
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -535,7 +556,7 @@ fn throughput_names(r: &RunResult) -> (&'static str, &'static str) {
 /// Throughput, latency and (when any) error charts over the run's
 /// intervals.
 pub fn time_series_charts(r: &RunResult) -> Vec<Chart> {
-    let iv = &r.intervals;
+    let iv = charted(&r.intervals);
     if iv.is_empty() {
         return Vec::new();
     }
@@ -611,7 +632,7 @@ pub fn time_series_charts(r: &RunResult) -> Vec<Chart> {
         .iter()
         .any(|i| i.errors > 0 || i.reconnects > 0 || i.retries > 0)
     {
-        let per_s = |f: fn(&loadcell_record::result::Interval) -> u64| -> Vec<(f64, f64)> {
+        let per_s = |f: fn(&Interval) -> u64| -> Vec<(f64, f64)> {
             iv.iter()
                 .map(|i| {
                     (
@@ -1605,7 +1626,7 @@ fn sweep_section(o: &mut String, idx: usize, name: &str, s: &SweepResult) {
             let name = point_name(s, p);
             thr = thr.series(Series::new(
                 name.clone(),
-                r.intervals
+                charted(&r.intervals)
                     .iter()
                     .map(|i| {
                         (
@@ -1621,7 +1642,7 @@ fn sweep_section(o: &mut String, idx: usize, name: &str, s: &SweepResult) {
             ));
             p99 = p99.series(Series::new(
                 name,
-                r.intervals
+                charted(&r.intervals)
                     .iter()
                     .map(|i| (i.t_s, i.latency_ms.p99))
                     .collect(),
@@ -2030,6 +2051,25 @@ mod tests {
             !html.contains("secret@") && !html.contains("hunter2"),
             "passwords redacted"
         );
+    }
+
+    #[test]
+    fn a_sliver_of_a_last_interval_is_not_drawn() {
+        let mut r = fixture::run(8, 1000.0);
+        let n = r.intervals.len();
+        let mut sliver = r.intervals[n - 1].clone();
+        sliver.t_s += 0.004;
+        sliver.duration_s = 0.004;
+        sliver.events_per_sec = 250.0;
+        r.intervals.push(sliver);
+        for chart in time_series_charts(&r) {
+            for series in &chart.series {
+                assert_eq!(series.points.len(), n, "{}: {}", chart.title, series.name);
+            }
+        }
+        // A last interval of normal length is drawn.
+        r.intervals[n].duration_s = r.intervals[n - 1].duration_s;
+        assert_eq!(time_series_charts(&r)[0].series[0].points.len(), n + 1);
     }
 
     #[test]

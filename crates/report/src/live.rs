@@ -33,7 +33,13 @@ pub fn line(
         rwo[slot] += op.count;
     }
     let lat = LatencySummary::of(&stats.response);
-    let mut s = format!("[ {elapsed_s:.0}s ] ");
+    // Whole seconds as sysbench prints them; tenths when the report
+    // interval is shorter, so lines 0.5 s apart do not share a label.
+    let mut s = if (elapsed_s - elapsed_s.round()).abs() < 0.05 {
+        format!("[ {elapsed_s:.0}s ] ")
+    } else {
+        format!("[ {elapsed_s:.1}s ] ")
+    };
     if warmup {
         s.push_str("(warm-up) ");
     }
@@ -67,6 +73,7 @@ mod tests {
             st.record_op(2, Duration::from_millis(1), true);
             st.record_event(Duration::from_millis(4), Duration::from_millis(3), None);
         }
+        assert!(line(2.5, 8, 0.5, &st, &["read", "write", "other"], false).starts_with("[ 2.5s ] "));
         let l = line(10.0, 8, 2.0, &st, &["read", "write", "other"], false);
         assert!(
             l.starts_with("[ 10s ] thds: 8 tps: 5.00 qps: 15.00 (r/w/o: 5.00/5.00/5.00)"),

@@ -1,0 +1,151 @@
+//! The HTML report as a person sees it: real result files (a rate-limited
+//! run and a sweep against the in-process `sim://` server) rendered by
+//! `loadcell report --html`, then loaded in headless Chromium (Debian's
+//! `chromium`), whose parsed DOM and screenshot are checked.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+const BROWSER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Runs headless Chromium on `page` with `args`; returns its stdout. Kills
+/// it (by its PID) if it outlives [`BROWSER_TIMEOUT`].
+fn chromium(page: &Path, args: &[&str]) -> String {
+    assert!(
+        Path::new(CHROMIUM).exists(),
+        "{CHROMIUM} is missing: run scripts/install-test-deps.sh (it installs Debian's chromium)"
+    );
+    let profile = tempfile::tempdir().unwrap();
+    // A file, not a pipe: the DOM is larger than a pipe's buffer, and the
+    // loop below waits for the exit without reading.
+    let stdout_path = profile.path().join("stdout");
+    let stdout_file = std::fs::File::create(&stdout_path).unwrap();
+    // Root, no sandbox; the network is closed, so nothing in the background.
+    let mut child = Command::new(CHROMIUM)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .args(args)
+        .arg(format!("file://{}", page.display()))
+        .stdout(stdout_file)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("chromium starts");
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > BROWSER_TIMEOUT {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("chromium did not finish within {BROWSER_TIMEOUT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let status = child.wait().unwrap();
+    assert!(status.success(), "chromium failed: {status:?}");
+    std::fs::read_to_string(&stdout_path).unwrap()
+}
+
+#[test]
+fn the_report_renders_in_chromium_with_every_section() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    ok(loadcell(
+        d,
+        &[
+            "run",
+            "kv",
+            "--target",
+            "sim://?latency=lognormal:1ms:0.4&concurrency=8",
+            "--clients",
+            "16",
+            "--rate",
+            "4000",
+            "--time",
+            "3s",
+            "--report-interval",
+            "500ms",
+            "--label",
+            "instance=demo",
+            "--out",
+            "run.json",
+        ],
+    ));
+    ok(loadcell(
+        d,
+        &[
+            "sweep",
+            "kv",
+            "--target",
+            "sim://?latency=fixed:1ms&concurrency=4",
+            "--clients",
+            "1,2,4,8,16",
+            "--time",
+            "1s",
+            "--out",
+            "sweep.json",
+        ],
+    ));
+    ok(loadcell(
+        d,
+        &["report", "run.json", "sweep.json", "--html", "report.html"],
+    ));
+    let page = d.join("report.html");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        !html.contains("<script") && !html.contains("http://") && !html.contains("https://"),
+        "the report is self-contained: no scripts, nothing fetched"
+    );
+
+    let dom = chromium(&page, &["--dump-dom"]);
+    for part in [
+        "id=\"summary\"",
+        "Throughput over time",
+        "Latency over time",
+        "Latency percentile spectrum",
+        "Resources",
+        "Bottleneck hint",
+        "Environment and configuration",
+        "instance=demo",
+        "sweep of clients",
+        "Throughput by clients",
+        "Latency against throughput",
+        "knee: clients",
+        "throughput stops scaling at",
+    ] {
+        assert!(dom.contains(part), "the rendered page has no '{part}'");
+    }
+    let charts = dom.matches("<svg").count();
+    assert!(charts >= 10, "only {charts} charts rendered");
+
+    let shot = d.join("shot.png");
+    chromium(
+        &page,
+        &[
+            &format!("--screenshot={}", shot.display()),
+            "--window-size=1280,2400",
+        ],
+    );
+    let png = std::fs::read(&shot).expect("chromium wrote the screenshot");
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    // A blank page compresses to a few kilobytes; charts and tables do not.
+    assert!(
+        png.len() > 50_000,
+        "the screenshot is nearly blank: {} bytes",
+        png.len()
+    );
+}
