@@ -81,15 +81,16 @@ fn plan_from_sim_runs_has_known_node_counts_and_costs() {
     for n in 1..=3 {
         run(dir, &format!("small-{n}.json"), "small", n, "2ms", &[]);
     }
-    // big: one node of 1000 ops/s, as a sweep of clients (1 client leaves
-    // the slot idle between requests; 2 keep it busy: the plan takes 2).
+    // big: one node of 1000 ops/s (two 2 ms slots), as a sweep of
+    // clients: 1 client uses one slot (500/s), 2 use both; the plan takes
+    // the faster setting.
     ok(loadcell(
         dir,
         &[
             "sweep",
             "kv",
             "--target",
-            "sim://?concurrency=1&latency=fixed:1ms",
+            "sim://?concurrency=2&latency=fixed:2ms",
             "--ratio",
             "0:1",
             "--threads",
