@@ -303,3 +303,21 @@ fn server_pid_names_the_process_to_sample() {
         "{samples:?}"
     );
 }
+
+#[test]
+fn server_counters_are_sampled_every_interval() {
+    let dir = tempfile::tempdir().unwrap();
+    let redis = loadcell_testkit::redis().expect("Redis starts");
+    let memcached = loadcell_testkit::memcached().expect("memcached starts");
+    for (server, needle) in [
+        (&redis, "total_commands_processed"),
+        (&memcached, "cmd_get"),
+    ] {
+        let r = run_kv(
+            dir.path(),
+            server.url(),
+            &["--time", "2s", "--report-interval", "500ms"],
+        );
+        assert_server_counter(&r, needle);
+    }
+}

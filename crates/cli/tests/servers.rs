@@ -101,6 +101,28 @@ fn suite(server: TestServer, product: &str) {
             "{workload}: only retryable errors"
         );
     }
+    // The server's own counters are sampled at every interval, counters
+    // as rates: rows read by InnoDB, tuples fetched by PostgreSQL.
+    let mut args = vec![
+        "run",
+        "oltp_read_only",
+        "--time",
+        "2s",
+        "--report-interval",
+        "500ms",
+    ];
+    args.extend(["--out", "counters.json"]);
+    args.extend(common);
+    ok(loadcell(dir.path(), &args));
+    let r = read_json(&dir.path().join("counters.json"));
+    assert_server_counter(
+        &r,
+        if product == "PostgreSQL" {
+            "tup_fetched"
+        } else {
+            "rows_read"
+        },
+    );
     // oltp_insert added rows with database-assigned ids.
     let max_id: u64 = sql(&server, "SELECT MAX(id) FROM sbtest1").parse().unwrap();
     let rows_1: u64 = sql(&server, "SELECT COUNT(*) FROM sbtest1")

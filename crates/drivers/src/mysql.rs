@@ -340,6 +340,12 @@ impl Driver for MysqlDriver {
             "Innodb_buffer_pool_reads",
             "Innodb_row_lock_waits",
             "Innodb_data_fsyncs",
+            // MariaDB 10.6+ reports no Innodb_rows_*: rows read, and
+            // rows written per kind, from its server-wide counters.
+            "Rows_read",
+            "Handler_write",
+            "Handler_update",
+            "Handler_delete",
             "Bytes_received",
             "Bytes_sent",
         ];

@@ -117,3 +117,24 @@ pub fn sql(server: &loadcell_testkit::TestServer, query: &str) -> String {
     );
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
+
+/// Asserts that the result's resource samples carry a server counter whose
+/// name contains `needle` (any case), as a positive rate in some sample.
+pub fn assert_server_counter(r: &Value, needle: &str) {
+    let samples = r["resources"]["samples"]
+        .as_array()
+        .expect("resources.samples");
+    let seen = samples.iter().any(|sample| {
+        sample["server"].as_object().is_some_and(|counters| {
+            counters.iter().any(|(name, v)| {
+                name.to_lowercase().contains(needle)
+                    && name.ends_with("_per_s")
+                    && v.as_f64() > Some(0.0)
+            })
+        })
+    });
+    assert!(
+        seen,
+        "no positive '{needle}' rate among the server counters: {samples:#?}"
+    );
+}
