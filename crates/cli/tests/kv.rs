@@ -321,3 +321,61 @@ fn server_counters_are_sampled_every_interval() {
         assert_server_counter(&r, needle);
     }
 }
+
+#[test]
+fn findmax_against_memcached_brackets_the_connections_capacity() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = loadcell_testkit::memcached().expect("memcached starts");
+    let one_connection = ["--threads", "1", "--clients", "1", "--time", "1s"];
+    // What one connection does when it never waits: no rate can be held
+    // above this.
+    let closed = run_kv(dir.path(), server.url(), &one_connection);
+    let capacity = f(&closed, "/summary/events_per_sec");
+
+    let mut args = vec!["findmax", "kv", "--target", server.url()];
+    args.extend(one_connection);
+    args.extend([
+        "--sla",
+        "p99<=20ms",
+        "--start-rate",
+        "2000",
+        "--precision",
+        "25%",
+        "--max-probes",
+        "12",
+        "--out",
+        "findmax.json",
+    ]);
+    ok(loadcell(dir.path(), &args));
+    let fm = read_json(&dir.path().join("findmax.json"));
+    assert_eq!(s(&fm, "/kind"), "findmax");
+    let best = f(&fm, "/analysis/best_rate");
+    let fail = f(&fm, "/analysis/lowest_failing_rate");
+    assert!(
+        (2000.0..=capacity * 1.05).contains(&best),
+        "best {best}/s against a closed-loop capacity of {capacity}/s"
+    );
+    assert!(
+        fail > best && best >= 0.75 * fail,
+        "bisected to 25%: {best} .. {fail}"
+    );
+
+    // Every probe is recorded, each with its verdict, and the verdicts
+    // agree with the runs.
+    let points = fm["points"].as_array().unwrap();
+    assert_eq!(points.len() as u64, u(&fm, "/analysis/probes"));
+    for p in points {
+        let rate = f(p, "/value");
+        let run = &p["runs"][0];
+        let achieved = f(run, "/summary/schedule/achieved_rate");
+        if p["passed"].as_bool().expect("a verdict per probe") {
+            assert!(rate <= best, "a pass above the best: {rate}");
+            assert!(
+                achieved >= 0.95 * rate,
+                "passed at {achieved}/s of {rate}/s"
+            );
+        } else {
+            assert!(rate >= fail, "a failure below the lowest failure: {rate}");
+        }
+    }
+}
