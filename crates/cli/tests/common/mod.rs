@@ -138,3 +138,42 @@ pub fn assert_server_counter(r: &Value, needle: &str) {
         "no positive '{needle}' rate among the server counters: {samples:#?}"
     );
 }
+
+/// Starts `loadcell run ARGS` for up to 30 s, kills `server` after
+/// `after`, and checks what must hold whatever the system: exit status 1,
+/// and a valid result file marked partial because the server became
+/// unreachable, written well before the 30 s. Returns the output and the
+/// result for the caller's own checks.
+pub fn run_and_kill_server(
+    dir: &Path,
+    args: &[&str],
+    server: &mut loadcell_testkit::TestServer,
+    after: std::time::Duration,
+) -> (Output, Value) {
+    let child = Command::new(bin())
+        .arg("run")
+        .args(args)
+        .args([
+            "--time",
+            "30s",
+            "--reconnect-timeout",
+            "2s",
+            "--out",
+            "killed.json",
+        ])
+        .current_dir(dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(after);
+    server.kill();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let r = read_json(&dir.join("killed.json"));
+    assert_valid_result(&r);
+    assert_eq!(s(&r, "/status"), "partial");
+    assert_eq!(s(&r, "/stop_reason"), "server_unreachable");
+    assert!(f(&r, "/summary/duration_s") < 20.0);
+    (o, r)
+}
