@@ -135,7 +135,7 @@ pub fn sweep(
     let total = swept.values.len() * repeat;
     let mut points = Vec::new();
     let mut complete = true;
-    'points: for (k, &value) in swept.values.iter().enumerate() {
+    for (k, &value) in swept.values.iter().enumerate() {
         let mut argv = swept.argv_for(run_argv, k);
         argv.push("--label".into());
         argv.push(format!("{}={}", swept.name, swept.raw_values[k]));
@@ -150,21 +150,14 @@ pub fn sweep(
             );
             let r = run_step(&argv)?;
             eprintln!("[step {step}/{total}] {}", step_line(&r));
-            let stop = r.stop_reason;
+            complete = r.stop_reason == StopReason::Completed;
             runs.push(r);
-            if stop != StopReason::Completed {
-                complete = false;
-                let (mean, spread) = PointStats::mean_and_spread(&runs);
-                points.push(SweepPoint {
-                    value,
-                    mean,
-                    spread,
-                    passed: None,
-                    runs,
-                });
-                break 'points;
+            if !complete {
+                break;
             }
         }
+        // A step cut short (Ctrl-C, a dead server) ends the sweep; what it
+        // measured is kept.
         let (mean, spread) = PointStats::mean_and_spread(&runs);
         points.push(SweepPoint {
             value,
@@ -173,6 +166,9 @@ pub fn sweep(
             passed: None,
             runs,
         });
+        if !complete {
+            break;
+        }
     }
     let (analysis, findings) = analysis::sweep(&swept.name, &points);
     Ok(SweepResult {
