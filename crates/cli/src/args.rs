@@ -444,12 +444,23 @@ impl KvArgs {
         note(self.key_minimum.is_some(), "--key-minimum");
         note(self.key_maximum.is_some(), "--key-maximum");
         note(self.key_pattern.is_some(), "--key-pattern");
+        note(self.key_median.is_some(), "--key-median");
+        note(self.key_stddev.is_some(), "--key-stddev");
+        note(self.key_zipf_exp.is_some(), "--key-zipf-exp");
         note(self.data_size.is_some(), "--data-size");
         note(self.data_size_range.is_some(), "--data-size-range");
         note(self.data_size_list.is_some(), "--data-size-list");
+        note(self.random_data, "--random-data");
+        note(self.distinct_client_seed, "--distinct-client-seed");
+        note(self.randomize, "--randomize");
         note(self.pipeline.is_some(), "--pipeline");
         note(self.requests.is_some(), "--requests");
         note(!self.command.is_empty(), "--command");
+        note(!self.command_ratio.is_empty(), "--command-ratio");
+        note(
+            !self.command_key_pattern.is_empty(),
+            "--command-key-pattern",
+        );
         note(self.verify, "--verify");
         note(self.dataset.is_some(), "--dataset");
         given

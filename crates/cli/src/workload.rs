@@ -90,14 +90,20 @@ impl WorkloadSpec {
             refuse(ycsb.given(), "a record workload (ycsb, mix) option")?;
             if let Some(path) = &kv.dataset {
                 // The file declares keys and values; only the access options apply.
-                if let Some(flag) = kv
-                    .given()
-                    .into_iter()
-                    .find(|f| !matches!(*f, "--dataset" | "--ratio" | "--pipeline" | "--requests"))
-                {
+                if let Some(flag) = kv.given().into_iter().find(|f| {
+                    !matches!(
+                        *f,
+                        "--dataset"
+                            | "--ratio"
+                            | "--pipeline"
+                            | "--requests"
+                            | "--distinct-client-seed"
+                            | "--randomize"
+                    )
+                }) {
                     return Err(format!(
                         "{flag} does not apply with --dataset: the data set file declares the keys and values \
-                         (with a data set, kv takes --ratio, --pipeline and --requests)"
+                         (with a data set, kv takes --ratio, --pipeline, --requests, --distinct-client-seed and --randomize)"
                     ));
                 }
                 return Ok(WorkloadSpec::Dataset {

@@ -85,6 +85,34 @@ fn secrets_are_not_echoed_in_errors() {
 }
 
 #[test]
+fn options_of_another_workload_are_refused_not_ignored() {
+    for flag in ["--random-data", "--distinct-client-seed", "--randomize"] {
+        fails_with(
+            &["run", "oltp_read_write", flag],
+            &[flag, "is a key-value option"],
+        );
+    }
+    fails_with(
+        &["run", "ycsb-a", "--key-median", "5"],
+        &["--key-median", "is a key-value (kv workload) option"],
+    );
+    fails_with(
+        &["run", "oltp_point_select", "--command-ratio", "2"],
+        &["--command-ratio", "is a key-value option"],
+    );
+    let rtb = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/datasets/rtb.toml"
+    );
+    for (flag, value) in [("--key-zipf-exp", "0.9"), ("--key-stddev", "10")] {
+        fails_with(
+            &["run", "kv", "--dataset", rtb, flag, value],
+            &[flag, "does not apply with --dataset"],
+        );
+    }
+}
+
+#[test]
 fn server_pid_that_does_not_exist() {
     fails_with(
         &[
