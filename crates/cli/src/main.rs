@@ -237,15 +237,7 @@ fn dispatch(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
 /// One run: from its arguments to its result. With `quiet` (a sweep step)
 /// nothing is printed and no result file is written.
 fn run(a: &RunArgs, argv: Vec<String>, quiet: bool) -> anyhow::Result<RunResult> {
-    if let Some(pid) = a.server_pid {
-        if !loadcell_record::resources::process_exists(pid) {
-            return Err(anyhow!(
-                "--server-pid {pid}: no such process on this host; give the server's PID \
-                 (e.g. from `pgrep -x redis-server`), or leave the option out to find the \
-                 process listening on the target's port"
-            ));
-        }
-    }
+    check_server_pid(a)?;
     let spec = WorkloadSpec::resolve(&a.target.workload, &a.oltp, &a.kv, &a.ycsb)
         .map_err(|e| anyhow!(e))?;
     let (target, default_target) = resolve_target(&a.target)?;
@@ -259,6 +251,19 @@ fn run(a: &RunArgs, argv: Vec<String>, quiet: bool) -> anyhow::Result<RunResult>
         quiet,
     };
     loadcell_drivers::open(&target, job)?
+}
+
+/// `--server-pid` names a process that exists (sweep and findmax check it
+/// before their first step, too).
+fn check_server_pid(a: &RunArgs) -> anyhow::Result<()> {
+    match a.server_pid {
+        Some(pid) if !loadcell_record::resources::process_exists(pid) => Err(anyhow!(
+            "--server-pid {pid}: no such process on this host; give the server's PID \
+             (e.g. from `pgrep -x redis-server`), or leave the option out to find the \
+             process listening on the target's port"
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Parses a `run` command line (as a sweep step builds it).

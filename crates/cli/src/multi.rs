@@ -11,7 +11,7 @@ use loadcell_record::sweep::SweepResult;
 use loadcell_report::input::Input;
 
 use crate::sweep::{self, FindmaxPlan, Sla};
-use crate::{parse_run, run};
+use crate::{check_server_pid, parse_run, run};
 
 /// Takes `names` (with their values) out of `raw`; the rest is returned.
 fn split_own(
@@ -144,6 +144,7 @@ pub fn sweep(raw: &[String], argv: Vec<String>) -> anyhow::Result<i32> {
         first.get_or_insert(a);
     }
     let first = first.expect("a list has at least two values");
+    check_server_pid(&first)?;
     if first.out.is_some() || first.json {
         bail!("--out and --json of a sweep apply to the sweep file; give them once, outside the run options");
     }
@@ -210,6 +211,7 @@ pub fn findmax(raw: &[String], argv: Vec<String>) -> anyhow::Result<i32> {
         },
     };
     let a = parse_run(&run_argv)?;
+    check_server_pid(&a)?;
     if a.rate.is_some() {
         bail!("findmax chooses --rate itself; use --start-rate and --max-rate to bound it");
     }

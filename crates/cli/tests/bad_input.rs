@@ -114,17 +114,19 @@ fn options_of_another_workload_are_refused_not_ignored() {
 
 #[test]
 fn server_pid_that_does_not_exist() {
-    fails_with(
-        &[
-            "run",
-            "kv",
-            "--target",
-            "sim://",
-            "--server-pid",
-            "4000000000",
-        ],
-        &["--server-pid 4000000000: no such process on this host"],
-    );
+    // sweep and findmax refuse it before their first step starts.
+    for command in [
+        &["run", "kv"][..],
+        &["sweep", "kv", "--clients", "1,2"],
+        &["findmax", "kv", "--sla", "p99<=2ms"],
+    ] {
+        let mut args = command.to_vec();
+        args.extend(["--target", "sim://", "--server-pid", "4000000000"]);
+        fails_with(
+            &args,
+            &["--server-pid 4000000000: no such process on this host"],
+        );
+    }
 }
 
 #[test]

@@ -26,6 +26,8 @@ fn chromium(page: &Path, args: &[&str]) -> String {
     // loop below waits for the exit without reading.
     let stdout_path = profile.path().join("stdout");
     let stdout_file = std::fs::File::create(&stdout_path).unwrap();
+    let stderr_path = profile.path().join("stderr");
+    let stderr_file = std::fs::File::create(&stderr_path).unwrap();
     // Root, no sandbox; the network is closed, so nothing in the background.
     let mut child = Command::new(CHROMIUM)
         .args([
@@ -43,7 +45,7 @@ fn chromium(page: &Path, args: &[&str]) -> String {
         .args(args)
         .arg(format!("file://{}", page.display()))
         .stdout(stdout_file)
-        .stderr(Stdio::null())
+        .stderr(stderr_file)
         .spawn()
         .expect("chromium starts");
     let started = Instant::now();
@@ -56,8 +58,22 @@ fn chromium(page: &Path, args: &[&str]) -> String {
         std::thread::sleep(Duration::from_millis(50));
     }
     let status = child.wait().unwrap();
-    assert!(status.success(), "chromium failed: {status:?}");
+    assert!(
+        status.success(),
+        "chromium failed: {status:?}\n{}",
+        std::fs::read_to_string(&stderr_path).unwrap_or_default()
+    );
     std::fs::read_to_string(&stdout_path).unwrap()
+}
+
+/// Opening and closing tags of element `name` in `html`.
+fn tags(html: &str, name: &str) -> (usize, usize) {
+    let open = format!("<{name}");
+    let opens = html
+        .match_indices(&open)
+        .filter(|(i, _)| matches!(html.as_bytes().get(i + open.len()), Some(b' ' | b'>')))
+        .count();
+    (opens, html.matches(&format!("</{name}>")).count())
 }
 
 #[test]
@@ -112,8 +128,46 @@ fn the_report_renders_in_chromium_with_every_section() {
     );
 
     let dom = chromium(&page, &["--dump-dom"]);
+    assert!(dom.trim_end().ends_with("</html>"), "the page did not load");
+    // No scripts, so no script errors. Balanced markup: the parser had
+    // nothing to repair (stray or missing end tags, a block inside <p>),
+    // so the DOM holds exactly the elements the page was written with.
+    assert!(!dom.contains("<script"), "a script in the DOM");
+    for name in [
+        "section",
+        "div",
+        "p",
+        "table",
+        "thead",
+        "tr",
+        "th",
+        "td",
+        "dl",
+        "dt",
+        "dd",
+        "ul",
+        "li",
+        "figure",
+        "figcaption",
+        "pre",
+        "h2",
+        "h3",
+        "svg",
+    ] {
+        let (opens, closes) = tags(&html, name);
+        assert_eq!(opens, closes, "<{name}>: {opens} opened, {closes} closed");
+        assert_eq!(
+            tags(&dom, name),
+            (opens, closes),
+            "<{name}> elements changed when Chromium parsed the page"
+        );
+    }
+    let summary = &dom[dom.find("id=\"summary\"").expect("a summary section")..];
+    assert!(
+        summary[..summary.find("</section>").unwrap()].contains("<table"),
+        "the summary has no table"
+    );
     for part in [
-        "id=\"summary\"",
         "Throughput over time",
         "Latency over time",
         "Latency percentile spectrum",

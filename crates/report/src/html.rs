@@ -34,6 +34,12 @@ pub(crate) fn h(s: &str) -> String {
     escape(&redact(s))
 }
 
+/// [`h`], letting a URL wrap after `?` and before each `&` rather than
+/// mid-word.
+fn breakable(s: &str) -> String {
+    h(s).replace('?', "?<wbr>").replace("&amp;", "<wbr>&amp;")
+}
+
 /// A parameter value for a tick or label: `8`, `0.5`, `1.2M`.
 fn compact(v: f64) -> String {
     if v.abs() >= 1e5 {
@@ -353,7 +359,7 @@ fn summary_section(o: &mut String, inputs: &[Input]) {
                     String::new()
                 },
                 if target_col {
-                    format!("<td class=\"target\">{}</td>", h(&r.target))
+                    format!("<td class=\"target\">{}</td>", breakable(&r.target))
                 } else {
                     String::new()
                 },
@@ -986,7 +992,7 @@ fn environment(o: &mut String, r: &RunResult, command: &[String]) {
     let e = &r.environment;
     o.push_str("<h3>Environment and configuration</h3>\n<div class=\"facts\">\n<dl>\n");
     let fact = |o: &mut String, k: &str, v: String| {
-        let _ = writeln!(o, "<dt>{k}</dt><dd>{}</dd>", h(&v));
+        let _ = writeln!(o, "<dt>{k}</dt><dd>{}</dd>", breakable(&v));
     };
     let host = &e.host;
     fact(o, "host", host.hostname.clone());
@@ -2362,6 +2368,14 @@ mod tests {
         assert_eq!(latency_knee(&c), None);
         assert_eq!(usl(&Value::Null), None);
         assert!((usl_at((100.0, 0.0, 0.0), 8.0) - 800.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn urls_wrap_at_their_parameters_with_the_password_redacted() {
+        assert_eq!(
+            breakable("redis://u:hunter2@db:6379/?a=1&b=<2>"),
+            "redis&#58;//u:***@db:6379/?<wbr>a=1<wbr>&amp;b=&lt;2&gt;"
+        );
     }
 
     #[test]
