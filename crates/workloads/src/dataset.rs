@@ -540,12 +540,7 @@ impl<C: KvConn> Script<C> for DataSetKv {
     }
 
     async fn open(&self, _conn: &mut C, info: SessionInfo) -> Result<DataSetSession, DriverError> {
-        let seed = if self.opts.distinct_client_seed {
-            info.seed
-        } else {
-            info.run_seed
-        };
-        let mut rng = SmallRng::seed_from_u64(seed);
+        let mut rng = self.opts.session_rng(&info);
         let data = value_block(&self.set, &mut rng);
         Ok(DataSetSession {
             rng,

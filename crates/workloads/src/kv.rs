@@ -286,6 +286,17 @@ impl Default for KvOptions {
 }
 
 impl KvOptions {
+    /// A session's random generator: seeded per session with
+    /// `--distinct-client-seed`, otherwise the run's seed for every session,
+    /// as memtier does.
+    pub(crate) fn session_rng(&self, info: &SessionInfo) -> SmallRng {
+        SmallRng::seed_from_u64(if self.distinct_client_seed {
+            info.seed
+        } else {
+            info.run_seed
+        })
+    }
+
     pub fn validate(&self) -> Result<(), String> {
         if self.commands.is_empty() && self.ratio_set == 0 && self.ratio_get == 0 {
             return Err(
@@ -522,12 +533,7 @@ impl<C: KvConn> Script<C> for Kv {
     }
 
     async fn open(&self, _conn: &mut C, info: SessionInfo) -> Result<KvSession, DriverError> {
-        let seed = if self.opts.distinct_client_seed {
-            info.seed
-        } else {
-            info.run_seed
-        };
-        let mut rng = SmallRng::seed_from_u64(seed);
+        let mut rng = self.opts.session_rng(&info);
         let max = self.opts.data_size.max();
         let mut data = vec![b'x'; max];
         if self.opts.random_data {
