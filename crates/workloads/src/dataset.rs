@@ -846,6 +846,7 @@ pub async fn cleanup<C: KvConn>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::recorder::Recorder;
 
     const RTB: &str = include_str!("../../../examples/datasets/rtb.toml");
 
@@ -1013,32 +1014,6 @@ value_size = "100-200"
         set.types[2].key(&mut buf, 99);
         assert_eq!(buf, b"t:2:000099");
         assert_eq!(set.types[0].fields, vec!["f000", "f001", "f002"]);
-    }
-
-    /// Records what a session queues.
-    #[derive(Default)]
-    struct Recorder {
-        queued: Vec<Vec<Vec<u8>>>,
-    }
-
-    impl KvConn for Recorder {
-        fn queue_get(&mut self, key: &[u8]) {
-            self.queued.push(vec![b"GET".to_vec(), key.to_vec()]);
-        }
-        fn queue_set(&mut self, key: &[u8], value: &[u8]) {
-            self.queued
-                .push(vec![b"SET".to_vec(), key.to_vec(), value.to_vec()]);
-        }
-        fn queue_command(&mut self, args: &[&[u8]]) -> Result<(), DriverError> {
-            self.queued.push(args.iter().map(|a| a.to_vec()).collect());
-            Ok(())
-        }
-        async fn flush(
-            &mut self,
-            _: &mut dyn FnMut(usize, Result<KvReply<'_>, DriverError>),
-        ) -> Result<(), DriverError> {
-            Ok(())
-        }
     }
 
     #[test]

@@ -10,6 +10,8 @@ pub mod distribution;
 pub mod kv;
 pub mod marker;
 pub mod oltp;
+#[cfg(test)]
+mod recorder;
 pub mod ycsb;
 
 /// A workload that cannot run because its data set is not there yet.

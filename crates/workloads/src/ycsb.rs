@@ -1499,6 +1499,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::recorder::Recorder;
 
     fn ycsb(preset: Preset, edit: impl FnOnce(&mut YcsbOptions)) -> Ycsb {
         let mut o = preset.options();
@@ -1856,40 +1857,6 @@ mod tests {
         );
     }
 
-    /// Records what a key-value script queues.
-    #[derive(Default)]
-    struct Recorder {
-        sent: Vec<Vec<String>>,
-    }
-
-    impl KvConn for Recorder {
-        fn queue_get(&mut self, key: &[u8]) {
-            self.sent
-                .push(vec!["GET".into(), String::from_utf8_lossy(key).into()]);
-        }
-        fn queue_set(&mut self, key: &[u8], value: &[u8]) {
-            self.sent.push(vec![
-                "SET".into(),
-                String::from_utf8_lossy(key).into(),
-                format!("{} bytes", value.len()),
-            ]);
-        }
-        fn queue_command(&mut self, args: &[&[u8]]) -> Result<(), DriverError> {
-            self.sent.push(
-                args.iter()
-                    .map(|a| String::from_utf8_lossy(a).into_owned())
-                    .collect(),
-            );
-            Ok(())
-        }
-        async fn flush(
-            &mut self,
-            _: &mut dyn FnMut(usize, Result<KvReply<'_>, DriverError>),
-        ) -> Result<(), DriverError> {
-            Ok(())
-        }
-    }
-
     #[test]
     fn hashes_with_a_sorted_set_index() {
         let kv = YcsbKv::new(Preset::E.options(), true);
@@ -1897,17 +1864,18 @@ mod tests {
         let mut conn = Recorder::default();
         push_key(&mut s.d.key, 7);
         kv.queue_insert(&mut conn, &mut s, 7).unwrap();
-        let hset = &conn.sent[0];
+        let sent = conn.sent();
+        let hset = &sent[0];
         assert_eq!(hset[0], "HSET");
         assert_eq!(hset[1], format!("user{}", fnv1a_64(7)));
         assert_eq!(hset.len(), 2 + 2 * 10);
         assert_eq!(hset[2], "field0");
         assert_eq!(hset[21].len(), 100);
-        assert_eq!(conn.sent[1], ["ZADD", "_indices", "7", &hset[1]]);
-        conn.sent.clear();
+        assert_eq!(sent[1], ["ZADD", "_indices", "7", &hset[1]]);
+        conn.queued.clear();
         kv.queue_scan(&mut conn, &mut s, 995, 10).unwrap();
         assert_eq!(
-            conn.sent[0],
+            conn.sent()[0],
             [
                 "ZRANGEBYSCORE",
                 "_indices",
@@ -1919,15 +1887,15 @@ mod tests {
             ]
         );
         // Records 995..999 exist; the range ends at the last one.
-        assert_eq!(conn.sent.len(), 1 + 5);
+        assert_eq!(conn.sent().len(), 1 + 5);
         let mut k = String::new();
         push_key(&mut k, 999);
-        assert_eq!(conn.sent[5], ["HGETALL", &k]);
-        conn.sent.clear();
+        assert_eq!(conn.sent()[5], ["HGETALL", &k]);
+        conn.queued.clear();
         push_key(&mut s.d.key, 3);
         kv.queue_write(&mut conn, &mut s.d, 4, false).unwrap();
-        assert_eq!(conn.sent[0].len(), 4);
-        assert_eq!(conn.sent[0][2], "field4");
+        assert_eq!(conn.sent()[0].len(), 4);
+        assert_eq!(conn.sent()[0][2], "field4");
     }
 
     #[test]
@@ -1940,7 +1908,7 @@ mod tests {
         kv.queue_write(&mut conn, &mut s.d, 3, false).unwrap();
         kv.queue_read(&mut conn, &s.d.key).unwrap();
         assert_eq!(
-            conn.sent,
+            conn.sent(),
             vec![
                 vec!["SET", "user8517097267634966620", "100 bytes"],
                 vec!["SET", "user8517097267634966620", "100 bytes"],
