@@ -1,37 +1,53 @@
-//! MySQL and MariaDB over `mysql_async`: one plain connection per session
-//! (no pool), prepared statements over the binary protocol.
+//! MySQL and MariaDB over loadcell's own wire session: one plain connection
+//! per session (no pool), prepared statements over the binary protocol.
 //!
 //! Target: `mysql://user:pass@host:port/db?sslmode=...&sslrootcert=PATH`
 //! (`mariadb://` is the same). Defaults: host 127.0.0.1, port 3306, user
 //! root, no password, no default database, `sslmode=disable`.
 //!
-//! TLS modes, with libpq's meanings as in `tls.rs`: `disable`;
-//! `prefer` (TLS without verification when the server offers it, plaintext
-//! otherwise; a server found without TLS is remembered); `require` (TLS, no
-//! certificate checks, or the chain checks of `verify-ca` when `sslrootcert`
-//! is given); `verify-ca` (chain checked against `sslrootcert`, or the
-//! webpki roots without it); `verify-full` (chain and host name). With
-//! `sslrootcert` only that file's certificates are trusted. mysql_async
-//! builds its own rustls configuration from `SslOpts`, so the shared
-//! `tls::client_config` is only used to validate the settings.
+//! TLS modes, with libpq's meanings as in `tls.rs` (whose
+//! [`client_config`](crate::tls::client_config) does the verification):
+//! `disable`; `prefer` (TLS without verification when the server offers
+//! it, plaintext otherwise); `require` (TLS, no certificate checks, or the
+//! chain checks of `verify-ca` when `sslrootcert` is given); `verify-ca`
+//! (chain checked against `sslrootcert`, or the webpki roots without it);
+//! `verify-full` (chain and host name).
 //!
-//! Known limitation: mysql_async 0.36 skips the host name check by matching
-//! "NotValidForName" in rustls's error text, which current rustls no longer
-//! prints, so `verify-ca` also checks the host name; the error then says so.
+//! The session owns its socket and two reused buffers. The hot path
+//! ([`SqlConn::exec`]) encodes COM_STMT_EXECUTE into the write buffer and
+//! sends it with one write; the response is read into the read buffer
+//! (one `read` when it fits) and walked packet by packet without decoding
+//! rows: an OK packet gives the affected rows, a result set is skipped up
+//! to its terminator, counting rows. `mysql_common` parses and builds the
+//! connection-phase packets (handshake, SSL request, auth switch) and does
+//! the scrambles and the RSA encryption of caching_sha2_password.
+//!
+//! Authentication: mysql_native_password and caching_sha2_password (fast
+//! path; full authentication sends the password in clear over TLS, or
+//! RSA-encrypted with the server's public key over plain TCP), including
+//! auth switch requests. Other plugins are a fatal error naming them.
 
 use std::io;
+use std::ops::Range;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use loadcell_core::kv::KvCapabilities;
 use loadcell_core::sql::{Dialect, SqlConn, SqlParam};
 use loadcell_core::{Driver, DriverError, ErrorClass, ServerInfo, Target};
-use mysql_async::prelude::Queryable;
-use mysql_async::{Opts, OptsBuilder, Params, SslOpts, Statement, Value};
+use mysql_common::constants::{CapabilityFlags, StatusFlags};
+use mysql_common::io::ParseBuf;
+use mysql_common::packets::{
+    AuthPlugin, AuthSwitchRequest, HandshakePacket, HandshakeResponse, SslRequest,
+};
+use mysql_common::proto::MySerialize;
+use rustls::pki_types::ServerName;
+use rustls::ClientConfig;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 
 use crate::tls::SslMode;
 use crate::{DriverInfo, Family};
-use loadcell_core::kv::KvCapabilities;
 
 pub const INFO: DriverInfo = DriverInfo {
     name: "mysql",
@@ -183,63 +199,12 @@ fn percent_decode(s: &str, what: &str) -> Result<String, String> {
     String::from_utf8(out).map_err(|_| format!("the {what} is not UTF-8 once decoded"))
 }
 
-/// `mysql_async` options for `settings`, with or without TLS.
-fn build_opts(s: &Settings, tls: Option<SslOpts>) -> Opts {
-    OptsBuilder::default()
-        .ip_or_hostname(s.host.clone())
-        .tcp_port(s.port)
-        .user(Some(s.user.clone()))
-        .pass(s.password.clone())
-        .db_name(s.db.clone())
-        .tcp_nodelay(true)
-        // Stay on the TCP endpoint that was asked for: no switch to the
-        // server's unix socket after connecting.
-        .prefer_socket(false)
-        // Sessions keep their `Statement` handles; a cache would only cost
-        // a hash per prepare and, when full, close statements still in use.
-        .stmt_cache_size(0)
-        // Known values skip the `SELECT @@max_allowed_packet, @@wait_timeout`
-        // round trip on every connect. The server enforces its own limit.
-        .max_allowed_packet(Some(1 << 30))
-        .wait_timeout(Some(28_800))
-        .ssl_opts(tls)
-        .into()
-}
-
-fn ssl_opts(s: &Settings) -> Option<SslOpts> {
-    let base = || {
-        let mut o = SslOpts::default();
-        if let Some(path) = &s.sslrootcert {
-            o = o
-                .with_root_certs(vec![path.clone().into()])
-                .with_disable_built_in_roots(true);
-        }
-        o
-    };
-    match s.sslmode {
-        SslMode::Disable => None,
-        // libpq: "require" with a root certificate behaves as "verify-ca".
-        SslMode::Require if s.sslrootcert.is_some() => {
-            Some(base().with_danger_skip_domain_validation(true))
-        }
-        SslMode::Prefer | SslMode::Require => Some(
-            base()
-                .with_danger_accept_invalid_certs(true)
-                .with_danger_skip_domain_validation(true),
-        ),
-        SslMode::VerifyCa => Some(base().with_danger_skip_domain_validation(true)),
-        SslMode::VerifyFull => Some(base()),
-    }
-}
-
-/// A MySQL/MariaDB target. Cheap to share: the options (and their TLS
-/// connector, built on first use) are built once.
+/// A MySQL/MariaDB target. Cheap to share: the settings and the TLS
+/// configuration are built once.
 pub struct MysqlDriver {
-    opts: Opts,
-    /// `sslmode=prefer`: plaintext options for a server without TLS.
-    plain: Option<Opts>,
-    /// `sslmode=prefer` found a server without TLS: go straight to `plain`.
-    server_lacks_tls: AtomicBool,
+    settings: Settings,
+    /// `None` for `sslmode=disable`.
+    tls: Option<Arc<ClientConfig>>,
     ctx: Arc<Ctx>,
 }
 
@@ -254,31 +219,20 @@ impl std::fmt::Debug for MysqlDriver {
 }
 
 impl MysqlDriver {
-    /// Parses the target; makes no connection.
+    /// Parses the target and reads `sslrootcert`; makes no connection.
     pub fn from_target(target: &Target) -> Result<MysqlDriver, String> {
         let s = parse_url(target.url())?;
-        // mysql_async builds its own rustls configuration from `SslOpts`;
-        // building the shared one checks the mode/sslrootcert combination
-        // and reads the file now, with the same messages as other drivers.
-        crate::tls::client_config(s.sslmode, s.sslrootcert.as_deref())?;
-        let opts = build_opts(&s, ssl_opts(&s));
-        let plain = (s.sslmode == SslMode::Prefer).then(|| build_opts(&s, None));
+        let tls = crate::tls::client_config(s.sslmode, s.sslrootcert.as_deref())?;
+        let ctx = Arc::new(Ctx {
+            endpoint: s.endpoint(),
+            user: s.user.clone(),
+            sslmode: s.sslmode,
+        });
         Ok(MysqlDriver {
-            opts,
-            plain,
-            server_lacks_tls: AtomicBool::new(false),
-            ctx: Arc::new(Ctx {
-                endpoint: s.endpoint(),
-                user: s.user,
-                sslmode: s.sslmode,
-            }),
+            settings: s,
+            tls,
+            ctx,
         })
-    }
-
-    async fn open(&self, opts: &Opts) -> Result<mysql_async::Conn, DriverError> {
-        mysql_async::Conn::new(opts.clone())
-            .await
-            .map_err(|e| classify(e, &self.ctx, Phase::Connect))
     }
 }
 
@@ -290,34 +244,16 @@ impl Driver for MysqlDriver {
     }
 
     async fn connect(&self) -> Result<MysqlConn, DriverError> {
-        let conn = match &self.plain {
-            Some(plain) if self.server_lacks_tls.load(Ordering::Relaxed) => {
-                self.open(plain).await?
-            }
-            Some(plain) => match mysql_async::Conn::new(self.opts.clone()).await {
-                Ok(c) => c,
-                Err(mysql_async::Error::Driver(
-                    mysql_async::DriverError::NoClientSslFlagFromServer,
-                )) => {
-                    self.server_lacks_tls.store(true, Ordering::Relaxed);
-                    self.open(plain).await?
-                }
-                Err(e) => return Err(classify(e, &self.ctx, Phase::Connect)),
-            },
-            None => self.open(&self.opts).await?,
-        };
-        Ok(MysqlConn {
-            conn,
-            ctx: self.ctx.clone(),
-        })
+        let session = Session::connect(&self.settings, self.tls.as_ref(), &self.ctx).await?;
+        Ok(MysqlConn { session })
     }
 
     async fn server_info(&self, conn: &mut MysqlConn) -> Result<ServerInfo, DriverError> {
-        let version = match conn.first_value("SELECT VERSION()").await? {
-            Some(Value::Bytes(b)) => String::from_utf8_lossy(&b).into_owned(),
-            Some(other) => other.as_sql(true),
-            None => String::new(),
-        };
+        let version = conn
+            .first_value("SELECT VERSION()")
+            .await?
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default();
         Ok(ServerInfo {
             product: product_of(&version).to_string(),
             version,
@@ -359,14 +295,16 @@ impl Driver for MysqlDriver {
             "SHOW GLOBAL STATUS WHERE Variable_name IN ({})",
             names.join(",")
         );
-        let rows: Vec<(String, String)> = match conn.conn.query(sql).await {
-            Ok(r) => r,
-            Err(e) => return Err(conn.err(e)),
-        };
+        let rows = conn.session.query_text(&sql).await?;
         let mut out = Vec::new();
         let (mut requests, mut disk_reads) = (None, None);
-        for (name, value) in rows {
-            let Ok(v) = value.parse::<f64>() else {
+        for row in rows {
+            let mut cols = row.into_iter();
+            let (Some(Some(name)), Some(Some(value))) = (cols.next(), cols.next()) else {
+                continue;
+            };
+            let name = String::from_utf8_lossy(&name).into_owned();
+            let Ok(v) = String::from_utf8_lossy(&value).trim().parse::<f64>() else {
                 continue;
             };
             match name.as_str() {
@@ -404,183 +342,1029 @@ fn product_of(version: &str) -> &'static str {
 
 /// One session's connection.
 pub struct MysqlConn {
-    conn: mysql_async::Conn,
-    ctx: Arc<Ctx>,
+    session: Session,
 }
 
 impl std::fmt::Debug for MysqlConn {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MysqlConn")
-            .field("endpoint", &self.ctx.endpoint)
-            .field("id", &self.conn.id())
+            .field("endpoint", &self.session.ctx.endpoint)
+            .field("id", &self.session.id)
             .finish()
     }
+}
+
+/// A prepared statement: the server's id and its parameter count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MysqlStmt {
+    id: u32,
+    params: u16,
 }
 
 impl MysqlConn {
     /// The server's id for this connection (`CONNECTION_ID()`).
     pub fn connection_id(&self) -> u32 {
-        self.conn.id()
+        self.session.id
     }
 
     /// Closes the connection politely (COM_QUIT). Dropping it works too.
-    pub async fn close(self) -> Result<(), DriverError> {
-        let ctx = self.ctx;
-        self.conn
-            .disconnect()
-            .await
-            .map_err(|e| classify(e, &ctx, Phase::Use))
+    pub async fn close(mut self) -> Result<(), DriverError> {
+        self.session.quit().await
     }
 
-    fn err(&self, e: mysql_async::Error) -> DriverError {
-        classify(e, &self.ctx, Phase::Use)
-    }
-
-    /// First column of the first row of a text-protocol query.
-    async fn first_value(&mut self, sql: &str) -> Result<Option<Value>, DriverError> {
-        let row: Option<mysql_async::Row> = match self.conn.query_first(sql).await {
-            Ok(r) => r,
-            Err(e) => return Err(self.err(e)),
-        };
-        Ok(row.and_then(|r| r.unwrap().into_iter().next()))
+    /// First column of the first row of a text-protocol query (`None` for
+    /// no row or NULL).
+    async fn first_value(&mut self, sql: &str) -> Result<Option<Vec<u8>>, DriverError> {
+        let rows = self.session.query_text(sql).await?;
+        Ok(rows
+            .into_iter()
+            .next()
+            .and_then(|r| r.into_iter().next())
+            .flatten())
     }
 }
 
 impl SqlConn for MysqlConn {
-    type Stmt = Statement;
+    type Stmt = MysqlStmt;
 
     fn dialect(&self) -> Dialect {
         Dialect::MySql
     }
 
-    async fn prepare(&mut self, sql: &str) -> Result<Statement, DriverError> {
-        match self.conn.prep(sql).await {
-            Ok(s) => Ok(s),
-            Err(e) => Err(self.err(e)),
-        }
+    async fn prepare(&mut self, sql: &str) -> Result<MysqlStmt, DriverError> {
+        self.session.prepare(sql).await
     }
 
     async fn exec(
         &mut self,
-        stmt: &Statement,
+        stmt: &MysqlStmt,
         params: &[SqlParam<'_>],
     ) -> Result<u64, DriverError> {
-        // Checked here: mysql_async would close the connection over it.
-        if usize::from(stmt.num_params()) != params.len() {
+        if usize::from(stmt.params) != params.len() {
             return Err(DriverError::fatal(format!(
                 "the statement takes {} parameters but {} were given",
-                stmt.num_params(),
+                stmt.params,
                 params.len()
             )));
         }
-        // mysql_async takes the parameters by value, so one Vec (plus one
-        // copy per text value) per call is the floor here.
-        let params = if params.is_empty() {
-            Params::Empty
-        } else {
-            Params::Positional(
-                params
-                    .iter()
-                    .map(|p| match *p {
-                        SqlParam::Int(i) => Value::Int(i),
-                        SqlParam::Text(t) => Value::Bytes(t.as_bytes().to_vec()),
-                    })
-                    .collect(),
-            )
-        };
-        let mut result = match self.conn.exec_iter(stmt, params).await {
-            Ok(r) => r,
-            Err(e) => return Err(classify(e, &self.ctx, Phase::Use)),
-        };
-        let has_columns = !result.columns_ref().is_empty();
-        let mut rows = 0u64;
-        let read = result.for_each(|_| rows += 1).await;
-        let affected = result.affected_rows();
-        let dropped = result.drop_result().await;
-        if let Err(e) = read.and(dropped) {
-            return Err(classify(e, &self.ctx, Phase::Use));
-        }
-        Ok(if has_columns { rows } else { affected })
+        let s = &mut self.session;
+        s.begin()?;
+        encode_execute(&mut s.wbuf, stmt.id, params);
+        s.send().await?;
+        s.walk_response(false, None).await
     }
 
     async fn simple(&mut self, sql: &str) -> Result<(), DriverError> {
-        match self.conn.query_drop(sql).await {
-            Ok(()) => Ok(()),
-            Err(e) => Err(self.err(e)),
-        }
+        let s = &mut self.session;
+        s.begin()?;
+        encode_command(&mut s.wbuf, COM_QUERY, sql.as_bytes());
+        s.send().await?;
+        s.walk_response(true, None).await.map(|_| ())
     }
 
     async fn query_i64(&mut self, sql: &str) -> Result<Option<i64>, DriverError> {
-        match self.first_value(sql).await? {
-            None => Ok(None),
-            Some(v) => value_to_i64(v).map_err(|shown| {
-                DriverError::fatal(format!("expected an integer from `{sql}`, got {shown}"))
-            }),
-        }
+        let value = self.first_value(sql).await?;
+        text_to_i64(value.as_deref()).map_err(|shown| {
+            DriverError::fatal(format!("expected an integer from `{sql}`, got {shown}"))
+        })
     }
 
     async fn query_strings(&mut self, sql: &str) -> Result<Vec<String>, DriverError> {
-        let rows: Vec<mysql_async::Row> = match self.conn.query(sql).await {
-            Ok(r) => r,
-            Err(e) => return Err(self.err(e)),
-        };
+        let rows = self.session.query_text(sql).await?;
         Ok(rows
             .into_iter()
             .map(|r| {
-                r.unwrap()
-                    .into_iter()
-                    .next()
-                    .map(value_to_string)
-                    .unwrap_or_default()
+                let first = r.into_iter().next().flatten().unwrap_or_default();
+                String::from_utf8(first)
+                    .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
             })
             .collect())
     }
 }
 
-/// An integer from any numeric form a server may send (the text protocol
-/// sends everything as bytes; SUM/MAX of integers may come as DECIMAL).
-/// `Ok(None)` for NULL; `Err(shown value)` for anything else.
-fn value_to_i64(v: Value) -> Result<Option<i64>, String> {
-    let from_f64 = |f: f64| {
-        if f.fract() == 0.0 && f >= i64::MIN as f64 && f < i64::MAX as f64 {
-            Ok(Some(f as i64))
-        } else {
-            Err(f.to_string())
-        }
+/// An integer from the text a server sends for a number (SUM/MAX of
+/// integers may come as DECIMAL, e.g. `5050.000`). `Ok(None)` for NULL;
+/// `Err(shown value)` for anything else.
+fn text_to_i64(v: Option<&[u8]>) -> Result<Option<i64>, String> {
+    let Some(b) = v else {
+        return Ok(None);
     };
-    match v {
-        Value::NULL => Ok(None),
-        Value::Int(i) => Ok(Some(i)),
-        Value::UInt(u) => i64::try_from(u).map(Some).map_err(|_| u.to_string()),
-        Value::Float(f) => from_f64(f as f64),
-        Value::Double(f) => from_f64(f),
-        Value::Bytes(b) => {
-            let s = String::from_utf8_lossy(&b);
-            let t = s.trim();
-            if let Ok(i) = t.parse::<i64>() {
-                return Ok(Some(i));
-            }
-            match t.parse::<f64>() {
-                Ok(f) => from_f64(f).map_err(|_| format!("'{t}'")),
-                Err(_) => Err(format!("'{t}'")),
-            }
+    let s = String::from_utf8_lossy(b);
+    let t = s.trim();
+    if let Ok(i) = t.parse::<i64>() {
+        return Ok(Some(i));
+    }
+    match t.parse::<f64>() {
+        Ok(f) if f.fract() == 0.0 && f >= i64::MIN as f64 && f < i64::MAX as f64 => {
+            Ok(Some(f as i64))
         }
-        other => Err(other.as_sql(true)),
+        _ => Err(format!("'{t}'")),
     }
 }
 
-/// Text of a value; NULL becomes the empty string.
-fn value_to_string(v: Value) -> String {
-    match v {
-        Value::NULL => String::new(),
-        Value::Bytes(b) => String::from_utf8(b)
-            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
-        Value::Int(i) => i.to_string(),
-        Value::UInt(u) => u.to_string(),
-        Value::Float(f) => f.to_string(),
-        Value::Double(f) => f.to_string(),
-        other => other.as_sql(true).trim_matches('\'').to_string(),
+// ---------------------------------------------------------------------------
+// Wire session
+
+/// Initial read buffer; it grows for larger responses.
+const READ_BUF: usize = 64 * 1024;
+/// Room a read asks for at least.
+const MIN_READ_ROOM: usize = 4 * 1024;
+/// A payload this long continues in the next packet.
+const MAX_PAYLOAD: usize = 0xFF_FFFF;
+/// The client's maximum packet size, as announced in the handshake.
+const MAX_PACKET: u32 = 1 << 30;
+/// utf8mb4_general_ci.
+const UTF8MB4_GENERAL_CI: u8 = 45;
+
+const COM_QUIT: u8 = 0x01;
+const COM_QUERY: u8 = 0x03;
+const COM_STMT_PREPARE: u8 = 0x16;
+const COM_STMT_EXECUTE: u8 = 0x17;
+
+const MYSQL_TYPE_LONGLONG: u8 = 0x08;
+const MYSQL_TYPE_VAR_STRING: u8 = 0xFD;
+
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+impl Stream {
+    async fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        match self {
+            Stream::Plain(s) => s.write_all(buf).await,
+            Stream::Tls(s) => {
+                s.write_all(buf).await?;
+                s.flush().await
+            }
+        }
     }
+
+    async fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.read(buf).await,
+            Stream::Tls(s) => s.read(buf).await,
+        }
+    }
+
+    async fn shutdown(&mut self) -> io::Result<()> {
+        match self {
+            Stream::Plain(s) => s.shutdown().await,
+            Stream::Tls(s) => s.shutdown().await,
+        }
+    }
+}
+
+/// Received bytes and the packet framing over them: `buf[start..end]` is
+/// received and not yet consumed. A payload of exactly 0xFFFFFF bytes
+/// continues in the next packet; such pieces are joined in place so that
+/// every payload handed out is contiguous.
+#[derive(Debug)]
+struct PacketBuf {
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+    /// A payload being joined: its length so far (its pieces before the
+    /// next header are already contiguous after `start + 4`).
+    joined: Option<usize>,
+    /// Bytes from `start` that the next packet needs at least.
+    need: usize,
+    /// Sequence id of the last packet piece handed out.
+    seq: u8,
+}
+
+impl PacketBuf {
+    fn new(capacity: usize) -> PacketBuf {
+        PacketBuf {
+            buf: vec![0; capacity],
+            start: 0,
+            end: 0,
+            joined: None,
+            need: 0,
+            seq: 0,
+        }
+    }
+
+    /// The next complete payload, consumed (valid until the next
+    /// [`PacketBuf::spare`]); `None` if more bytes must be read first.
+    #[inline]
+    fn next(&mut self) -> Option<Range<usize>> {
+        let s = self.start;
+        let mut total = match self.joined {
+            Some(total) => total,
+            None => {
+                if self.end - s < 4 {
+                    self.need = 4;
+                    return None;
+                }
+                let len = le24(&self.buf[s..]);
+                if self.end - s < 4 + len {
+                    self.need = 4 + len;
+                    return None;
+                }
+                self.seq = self.buf[s + 3];
+                if len < MAX_PAYLOAD {
+                    self.start = s + 4 + len;
+                    self.need = 0;
+                    return Some(s + 4..s + 4 + len);
+                }
+                len
+            }
+        };
+        // A continued payload: fold each following piece's payload onto
+        // the previous one, dropping its header.
+        loop {
+            let p = s + 4 + total;
+            if self.end < p + 4 {
+                self.joined = Some(total);
+                self.need = p + 4 - s;
+                return None;
+            }
+            let len = le24(&self.buf[p..]);
+            if self.end < p + 4 + len {
+                self.joined = Some(total);
+                self.need = p + 4 + len - s;
+                return None;
+            }
+            self.seq = self.buf[p + 3];
+            self.buf.copy_within(p + 4..self.end, p);
+            self.end -= 4;
+            total += len;
+            if len < MAX_PAYLOAD {
+                self.joined = None;
+                self.need = 0;
+                self.start = s + 4 + total;
+                return Some(s + 4..s + 4 + total);
+            }
+        }
+    }
+
+    /// Room to read into: compacts, and grows for a large packet.
+    fn spare(&mut self) -> &mut [u8] {
+        if self.start == self.end && self.joined.is_none() {
+            self.start = 0;
+            self.end = 0;
+        }
+        let pending = self.end - self.start;
+        let want = self.need.max(pending + MIN_READ_ROOM);
+        if self.buf.len() - self.start < want || self.buf.len() - self.end < MIN_READ_ROOM {
+            if self.start > 0 {
+                self.buf.copy_within(self.start..self.end, 0);
+                self.start = 0;
+                self.end = pending;
+            }
+            if self.buf.len() < want {
+                let len = want.max(self.buf.len() * 2);
+                self.buf.resize(len, 0);
+            }
+        }
+        &mut self.buf[self.end..]
+    }
+
+    /// `n` bytes were read into [`PacketBuf::spare`].
+    fn filled(&mut self, n: usize) {
+        self.end += n;
+    }
+}
+
+#[inline]
+fn le24(b: &[u8]) -> usize {
+    usize::from(b[0]) | usize::from(b[1]) << 8 | usize::from(b[2]) << 16
+}
+
+/// Reads until a whole payload is buffered; end of stream is an error.
+async fn read_packet(stream: &mut Stream, pb: &mut PacketBuf) -> io::Result<Range<usize>> {
+    loop {
+        if let Some(r) = pb.next() {
+            return Ok(r);
+        }
+        let n = stream.read(pb.spare()).await?;
+        if n == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        pb.filled(n);
+    }
+}
+
+/// A length-encoded integer at `*pos`, advancing it.
+#[inline]
+fn lenenc(p: &[u8], pos: &mut usize) -> Option<u64> {
+    let first = *p.get(*pos)?;
+    let (n, width) = match first {
+        0..=0xFA => return (*pos += 1, Some(u64::from(first))).1,
+        0xFC => (2, 3),
+        0xFD => (3, 4),
+        0xFE => (8, 9),
+        _ => return None,
+    };
+    let bytes = p.get(*pos + 1..*pos + 1 + n)?;
+    let mut v = 0u64;
+    for (i, b) in bytes.iter().enumerate() {
+        v |= u64::from(*b) << (8 * i);
+    }
+    *pos += width;
+    Some(v)
+}
+
+#[inline]
+fn put_lenenc(buf: &mut Vec<u8>, n: u64) {
+    if n < 0xFB {
+        buf.push(n as u8);
+    } else if n <= 0xFFFF {
+        buf.push(0xFC);
+        buf.extend_from_slice(&(n as u16).to_le_bytes());
+    } else if n <= 0xFF_FFFF {
+        buf.push(0xFD);
+        buf.extend_from_slice(&(n as u32).to_le_bytes()[..3]);
+    } else {
+        buf.push(0xFE);
+        buf.extend_from_slice(&n.to_le_bytes());
+    }
+}
+
+/// Fills in the packet header(s) of a command written after a 4-byte
+/// placeholder: sequence id 0, split into 0xFFFFFF-byte pieces if long.
+fn frame_command(buf: &mut Vec<u8>) {
+    let len = buf.len() - 4;
+    if len < MAX_PAYLOAD {
+        buf[..3].copy_from_slice(&(len as u32).to_le_bytes()[..3]);
+        buf[3] = 0;
+        return;
+    }
+    let payload = buf.split_off(4);
+    buf.clear();
+    let mut seq = 0u8;
+    let mut chunks = payload.chunks(MAX_PAYLOAD);
+    loop {
+        let chunk = chunks.next().unwrap_or(&[]);
+        buf.extend_from_slice(&(chunk.len() as u32).to_le_bytes()[..3]);
+        buf.push(seq);
+        buf.extend_from_slice(chunk);
+        seq = seq.wrapping_add(1);
+        if chunk.len() < MAX_PAYLOAD {
+            break;
+        }
+    }
+}
+
+/// A text command (COM_QUERY, COM_STMT_PREPARE, COM_QUIT) into `buf`.
+fn encode_command(buf: &mut Vec<u8>, command: u8, arg: &[u8]) {
+    buf.clear();
+    buf.reserve(5 + arg.len());
+    buf.extend_from_slice(&[0, 0, 0, 0, command]);
+    buf.extend_from_slice(arg);
+    frame_command(buf);
+}
+
+/// COM_STMT_EXECUTE of statement `id` into `buf` (reused: no allocation
+/// once it is large enough): no cursor, one iteration, no NULLs, types
+/// sent every time (LONGLONG for Int, VAR_STRING for Text).
+#[inline]
+fn encode_execute(buf: &mut Vec<u8>, id: u32, params: &[SqlParam<'_>]) {
+    buf.clear();
+    buf.extend_from_slice(&[0, 0, 0, 0, COM_STMT_EXECUTE]);
+    buf.extend_from_slice(&id.to_le_bytes());
+    // Flags (no cursor), iteration count 1.
+    buf.extend_from_slice(&[0, 1, 0, 0, 0]);
+    if !params.is_empty() {
+        let bitmap = params.len().div_ceil(8);
+        buf.resize(buf.len() + bitmap, 0);
+        buf.push(1); // new params bound
+        for p in params {
+            let t = match p {
+                SqlParam::Int(_) => MYSQL_TYPE_LONGLONG,
+                SqlParam::Text(_) => MYSQL_TYPE_VAR_STRING,
+            };
+            buf.extend_from_slice(&[t, 0]);
+        }
+        for p in params {
+            match *p {
+                SqlParam::Int(i) => buf.extend_from_slice(&i.to_le_bytes()),
+                SqlParam::Text(t) => {
+                    put_lenenc(buf, t.len() as u64);
+                    buf.extend_from_slice(t.as_bytes());
+                }
+            }
+        }
+    }
+    frame_command(buf);
+}
+
+/// A server's ERR packet, borrowed from the read buffer.
+#[derive(Debug, PartialEq, Eq)]
+struct ServerErr<'a> {
+    code: u16,
+    state: Option<&'a str>,
+    message: &'a str,
+}
+
+/// Parses an ERR packet (`0xFF`, code, optional `#` and SQLSTATE, message).
+fn parse_err(p: &[u8]) -> Option<ServerErr<'_>> {
+    if p.len() < 3 || p[0] != 0xFF {
+        return None;
+    }
+    let code = u16::from_le_bytes([p[1], p[2]]);
+    let (state, rest) = if p.len() >= 9 && p[3] == b'#' {
+        (std::str::from_utf8(&p[4..9]).ok(), &p[9..])
+    } else {
+        (None, &p[3..])
+    };
+    let message = match std::str::from_utf8(rest) {
+        Ok(m) => m,
+        Err(e) => std::str::from_utf8(&rest[..e.valid_up_to()]).unwrap_or(""),
+    };
+    Some(ServerErr {
+        code,
+        state,
+        message,
+    })
+}
+
+/// An OK packet's counts and status (the `0x00` header of a response, or
+/// the `0xFE` one ending a result set under CLIENT_DEPRECATE_EOF).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Ok_ {
+    affected: u64,
+    status: u16,
+}
+
+fn parse_ok(p: &[u8]) -> Option<Ok_> {
+    let mut pos = 1;
+    let affected = lenenc(p, &mut pos)?;
+    let _last_insert_id = lenenc(p, &mut pos)?;
+    let status = p
+        .get(pos..pos + 2)
+        .map(|s| u16::from_le_bytes([s[0], s[1]]))?;
+    Some(Ok_ { affected, status })
+}
+
+/// Status flags of a result set's terminator.
+fn terminator_status(p: &[u8], deprecate_eof: bool) -> Option<u16> {
+    if deprecate_eof {
+        parse_ok(p).map(|ok| ok.status)
+    } else {
+        // EOF: 0xFE, warnings (2), status (2).
+        p.get(3..5).map(|s| u16::from_le_bytes([s[0], s[1]]))
+    }
+}
+
+const MORE_RESULTS: u16 = StatusFlags::SERVER_MORE_RESULTS_EXISTS.bits();
+
+/// Where a [`Walker`] is in a response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WalkState {
+    /// Expecting OK, ERR or a column count.
+    Start,
+    /// Column definitions left to skip.
+    Columns(u64),
+    /// The EOF after the column definitions (without DEPRECATE_EOF).
+    ColumnsEof,
+    Rows,
+}
+
+/// What a payload was to a [`Walker`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// Metadata or an intermediate OK/terminator: read on.
+    More,
+    /// A row (its payload is the one just fed).
+    Row,
+    /// The response is complete.
+    Done,
+    /// An ERR packet (the payload just fed) ended the response.
+    Error,
+}
+
+/// Walks a command's response (OK, ERR, or result sets, possibly several)
+/// one payload at a time without decoding rows.
+#[derive(Debug)]
+struct Walker {
+    state: WalkState,
+    deprecate_eof: bool,
+    result_sets: u32,
+    rows: u64,
+    affected: u64,
+}
+
+impl Walker {
+    fn new(deprecate_eof: bool) -> Walker {
+        Walker {
+            state: WalkState::Start,
+            deprecate_eof,
+            result_sets: 0,
+            rows: 0,
+            affected: 0,
+        }
+    }
+
+    /// Rows read if the response had a result set, else rows affected.
+    fn count(&self) -> u64 {
+        if self.result_sets > 0 {
+            self.rows
+        } else {
+            self.affected
+        }
+    }
+
+    #[inline]
+    fn feed(&mut self, p: &[u8]) -> Result<Step, &'static str> {
+        let first = *p.first().ok_or("empty packet")?;
+        match self.state {
+            WalkState::Rows => {
+                if first == 0xFE && p.len() < MAX_PAYLOAD {
+                    let status =
+                        terminator_status(p, self.deprecate_eof).ok_or("bad end of result set")?;
+                    return Ok(self.after(status));
+                }
+                if first == 0xFF {
+                    return Ok(Step::Error);
+                }
+                self.rows += 1;
+                Ok(Step::Row)
+            }
+            WalkState::Start => match first {
+                0x00 => {
+                    let ok = parse_ok(p).ok_or("bad OK packet")?;
+                    self.affected += ok.affected;
+                    Ok(self.after(ok.status))
+                }
+                0xFF => Ok(Step::Error),
+                0xFB => Err("LOCAL INFILE request"),
+                _ => {
+                    let mut pos = 0;
+                    let n = lenenc(p, &mut pos).ok_or("bad column count")?;
+                    self.result_sets += 1;
+                    self.state = if n > 0 {
+                        WalkState::Columns(n)
+                    } else {
+                        WalkState::Rows
+                    };
+                    Ok(Step::More)
+                }
+            },
+            WalkState::Columns(n) => {
+                self.state = match (n - 1, self.deprecate_eof) {
+                    (0, true) => WalkState::Rows,
+                    (0, false) => WalkState::ColumnsEof,
+                    (left, _) => WalkState::Columns(left),
+                };
+                Ok(Step::More)
+            }
+            WalkState::ColumnsEof => {
+                if first != 0xFE {
+                    return Err("no EOF after the column definitions");
+                }
+                self.state = WalkState::Rows;
+                Ok(Step::More)
+            }
+        }
+    }
+
+    fn after(&mut self, status: u16) -> Step {
+        if status & MORE_RESULTS != 0 {
+            self.state = WalkState::Start;
+            Step::More
+        } else {
+            Step::Done
+        }
+    }
+}
+
+/// The columns of a text-protocol row; `None` for NULL.
+fn text_row(p: &[u8]) -> Option<Vec<Option<Vec<u8>>>> {
+    let mut cols = Vec::new();
+    let mut pos = 0;
+    while pos < p.len() {
+        if p[pos] == 0xFB {
+            cols.push(None);
+            pos += 1;
+            continue;
+        }
+        let len = usize::try_from(lenenc(p, &mut pos)?).ok()?;
+        cols.push(Some(p.get(pos..pos + len)?.to_vec()));
+        pos += len;
+    }
+    Some(cols)
+}
+
+/// Whether a command is under way, so that a call dropped mid-response
+/// (its future cancelled) is noticed instead of misreading what follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Ready,
+    Busy,
+    Broken,
+}
+
+/// One connection: the stream, its buffers, and what was negotiated.
+struct Session {
+    stream: Stream,
+    pb: PacketBuf,
+    wbuf: Vec<u8>,
+    deprecate_eof: bool,
+    /// The server's connection id.
+    id: u32,
+    state: State,
+    ctx: Arc<Ctx>,
+}
+
+impl Session {
+    /// TCP (no Nagle), the handshake, TLS if asked for and offered, and
+    /// authentication.
+    async fn connect(
+        s: &Settings,
+        tls: Option<&Arc<ClientConfig>>,
+        ctx: &Arc<Ctx>,
+    ) -> Result<Session, DriverError> {
+        let io_err = |e: io::Error| classify_io(&e, ctx, Phase::Connect);
+        let tcp = TcpStream::connect((s.host.as_str(), s.port))
+            .await
+            .map_err(io_err)?;
+        tcp.set_nodelay(true).map_err(io_err)?;
+        let mut stream = Stream::Plain(tcp);
+        let mut pb = PacketBuf::new(READ_BUF);
+        let r = read_packet(&mut stream, &mut pb).await.map_err(io_err)?;
+        let p = &pb.buf[r];
+        if let Some(e) = parse_err(p) {
+            return Err(classify_server(e.code, e.message, ctx));
+        }
+        let hs: HandshakePacket<'_> = ParseBuf(p)
+            .parse(())
+            .map_err(|_| not_mysql(ctx, "bad handshake packet"))?;
+        if hs.protocol_version() != 10 {
+            return Err(not_mysql(ctx, "unknown protocol version"));
+        }
+        let server_caps = hs.capabilities();
+        if !server_caps.contains(CapabilityFlags::CLIENT_PROTOCOL_41) {
+            return Err(DriverError::fatal(format!(
+                "the server at {} is too old (no protocol 4.1)",
+                ctx.endpoint
+            )));
+        }
+        let id = hs.connection_id();
+        let nonce = hs.nonce();
+        let version = hs.server_version_parsed().unwrap_or((5, 7, 0));
+        let plugin = match hs.auth_plugin() {
+            Some(AuthPlugin::CachingSha2Password) => AuthPlugin::CachingSha2Password,
+            _ => AuthPlugin::MysqlNativePassword,
+        };
+        let mut seq = pb.seq;
+        let mut caps = (CapabilityFlags::CLIENT_PROTOCOL_41
+            | CapabilityFlags::CLIENT_SECURE_CONNECTION
+            | CapabilityFlags::CLIENT_LONG_PASSWORD
+            | CapabilityFlags::CLIENT_LONG_FLAG
+            | CapabilityFlags::CLIENT_TRANSACTIONS
+            | CapabilityFlags::CLIENT_MULTI_STATEMENTS
+            | CapabilityFlags::CLIENT_MULTI_RESULTS
+            | CapabilityFlags::CLIENT_PS_MULTI_RESULTS
+            | CapabilityFlags::CLIENT_DEPRECATE_EOF
+            | CapabilityFlags::CLIENT_PLUGIN_AUTH)
+            & server_caps;
+        if s.db.is_some() {
+            caps |= CapabilityFlags::CLIENT_CONNECT_WITH_DB;
+        }
+
+        let mut wbuf = Vec::with_capacity(1024);
+        let mut on_tls = false;
+        if let Some(config) = tls {
+            if server_caps.contains(CapabilityFlags::CLIENT_SSL) {
+                caps |= CapabilityFlags::CLIENT_SSL;
+                seq = seq.wrapping_add(1);
+                let mut body = Vec::new();
+                SslRequest::new(caps, MAX_PACKET, UTF8MB4_GENERAL_CI).serialize(&mut body);
+                put_packet(&mut wbuf, seq, &body);
+                stream.write_all(&wbuf).await.map_err(io_err)?;
+                let Stream::Plain(tcp) = stream else {
+                    unreachable!("TLS starts on a plain stream")
+                };
+                let name = ServerName::try_from(s.host.clone()).map_err(|_| {
+                    DriverError::fatal(format!("'{}' is not a valid TLS server name", s.host))
+                })?;
+                let tls = tokio_rustls::TlsConnector::from(Arc::clone(config))
+                    .connect(name, tcp)
+                    .await
+                    .map_err(io_err)?;
+                stream = Stream::Tls(Box::new(tls));
+                on_tls = true;
+            } else if ctx.sslmode != SslMode::Prefer {
+                return Err(DriverError::fatal(format!(
+                    "the server at {} does not support TLS, but sslmode={} requires it; \
+                     use sslmode=prefer or sslmode=disable",
+                    ctx.endpoint,
+                    ctx.sslmode.as_str()
+                )));
+            }
+        }
+
+        let password = s.password.as_deref();
+        let scramble = plugin
+            .gen_data(password, &nonce)
+            .map(|d| d.to_vec())
+            .unwrap_or_default();
+        let response = HandshakeResponse::new(
+            Some(scramble),
+            version,
+            Some(s.user.as_bytes()),
+            s.db.as_deref().map(str::as_bytes),
+            Some(plugin.clone()),
+            caps,
+            None,
+            MAX_PACKET,
+        );
+        let mut body = Vec::new();
+        response.serialize(&mut body);
+        seq = seq.wrapping_add(1);
+        wbuf.clear();
+        put_packet(&mut wbuf, seq, &body);
+        stream.write_all(&wbuf).await.map_err(io_err)?;
+
+        let mut session = Session {
+            stream,
+            pb,
+            wbuf,
+            deprecate_eof: caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF),
+            id,
+            state: State::Ready,
+            ctx: Arc::clone(ctx),
+        };
+        session
+            .authenticate(plugin.into_owned(), nonce, password, on_tls)
+            .await?;
+        Ok(session)
+    }
+
+    /// The authentication exchange after the handshake response, up to
+    /// the server's OK.
+    async fn authenticate(
+        &mut self,
+        mut plugin: AuthPlugin<'static>,
+        mut nonce: Vec<u8>,
+        password: Option<&str>,
+        on_tls: bool,
+    ) -> Result<(), DriverError> {
+        loop {
+            let r = self.packet(Phase::Connect).await?;
+            let seq = self.pb.seq.wrapping_add(1);
+            let p = &self.pb.buf[r];
+            match p.first() {
+                Some(0x00) => return Ok(()),
+                Some(0xFF) => {
+                    let e = parse_err(p).ok_or_else(|| not_mysql(&self.ctx, "bad ERR packet"))?;
+                    return Err(classify_server(e.code, e.message, &self.ctx));
+                }
+                Some(0xFE) => {
+                    let req: AuthSwitchRequest<'_> = ParseBuf(p)
+                        .parse(())
+                        .map_err(|_| unsupported_plugin(&self.ctx, "mysql_old_password"))?;
+                    plugin = match req.auth_plugin() {
+                        AuthPlugin::MysqlNativePassword => AuthPlugin::MysqlNativePassword,
+                        AuthPlugin::CachingSha2Password => AuthPlugin::CachingSha2Password,
+                        other => {
+                            let name = String::from_utf8_lossy(other.as_bytes()).into_owned();
+                            return Err(unsupported_plugin(&self.ctx, &name));
+                        }
+                    };
+                    nonce = req.plugin_data().to_vec();
+                    let data = plugin
+                        .gen_data(password, &nonce)
+                        .map(|d| d.to_vec())
+                        .unwrap_or_default();
+                    self.write_packet(seq, &data, Phase::Connect).await?;
+                }
+                Some(0x01) if plugin == AuthPlugin::CachingSha2Password => match p.get(1) {
+                    // Fast authentication succeeded: the OK follows.
+                    Some(0x03) => {}
+                    // Full authentication.
+                    Some(0x04) => {
+                        let mut pass = password.unwrap_or("").as_bytes().to_vec();
+                        pass.push(0);
+                        if on_tls {
+                            self.write_packet(seq, &pass, Phase::Connect).await?;
+                        } else {
+                            // Ask for the server's public key, then send the
+                            // password XORed with the nonce, RSA-encrypted.
+                            self.write_packet(seq, &[0x02], Phase::Connect).await?;
+                            let r = self.packet(Phase::Connect).await?;
+                            let seq = self.pb.seq.wrapping_add(1);
+                            let p = &self.pb.buf[r];
+                            if let Some(e) = parse_err(p) {
+                                return Err(classify_server(e.code, e.message, &self.ctx));
+                            }
+                            if p.first() != Some(&0x01) {
+                                return Err(not_mysql(&self.ctx, "no public key sent"));
+                            }
+                            let key = p[1..].to_vec();
+                            if !nonce.is_empty() {
+                                for (i, b) in pass.iter_mut().enumerate() {
+                                    *b ^= nonce[i % nonce.len()];
+                                }
+                            }
+                            let encrypted = std::panic::catch_unwind(|| {
+                                mysql_common::crypto::encrypt(&pass, &key)
+                            })
+                            .map_err(|_| {
+                                DriverError::fatal(format!(
+                                    "the server at {} sent a public key loadcell cannot use \
+                                     for caching_sha2_password; connect with TLS \
+                                     (sslmode=require)",
+                                    self.ctx.endpoint
+                                ))
+                            })?;
+                            self.write_packet(seq, &encrypted, Phase::Connect).await?;
+                        }
+                    }
+                    _ => {
+                        return Err(not_mysql(
+                            &self.ctx,
+                            "unexpected caching_sha2_password data",
+                        ))
+                    }
+                },
+                _ => {
+                    return Err(not_mysql(
+                        &self.ctx,
+                        "unexpected packet during authentication",
+                    ))
+                }
+            }
+        }
+    }
+
+    /// One packet with sequence id `seq` (connection phase).
+    async fn write_packet(
+        &mut self,
+        seq: u8,
+        body: &[u8],
+        phase: Phase,
+    ) -> Result<(), DriverError> {
+        self.wbuf.clear();
+        put_packet(&mut self.wbuf, seq, body);
+        if let Err(e) = self.stream.write_all(&self.wbuf).await {
+            self.state = State::Broken;
+            return Err(classify_io(&e, &self.ctx, phase));
+        }
+        Ok(())
+    }
+
+    /// The next whole payload (valid until the next read).
+    #[inline]
+    async fn packet(&mut self, phase: Phase) -> Result<Range<usize>, DriverError> {
+        if let Some(r) = self.pb.next() {
+            return Ok(r);
+        }
+        match read_packet(&mut self.stream, &mut self.pb).await {
+            Ok(r) => Ok(r),
+            Err(e) => {
+                self.state = State::Broken;
+                Err(classify_io(&e, &self.ctx, phase))
+            }
+        }
+    }
+
+    /// Marks a command under way; refuses one on a broken connection, or
+    /// after a call was dropped mid-response.
+    #[inline]
+    fn begin(&mut self) -> Result<(), DriverError> {
+        match self.state {
+            State::Ready => {
+                self.state = State::Busy;
+                Ok(())
+            }
+            State::Busy | State::Broken => {
+                self.state = State::Broken;
+                Err(DriverError::connection(format!(
+                    "lost connection to {}: the connection is closed",
+                    self.ctx.endpoint
+                ))
+                .with_code(CR_SERVER_LOST))
+            }
+        }
+    }
+
+    /// Sends the command in the write buffer with one write.
+    #[inline]
+    async fn send(&mut self) -> Result<(), DriverError> {
+        if let Err(e) = self.stream.write_all(&self.wbuf).await {
+            self.state = State::Broken;
+            return Err(classify_io(&e, &self.ctx, Phase::Use));
+        }
+        Ok(())
+    }
+
+    /// Reads a whole response: rows read or affected. With `rows`, the
+    /// text-protocol rows are collected there.
+    #[inline]
+    async fn walk_response(
+        &mut self,
+        text: bool,
+        mut rows: Option<&mut Vec<Vec<Option<Vec<u8>>>>>,
+    ) -> Result<u64, DriverError> {
+        let mut w = Walker::new(self.deprecate_eof);
+        loop {
+            let r = self.packet(Phase::Use).await?;
+            let p = &self.pb.buf[r];
+            match w.feed(p) {
+                Ok(Step::More) => {}
+                Ok(Step::Row) => {
+                    if let Some(rows) = rows.as_deref_mut() {
+                        match text_row(p) {
+                            Some(row) if text => rows.push(row),
+                            _ => return Err(self.protocol_error("bad text row")),
+                        }
+                    }
+                }
+                Ok(Step::Done) => {
+                    self.state = State::Ready;
+                    return Ok(w.count());
+                }
+                Ok(Step::Error) => {
+                    let Some(e) = parse_err(p) else {
+                        return Err(self.protocol_error("bad ERR packet"));
+                    };
+                    let err = classify_server(e.code, e.message, &self.ctx);
+                    self.state = if err.class == ErrorClass::Connection {
+                        State::Broken
+                    } else {
+                        State::Ready
+                    };
+                    return Err(err);
+                }
+                Err(why) => return Err(self.protocol_error(why)),
+            }
+        }
+    }
+
+    fn protocol_error(&mut self, why: &str) -> DriverError {
+        self.state = State::Broken;
+        DriverError::connection(format!(
+            "lost connection to {}: protocol error ({why})",
+            self.ctx.endpoint
+        ))
+        .with_code(CR_SERVER_LOST)
+    }
+
+    /// A text query's rows (every column; `None` for NULL).
+    async fn query_text(&mut self, sql: &str) -> Result<Vec<Vec<Option<Vec<u8>>>>, DriverError> {
+        self.begin()?;
+        encode_command(&mut self.wbuf, COM_QUERY, sql.as_bytes());
+        self.send().await?;
+        let mut rows = Vec::new();
+        self.walk_response(true, Some(&mut rows)).await?;
+        Ok(rows)
+    }
+
+    /// COM_STMT_PREPARE: the statement id and parameter count; the
+    /// parameter and column definitions are skipped.
+    async fn prepare(&mut self, sql: &str) -> Result<MysqlStmt, DriverError> {
+        self.begin()?;
+        encode_command(&mut self.wbuf, COM_STMT_PREPARE, sql.as_bytes());
+        self.send().await?;
+        let r = self.packet(Phase::Use).await?;
+        let p = &self.pb.buf[r];
+        if let Some(e) = parse_err(p) {
+            let err = classify_server(e.code, e.message, &self.ctx);
+            self.state = if err.class == ErrorClass::Connection {
+                State::Broken
+            } else {
+                State::Ready
+            };
+            return Err(err);
+        }
+        if p.len() < 12 || p[0] != 0x00 {
+            return Err(self.protocol_error("bad COM_STMT_PREPARE response"));
+        }
+        let id = u32::from_le_bytes([p[1], p[2], p[3], p[4]]);
+        let columns = u16::from_le_bytes([p[5], p[6]]);
+        let params = u16::from_le_bytes([p[7], p[8]]);
+        for n in [params, columns] {
+            if n == 0 {
+                continue;
+            }
+            let skip = usize::from(n) + usize::from(!self.deprecate_eof);
+            for _ in 0..skip {
+                self.packet(Phase::Use).await?;
+            }
+        }
+        self.state = State::Ready;
+        Ok(MysqlStmt { id, params })
+    }
+
+    /// COM_QUIT, then closes the stream.
+    async fn quit(&mut self) -> Result<(), DriverError> {
+        self.begin()?;
+        encode_command(&mut self.wbuf, COM_QUIT, &[]);
+        self.send().await?;
+        let _ = self.stream.shutdown().await;
+        self.state = State::Broken;
+        Ok(())
+    }
+}
+
+/// One packet (header and `body`) appended to `buf`.
+fn put_packet(buf: &mut Vec<u8>, seq: u8, body: &[u8]) {
+    buf.extend_from_slice(&(body.len() as u32).to_le_bytes()[..3]);
+    buf.push(seq);
+    buf.extend_from_slice(body);
 }
 
 // ---------------------------------------------------------------------------
@@ -593,20 +1377,20 @@ enum Phase {
     Use,
 }
 
-fn classify(err: mysql_async::Error, ctx: &Ctx, phase: Phase) -> DriverError {
-    use mysql_async::Error as E;
-    match err {
-        E::Server(s) => classify_server(s.code, &s.message, ctx),
-        E::Io(mysql_async::IoError::Io(e)) => classify_io(&e, ctx, phase),
-        E::Io(mysql_async::IoError::Tls(e)) => DriverError::fatal(format!(
-            "TLS setup for {} failed: {e}{}",
-            ctx.endpoint,
-            tls_hint(&e.to_string(), ctx.sslmode)
-        )),
-        E::Driver(d) => classify_driver(d, ctx, phase),
-        E::Url(e) => DriverError::fatal(format!("bad connection options: {e}")),
-        E::Other(e) => DriverError::fatal(format!("{}: {e}", ctx.endpoint)),
-    }
+/// Something that is not a MySQL/MariaDB server (or a broken one) at connect.
+fn not_mysql(ctx: &Ctx, why: &str) -> DriverError {
+    DriverError::fatal(format!(
+        "{} does not answer like a MySQL/MariaDB server ({why})",
+        ctx.endpoint
+    ))
+}
+
+fn unsupported_plugin(ctx: &Ctx, name: &str) -> DriverError {
+    DriverError::fatal(format!(
+        "the server at {} asks user '{}' to authenticate with '{name}', which loadcell \
+         does not support; use mysql_native_password or caching_sha2_password for this user",
+        ctx.endpoint, ctx.user
+    ))
 }
 
 /// Server error numbers, as in the server's `mysqld_error.h`.
@@ -688,45 +1472,8 @@ fn classify_io(e: &io::Error, ctx: &Ctx, phase: Phase) -> DriverError {
     }
 }
 
-fn classify_driver(d: mysql_async::DriverError, ctx: &Ctx, phase: Phase) -> DriverError {
-    use mysql_async::DriverError as D;
-    let ep = &ctx.endpoint;
-    match d {
-        D::ConnectionClosed => {
-            let msg = match phase {
-                Phase::Connect => format!("cannot connect to {ep}: the connection was closed"),
-                Phase::Use => format!("lost connection to {ep}: the connection is closed"),
-            };
-            DriverError::connection(msg).with_code(CR_SERVER_LOST)
-        }
-        D::PacketOutOfOrder | D::UnexpectedPacket { .. } | D::BadCompressedPacketHeader
-            if phase == Phase::Use =>
-        {
-            DriverError::connection(format!("lost connection to {ep}: protocol error ({d})"))
-                .with_code(CR_SERVER_LOST)
-        }
-        D::PacketOutOfOrder | D::UnexpectedPacket { .. } | D::BadCompressedPacketHeader => {
-            DriverError::fatal(format!(
-                "{ep} does not answer like a MySQL/MariaDB server ({d})"
-            ))
-        }
-        D::NoClientSslFlagFromServer => DriverError::fatal(format!(
-            "the server at {ep} does not support TLS, but sslmode={} requires it; \
-             use sslmode=prefer or sslmode=disable",
-            ctx.sslmode.as_str()
-        )),
-        D::StmtParamsMismatch { required, supplied } => DriverError::fatal(format!(
-            "the statement takes {required} parameters but {supplied} were given"
-        )),
-        other => DriverError::fatal(format!("{ep}: {other}")),
-    }
-}
-
-fn tls_hint(text: &str, mode: SslMode) -> &'static str {
-    if mode == SslMode::VerifyCa && text.contains("not valid for name") {
-        " (with this driver sslmode=verify-ca also checks the host name: connect by a \
-         name the certificate lists, or use sslmode=require)"
-    } else if text.contains("UnknownIssuer") || text.contains("unknown issuer") {
+fn tls_hint(text: &str, _mode: SslMode) -> &'static str {
+    if text.contains("UnknownIssuer") || text.contains("unknown issuer") {
         " (pass the CA certificate with sslrootcert=PATH, or use sslmode=require)"
     } else {
         ""
@@ -800,30 +1547,6 @@ mod tests {
     }
 
     #[test]
-    fn tls_options_follow_the_mode() {
-        let mut s = settings("mysql://h/d").unwrap();
-        assert!(ssl_opts(&s).is_none());
-        s.sslmode = SslMode::Require;
-        let o = ssl_opts(&s).unwrap();
-        assert!(o.accept_invalid_certs());
-        s.sslmode = SslMode::VerifyCa;
-        let o = ssl_opts(&s).unwrap();
-        assert!(!o.accept_invalid_certs());
-        assert!(o.skip_domain_validation());
-        assert!(!o.disable_built_in_roots());
-        s.sslmode = SslMode::Require;
-        s.sslrootcert = Some("/etc/ca.pem".into());
-        let o = ssl_opts(&s).unwrap();
-        assert!(!o.accept_invalid_certs() && o.skip_domain_validation());
-        s.sslmode = SslMode::VerifyFull;
-        s.sslrootcert = Some("/etc/ca.pem".into());
-        let o = ssl_opts(&s).unwrap();
-        assert!(!o.accept_invalid_certs() && !o.skip_domain_validation());
-        assert!(o.disable_built_in_roots());
-        assert_eq!(o.root_certs().len(), 1);
-    }
-
-    #[test]
     fn sslrootcert_is_checked_up_front() {
         let open = |u: &str| MysqlDriver::from_target(&Target::parse(u).unwrap());
         let err =
@@ -869,15 +1592,13 @@ mod tests {
         let d = MysqlDriver::from_target(&t).unwrap();
         assert_eq!(d.endpoint(), "10.1.2.3:3399");
         assert!(!format!("{d:?}").contains("hunter2"));
-        assert!(d.plain.is_none());
-        let t = Target::parse("mysql://lc@h/x?sslmode=prefer").unwrap();
-        let d = MysqlDriver::from_target(&t).unwrap();
-        assert!(d.plain.is_some());
-        assert!(d.opts.ssl_opts().is_some());
-        assert!(d.plain.as_ref().unwrap().ssl_opts().is_none());
-        assert!(!d.opts.prefer_socket());
-        assert_eq!(d.opts.stmt_cache_size(), 0);
-        assert!(d.opts.tcp_nodelay());
+        assert!(d.tls.is_none());
+        for mode in ["prefer", "require", "verify-ca", "verify-full"] {
+            let t = Target::parse(&format!("mysql://lc@h/x?sslmode={mode}")).unwrap();
+            let d = MysqlDriver::from_target(&t).unwrap();
+            assert!(d.tls.is_some(), "{mode}");
+            assert_eq!(d.ctx.sslmode.as_str(), mode);
+        }
     }
 
     #[test]
@@ -930,14 +1651,14 @@ mod tests {
     fn io_errors() {
         let c = ctx();
         let refused = io::Error::from(io::ErrorKind::ConnectionRefused);
-        let e = classify(refused.into(), &c, Phase::Connect);
+        let e = classify_io(&refused, &c, Phase::Connect);
         assert_eq!(e.class, ErrorClass::Connection);
         assert_eq!(
             e.message,
             "cannot connect to 127.0.0.1:3306: connection refused (is the server running?)"
         );
         let reset = io::Error::from(io::ErrorKind::ConnectionReset);
-        let e = classify(reset.into(), &c, Phase::Use);
+        let e = classify_io(&reset, &c, Phase::Use);
         assert_eq!(e.class, ErrorClass::Connection);
         assert!(
             e.message.starts_with("lost connection to 127.0.0.1:3306"),
@@ -945,24 +1666,24 @@ mod tests {
         );
         let eof = io::Error::from(io::ErrorKind::UnexpectedEof);
         assert_eq!(
-            classify(eof.into(), &c, Phase::Use).class,
+            classify_io(&eof, &c, Phase::Use).class,
             ErrorClass::Connection
         );
         let timeout = io::Error::from(io::ErrorKind::TimedOut);
-        let e = classify(timeout.into(), &c, Phase::Connect);
+        let e = classify_io(&timeout, &c, Phase::Connect);
         assert_eq!(e.class, ErrorClass::Connection);
         assert!(e.message.contains("timed out"), "{e}");
         let dns =
             io::Error::other("failed to lookup address information: Name or service not known");
         assert_eq!(
-            classify(dns.into(), &c, Phase::Connect).class,
+            classify_io(&dns, &c, Phase::Connect).class,
             ErrorClass::Fatal
         );
         let tls = io::Error::new(
             io::ErrorKind::InvalidData,
             rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer),
         );
-        let e = classify(tls.into(), &c, Phase::Connect);
+        let e = classify_io(&tls, &c, Phase::Connect);
         assert_eq!(e.class, ErrorClass::Fatal);
         assert!(
             e.message.contains("TLS handshake with 127.0.0.1:3306"),
@@ -972,57 +1693,15 @@ mod tests {
     }
 
     #[test]
-    fn driver_errors() {
-        let c = ctx();
-        let e = classify(
-            mysql_async::DriverError::ConnectionClosed.into(),
-            &c,
-            Phase::Use,
-        );
-        assert_eq!(e.class, ErrorClass::Connection);
-        let e = classify(
-            mysql_async::DriverError::NoClientSslFlagFromServer.into(),
-            &c,
-            Phase::Connect,
-        );
-        assert_eq!(e.class, ErrorClass::Fatal);
-        assert!(e.message.contains("does not support TLS"), "{e}");
-        let e = classify(
-            mysql_async::DriverError::StmtParamsMismatch {
-                required: 2,
-                supplied: 1,
-            }
-            .into(),
-            &c,
-            Phase::Use,
-        );
-        assert_eq!(e.class, ErrorClass::Fatal);
-    }
-
-    #[test]
-    fn values_to_integers() {
-        assert_eq!(value_to_i64(Value::NULL), Ok(None));
-        assert_eq!(value_to_i64(Value::Int(-3)), Ok(Some(-3)));
-        assert_eq!(value_to_i64(Value::UInt(7)), Ok(Some(7)));
-        assert!(value_to_i64(Value::UInt(u64::MAX)).is_err());
-        assert_eq!(value_to_i64(Value::Bytes(b"42".to_vec())), Ok(Some(42)));
-        assert_eq!(
-            value_to_i64(Value::Bytes(b"5050.000".to_vec())),
-            Ok(Some(5050))
-        );
-        assert!(value_to_i64(Value::Bytes(b"1.5".to_vec())).is_err());
-        assert!(value_to_i64(Value::Bytes(b"abc".to_vec())).is_err());
-        assert_eq!(value_to_i64(Value::Double(3.0)), Ok(Some(3)));
-    }
-
-    #[test]
-    fn values_to_strings() {
-        assert_eq!(
-            value_to_string(Value::Bytes(b"sbtest1".to_vec())),
-            "sbtest1"
-        );
-        assert_eq!(value_to_string(Value::NULL), "");
-        assert_eq!(value_to_string(Value::Int(5)), "5");
+    fn text_to_integers() {
+        assert_eq!(text_to_i64(None), Ok(None));
+        assert_eq!(text_to_i64(Some(b"-3")), Ok(Some(-3)));
+        assert_eq!(text_to_i64(Some(b"42")), Ok(Some(42)));
+        assert_eq!(text_to_i64(Some(b"5050.000")), Ok(Some(5050)));
+        assert_eq!(text_to_i64(Some(b"3e0")), Ok(Some(3)));
+        assert!(text_to_i64(Some(b"18446744073709551615")).is_err());
+        assert!(text_to_i64(Some(b"1.5")).is_err());
+        assert_eq!(text_to_i64(Some(b"abc")), Err("'abc'".to_string()));
     }
 
     #[test]
@@ -1030,5 +1709,500 @@ mod tests {
         assert_eq!(product_of("10.11.6-MariaDB-0+deb12u1"), "MariaDB");
         assert_eq!(product_of("8.0.36"), "MySQL");
         assert_eq!(product_of("5.5.5-10.6.12-MariaDB-log"), "MariaDB");
+    }
+
+    // -- wire session: pure parts ---------------------------------------
+
+    /// `payload` framed as one packet with sequence id `seq`.
+    fn packet(seq: u8, payload: &[u8]) -> Vec<u8> {
+        let mut v = Vec::new();
+        put_packet(&mut v, seq, payload);
+        v
+    }
+
+    /// Feeds `bytes` into `pb` in chunks of `chunk`, collecting payloads.
+    fn feed_all(pb: &mut PacketBuf, bytes: &[u8], chunk: usize) -> Vec<(u8, Vec<u8>)> {
+        let mut out = Vec::new();
+        for piece in bytes.chunks(chunk) {
+            let mut rest = piece;
+            while !rest.is_empty() {
+                let spare = pb.spare();
+                let n = spare.len().min(rest.len());
+                spare[..n].copy_from_slice(&rest[..n]);
+                pb.filled(n);
+                rest = &rest[n..];
+                while let Some(r) = pb.next() {
+                    out.push((pb.seq, pb.buf[r].to_vec()));
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn framing_whole_and_split_packets() {
+        let mut bytes = packet(0, b"hello");
+        bytes.extend(packet(1, b""));
+        bytes.extend(packet(2, &[7; 300]));
+        // All at once, then one byte per read: the same packets.
+        for chunk in [bytes.len(), 1, 3, 6] {
+            let mut pb = PacketBuf::new(64);
+            let got = feed_all(&mut pb, &bytes, chunk);
+            assert_eq!(
+                got,
+                vec![(0, b"hello".to_vec()), (1, Vec::new()), (2, vec![7; 300])],
+                "chunk {chunk}"
+            );
+            assert_eq!(pb.start, pb.end);
+        }
+        // A packet split across two reads is not handed out half-read.
+        let mut pb = PacketBuf::new(64);
+        let spare = pb.spare();
+        spare[..6].copy_from_slice(&bytes[..6]);
+        pb.filled(6);
+        assert_eq!(pb.next(), None);
+        assert_eq!(pb.need, 9);
+        let spare = pb.spare();
+        spare[..3].copy_from_slice(&bytes[6..9]);
+        pb.filled(3);
+        let r = pb.next().unwrap();
+        assert_eq!(&pb.buf[r], b"hello");
+        assert_eq!(pb.next(), None);
+    }
+
+    #[test]
+    fn framing_joins_continued_payloads() {
+        let big: Vec<u8> = (0..MAX_PAYLOAD).map(|i| (i % 251) as u8).collect();
+        let mut bytes = packet(3, &big);
+        bytes.extend(packet(4, b"tail"));
+        bytes.extend(packet(5, b"next"));
+        // Exactly 0xFFFFFF bytes: ended by an empty packet.
+        bytes.extend(packet(0, &big));
+        bytes.extend(packet(1, b""));
+        for chunk in [1 << 20, 65_536 + 5, bytes.len()] {
+            let mut pb = PacketBuf::new(READ_BUF);
+            let got = feed_all(&mut pb, &bytes, chunk);
+            assert_eq!(got.len(), 3, "chunk {chunk}");
+            let (seq, first) = &got[0];
+            assert_eq!(*seq, 4, "the last piece's sequence id");
+            assert_eq!(first.len(), MAX_PAYLOAD + 4);
+            assert!(first[..MAX_PAYLOAD] == big[..], "chunk {chunk}");
+            assert_eq!(&first[MAX_PAYLOAD..], b"tail");
+            assert_eq!(got[1], (5, b"next".to_vec()));
+            assert_eq!(got[2].0, 1);
+            assert!(got[2].1 == big);
+            assert_eq!(pb.joined, None);
+        }
+    }
+
+    #[test]
+    fn execute_encoding_byte_for_byte() {
+        let mut buf = Vec::new();
+        encode_execute(
+            &mut buf,
+            0x0102_0304,
+            &[SqlParam::Int(-2), SqlParam::Text("hé")],
+        );
+        let mut want = vec![
+            0x17, // COM_STMT_EXECUTE
+            0x04, 0x03, 0x02, 0x01, // statement id
+            0x00, // flags
+            0x01, 0x00, 0x00, 0x00, // iteration count
+            0x00, // NULL bitmap
+            0x01, // new params bound
+            0x08, 0x00, // LONGLONG
+            0xFD, 0x00, // VAR_STRING
+            0xFE, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, // -2
+            0x03, b'h', 0xC3, 0xA9, // "hé"
+        ];
+        let mut framed = vec![want.len() as u8, 0, 0, 0];
+        framed.append(&mut want);
+        assert_eq!(buf, framed);
+
+        // No parameters: no bitmap, no types.
+        encode_execute(&mut buf, 9, &[]);
+        assert_eq!(buf, [10, 0, 0, 0, 0x17, 9, 0, 0, 0, 0, 1, 0, 0, 0]);
+
+        // Nine parameters: a two-byte NULL bitmap; a long text: 0xFC length.
+        let long = "x".repeat(300);
+        let mut params = vec![SqlParam::Int(1); 8];
+        params.push(SqlParam::Text(&long));
+        encode_execute(&mut buf, 1, &params);
+        let body = &buf[4..];
+        assert_eq!(le24(&buf), body.len());
+        assert_eq!(&body[10..13], &[0, 0, 1], "bitmap, new params bound");
+        let values = 13 + 18;
+        assert_eq!(&body[values..values + 8], &1i64.to_le_bytes());
+        let text = values + 64;
+        assert_eq!(&body[text..text + 3], &[0xFC, 0x2C, 0x01]);
+        assert_eq!(body.len(), text + 3 + 300);
+
+        // The buffer is reused: no new allocation once large enough.
+        let cap = buf.capacity();
+        let ptr = buf.as_ptr();
+        for i in 0..100 {
+            encode_execute(&mut buf, 1, &[SqlParam::Int(i), SqlParam::Text("abc")]);
+        }
+        assert_eq!((buf.capacity(), buf.as_ptr()), (cap, ptr));
+    }
+
+    #[test]
+    fn long_commands_are_split() {
+        let sql = vec![b'a'; MAX_PAYLOAD + 10];
+        let mut buf = Vec::new();
+        encode_command(&mut buf, COM_QUERY, &sql);
+        assert_eq!(le24(&buf), MAX_PAYLOAD);
+        assert_eq!(buf[3], 0);
+        assert_eq!(buf[4], COM_QUERY);
+        let second = 4 + MAX_PAYLOAD;
+        assert_eq!(le24(&buf[second..]), 11);
+        assert_eq!(buf[second + 3], 1);
+        assert_eq!(buf.len(), second + 4 + 11);
+        // Exactly 0xFFFFFF bytes of payload: an empty packet follows.
+        encode_command(&mut buf, COM_QUERY, &sql[..MAX_PAYLOAD - 1]);
+        assert_eq!(buf.len(), 4 + MAX_PAYLOAD + 4);
+        assert_eq!(&buf[4 + MAX_PAYLOAD..], &[0, 0, 0, 1]);
+    }
+
+    #[test]
+    fn lenenc_integers() {
+        for n in [
+            0u64,
+            250,
+            251,
+            0xFFFF,
+            0x1_0000,
+            0xFF_FFFF,
+            0x100_0000,
+            u64::MAX,
+        ] {
+            let mut buf = Vec::new();
+            put_lenenc(&mut buf, n);
+            let mut pos = 0;
+            assert_eq!(lenenc(&buf, &mut pos), Some(n));
+            assert_eq!(pos, buf.len());
+        }
+        let mut pos = 0;
+        assert_eq!(lenenc(&[0xFC, 1], &mut pos), None, "truncated");
+        assert_eq!(lenenc(&[0xFF], &mut pos), None);
+    }
+
+    #[test]
+    fn ok_and_err_packets() {
+        // OK: 3 rows affected, last insert id 300, status autocommit|more results.
+        let ok = [0x00, 3, 0xFC, 0x2C, 0x01, 0x0A, 0x00, 0x00, 0x00];
+        assert_eq!(
+            parse_ok(&ok),
+            Some(Ok_ {
+                affected: 3,
+                status: 0x000A
+            })
+        );
+        assert_eq!(parse_ok(&[0x00, 1]), None);
+
+        let mut err = vec![0xFF, 0x7A, 0x04, b'#'];
+        err.extend_from_slice(b"42S02Table 'loadcell.x' doesn't exist");
+        assert_eq!(
+            parse_err(&err),
+            Some(ServerErr {
+                code: 1146,
+                state: Some("42S02"),
+                message: "Table 'loadcell.x' doesn't exist"
+            })
+        );
+        // Before the protocol is agreed (e.g. too many connections): no state.
+        let mut err = vec![0xFF, 0x10, 0x04];
+        err.extend_from_slice(b"Too many connections");
+        let e = parse_err(&err).unwrap();
+        assert_eq!(
+            (e.code, e.state, e.message),
+            (1040, None, "Too many connections")
+        );
+        assert_eq!(parse_err(&[0x00, 0, 0]), None);
+    }
+
+    /// Runs payloads through a walker; the steps, and the count at the end.
+    fn walk(deprecate_eof: bool, packets: &[&[u8]]) -> (Vec<Step>, u64) {
+        let mut w = Walker::new(deprecate_eof);
+        let steps = packets.iter().map(|p| w.feed(p).unwrap()).collect();
+        (steps, w.count())
+    }
+
+    const COLDEF: &[u8] = b"\x03def\x08loadcell\x01t\x01t\x01c\x01c\x0c\x08\x00\x78\x00\x00\x00\xfe\x00\x00\x00\x00\x00";
+
+    #[test]
+    fn walks_responses_without_decoding_rows() {
+        use Step::*;
+        // OK with 5 rows affected.
+        assert_eq!(walk(true, &[&[0x00, 5, 0, 2, 0, 0, 0]]), (vec![Done], 5));
+        // ERR.
+        assert_eq!(walk(true, &[b"\xff\x7a\x04#42S02x"]).0, vec![Error]);
+
+        // Two columns, two binary rows, DEPRECATE_EOF: an OK (0xFE) ends it.
+        let row: &[u8] = &[0x00, 0x00, 1, 0, 0, 0, 0, 0, 0, 0, 1, b'a'];
+        let end: &[u8] = &[0xFE, 0, 0, 0x02, 0, 0, 0];
+        assert_eq!(
+            walk(true, &[&[2], COLDEF, COLDEF, row, row, end]),
+            (vec![More, More, More, Row, Row, Done], 2)
+        );
+        // The same without DEPRECATE_EOF: an EOF after the columns and at the end.
+        let eof: &[u8] = &[0xFE, 0, 0, 0x02, 0];
+        assert_eq!(
+            walk(false, &[&[2], COLDEF, COLDEF, eof, row, row, row, eof]),
+            (vec![More, More, More, More, Row, Row, Row, Done], 3)
+        );
+        // An empty result set counts 0 rows, not the OK's count.
+        assert_eq!(
+            walk(true, &[&[1], COLDEF, end]),
+            (vec![More, More, Done], 0)
+        );
+        // Text rows may start with any length byte, including 0xFB (NULL).
+        assert_eq!(
+            walk(true, &[&[1], COLDEF, &[0xFB], &[0x01, b'x'], end]).1,
+            2
+        );
+        // A stored procedure: a result set, then the OK of the CALL.
+        let more: &[u8] = &[0xFE, 0, 0, 0x0A, 0, 0, 0];
+        assert_eq!(
+            walk(true, &[&[1], COLDEF, row, more, &[0x00, 0, 0, 2, 0, 0, 0]]),
+            (vec![More, More, Row, More, Done], 1)
+        );
+        // An error in the middle of the rows (e.g. killed query).
+        let (steps, _) = walk(true, &[&[1], COLDEF, row, b"\xff\x25\x05#70100x"]);
+        assert_eq!(steps.last(), Some(&Error));
+        // Multi-statement OKs.
+        assert_eq!(
+            walk(
+                true,
+                &[&[0x00, 1, 0, 0x0A, 0, 0, 0], &[0x00, 2, 0, 2, 0, 0, 0]]
+            ),
+            (vec![More, Done], 3)
+        );
+
+        let mut w = Walker::new(false);
+        w.feed(&[1]).unwrap();
+        w.feed(COLDEF).unwrap();
+        assert!(w.feed(&[0x00]).is_err(), "no EOF after the columns");
+        assert!(Walker::new(true).feed(&[]).is_err());
+    }
+
+    #[test]
+    fn text_rows() {
+        assert_eq!(
+            text_row(b"\x07sbtest1\xfb\x00"),
+            Some(vec![Some(b"sbtest1".to_vec()), None, Some(Vec::new())])
+        );
+        assert_eq!(text_row(b"\x05abc"), None, "truncated");
+    }
+
+    // -- authentication against a scripted server ------------------------
+
+    const TEST_RSA_PUBLIC_KEY: &str = "-----BEGIN PUBLIC KEY-----
+MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEAuFDgPZZTA7f3M/n3loQ3
++nkmEKr7e4C1/GFvSkY9JRvSAYvC7K6QrHaO4gmZOcKDu9Nh1kg8ODcuXuijWFqu
+Lg9sB6SzSRnSw8PSTnNxNxEpwDpWLioysgGZPjLuZxz2rhtfD4dukg/f8Dzf2Cr7
+5AU7youxnGA9w1LESSs35iltnp2dyQ9jn/2g+dw5cc229Iuex/BwX+BY4L3OMxZP
+Xc+64hwqlm3GM3CCPKnm0kryWriJGeTM3P7WJhyqafgHDHCcgsU1073HLhhfpE48
+G7R8XXqdpLGPhp+T5oneRbqGjT6zr4ie7c5iwej48UAfQ6ViJ2DITfHhlAknPEaV
+FQIDAQAB
+-----END PUBLIC KEY-----
+";
+
+    const NONCE: &[u8; 20] = b"abcdefgh0123456789AB";
+
+    /// How the scripted server answers the handshake response.
+    #[derive(Clone, Copy, Debug)]
+    enum Script {
+        Sha2Fast,
+        Sha2FullRsa,
+        SwitchToNative,
+        SwitchToEd25519,
+        AccessDenied,
+    }
+
+    async fn read_pkt(s: &mut TcpStream) -> (u8, Vec<u8>) {
+        let mut h = [0u8; 4];
+        s.read_exact(&mut h).await.unwrap();
+        let mut body = vec![0; le24(&h)];
+        s.read_exact(&mut body).await.unwrap();
+        (h[3], body)
+    }
+
+    async fn write_pkt(s: &mut TcpStream, seq: u8, body: &[u8]) {
+        s.write_all(&packet(seq, body)).await.unwrap();
+    }
+
+    /// A one-connection server speaking `script`; returns what it checked.
+    async fn scripted_server(listener: tokio::net::TcpListener, script: Script) -> Vec<String> {
+        let (mut s, _) = listener.accept().await.unwrap();
+        let mut seen = Vec::new();
+        let caps = CapabilityFlags::CLIENT_PROTOCOL_41
+            | CapabilityFlags::CLIENT_SECURE_CONNECTION
+            | CapabilityFlags::CLIENT_PLUGIN_AUTH
+            | CapabilityFlags::CLIENT_CONNECT_WITH_DB
+            | CapabilityFlags::CLIENT_DEPRECATE_EOF
+            | CapabilityFlags::CLIENT_TRANSACTIONS
+            | CapabilityFlags::CLIENT_LONG_PASSWORD;
+        let scramble_2 = [&NONCE[8..], &b"\0"[..]].concat();
+        let hs = HandshakePacket::new(
+            10,
+            &b"8.0.36"[..],
+            77,
+            NONCE[..8].try_into().unwrap(),
+            Some(&scramble_2[..]),
+            caps,
+            45,
+            StatusFlags::SERVER_STATUS_AUTOCOMMIT,
+            Some(&b"caching_sha2_password"[..]),
+        );
+        let mut body = Vec::new();
+        hs.serialize(&mut body);
+        write_pkt(&mut s, 0, &body).await;
+        let (seq, resp) = read_pkt(&mut s).await;
+        assert_eq!(seq, 1);
+        let parsed: HandshakeResponse<'_> = ParseBuf(&resp).parse(()).unwrap();
+        assert_eq!(parsed.user(), b"lc");
+        assert_eq!(parsed.db_name(), Some(&b"db"[..]));
+        let sha = mysql_common::scramble::scramble_sha256(NONCE, b"s3cret").unwrap();
+        assert_eq!(parsed.scramble_buf(), &sha[..], "caching_sha2 scramble");
+        let ok = [0x00, 0, 0, 2, 0, 0, 0];
+        match script {
+            Script::Sha2Fast => {
+                write_pkt(&mut s, 2, &[0x01, 0x03]).await;
+                write_pkt(&mut s, 3, &ok).await;
+            }
+            Script::Sha2FullRsa => {
+                write_pkt(&mut s, 2, &[0x01, 0x04]).await;
+                assert_eq!(
+                    read_pkt(&mut s).await,
+                    (3, vec![0x02]),
+                    "public key request"
+                );
+                let key = [&[0x01][..], TEST_RSA_PUBLIC_KEY.as_bytes()].concat();
+                write_pkt(&mut s, 4, &key).await;
+                let (seq, encrypted) = read_pkt(&mut s).await;
+                assert_eq!((seq, encrypted.len()), (5, 256));
+                seen.push("rsa".into());
+                write_pkt(&mut s, 6, &ok).await;
+            }
+            Script::SwitchToNative => {
+                let nonce2 = b"ZYXWVUTSRQponmlkjihg";
+                let data = [&nonce2[..], &b"\0"[..]].concat();
+                let sw = AuthSwitchRequest::new(&b"mysql_native_password"[..], &data[..]);
+                let mut body = Vec::new();
+                sw.serialize(&mut body);
+                write_pkt(&mut s, 2, &body).await;
+                let (seq, data) = read_pkt(&mut s).await;
+                let want = mysql_common::scramble::scramble_native(nonce2, b"s3cret").unwrap();
+                assert_eq!((seq, data), (3, want.to_vec()));
+                seen.push("native".into());
+                write_pkt(&mut s, 4, &ok).await;
+            }
+            Script::SwitchToEd25519 => {
+                let sw = AuthSwitchRequest::new(&b"client_ed25519"[..], &NONCE[..]);
+                let mut body = Vec::new();
+                sw.serialize(&mut body);
+                write_pkt(&mut s, 2, &body).await;
+                return seen;
+            }
+            Script::AccessDenied => {
+                let mut err = vec![0xFF, 0x15, 0x04, b'#'];
+                err.extend_from_slice(b"28000Access denied for user 'lc'@'localhost'");
+                write_pkt(&mut s, 2, &err).await;
+                return seen;
+            }
+        }
+        // One statement: a COM_QUERY answered with an OK.
+        let (seq, q) = read_pkt(&mut s).await;
+        assert_eq!((seq, q[0]), (0, COM_QUERY));
+        write_pkt(&mut s, 1, &[0x00, 0, 0, 2, 0, 0, 0]).await;
+        seen.push("query".into());
+        seen
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn authentication_plugins() {
+        for script in [
+            Script::Sha2Fast,
+            Script::Sha2FullRsa,
+            Script::SwitchToNative,
+            Script::SwitchToEd25519,
+            Script::AccessDenied,
+        ] {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let port = listener.local_addr().unwrap().port();
+            let server = tokio::spawn(scripted_server(listener, script));
+            let d = MysqlDriver::from_target(
+                &Target::parse(&format!("mysql://lc:s3cret@127.0.0.1:{port}/db")).unwrap(),
+            )
+            .unwrap();
+            let result = d.connect().await;
+            match script {
+                Script::SwitchToEd25519 => {
+                    let err = result.unwrap_err();
+                    assert_eq!(err.class, ErrorClass::Fatal);
+                    assert!(err.message.contains("'client_ed25519'"), "{err}");
+                    assert!(!err.message.contains("s3cret"), "{err}");
+                    server.await.unwrap();
+                }
+                Script::AccessDenied => {
+                    let err = result.unwrap_err();
+                    assert_eq!(
+                        (err.class, err.code.as_deref()),
+                        (ErrorClass::Fatal, Some("1045"))
+                    );
+                    assert!(!format!("{err:?}").contains("s3cret"));
+                    server.await.unwrap();
+                }
+                _ => {
+                    let mut conn = result.unwrap_or_else(|e| panic!("{script:?}: {e}"));
+                    assert_eq!(conn.connection_id(), 77);
+                    conn.simple("SET @x = 1").await.unwrap();
+                    let seen = server.await.unwrap();
+                    assert_eq!(seen.last().map(String::as_str), Some("query"), "{script:?}");
+                }
+            }
+        }
+    }
+
+    /// A call dropped mid-response (its future cancelled, e.g. by a
+    /// timeout) leaves the stream out of step: the session refuses further
+    /// calls with a connection error instead of misreading the rest.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_dropped_call_breaks_the_session() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = tokio::spawn(async move {
+            let (s, _) = listener.accept().await.unwrap();
+            tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+            drop(s);
+        });
+        let ctx = Arc::new(ctx());
+        let tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+        let mut conn = MysqlConn {
+            session: Session {
+                stream: Stream::Plain(tcp),
+                pb: PacketBuf::new(READ_BUF),
+                wbuf: Vec::new(),
+                deprecate_eof: true,
+                id: 1,
+                state: State::Ready,
+                ctx,
+            },
+        };
+        let stmt = MysqlStmt { id: 1, params: 1 };
+        let late = tokio::time::timeout(
+            std::time::Duration::from_millis(50),
+            conn.exec(&stmt, &[SqlParam::Int(1)]),
+        )
+        .await;
+        assert!(late.is_err(), "no answer: timed out");
+        let err = conn.exec(&stmt, &[SqlParam::Int(1)]).await.unwrap_err();
+        assert_eq!(err.class, ErrorClass::Connection);
+        assert_eq!(err.code.as_deref(), Some("2013"));
+        assert!(err.message.contains("127.0.0.1:3306"), "{err}");
+        let err = conn.simple("SELECT 1").await.unwrap_err();
+        assert_eq!(err.class, ErrorClass::Connection);
+        server.abort();
     }
 }
