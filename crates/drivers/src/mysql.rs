@@ -651,7 +651,10 @@ async fn read_packet(stream: &mut Stream, pb: &mut PacketBuf) -> io::Result<Rang
 fn lenenc(p: &[u8], pos: &mut usize) -> Option<u64> {
     let first = *p.get(*pos)?;
     let (n, width) = match first {
-        0..=0xFA => return (*pos += 1, Some(u64::from(first))).1,
+        0..=0xFA => {
+            *pos += 1;
+            return Some(u64::from(first));
+        }
         0xFC => (2, 3),
         0xFD => (3, 4),
         0xFE => (8, 9),
@@ -783,19 +786,19 @@ fn parse_err(p: &[u8]) -> Option<ServerErr<'_>> {
 /// An OK packet's counts and status (the `0x00` header of a response, or
 /// the `0xFE` one ending a result set under CLIENT_DEPRECATE_EOF).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Ok_ {
+struct OkInfo {
     affected: u64,
     status: u16,
 }
 
-fn parse_ok(p: &[u8]) -> Option<Ok_> {
+fn parse_ok(p: &[u8]) -> Option<OkInfo> {
     let mut pos = 1;
     let affected = lenenc(p, &mut pos)?;
     let _last_insert_id = lenenc(p, &mut pos)?;
     let status = p
         .get(pos..pos + 2)
         .map(|s| u16::from_le_bytes([s[0], s[1]]))?;
-    Some(Ok_ { affected, status })
+    Some(OkInfo { affected, status })
 }
 
 /// Status flags of a result set's terminator.
@@ -1437,7 +1440,7 @@ fn classify_io(e: &io::Error, ctx: &Ctx, phase: Phase) -> DriverError {
         let text = tls.to_string();
         return DriverError::fatal(format!(
             "TLS handshake with {ep} failed: {text}{}",
-            tls_hint(&text, ctx.sslmode)
+            tls_hint(&text)
         ));
     }
     let text = e.to_string();
@@ -1472,7 +1475,7 @@ fn classify_io(e: &io::Error, ctx: &Ctx, phase: Phase) -> DriverError {
     }
 }
 
-fn tls_hint(text: &str, _mode: SslMode) -> &'static str {
+fn tls_hint(text: &str) -> &'static str {
     if text.contains("UnknownIssuer") || text.contains("unknown issuer") {
         " (pass the CA certificate with sslrootcert=PATH, or use sslmode=require)"
     } else {
@@ -1893,7 +1896,7 @@ mod tests {
         let ok = [0x00, 3, 0xFC, 0x2C, 0x01, 0x0A, 0x00, 0x00, 0x00];
         assert_eq!(
             parse_ok(&ok),
-            Some(Ok_ {
+            Some(OkInfo {
                 affected: 3,
                 status: 0x000A
             })
