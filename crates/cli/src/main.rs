@@ -202,16 +202,6 @@ fn dispatch(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
             .map_err(|e| anyhow!(e))?;
             let (target, _) = resolve_target(&a.target)?;
             check_family(&spec, &target)?;
-            let commands = loadcell_drivers::find(target.scheme()).is_none_or(|d| d.kv.commands);
-            if let (WorkloadSpec::Dataset { set, .. }, false) = (&spec, commands) {
-                return Err(anyhow!(
-                    "cleanup of data set '{}' deletes its keys with DEL, which {} cannot send; \
-                     drivers that can: {}",
-                    set.name,
-                    target.scheme(),
-                    commands_drivers().join(", ")
-                ));
-            }
             let job = CleanupJob {
                 spec,
                 connect_timeout: a.target.connect_timeout,

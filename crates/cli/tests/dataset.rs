@@ -288,6 +288,7 @@ fn redis_prepare_run_cleanup() {
 #[test]
 fn memcached_takes_strings_and_refuses_hashes_before_connecting() {
     let server = loadcell_testkit::memcached().expect("memcached starts");
+    let port = server.port;
     let dir = tempfile::tempdir().unwrap();
     let hashes = write(dir.path(), "t.toml", SET);
     let closed = format!("memcached://127.0.0.1:{}", loadcell_testkit::closed_port());
@@ -329,6 +330,11 @@ fn memcached_takes_strings_and_refuses_hashes_before_connecting() {
         "--target",
         url.as_str(),
     ];
+    // A key of someone else's, which cleanup must leave alone.
+    assert_eq!(
+        memcached_says(port, "set theirs 0 0 1\r\n1\r\n"),
+        "STORED\r\n"
+    );
     let mut args = vec!["prepare", "kv"];
     args.extend(t);
     let o = stdout(&ok(loadcell(dir.path(), &args)));
@@ -343,24 +349,39 @@ fn memcached_takes_strings_and_refuses_hashes_before_connecting() {
     let r = run(dir.path(), &args);
     assert_eq!(count(&r, "small_read") + count(&r, "big_read"), 750);
     assert_eq!(u(&r, "/summary/hits"), 750);
-    // memcached cannot delete through this driver: said before connecting.
-    let o = loadcell(
-        dir.path(),
-        &[
-            "cleanup",
-            "kv",
-            "--dataset",
-            strings.to_str().unwrap(),
-            "--target",
-            &closed,
-        ],
+    assert_eq!(curr_items(port), 1002, "1000 keys, the marker and theirs");
+
+    let mut args = vec!["cleanup", "kv"];
+    args.extend(t);
+    let o = stdout(&ok(loadcell(dir.path(), &args)));
+    assert!(o.contains("Deleted the 1000 keys of data set 't'"), "{o}");
+    assert_eq!(curr_items(port), 1, "only theirs is left");
+    assert_eq!(
+        memcached_says(port, "get theirs\r\n"),
+        "VALUE theirs 0 1\r\n1\r\nEND\r\n"
     );
-    assert_eq!(o.status.code(), Some(1));
-    assert!(
-        stderr(&o).contains("deletes its keys with DEL"),
-        "{}",
-        stderr(&o)
-    );
+    let o = stdout(&ok(loadcell(dir.path(), &args)));
+    assert!(o.contains("Nothing to clean up"), "{o}");
+}
+
+/// Sends one request to memcached and returns its whole reply.
+fn memcached_says(port: u16, request: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).unwrap();
+    reply
+}
+
+fn curr_items(port: u16) -> u64 {
+    let stats = memcached_says(port, "stats\r\n");
+    let line = stats
+        .lines()
+        .find_map(|l| l.strip_prefix("STAT curr_items "))
+        .unwrap_or_else(|| panic!("no curr_items in {stats}"));
+    line.trim().parse().unwrap()
 }
 
 #[test]

@@ -35,6 +35,10 @@ pub trait KvConn {
 
     fn queue_set(&mut self, key: &[u8], value: &[u8]);
 
+    /// Queues the deletion of a key. The reply is [`KvReply::Done`] whether
+    /// or not the key existed (Redis's DEL, memcached's `delete`).
+    fn queue_delete(&mut self, key: &[u8]);
+
     /// Queues an arbitrary command given as its arguments. Drivers without
     /// [`KvCapabilities::commands`] return a fatal error.
     fn queue_command(&mut self, args: &[&[u8]]) -> Result<(), DriverError>;

@@ -245,6 +245,7 @@ impl Driver for MemcachedDriver {
 enum Op {
     Get,
     Set,
+    Delete,
     /// Not sent: the key (of this many bytes) is not a valid memcached key.
     BadKey(usize),
 }
@@ -289,6 +290,15 @@ impl KvConn for MemcachedConn {
         }
         encode_set(&mut self.wbuf, key, value);
         self.ops.push(Op::Set);
+    }
+
+    fn queue_delete(&mut self, key: &[u8]) {
+        if !valid_key(key) {
+            self.ops.push(Op::BadKey(key.len()));
+            return;
+        }
+        encode_delete(&mut self.wbuf, key);
+        self.ops.push(Op::Delete);
     }
 
     fn queue_command(&mut self, _args: &[&[u8]]) -> Result<(), DriverError> {
@@ -471,6 +481,13 @@ fn encode_get(buf: &mut Vec<u8>, key: &[u8]) {
     buf.extend_from_slice(b"\r\n");
 }
 
+fn encode_delete(buf: &mut Vec<u8>, key: &[u8]) {
+    buf.reserve(key.len() + 9);
+    buf.extend_from_slice(b"delete ");
+    buf.extend_from_slice(key);
+    buf.extend_from_slice(b"\r\n");
+}
+
 fn encode_set(buf: &mut Vec<u8>, key: &[u8], value: &[u8]) {
     buf.reserve(key.len() + value.len() + 36);
     buf.extend_from_slice(b"set ");
@@ -593,6 +610,7 @@ impl ReadBuf {
                 Parsed::Unexpected(a, b) => {
                     let what = match expect {
                         Op::Get => "a GET",
+                        Op::Delete => "a DELETE",
                         _ => "a SET",
                     };
                     return Err(DriverError::connection(format!(
@@ -648,6 +666,7 @@ fn parse(buf: &[u8], op: Op) -> Parsed {
     match (op, line) {
         (Op::Get, b"END") => Parsed::Reply(Reply::Miss, after),
         (Op::Set, b"STORED" | b"NOT_STORED") => Parsed::Reply(Reply::Done, after),
+        (Op::Delete, b"DELETED" | b"NOT_FOUND") => Parsed::Reply(Reply::Done, after),
         (Op::Get, _) if line.starts_with(b"VALUE ") => match value_len(&line[6..]) {
             Some(n) => {
                 let data_end = after + n;
@@ -1100,6 +1119,22 @@ mod tests {
         }
         let every: Vec<usize> = (1..STREAM.len()).collect();
         assert_eq!(feed(STREAM, &every, OPS), expected(), "one byte at a time");
+    }
+
+    #[test]
+    fn a_delete_is_done_whether_or_not_the_key_was_there() {
+        assert_eq!(
+            parse(b"DELETED\r\n", Op::Delete),
+            Parsed::Reply(Reply::Done, 9)
+        );
+        assert_eq!(
+            parse(b"NOT_FOUND\r\n", Op::Delete),
+            Parsed::Reply(Reply::Done, 11)
+        );
+        assert_eq!(parse(b"STORED\r\n", Op::Delete), Parsed::Unexpected(0, 6));
+        let mut buf = Vec::new();
+        encode_delete(&mut buf, b"k:1");
+        assert_eq!(buf, b"delete k:1\r\n");
     }
 
     #[test]

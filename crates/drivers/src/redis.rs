@@ -1495,6 +1495,17 @@ impl KvConn for RedisConn {
         }
     }
 
+    fn queue_delete(&mut self, key: &[u8]) {
+        let args: [&[u8]; 2] = [b"DEL", key];
+        match &mut self.inner {
+            Inner::Single(s) => {
+                encode_command(&mut s.wbuf, &args);
+                s.queued += 1;
+            }
+            Inner::Cluster(c) => c.queue(Some(key), |b| encode_command(b, &args)),
+        }
+    }
+
     fn queue_command(&mut self, args: &[&[u8]]) -> Result<(), DriverError> {
         if args.is_empty() {
             return Err(DriverError::fatal("empty Redis command"));

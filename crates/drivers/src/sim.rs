@@ -540,6 +540,11 @@ impl KvConn for SimConn {
     }
 
     #[inline]
+    fn queue_delete(&mut self, _key: &[u8]) {
+        self.queue.push(false);
+    }
+
+    #[inline]
     fn queue_command(&mut self, _args: &[&[u8]]) -> Result<(), DriverError> {
         self.queue.push(false);
         Ok(())

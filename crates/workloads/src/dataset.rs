@@ -780,7 +780,7 @@ where
 }
 
 /// Deletes the keys `prepare` recorded in the data set's marker, then the
-/// marker; nothing else. Needs a driver with commands (DEL).
+/// marker; nothing else.
 pub async fn cleanup<C: KvConn>(
     conn: &mut C,
     set: &DataSet,
@@ -827,14 +827,14 @@ pub async fn cleanup<C: KvConn>(
             let end = (n + 10 * LOAD_BATCH).min(t.count);
             for k in n..end {
                 t.key(&mut key, k);
-                conn.queue_command(&[b"DEL", &key])?;
+                conn.queue_delete(&key);
             }
             flush_all(conn).await?;
             observer.loaded(end - n);
             n = end;
         }
     }
-    conn.queue_command(&[b"DEL", marker.as_bytes()])?;
+    conn.queue_delete(marker.as_bytes());
     flush_all(conn).await?;
     observer.message(&format!(
         "Deleted the {total} keys of data set '{}'",

@@ -875,6 +875,7 @@ mod tests {
         impl KvConn for NoConn {
             fn queue_get(&mut self, _: &[u8]) {}
             fn queue_set(&mut self, _: &[u8], _: &[u8]) {}
+            fn queue_delete(&mut self, _: &[u8]) {}
             fn queue_command(&mut self, _: &[&[u8]]) -> Result<(), DriverError> {
                 Ok(())
             }

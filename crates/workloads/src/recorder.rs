@@ -41,6 +41,10 @@ impl KvConn for Recorder {
             .push(vec![b"SET".to_vec(), key.to_vec(), value.to_vec()]);
     }
 
+    fn queue_delete(&mut self, key: &[u8]) {
+        self.queued.push(vec![b"DEL".to_vec(), key.to_vec()]);
+    }
+
     fn queue_command(&mut self, args: &[&[u8]]) -> Result<(), DriverError> {
         self.queued.push(args.iter().map(|a| a.to_vec()).collect());
         Ok(())
