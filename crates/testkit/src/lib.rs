@@ -1,11 +1,11 @@
 //! Real database servers for loadcell's integration tests.
 //!
-//! [`mariadb()`] and [`postgres()`] each start a fresh, private server on a free
-//! 127.0.0.1 port with its data in a new temp dir, create the database `loadcell`
-//! and the user `lc` / password `lcpass`, and return a [`TestServer`] whose `url`
-//! is ready for a driver. Dropping the `TestServer` stops the server (by PID),
-//! waits for it and removes the temp dir. [`TestServer::kill`] SIGKILLs it
-//! mid-run, for failure tests.
+//! [`mariadb()`] and [`postgres()`] (also [`postgres_tls`]) each start a fresh,
+//! private server on a free 127.0.0.1 port with its data in a new temp dir,
+//! create the database `loadcell` and the user `lc` / password `lcpass`, and
+//! return a [`TestServer`] whose `url` is ready for a driver. Dropping the
+//! `TestServer` stops the server (by PID), waits for it and removes the temp
+//! dir. [`TestServer::kill`] SIGKILLs it mid-run, for failure tests.
 //!
 //! [`redis()`] (also [`redis_with_password`], [`redis_tls`]), [`redis_cluster`]
 //! and [`memcached()`] start key-value servers the same way, without data to
@@ -89,6 +89,12 @@ impl TestServer {
     /// The server's data directory (inside the temp dir).
     pub fn data_dir(&self) -> &Path {
         &self.data_dir
+    }
+
+    /// The CA certificate (PEM) of a server started with TLS
+    /// ([`postgres_tls`], [`redis_tls`]).
+    pub fn tls_ca(&self) -> PathBuf {
+        self.root().join("tls").join("ca.pem")
     }
 
     /// The server's log (MariaDB's err.log, PostgreSQL's stderr).
@@ -338,7 +344,20 @@ pub fn postgres() -> Result<TestServer, String> {
     start_postgres(None)
 }
 
+/// [`postgres()`] with TLS on (`ssl=on`), with a certificate for `localhost`
+/// and 127.0.0.1 issued by a CA made for it (with `openssl`). Plain
+/// connections are still accepted. The URL is the plain one; add
+/// `?sslmode=require`, or `?sslmode=verify-full&sslrootcert=` and
+/// [`TestServer::tls_ca`].
+pub fn postgres_tls() -> Result<TestServer, String> {
+    start_postgres_with(None, true)
+}
+
 fn start_postgres(first_port: Option<u16>) -> Result<TestServer, String> {
+    start_postgres_with(first_port, false)
+}
+
+fn start_postgres_with(first_port: Option<u16>, tls: bool) -> Result<TestServer, String> {
     let bin = pg_bin_dir()?;
     let initdb = bin.join("initdb");
     let postgres = bin.join("postgres");
@@ -388,6 +407,22 @@ fn start_postgres(first_port: Option<u16>) -> Result<TestServer, String> {
             "--no-instructions",
         ]);
     run_cmd(cmd, &server.root().join("initdb.log"), "initdb")?;
+    if tls {
+        // The server wants its key private to it (0600, its own).
+        let tls_dir = server.root().join("tls");
+        redis::make_certificates(&tls_dir)?;
+        for (from, to) in [("server.pem", "server.crt"), ("server.key", "server.key")] {
+            let dest = server.data_dir.join(to);
+            fs::copy(tls_dir.join(from), &dest)
+                .map_err(|e| format!("copy {from} to {}: {e}", dest.display()))?;
+            fs::set_permissions(&dest, fs::Permissions::from_mode(0o600))
+                .map_err(|e| format!("chmod {}: {e}", dest.display()))?;
+            if let Some(a) = owner {
+                std::os::unix::fs::chown(&dest, Some(a.uid), Some(a.gid))
+                    .map_err(|e| format!("chown {}: {e}", dest.display()))?;
+            }
+        }
+    }
 
     let mut port = first_port.unwrap_or_else(free_port);
     for attempt in 0..=PORT_RETRIES {
@@ -403,6 +438,11 @@ fn start_postgres(first_port: Option<u16>) -> Result<TestServer, String> {
             .args(["-c", "max_connections=300"])
             .args(["-c", "fsync=off"])
             .args(["-c", "shared_buffers=128MB"]);
+        if tls {
+            cmd.args(["-c", "ssl=on"])
+                .args(["-c", "ssl_cert_file=server.crt"])
+                .args(["-c", "ssl_key_file=server.key"]);
+        }
         let log = server.log_path.clone();
         spawn_server(&mut server, cmd, &log, "postgres")?;
         server.port = port;
