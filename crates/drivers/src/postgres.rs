@@ -1,28 +1,38 @@
-//! PostgreSQL over tokio-postgres: the extended query protocol with
-//! prepared statements, TLS through rustls (see [`crate::tls`]).
+//! PostgreSQL over loadcell's own wire session: the extended query
+//! protocol with prepared statements, TLS through rustls (see
+//! [`crate::tls`]). Messages are encoded with `postgres-protocol`'s
+//! `frontend` module; SCRAM-SHA-256 and md5 come from its
+//! `authentication` module.
 //!
-//! Parameters are bound in the type the server inferred for each `$n`
-//! (an `Int` binds to `int2`, `int4` or `int8` with a range check, a
-//! `Text` to any string type); values for other types are sent in text
-//! form and parsed by the server.
+//! The session owns its socket: no connection task, no channel. A
+//! statement is one write (Bind + Execute + Sync, built in a reused
+//! buffer) and, when the response fits, one read into a reused buffer,
+//! whose frames are walked without decoding the rows: the count comes
+//! from the CommandComplete tag.
+//!
+//! Parameters are sent in text form and the server infers their types
+//! from the statement (Parse names none). The statement's inferred types
+//! (from Describe at prepare time) are kept to check the parameter count
+//! and the range of integers bound to `int2`/`int4`, as a typed client
+//! would, before anything is sent.
 
-use std::error::Error as _;
 use std::fmt;
 use std::fmt::Write as _;
 use std::io;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use bytes::BytesMut;
 use loadcell_core::sql::{Dialect, SqlConn, SqlParam};
 use loadcell_core::{Driver, DriverError, ErrorClass, ServerInfo, Target};
-use tokio_postgres::error::ErrorPosition;
-// `BytesMut` is what `ToSql::to_sql` writes to; postgres-types re-exports
-// it for its own `to_sql_checked!` macro, which saves a direct `bytes`
-// dependency.
-use tokio_postgres::types::private::BytesMut;
-use tokio_postgres::types::{to_sql_checked, Format, IsNull, ToSql, Type};
-use tokio_postgres::{Client, Config, NoTls, SimpleQueryMessage, Statement};
-use tokio_postgres_rustls::MakeRustlsConnect;
+use postgres_protocol::authentication::md5_hash;
+use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256};
+use postgres_protocol::message::frontend;
+use postgres_protocol::IsNull;
+use rustls::pki_types::ServerName;
+use rustls::ClientConfig;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
+use tokio::net::TcpStream;
 
 use crate::tls::{self, SslMode};
 use crate::{DriverInfo, Family};
@@ -50,7 +60,7 @@ const ACCEPTED_PARAMS: &[&str] = &["sslmode", "sslrootcert"];
 struct Settings {
     host: String,
     port: u16,
-    /// `None`: tokio-postgres uses the OS user name, as libpq does.
+    /// `None`: the OS user name is sent, as libpq does.
     user: Option<String>,
     password: Option<String>,
     /// `None`: the server uses the user name.
@@ -140,32 +150,6 @@ impl Settings {
             format!("{}:{}", self.host, self.port)
         }
     }
-
-    fn config(&self) -> Config {
-        let mut config = Config::new();
-        config
-            .host(&self.host)
-            .port(self.port)
-            .application_name(APPLICATION_NAME)
-            .ssl_mode(match self.sslmode {
-                SslMode::Disable => tokio_postgres::config::SslMode::Disable,
-                SslMode::Prefer => tokio_postgres::config::SslMode::Prefer,
-                // Verification is done by the rustls configuration.
-                SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull => {
-                    tokio_postgres::config::SslMode::Require
-                }
-            });
-        if let Some(user) = &self.user {
-            config.user(user);
-        }
-        if let Some(password) = &self.password {
-            config.password(password);
-        }
-        if let Some(dbname) = &self.dbname {
-            config.dbname(dbname);
-        }
-        config
-    }
 }
 
 /// Decodes `%XX` escapes (URL user, password, host and path are left
@@ -201,9 +185,23 @@ fn percent_decode(s: &str) -> Result<String, String> {
 // ---------------------------------------------------------------------------
 // Driver
 
+/// Size of a session's read buffer; it grows for a larger message.
+const READ_BUF: usize = 64 * 1024;
+/// Room kept free at the end of the read buffer for the next read.
+const MIN_READ_ROOM: usize = 4 * 1024;
+/// Largest message accepted from the server (PostgreSQL's own limit for a
+/// field is 1 GiB).
+const MAX_MESSAGE: usize = (1 << 30) + (1 << 20);
+/// The SSLRequest code (1234 << 16 | 5679).
+const SSL_REQUEST_LEN: usize = 8;
+
+/// Type OIDs checked before binding an integer.
+const INT2_OID: u32 = 21;
+const INT4_OID: u32 = 23;
+
 pub struct PostgresDriver {
-    config: Config,
-    tls: Option<MakeRustlsConnect>,
+    settings: Settings,
+    tls: Option<Arc<ClientConfig>>,
     ctx: Arc<ErrCtx>,
 }
 
@@ -222,19 +220,105 @@ impl PostgresDriver {
     /// Builds the driver (reading any `sslrootcert` file); connects nowhere.
     pub fn from_target(target: &Target) -> Result<PostgresDriver, String> {
         let settings = Settings::from_url(target.url())?;
-        let tls = tls::client_config(settings.sslmode, settings.sslrootcert.as_deref())?
-            .map(|c| MakeRustlsConnect::new((*c).clone()));
-        Ok(PostgresDriver {
-            config: settings.config(),
-            tls,
-            ctx: Arc::new(ErrCtx {
-                endpoint: settings.endpoint(),
-                user: settings.user.clone(),
-                dbname: settings.dbname.clone(),
-                password: settings.password.clone(),
-                sslmode: settings.sslmode,
-            }),
+        let tls = tls::client_config(settings.sslmode, settings.sslrootcert.as_deref())?;
+        let ctx = Arc::new(ErrCtx {
+            endpoint: settings.endpoint(),
+            user: settings.user.clone(),
+            dbname: settings.dbname.clone(),
+            password: settings.password.clone(),
+            sslmode: settings.sslmode,
+        });
+        Ok(PostgresDriver { settings, tls, ctx })
+    }
+
+    /// The user name sent at startup: the URL's, else the OS user's (as
+    /// libpq does).
+    fn user(&self) -> String {
+        self.settings.user.clone().unwrap_or_else(|| {
+            std::env::var("PGUSER")
+                .or_else(|_| std::env::var("USER"))
+                .or_else(|_| std::env::var("LOGNAME"))
+                .unwrap_or_else(|_| "postgres".to_string())
         })
+    }
+
+    async fn open(&self) -> Result<PostgresConn, Failure> {
+        let s = &self.settings;
+        let tcp = TcpStream::connect((s.host.as_str(), s.port))
+            .await
+            .map_err(|e| Failure::Connect {
+                kind: e.kind(),
+                text: e.to_string(),
+            })?;
+        tcp.set_nodelay(true).map_err(|e| Failure::Connect {
+            kind: e.kind(),
+            text: e.to_string(),
+        })?;
+        let stream = match &self.tls {
+            None => Stream::Plain(tcp),
+            Some(config) => self.start_tls(tcp, config).await?,
+        };
+        let mut conn = PostgresConn {
+            stream,
+            wbuf: BytesMut::with_capacity(4096),
+            rbuf: vec![0; READ_BUF],
+            start: 0,
+            end: 0,
+            next_stmt: 0,
+            in_flight: false,
+            broken: None,
+            ctx: Arc::clone(&self.ctx),
+        };
+        conn.startup(&self.user(), s.dbname.as_deref(), s.password.as_deref())
+            .await?;
+        Ok(conn)
+    }
+
+    /// SSLRequest, then a TLS handshake if the server agrees; a plain
+    /// session if it does not and the mode allows it.
+    async fn start_tls(
+        &self,
+        mut tcp: TcpStream,
+        config: &Arc<ClientConfig>,
+    ) -> Result<Stream, Failure> {
+        let mut request = BytesMut::with_capacity(SSL_REQUEST_LEN);
+        frontend::ssl_request(&mut request);
+        tcp.write_all(&request).await.map_err(connect_io)?;
+        // Exactly one byte: anything after it must come through TLS.
+        let mut answer = [0u8; 1];
+        if tcp.read(&mut answer).await.map_err(connect_io)? == 0 {
+            return Err(connect_eof());
+        }
+        match answer[0] {
+            b'S' => {}
+            b'N' if self.settings.sslmode == SslMode::Prefer => return Ok(Stream::Plain(tcp)),
+            b'N' => {
+                return Err(Failure::Tls {
+                    kind: None,
+                    text: "server does not support TLS".to_string(),
+                })
+            }
+            other => {
+                return Err(Failure::Other(format!(
+                    "unexpected answer {:?} to the TLS request from {}",
+                    other as char, self.ctx.endpoint
+                )))
+            }
+        }
+        let name = ServerName::try_from(self.settings.host.clone()).map_err(|_| {
+            Failure::Other(format!(
+                "'{}' is not a valid TLS server name",
+                self.settings.host
+            ))
+        })?;
+        let tls = tokio_rustls::TlsConnector::from(Arc::clone(config))
+            .connect(name, tcp)
+            .await
+            .map_err(|e| Failure::Tls {
+                kind: Some(e.kind()),
+                text: e.to_string(),
+            })?;
+        Ok(Stream::Tls(Box::new(tls)))
     }
 }
 
@@ -246,43 +330,9 @@ impl Driver for PostgresDriver {
     }
 
     async fn connect(&self) -> Result<PostgresConn, DriverError> {
-        let ended: Arc<Mutex<Option<Failure>>> = Arc::default();
-        let on_end = Arc::clone(&ended);
-        // The connection task owns the socket; it ends when the client is
-        // dropped or the connection fails, and records why in the latter case.
-        let client = match &self.tls {
-            None => {
-                let (client, connection) = self
-                    .config
-                    .connect(NoTls)
-                    .await
-                    .map_err(|e| describe(failure_of(&e), &self.ctx, Phase::Connect))?;
-                tokio::spawn(async move {
-                    if let Err(e) = connection.await {
-                        *on_end.lock().unwrap_or_else(|p| p.into_inner()) = Some(failure_of(&e));
-                    }
-                });
-                client
-            }
-            Some(tls) => {
-                let (client, connection) = self
-                    .config
-                    .connect(tls.clone())
-                    .await
-                    .map_err(|e| describe(failure_of(&e), &self.ctx, Phase::Connect))?;
-                tokio::spawn(async move {
-                    if let Err(e) = connection.await {
-                        *on_end.lock().unwrap_or_else(|p| p.into_inner()) = Some(failure_of(&e));
-                    }
-                });
-                client
-            }
-        };
-        Ok(PostgresConn {
-            client,
-            ctx: Arc::clone(&self.ctx),
-            ended,
-        })
+        self.open()
+            .await
+            .map_err(|f| describe(f, &self.ctx, Phase::Connect))
     }
 
     async fn server_info(&self, conn: &mut PostgresConn) -> Result<ServerInfo, DriverError> {
@@ -350,110 +400,470 @@ impl Driver for PostgresDriver {
     }
 }
 
+fn connect_io(e: io::Error) -> Failure {
+    Failure::Io {
+        kind: e.kind(),
+        text: e.to_string(),
+    }
+}
+
+fn connect_eof() -> Failure {
+    Failure::Io {
+        kind: io::ErrorKind::UnexpectedEof,
+        text: "the server closed the connection".to_string(),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Stream
+
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+impl Stream {
+    #[inline]
+    async fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        match self {
+            Stream::Plain(s) => s.write_all(buf).await,
+            Stream::Tls(s) => {
+                s.write_all(buf).await?;
+                s.flush().await
+            }
+        }
+    }
+
+    /// Forgets, without a syscall, that the socket was last seen
+    /// readable, so that the read after the request waits for epoll's
+    /// report of the response instead of first trying a read that can only
+    /// find nothing yet (EAGAIN). Call only just before sending a request:
+    /// its response is a new readiness event, so nothing already received
+    /// can be missed (it is read together with the response).
+    #[inline]
+    fn forget_readable(&self) {
+        if let Stream::Plain(s) = self {
+            let _ = s.try_io(Interest::READABLE, || {
+                Err::<(), _>(io::ErrorKind::WouldBlock.into())
+            });
+        }
+    }
+
+    #[inline]
+    async fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.read(buf).await,
+            Stream::Tls(s) => s.read(buf).await,
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Connection
 
-/// One session's connection.
+/// One session's connection: the socket, the buffer requests are built
+/// in, and the buffer responses are read into (`rbuf[start..end]` is
+/// received and not yet consumed).
 pub struct PostgresConn {
-    client: Client,
+    stream: Stream,
+    wbuf: BytesMut,
+    rbuf: Vec<u8>,
+    start: usize,
+    end: usize,
+    /// Number of the next statement name (`s0`, `s1`, ...).
+    next_stmt: u32,
+    /// A request was sent and its response not read to the end: set while
+    /// a call runs, so a call abandoned half-way leaves it set.
+    in_flight: bool,
+    /// Why the connection is unusable, once it is.
+    broken: Option<Failure>,
     ctx: Arc<ErrCtx>,
-    /// Why the connection task ended, if it failed.
-    ended: Arc<Mutex<Option<Failure>>>,
 }
 
 impl fmt::Debug for PostgresConn {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PostgresConn")
             .field("endpoint", &self.ctx.endpoint)
-            .field("closed", &self.client.is_closed())
+            .field("tls", &matches!(self.stream, Stream::Tls(_)))
+            .field("closed", &self.broken.is_some())
             .finish()
     }
 }
 
+/// A statement prepared on one connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PostgresStatement {
+    name: Box<str>,
+    /// The parameter types the server inferred (OIDs).
+    param_types: Box<[u32]>,
+}
+
+impl PostgresStatement {
+    /// The parameter types the server inferred, as OIDs.
+    pub fn param_types(&self) -> &[u32] {
+        &self.param_types
+    }
+}
+
 impl PostgresConn {
-    /// The underlying tokio-postgres client.
-    pub fn client(&self) -> &Client {
-        &self.client
+    /// Whether the session runs over TLS.
+    pub fn is_tls(&self) -> bool {
+        matches!(self.stream, Stream::Tls(_))
+    }
+
+    /// Startup message, authentication, then the server's parameters up
+    /// to the first ReadyForQuery.
+    async fn startup(
+        &mut self,
+        user: &str,
+        dbname: Option<&str>,
+        password: Option<&str>,
+    ) -> Result<(), Failure> {
+        let mut params = vec![
+            ("user", user),
+            ("client_encoding", "UTF8"),
+            ("application_name", APPLICATION_NAME),
+        ];
+        if let Some(db) = dbname {
+            params.push(("database", db));
+        }
+        self.wbuf.clear();
+        frontend::startup_message(params, &mut self.wbuf)
+            .map_err(|e| Failure::Other(e.to_string()))?;
+        self.send_connect().await?;
+
+        let mut scram: Option<ScramSha256> = None;
+        loop {
+            let (tag, body) = self.next_message().await?;
+            let body = &self.rbuf[body];
+            match tag {
+                b'R' => {
+                    let (code, data) = auth_request(body)?;
+                    match code {
+                        0 => {}
+                        3 => {
+                            let pw = password.ok_or_else(no_password)?;
+                            self.wbuf.clear();
+                            frontend::password_message(pw.as_bytes(), &mut self.wbuf)
+                                .map_err(|e| Failure::Auth(e.to_string()))?;
+                            self.send_connect().await?;
+                        }
+                        5 => {
+                            let pw = password.ok_or_else(no_password)?;
+                            let salt: [u8; 4] = data
+                                .get(..4)
+                                .and_then(|s| s.try_into().ok())
+                                .ok_or_else(|| protocol("short md5 salt"))?;
+                            let hash = md5_hash(user.as_bytes(), pw.as_bytes(), salt);
+                            self.wbuf.clear();
+                            frontend::password_message(hash.as_bytes(), &mut self.wbuf)
+                                .map_err(|e| Failure::Auth(e.to_string()))?;
+                            self.send_connect().await?;
+                        }
+                        10 => {
+                            let pw = password.ok_or_else(no_password)?;
+                            let offered = cstrings(data);
+                            if !offered.iter().any(|m| *m == "SCRAM-SHA-256") {
+                                return Err(Failure::Auth(format!(
+                                    "the server offers SASL mechanisms {} and loadcell supports only SCRAM-SHA-256",
+                                    offered.join(", ")
+                                )));
+                            }
+                            let s = ScramSha256::new(pw.as_bytes(), ChannelBinding::unsupported());
+                            self.wbuf.clear();
+                            frontend::sasl_initial_response("SCRAM-SHA-256", s.message(), &mut self.wbuf)
+                                .map_err(|e| Failure::Auth(e.to_string()))?;
+                            scram = Some(s);
+                            self.send_connect().await?;
+                        }
+                        11 => {
+                            let s = scram.as_mut().ok_or_else(|| protocol("unexpected SASL continue"))?;
+                            s.update(data).map_err(|e| Failure::Auth(e.to_string()))?;
+                            self.wbuf.clear();
+                            frontend::sasl_response(s.message(), &mut self.wbuf)
+                                .map_err(|e| Failure::Auth(e.to_string()))?;
+                            self.send_connect().await?;
+                        }
+                        12 => {
+                            let s = scram.as_mut().ok_or_else(|| protocol("unexpected SASL final"))?;
+                            s.finish(data).map_err(|e| Failure::Auth(e.to_string()))?;
+                        }
+                        other => {
+                            return Err(Failure::Auth(format!(
+                                "the server asks for an authentication method loadcell does not support ({})",
+                                auth_method_name(other)
+                            )))
+                        }
+                    }
+                }
+                b'E' => return Err(db_failure(body)),
+                b'Z' => return Ok(()),
+                // ParameterStatus, BackendKeyData, NoticeResponse, NegotiateProtocolVersion.
+                b'S' | b'K' | b'N' | b'v' => {}
+                other => {
+                    return Err(protocol(&format!(
+                        "unexpected message {:?} at startup",
+                        other as char
+                    )))
+                }
+            }
+        }
+    }
+
+    /// Writes `wbuf` during the startup.
+    async fn send_connect(&mut self) -> Result<(), Failure> {
+        self.stream.write_all(&self.wbuf).await.map_err(connect_io)
+    }
+
+    /// The next whole message during the startup: its type and the range
+    /// of its body in `rbuf`, consumed.
+    async fn next_message(&mut self) -> Result<(u8, std::ops::Range<usize>), Failure> {
+        loop {
+            match frame_at(&self.rbuf[..self.end], self.start)? {
+                Frame::Whole { tag, body, next } => {
+                    self.start = next;
+                    return Ok((tag, body));
+                }
+                Frame::Need(n) => match self.fill(n).await {
+                    Ok(()) => {}
+                    Err(None) => return Err(connect_eof()),
+                    Err(Some(e)) => return Err(connect_io(e)),
+                },
+            }
+        }
+    }
+
+    /// Makes room for `need` bytes from `start`: compacts, and grows for a
+    /// large message.
+    fn make_room(&mut self, need: usize) {
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+        let pending = self.end - self.start;
+        let want = need.max(pending + MIN_READ_ROOM);
+        if self.rbuf.len() - self.start < want || self.rbuf.len() - self.end < MIN_READ_ROOM {
+            if self.start > 0 {
+                self.rbuf.copy_within(self.start..self.end, 0);
+                self.start = 0;
+                self.end = pending;
+            }
+            if self.rbuf.len() < want {
+                let len = want.max(self.rbuf.len() * 2);
+                self.rbuf.resize(len, 0);
+            }
+        }
+    }
+
+    /// One read into the buffer. `Err(None)` is the end of the stream.
+    #[inline]
+    async fn fill(&mut self, need: usize) -> Result<(), Option<io::Error>> {
+        self.make_room(need);
+        match self.stream.read(&mut self.rbuf[self.end..]).await {
+            Ok(0) => Err(None),
+            Ok(n) => {
+                self.end += n;
+                Ok(())
+            }
+            Err(e) => Err(Some(e)),
+        }
+    }
+
+    /// Reads the response to the request just sent, up to ReadyForQuery.
+    /// `sent_sync`: the request was in the extended protocol (ends with
+    /// Sync), which matters only to get out of a COPY FROM STDIN.
+    async fn finish(&mut self, out: &mut Outcome, sent_sync: bool) -> Result<(), Failure> {
+        loop {
+            match scan(&self.rbuf[..self.end], &mut self.start, out) {
+                Ok(Scan::Done) => {
+                    self.in_flight = false;
+                    return Ok(());
+                }
+                Ok(Scan::Need(n)) => {
+                    if let Err(e) = self.fill(n).await {
+                        let why = match (e, out.error.take()) {
+                            // The server said why before closing (shutdown,
+                            // terminated backend).
+                            (None, Some(db)) => *db,
+                            (None, None) => Failure::Closed,
+                            (Some(e), _) => Failure::Io {
+                                kind: e.kind(),
+                                text: e.to_string(),
+                            },
+                        };
+                        return Err(self.lose(why));
+                    }
+                }
+                Ok(Scan::CopyIn) => {
+                    self.wbuf.clear();
+                    let _ = frontend::copy_fail("loadcell does not send COPY data", &mut self.wbuf);
+                    if sent_sync {
+                        frontend::sync(&mut self.wbuf);
+                    }
+                    self.send().await?;
+                }
+                Err(why) => return Err(self.lose(why)),
+            }
+        }
+    }
+
+    /// Marks the connection unusable for `why`; returns what to report.
+    #[cold]
+    fn lose(&mut self, why: Failure) -> Failure {
+        let lost = Failure::Lost(Box::new(why));
+        self.broken = Some(lost.clone());
+        lost
+    }
+
+    /// Writes `wbuf`; the response is then awaited.
+    #[inline]
+    async fn send(&mut self) -> Result<(), Failure> {
+        self.in_flight = true;
+        self.stream.forget_readable();
+        match self.stream.write_all(&self.wbuf).await {
+            Ok(()) => Ok(()),
+            Err(e) => Err(self.lose(Failure::Io {
+                kind: e.kind(),
+                text: e.to_string(),
+            })),
+        }
+    }
+
+    /// Whether the connection can take a request; if not, why.
+    #[inline]
+    fn check_usable(&mut self) -> Result<(), Failure> {
+        if self.in_flight && self.broken.is_none() {
+            self.lose(Failure::Other(
+                "a previous request was abandoned before its response was read".to_string(),
+            ));
+        }
+        match &self.broken {
+            None => Ok(()),
+            Some(why) => Err(why.clone()),
+        }
     }
 
     #[cold]
-    fn error(&self, e: &tokio_postgres::Error) -> DriverError {
-        let mut failure = failure_of(e);
-        if failure == Failure::Closed {
-            let ended = self.ended.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(why) = ended.as_ref() {
-                failure = Failure::Lost(Box::new(why.clone()));
-            }
-        }
+    fn error(&self, failure: Failure) -> DriverError {
         describe(failure, &self.ctx, Phase::Session)
     }
 
     /// [`Self::error`], naming the statement when the error is about it.
     #[cold]
-    fn error_in(&self, e: &tokio_postgres::Error, sql: &str) -> DriverError {
-        let mut err = self.error(e);
+    fn error_in(&self, failure: Failure, sql: &str) -> DriverError {
+        let mut err = self.error(failure);
         if err.class == ErrorClass::Fatal && err.code.is_some() {
             let _ = write!(err.message, " in `{}`", shorten(sql));
         }
         err
     }
 
+    /// Runs `sql` with the simple query protocol.
+    async fn simple_query(&mut self, sql: &str, out: &mut Outcome) -> Result<(), Failure> {
+        self.check_usable()?;
+        self.wbuf.clear();
+        frontend::query(sql, &mut self.wbuf)
+            .map_err(|_| Failure::Other("the statement contains a NUL character".to_string()))?;
+        self.send().await?;
+        self.finish(out, false).await?;
+        match out.error.take() {
+            None => Ok(()),
+            Some(e) => Err(*e),
+        }
+    }
+
     /// First column of every row, in text form (`None` for NULL).
     async fn first_column(&mut self, sql: &str) -> Result<Vec<Option<String>>, DriverError> {
-        let messages = self
-            .client
-            .simple_query(sql)
-            .await
-            .map_err(|e| self.error_in(&e, sql))?;
-        let mut out = Vec::new();
-        for message in &messages {
-            if let SimpleQueryMessage::Row(row) = message {
-                let value = row
-                    .try_get(0)
-                    .map_err(|_| DriverError::fatal(format!("query returned no columns: {sql}")))?;
-                out.push(value.map(str::to_string));
-            }
+        let mut out = Outcome {
+            first_column: Some(Vec::new()),
+            ..Outcome::default()
+        };
+        if let Err(f) = self.simple_query(sql, &mut out).await {
+            return Err(self.error_in(f, sql));
         }
-        Ok(out)
+        if out.no_columns {
+            return Err(DriverError::fatal(format!(
+                "query returned no columns: {sql}"
+            )));
+        }
+        Ok(out.first_column.unwrap_or_default())
+    }
+
+    async fn prepare_statement(&mut self, sql: &str) -> Result<PostgresStatement, Failure> {
+        self.check_usable()?;
+        let name = format!("s{}", self.next_stmt);
+        self.next_stmt += 1;
+        self.wbuf.clear();
+        frontend::parse(&name, sql, std::iter::empty(), &mut self.wbuf)
+            .map_err(|_| Failure::Other("the statement contains a NUL character".to_string()))?;
+        frontend::describe(b'S', &name, &mut self.wbuf)
+            .map_err(|e| Failure::Other(e.to_string()))?;
+        frontend::sync(&mut self.wbuf);
+        self.send().await?;
+        let mut out = Outcome {
+            param_types: Some(Vec::new()),
+            ..Outcome::default()
+        };
+        self.finish(&mut out, true).await?;
+        if let Some(e) = out.error.take() {
+            return Err(*e);
+        }
+        Ok(PostgresStatement {
+            name: name.into(),
+            param_types: out.param_types.unwrap_or_default().into(),
+        })
     }
 }
 
 impl SqlConn for PostgresConn {
-    type Stmt = Statement;
+    type Stmt = PostgresStatement;
 
     fn dialect(&self) -> Dialect {
         Dialect::Postgres
     }
 
-    async fn prepare(&mut self, sql: &str) -> Result<Statement, DriverError> {
-        self.client
-            .prepare(sql)
-            .await
-            .map_err(|e| self.error_in(&e, sql))
+    async fn prepare(&mut self, sql: &str) -> Result<PostgresStatement, DriverError> {
+        match self.prepare_statement(sql).await {
+            Ok(stmt) => Ok(stmt),
+            Err(f) => Err(self.error_in(f, sql)),
+        }
     }
 
-    /// Rows are read and discarded by tokio-postgres without building
-    /// `Row`s; the count is the server's (`SELECT n`, `UPDATE n`, ...).
+    /// Bind + Execute + Sync in one write; the response read up to
+    /// ReadyForQuery with rows skipped, not decoded. The count is the
+    /// server's (`SELECT n`, `UPDATE n`, ...).
     async fn exec(
         &mut self,
-        stmt: &Statement,
+        stmt: &PostgresStatement,
         params: &[SqlParam<'_>],
     ) -> Result<u64, DriverError> {
-        match self
-            .client
-            .execute_raw(stmt, params.iter().map(|p| Param(*p)))
-            .await
-        {
-            Ok(n) => Ok(n),
-            Err(e) => Err(self.error(&e)),
+        if let Err(f) = self.check_usable() {
+            return Err(self.error(f));
+        }
+        if let Err(f) = check_params(&stmt.param_types, params) {
+            return Err(self.error(f));
+        }
+        self.wbuf.clear();
+        encode_exec(&mut self.wbuf, &stmt.name, params);
+        if let Err(f) = self.send().await {
+            return Err(self.error(f));
+        }
+        let mut out = Outcome::default();
+        if let Err(f) = self.finish(&mut out, true).await {
+            return Err(self.error(f));
+        }
+        match out.error {
+            None => Ok(out.rows),
+            Some(e) => Err(self.error(*e)),
         }
     }
 
     async fn simple(&mut self, sql: &str) -> Result<(), DriverError> {
-        self.client
-            .batch_execute(sql)
-            .await
-            .map_err(|e| self.error_in(&e, sql))
+        let mut out = Outcome::default();
+        match self.simple_query(sql, &mut out).await {
+            Ok(()) => Ok(()),
+            Err(f) => Err(self.error_in(f, sql)),
+        }
     }
 
     async fn query_i64(&mut self, sql: &str) -> Result<Option<i64>, DriverError> {
@@ -475,6 +885,344 @@ impl SqlConn for PostgresConn {
             .collect())
     }
 }
+
+// ---------------------------------------------------------------------------
+// Messages
+
+/// What a request's response said, gathered while its frames are walked.
+#[derive(Debug, Default)]
+struct Outcome {
+    /// From the last CommandComplete tag.
+    rows: u64,
+    /// The first ErrorResponse.
+    error: Option<Box<Failure>>,
+    /// `Some`: collect the first column of every DataRow.
+    first_column: Option<Vec<Option<String>>>,
+    /// A DataRow had no column at all.
+    no_columns: bool,
+    /// `Some`: collect the ParameterDescription.
+    param_types: Option<Vec<u32>>,
+}
+
+/// Where a walk over the received bytes stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scan {
+    /// ReadyForQuery was consumed: the response is complete.
+    Done,
+    /// The next frame needs this many bytes from the position (more than
+    /// are there).
+    Need(usize),
+    /// CopyInResponse: the server waits for COPY data.
+    CopyIn,
+}
+
+/// One frame at `pos`, or how many bytes from `pos` it needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Frame {
+    Whole {
+        tag: u8,
+        body: std::ops::Range<usize>,
+        next: usize,
+    },
+    Need(usize),
+}
+
+#[inline]
+fn frame_at(buf: &[u8], pos: usize) -> Result<Frame, Failure> {
+    let rest = &buf[pos..];
+    if rest.len() < 5 {
+        return Ok(Frame::Need(5));
+    }
+    let len = u32::from_be_bytes([rest[1], rest[2], rest[3], rest[4]]) as usize;
+    if !(4..=MAX_MESSAGE).contains(&len) {
+        return Err(bad_length(rest[0], len));
+    }
+    if rest.len() < len + 1 {
+        return Ok(Frame::Need(len + 1));
+    }
+    Ok(Frame::Whole {
+        tag: rest[0],
+        body: pos + 5..pos + 1 + len,
+        next: pos + 1 + len,
+    })
+}
+
+#[cold]
+fn bad_length(tag: u8, len: usize) -> Failure {
+    protocol(&format!(
+        "message {:?} with a bad length ({len})",
+        tag as char
+    ))
+}
+
+/// Walks the whole frames in `buf` from `*pos`, consuming them, until
+/// ReadyForQuery or an incomplete frame. Rows are skipped unless the first
+/// column is collected; notices, parameter changes and notifications are
+/// skipped wherever they come.
+#[inline]
+fn scan(buf: &[u8], pos: &mut usize, out: &mut Outcome) -> Result<Scan, Failure> {
+    loop {
+        let (tag, body) = match frame_at(buf, *pos)? {
+            Frame::Whole { tag, body, next } => {
+                *pos = next;
+                (tag, body)
+            }
+            Frame::Need(n) => return Ok(Scan::Need(n)),
+        };
+        match tag {
+            b'D' => {
+                if out.first_column.is_some() {
+                    collect_first_column(&buf[body], out)?;
+                }
+            }
+            b'C' => out.rows = command_rows(&buf[body]),
+            b'Z' => return Ok(Scan::Done),
+            // BindComplete, ParseComplete, CloseComplete, NoData,
+            // RowDescription, EmptyQueryResponse, PortalSuspended, Notice,
+            // ParameterStatus, Notification, CopyOut/CopyBoth, CopyData,
+            // CopyDone.
+            b'2' | b'1' | b'3' | b'n' | b'T' | b'I' | b's' | b'N' | b'S' | b'A' | b'H' | b'W'
+            | b'd' | b'c' => {}
+            b'E' => {
+                if out.error.is_none() {
+                    out.error = Some(Box::new(db_failure(&buf[body])));
+                }
+            }
+            b't' => {
+                if let Some(types) = out.param_types.as_mut() {
+                    *types = parameter_types(&buf[body])?;
+                }
+            }
+            b'G' => return Ok(Scan::CopyIn),
+            other => return Err(unexpected(other)),
+        }
+    }
+}
+
+#[cold]
+fn unexpected(tag: u8) -> Failure {
+    protocol(&format!("unexpected message {:?}", tag as char))
+}
+
+#[cold]
+fn protocol(what: &str) -> Failure {
+    Failure::Other(format!("protocol error: {what}"))
+}
+
+/// Rows read or affected, from a CommandComplete body (a tag such as
+/// `SELECT 5`, `INSERT 0 1`, `UPDATE 2`; `BEGIN` has none).
+#[inline]
+fn command_rows(body: &[u8]) -> u64 {
+    let tag = match body.split_last() {
+        Some((0, tag)) => tag,
+        _ => body,
+    };
+    let digits = match tag.iter().rposition(|&b| b == b' ') {
+        Some(space) => &tag[space + 1..],
+        None => return 0,
+    };
+    if digits.is_empty() || digits.len() > 19 {
+        return 0;
+    }
+    let mut n: u64 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return 0;
+        }
+        n = n * 10 + u64::from(d - b'0');
+    }
+    n
+}
+
+/// The first column of a DataRow, in text form.
+fn collect_first_column(body: &[u8], out: &mut Outcome) -> Result<(), Failure> {
+    let short = || protocol("short DataRow");
+    let count = i16::from_be_bytes(body.get(..2).ok_or_else(short)?.try_into().unwrap());
+    if count < 1 {
+        out.no_columns = true;
+        return Ok(());
+    }
+    let len = i32::from_be_bytes(body.get(2..6).ok_or_else(short)?.try_into().unwrap());
+    let value = if len < 0 {
+        None
+    } else {
+        let bytes = body.get(6..6 + len as usize).ok_or_else(short)?;
+        Some(String::from_utf8_lossy(bytes).into_owned())
+    };
+    if let Some(column) = out.first_column.as_mut() {
+        column.push(value);
+    }
+    Ok(())
+}
+
+/// The OIDs of a ParameterDescription.
+fn parameter_types(body: &[u8]) -> Result<Vec<u32>, Failure> {
+    let short = || protocol("short ParameterDescription");
+    let count = u16::from_be_bytes(body.get(..2).ok_or_else(short)?.try_into().unwrap()) as usize;
+    let oids = body.get(2..2 + 4 * count).ok_or_else(short)?;
+    Ok(oids
+        .chunks_exact(4)
+        .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]))
+        .collect())
+}
+
+/// The NUL-terminated strings of a body, up to an empty one.
+fn cstrings(body: &[u8]) -> Vec<String> {
+    body.split(|&b| b == 0)
+        .take_while(|s| !s.is_empty())
+        .map(|s| String::from_utf8_lossy(s).into_owned())
+        .collect()
+}
+
+/// An Authentication request: its code and the data after it.
+fn auth_request(body: &[u8]) -> Result<(i32, &[u8]), Failure> {
+    let code = body
+        .get(..4)
+        .map(|c| i32::from_be_bytes([c[0], c[1], c[2], c[3]]))
+        .ok_or_else(|| protocol("short Authentication message"))?;
+    Ok((code, &body[4..]))
+}
+
+fn auth_method_name(code: i32) -> String {
+    match code {
+        2 => "Kerberos V5".to_string(),
+        6 => "SCM credentials".to_string(),
+        7 | 8 => "GSSAPI".to_string(),
+        9 => "SSPI".to_string(),
+        other => format!("code {other}"),
+    }
+}
+
+fn no_password() -> Failure {
+    Failure::Auth("the server asked for a password and --target has none".to_string())
+}
+
+/// The fields of an ErrorResponse (or NoticeResponse) body: the SQLSTATE,
+/// message, hint and cursor position.
+#[cold]
+fn db_failure(body: &[u8]) -> Failure {
+    let mut code = String::new();
+    let mut message = String::new();
+    let mut hint = None;
+    let mut position = None;
+    let mut rest = body;
+    while let Some((&kind, tail)) = rest.split_first() {
+        if kind == 0 {
+            break;
+        }
+        let end = tail.iter().position(|&b| b == 0).unwrap_or(tail.len());
+        let value = String::from_utf8_lossy(&tail[..end]);
+        match kind {
+            b'C' => code = value.into_owned(),
+            b'M' => message = value.into_owned(),
+            b'H' => hint = Some(value.into_owned()),
+            b'P' => position = value.parse().ok(),
+            _ => {}
+        }
+        rest = tail.get(end + 1..).unwrap_or(&[]);
+    }
+    if code.is_empty() {
+        // Should not happen: every server error has a SQLSTATE.
+        code = "XX000".to_string();
+    }
+    Failure::Db {
+        code,
+        message,
+        hint,
+        position,
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Parameters
+
+/// Checks what a typed client would before sending: the parameter count,
+/// and integers bound to `int2`/`int4` in range.
+#[inline]
+fn check_params(types: &[u32], params: &[SqlParam<'_>]) -> Result<(), Failure> {
+    if types.len() != params.len() {
+        return Err(wrong_count(types.len(), params.len()));
+    }
+    for (i, (ty, p)) in types.iter().zip(params).enumerate() {
+        if let SqlParam::Int(v) = *p {
+            let fits = match *ty {
+                INT4_OID => i32::try_from(v).is_ok(),
+                INT2_OID => i16::try_from(v).is_ok(),
+                _ => true,
+            };
+            if !fits {
+                return Err(out_of_range(i, v, *ty));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cold]
+fn wrong_count(expected: usize, got: usize) -> Failure {
+    Failure::Other(format!(
+        "the statement takes {expected} parameter{}, {got} given",
+        if expected == 1 { "" } else { "s" }
+    ))
+}
+
+#[cold]
+fn out_of_range(index: usize, v: i64, ty: u32) -> Failure {
+    let name = if ty == INT2_OID { "int2" } else { "int4" };
+    Failure::Other(format!(
+        "cannot bind parameter ${}: value {v} is out of range for type {name}",
+        index + 1
+    ))
+}
+
+/// Bind (all parameters and results in text form) + Execute + Sync for
+/// the unnamed portal of statement `name`, appended to `buf`.
+#[inline]
+fn encode_exec(buf: &mut BytesMut, name: &str, params: &[SqlParam<'_>]) {
+    // Only fails for a NUL in the name or more than 32767 values, which
+    // the prepared statement already rules out.
+    let bound = frontend::bind(
+        "",
+        name,
+        std::iter::empty(),
+        params,
+        |p, buf| {
+            match *p {
+                SqlParam::Int(v) => put_i64(buf, v),
+                SqlParam::Text(s) => buf.extend_from_slice(s.as_bytes()),
+            }
+            Ok(IsNull::No)
+        },
+        std::iter::empty(),
+        buf,
+    );
+    debug_assert!(bound.is_ok());
+    let _ = frontend::execute("", 0, buf);
+    frontend::sync(buf);
+}
+
+/// `v` in decimal, without allocating.
+#[inline]
+fn put_i64(buf: &mut BytesMut, v: i64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    let mut n = v.unsigned_abs();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    if v < 0 {
+        buf.extend_from_slice(b"-");
+    }
+    buf.extend_from_slice(&digits[i..]);
+}
+
+// ---------------------------------------------------------------------------
+// Text helpers
 
 /// `sql` cut to a length fit for a message (bulk INSERTs are long).
 fn shorten(sql: &str) -> std::borrow::Cow<'_, str> {
@@ -506,79 +1254,6 @@ fn parse_integer(text: &str) -> Option<i64> {
 }
 
 // ---------------------------------------------------------------------------
-// Parameters
-
-/// A [`SqlParam`] bound in the statement's own parameter type.
-#[derive(Debug, Clone, Copy)]
-struct Param<'a>(SqlParam<'a>);
-
-/// String types whose binary form is the text itself.
-fn is_text_type(ty: &Type) -> bool {
-    *ty == Type::TEXT
-        || *ty == Type::VARCHAR
-        || *ty == Type::BPCHAR
-        || *ty == Type::NAME
-        || *ty == Type::UNKNOWN
-}
-
-fn is_int_type(ty: &Type) -> bool {
-    *ty == Type::INT4 || *ty == Type::INT8 || *ty == Type::INT2
-}
-
-fn out_of_range(v: i64, ty: &Type) -> Box<dyn std::error::Error + Sync + Send> {
-    format!("value {v} is out of range for type {}", ty.name()).into()
-}
-
-impl ToSql for Param<'_> {
-    fn to_sql(
-        &self,
-        ty: &Type,
-        out: &mut BytesMut,
-    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
-        match self.0 {
-            SqlParam::Int(v) if *ty == Type::INT4 => i32::try_from(v)
-                .map_err(|_| out_of_range(v, ty))?
-                .to_sql(ty, out),
-            SqlParam::Int(v) if *ty == Type::INT8 => v.to_sql(ty, out),
-            SqlParam::Int(v) if *ty == Type::INT2 => i16::try_from(v)
-                .map_err(|_| out_of_range(v, ty))?
-                .to_sql(ty, out),
-            // Text form (see `encode_format`): numeric, float, bool, text...
-            SqlParam::Int(v) => {
-                write!(out, "{v}")?;
-                Ok(IsNull::No)
-            }
-            // The binary form of the string types and the text form of
-            // everything else are both just the string.
-            SqlParam::Text(s) => {
-                out.extend_from_slice(s.as_bytes());
-                Ok(IsNull::No)
-            }
-        }
-    }
-
-    /// Any type: what has no binary encoding here goes in text form and the
-    /// server parses it (and reports a bad value as it would for SQL text).
-    fn accepts(_ty: &Type) -> bool {
-        true
-    }
-
-    fn encode_format(&self, ty: &Type) -> Format {
-        let binary = match self.0 {
-            SqlParam::Int(_) => is_int_type(ty),
-            SqlParam::Text(_) => is_text_type(ty),
-        };
-        if binary {
-            Format::Binary
-        } else {
-            Format::Text
-        }
-    }
-
-    to_sql_checked!();
-}
-
-// ---------------------------------------------------------------------------
 // Errors
 
 /// What error messages need to know about the target.
@@ -598,8 +1273,8 @@ enum Phase {
     Session,
 }
 
-/// A tokio-postgres error taken apart, so that it can be described (and
-/// unit-tested) without a server.
+/// What went wrong, before it is described for the user (so that it can
+/// be unit-tested without a server).
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Failure {
     /// An error the server reported.
@@ -609,16 +1284,16 @@ enum Failure {
         hint: Option<String>,
         position: Option<u32>,
     },
-    /// The connection task has ended, reason unknown.
+    /// The server closed the connection.
     Closed,
-    /// The connection task has ended for this reason.
+    /// The connection is unusable for this reason.
     Lost(Box<Failure>),
     /// Could not open the socket.
     Connect {
         kind: io::ErrorKind,
         text: String,
     },
-    /// The socket failed mid-session.
+    /// The socket failed.
     Io {
         kind: io::ErrorKind,
         text: String,
@@ -629,63 +1304,6 @@ enum Failure {
     },
     Auth(String),
     Other(String),
-}
-
-fn failure_of(e: &tokio_postgres::Error) -> Failure {
-    if let Some(db) = e.as_db_error() {
-        return Failure::Db {
-            code: db.code().code().to_string(),
-            message: db.message().to_string(),
-            hint: db.hint().map(str::to_string),
-            position: match db.position() {
-                Some(ErrorPosition::Original(p)) => Some(*p),
-                _ => None,
-            },
-        };
-    }
-    if e.is_closed() {
-        return Failure::Closed;
-    }
-    // tokio-postgres does not expose its error kinds; its Display is the kind.
-    let what = e.to_string();
-    let source = e.source();
-    let io_kind = source
-        .and_then(|s| s.downcast_ref::<io::Error>())
-        .map(io::Error::kind);
-    let cause = source.map(ToString::to_string).unwrap_or_default();
-    match what.as_str() {
-        "error connecting to server" => Failure::Connect {
-            kind: io_kind.unwrap_or(io::ErrorKind::Other),
-            text: cause,
-        },
-        "error communicating with the server" => Failure::Io {
-            kind: io_kind.unwrap_or(io::ErrorKind::Other),
-            text: cause,
-        },
-        "timeout waiting for server" => Failure::Io {
-            kind: io::ErrorKind::TimedOut,
-            text: what,
-        },
-        "error performing TLS handshake" => Failure::Tls {
-            kind: io_kind,
-            text: cause,
-        },
-        "authentication error" => Failure::Auth(cause),
-        "invalid configuration" if cause == "password missing" => {
-            Failure::Auth("the server asked for a password and --target has none".to_string())
-        }
-        _ if what.starts_with("error serializing parameter ") => {
-            // "error serializing parameter 0" is the 0-based index.
-            let n = what
-                .rsplit(' ')
-                .next()
-                .and_then(|i| i.parse::<usize>().ok())
-                .map_or(0, |i| i + 1);
-            Failure::Other(format!("cannot bind parameter ${n}: {cause}"))
-        }
-        _ if cause.is_empty() => Failure::Other(what),
-        _ => Failure::Other(format!("{what}: {cause}")),
-    }
 }
 
 /// The class of a SQLSTATE.
@@ -903,19 +1521,13 @@ mod tests {
         assert_eq!(d.endpoint(), "10.1.2.3:5433");
         assert!(d.tls.is_some());
         assert!(!format!("{d:?}").contains("hunter22"));
-        assert_eq!(d.config.get_application_name(), Some("loadcell"));
-        assert_eq!(d.config.get_dbname(), Some("x"));
-        assert_eq!(
-            d.config.get_ssl_mode(),
-            tokio_postgres::config::SslMode::Prefer
-        );
+        assert_eq!(d.settings.dbname.as_deref(), Some("x"));
+        assert_eq!(d.settings.sslmode, SslMode::Prefer);
 
         let t = Target::parse("postgres://lc@h/x?sslmode=verify-ca").unwrap();
         let d = PostgresDriver::from_target(&t).unwrap();
-        assert_eq!(
-            d.config.get_ssl_mode(),
-            tokio_postgres::config::SslMode::Require
-        );
+        assert!(d.tls.is_some());
+        assert_eq!(d.user(), "lc");
         let t = Target::parse("postgres://lc@h/x").unwrap();
         assert!(PostgresDriver::from_target(&t).unwrap().tls.is_none());
 
@@ -1103,50 +1715,310 @@ mod tests {
         assert_eq!(parse_integer("99999999999999999999"), None);
     }
 
-    fn is_binary(f: Format) -> bool {
-        matches!(f, Format::Binary)
+    /// One backend message: type, length, body.
+    fn msg(tag: u8, body: &[u8]) -> Vec<u8> {
+        let mut m = vec![tag];
+        m.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
+        m.extend_from_slice(body);
+        m
+    }
+
+    fn data_row(columns: &[Option<&str>]) -> Vec<u8> {
+        let mut body = (columns.len() as i16).to_be_bytes().to_vec();
+        for c in columns {
+            match c {
+                None => body.extend_from_slice(&(-1i32).to_be_bytes()),
+                Some(v) => {
+                    body.extend_from_slice(&(v.len() as i32).to_be_bytes());
+                    body.extend_from_slice(v.as_bytes());
+                }
+            }
+        }
+        msg(b'D', &body)
+    }
+
+    fn fields(pairs: &[(u8, &str)]) -> Vec<u8> {
+        let mut body = Vec::new();
+        for (k, v) in pairs {
+            body.push(*k);
+            body.extend_from_slice(v.as_bytes());
+            body.push(0);
+        }
+        body.push(0);
+        body
+    }
+
+    /// The response to a point select with a notice and a parameter
+    /// change in the middle.
+    fn select_response() -> Vec<u8> {
+        let mut r = msg(b'2', b"");
+        r.extend(data_row(&[Some("abc"), Some("1")]));
+        r.extend(msg(
+            b'N',
+            &fields(&[(b'S', "WARNING"), (b'C', "01000"), (b'M', "hm")]),
+        ));
+        r.extend(data_row(&[None, Some("2")]));
+        r.extend(msg(b'S', b"TimeZone\0UTC\0"));
+        r.extend(msg(b'C', b"SELECT 2\0"));
+        r.extend(msg(b'Z', b"I"));
+        r
     }
 
     #[test]
-    fn params_encode_in_the_inferred_type() {
-        let mut buf = BytesMut::new();
-        let p = Param(SqlParam::Int(7));
-        assert!(is_binary(p.encode_format(&Type::INT4)));
-        p.to_sql_checked(&Type::INT4, &mut buf).unwrap();
-        assert_eq!(&buf[..], &7i32.to_be_bytes());
-        buf.clear();
-        p.to_sql_checked(&Type::INT2, &mut buf).unwrap();
-        assert_eq!(&buf[..], &7i16.to_be_bytes());
-        buf.clear();
-        p.to_sql_checked(&Type::INT8, &mut buf).unwrap();
-        assert_eq!(&buf[..], &7i64.to_be_bytes());
-        buf.clear();
-
-        let Err(err) = Param(SqlParam::Int(1 << 40)).to_sql_checked(&Type::INT4, &mut buf) else {
-            panic!("out of range value accepted");
-        };
+    fn command_complete_tags() {
+        assert_eq!(command_rows(b"SELECT 5\0"), 5);
+        assert_eq!(command_rows(b"UPDATE 1\0"), 1);
+        assert_eq!(command_rows(b"INSERT 0 1\0"), 1);
+        assert_eq!(command_rows(b"INSERT 0 250\0"), 250);
+        assert_eq!(command_rows(b"DELETE 0\0"), 0);
+        assert_eq!(command_rows(b"BEGIN\0"), 0);
+        assert_eq!(command_rows(b"COMMIT\0"), 0);
+        assert_eq!(command_rows(b"CREATE TABLE\0"), 0);
+        assert_eq!(command_rows(b"SELECT 18446744073709551615\0"), 0);
         assert_eq!(
-            err.to_string(),
-            "value 1099511627776 is out of range for type int4"
+            command_rows(b"SELECT 1844674407370955161\0"),
+            1844674407370955161
         );
-        assert!(Param(SqlParam::Int(40000))
-            .to_sql_checked(&Type::INT2, &mut buf)
-            .is_err());
-        buf.clear();
+        assert_eq!(command_rows(b"COPY 3"), 3);
+        assert_eq!(command_rows(b""), 0);
+    }
 
-        // No binary encoding here: text form, parsed by the server.
-        assert!(!is_binary(p.encode_format(&Type::NUMERIC)));
-        p.to_sql_checked(&Type::NUMERIC, &mut buf).unwrap();
-        assert_eq!(&buf[..], b"7");
-        buf.clear();
+    #[test]
+    fn frames_are_walked_to_ready_for_query() {
+        let buf = select_response();
+        let mut pos = 0;
+        let mut out = Outcome::default();
+        assert_eq!(scan(&buf, &mut pos, &mut out), Ok(Scan::Done));
+        assert_eq!(pos, buf.len());
+        assert_eq!(out.rows, 2);
+        assert!(out.error.is_none());
+        assert!(out.first_column.is_none());
 
-        let t = Param(SqlParam::Text("abc"));
-        for ty in [Type::TEXT, Type::VARCHAR, Type::BPCHAR, Type::NAME] {
-            assert!(is_binary(t.encode_format(&ty)), "{ty}");
+        // Collecting the first column (query_strings).
+        let mut pos = 0;
+        let mut out = Outcome {
+            first_column: Some(Vec::new()),
+            ..Outcome::default()
+        };
+        assert_eq!(scan(&buf, &mut pos, &mut out), Ok(Scan::Done));
+        assert_eq!(out.first_column, Some(vec![Some("abc".to_string()), None]));
+
+        // Bytes after ReadyForQuery are left for the next response.
+        let mut two = buf.clone();
+        two.extend(msg(b'N', &fields(&[(b'M', "later")])));
+        let mut pos = 0;
+        let mut out = Outcome::default();
+        assert_eq!(scan(&two, &mut pos, &mut out), Ok(Scan::Done));
+        assert_eq!(pos, buf.len());
+    }
+
+    #[test]
+    fn frames_split_across_reads() {
+        let buf = select_response();
+        // Every split point: the first part, then the whole, as two reads
+        // into one buffer would give.
+        for cut in 0..buf.len() {
+            let mut pos = 0;
+            let mut out = Outcome::default();
+            let first = scan(&buf[..cut], &mut pos, &mut out).unwrap();
+            let Scan::Need(need) = first else {
+                panic!("cut {cut}: {first:?}");
+            };
+            assert!(
+                pos <= cut && pos + need > cut,
+                "cut {cut}: pos {pos} need {need}"
+            );
+            assert_eq!(scan(&buf, &mut pos, &mut out), Ok(Scan::Done), "cut {cut}");
+            assert_eq!(out.rows, 2, "cut {cut}");
+            assert_eq!(pos, buf.len());
         }
-        assert!(!is_binary(t.encode_format(&Type::INT4)));
-        assert!(!is_binary(t.encode_format(&Type::JSONB)));
-        t.to_sql_checked(&Type::BPCHAR, &mut buf).unwrap();
-        assert_eq!(&buf[..], b"abc");
+    }
+
+    #[test]
+    fn errors_are_kept_until_ready_for_query() {
+        let mut buf = msg(
+            b'E',
+            &fields(&[
+                (b'S', "ERROR"),
+                (b'V', "ERROR"),
+                (b'C', "42P01"),
+                (b'M', "relation \"nope\" does not exist"),
+                (b'P', "15"),
+                (b'H', "create it first"),
+                (b'F', "parse_relation.c"),
+            ]),
+        );
+        buf.extend(msg(b'Z', b"I"));
+        let mut pos = 0;
+        let mut out = Outcome::default();
+        let mid = buf.len() - 1;
+        assert_eq!(scan(&buf[..mid], &mut pos, &mut out), Ok(Scan::Need(6)));
+        assert!(out.error.is_some(), "the error is taken before the end");
+        assert_eq!(scan(&buf, &mut pos, &mut out), Ok(Scan::Done));
+        assert_eq!(
+            out.error.map(|e| *e),
+            Some(Failure::Db {
+                code: "42P01".to_string(),
+                message: "relation \"nope\" does not exist".to_string(),
+                hint: Some("create it first".to_string()),
+                position: Some(15),
+            })
+        );
+        let e = describe(
+            db_failure(&fields(&[
+                (b'C', "40001"),
+                (b'M', "could not serialize access"),
+            ])),
+            &ctx(),
+            Phase::Session,
+        );
+        assert_eq!(e.class, ErrorClass::Retryable);
+        assert_eq!(e.code.as_deref(), Some("40001"));
+        assert_eq!(e.message, "could not serialize access");
+        // Truncated fields do not panic.
+        assert!(matches!(db_failure(b"Cabc"), Failure::Db { .. }));
+    }
+
+    #[test]
+    fn bad_frames_are_protocol_errors() {
+        let mut pos = 0;
+        let mut out = Outcome::default();
+        let e = scan(&msg(b'?', b""), &mut pos, &mut out).unwrap_err();
+        assert_eq!(
+            e,
+            Failure::Other("protocol error: unexpected message '?'".to_string())
+        );
+        let mut pos = 0;
+        let e = scan(b"D\0\0\0\x02xx", &mut pos, &mut out).unwrap_err();
+        assert!(
+            matches!(e, Failure::Other(ref t) if t.contains("bad length")),
+            "{e:?}"
+        );
+        let e = describe(Failure::Lost(Box::new(e)), &ctx(), Phase::Session);
+        assert_eq!(e.class, ErrorClass::Connection);
+        // A large frame asks for all of itself.
+        let big = msg(b'D', &vec![0; 100_000]);
+        let mut pos = 0;
+        assert_eq!(
+            scan(&big[..10], &mut pos, &mut out),
+            Ok(Scan::Need(100_005))
+        );
+    }
+
+    #[test]
+    fn parameter_descriptions() {
+        let mut body = 3u16.to_be_bytes().to_vec();
+        for oid in [23u32, 1042, 20] {
+            body.extend_from_slice(&oid.to_be_bytes());
+        }
+        let mut buf = msg(b'1', b"");
+        buf.extend(msg(b't', &body));
+        buf.extend(msg(b'n', b""));
+        buf.extend(msg(b'Z', b"I"));
+        let mut pos = 0;
+        let mut out = Outcome {
+            param_types: Some(Vec::new()),
+            ..Outcome::default()
+        };
+        assert_eq!(scan(&buf, &mut pos, &mut out), Ok(Scan::Done));
+        assert_eq!(out.param_types, Some(vec![23, 1042, 20]));
+        assert!(parameter_types(&[0, 2, 0, 0]).is_err());
+    }
+
+    #[test]
+    fn exec_encoding() {
+        let mut buf = BytesMut::new();
+        encode_exec(
+            &mut buf,
+            "s3",
+            &[
+                SqlParam::Int(-42),
+                SqlParam::Text("héllo"),
+                SqlParam::Int(i64::MIN),
+            ],
+        );
+        let mut want = Vec::new();
+        // Bind: portal "", statement "s3", no format codes (all text),
+        // three values, no result format codes (all text).
+        let mut bind = b"\0s3\0".to_vec();
+        bind.extend_from_slice(&0i16.to_be_bytes());
+        bind.extend_from_slice(&3i16.to_be_bytes());
+        for v in ["-42", "héllo", "-9223372036854775808"] {
+            bind.extend_from_slice(&(v.len() as i32).to_be_bytes());
+            bind.extend_from_slice(v.as_bytes());
+        }
+        bind.extend_from_slice(&0i16.to_be_bytes());
+        want.extend(msg(b'B', &bind));
+        want.extend(msg(b'E', b"\0\0\0\0\0"));
+        want.extend(msg(b'S', b""));
+        assert_eq!(&buf[..], &want[..]);
+
+        // The buffer is reused: no new allocation once it is large enough.
+        let cap = buf.capacity();
+        for _ in 0..100 {
+            buf.clear();
+            encode_exec(&mut buf, "s3", &[SqlParam::Int(i64::MAX), SqlParam::Int(0)]);
+        }
+        assert_eq!(buf.capacity(), cap);
+        let text = String::from_utf8_lossy(&buf);
+        assert!(text.contains("9223372036854775807"), "{text}");
+    }
+
+    #[test]
+    fn integers_are_written_in_decimal() {
+        for v in [0, 7, -1, 10, 99, 100, i64::MAX, i64::MIN, -1_000_000] {
+            let mut buf = BytesMut::new();
+            put_i64(&mut buf, v);
+            assert_eq!(&buf[..], v.to_string().as_bytes());
+        }
+    }
+
+    #[test]
+    fn params_are_checked_against_the_inferred_types() {
+        assert_eq!(
+            check_params(&[23, 1042], &[SqlParam::Int(7), SqlParam::Text("x")]),
+            Ok(())
+        );
+        assert_eq!(check_params(&[20], &[SqlParam::Int(1 << 40)]), Ok(()));
+        assert_eq!(check_params(&[1700], &[SqlParam::Int(1 << 40)]), Ok(()));
+        // Text into an integer: the server parses it and says if it is bad.
+        assert_eq!(check_params(&[23], &[SqlParam::Text("seven")]), Ok(()));
+        assert_eq!(
+            check_params(&[23], &[SqlParam::Int(1 << 40)]),
+            Err(Failure::Other(
+                "cannot bind parameter $1: value 1099511627776 is out of range for type int4"
+                    .to_string()
+            ))
+        );
+        assert_eq!(
+            check_params(&[23, 21], &[SqlParam::Int(1), SqlParam::Int(40000)]),
+            Err(Failure::Other(
+                "cannot bind parameter $2: value 40000 is out of range for type int2".to_string()
+            ))
+        );
+        let e = describe(
+            check_params(&[23], &[]).unwrap_err(),
+            &ctx(),
+            Phase::Session,
+        );
+        assert_eq!(e.class, ErrorClass::Fatal);
+        assert_eq!(e.code, None);
+        assert_eq!(e.message, "the statement takes 1 parameter, 0 given");
+    }
+
+    #[test]
+    fn authentication_messages() {
+        let mut body = 10i32.to_be_bytes().to_vec();
+        body.extend_from_slice(b"SCRAM-SHA-256-PLUS\0SCRAM-SHA-256\0\0");
+        let (code, data) = auth_request(&body).unwrap();
+        assert_eq!(code, 10);
+        assert_eq!(cstrings(data), vec!["SCRAM-SHA-256-PLUS", "SCRAM-SHA-256"]);
+        assert!(auth_request(b"\0\0").is_err());
+        let e = describe(no_password(), &ctx(), Phase::Connect);
+        assert_eq!(e.class, ErrorClass::Fatal);
+        assert_eq!(
+            e.message,
+            "authentication at 127.0.0.1:5432 failed: the server asked for a password and --target has none"
+        );
     }
 }

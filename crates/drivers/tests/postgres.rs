@@ -458,3 +458,85 @@ fn unknown_parameters_are_rejected() {
     assert!(err.contains("sslmode, sslrootcert"), "{err}");
     assert!(!err.contains("pw"), "{err}");
 }
+
+#[test]
+fn tls_sessions() {
+    let server = loadcell_testkit::postgres_tls()
+        .unwrap_or_else(|e| panic!("cannot start PostgreSQL with TLS: {e}"));
+    let url = server.url().to_string();
+    let ca = server.tls_ca();
+    run(async {
+        // sslmode=require: encrypted, the certificate not checked.
+        let d = driver(&format!("{url}?sslmode=require"));
+        let mut conn = connect(&d).await;
+        assert!(conn.is_tls());
+        let info = d.server_info(&mut conn).await.unwrap();
+        assert!(!info.version.is_empty());
+        let ssl = conn
+            .query_strings("SELECT ssl::text FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
+            .await
+            .unwrap();
+        assert_eq!(ssl, vec!["true"]);
+        conn.simple("CREATE TABLE t (id INTEGER PRIMARY KEY, c TEXT NOT NULL)")
+            .await
+            .unwrap();
+        let insert = conn
+            .prepare("INSERT INTO t (id, c) VALUES ($1, $2)")
+            .await
+            .unwrap();
+        for id in 1..=3i64 {
+            let params = [SqlParam::Int(id), SqlParam::Text(C_VALUE)];
+            assert_eq!(conn.exec(&insert, &params).await.unwrap(), 1);
+        }
+        let select = conn
+            .prepare("SELECT c FROM t WHERE id BETWEEN $1 AND $2")
+            .await
+            .unwrap();
+        // A response larger than one TLS record.
+        conn.simple("INSERT INTO t SELECT g, repeat('x', 200) FROM generate_series(4, 2000) g")
+            .await
+            .unwrap();
+        let n = conn
+            .exec(&select, &[SqlParam::Int(1), SqlParam::Int(2000)])
+            .await
+            .unwrap();
+        assert_eq!(n, 2000);
+        let e = conn
+            .exec(&insert, &[SqlParam::Int(1), SqlParam::Text("dup")])
+            .await
+            .unwrap_err();
+        assert_class(&e, ErrorClass::Retryable, Some("23505"));
+        assert_eq!(
+            conn.exec(&select, &[SqlParam::Int(1), SqlParam::Int(3)])
+                .await
+                .unwrap(),
+            3
+        );
+
+        // prefer: TLS when the server has it.
+        let mut conn = connect(&driver(&format!("{url}?sslmode=prefer"))).await;
+        assert!(conn.is_tls());
+        assert_eq!(conn.query_i64("SELECT 1").await.unwrap(), Some(1));
+
+        // verify-full against the test CA (the certificate is for
+        // 127.0.0.1): passes; against the webpki roots: fatal.
+        let d = driver(&format!(
+            "{url}?sslmode=verify-full&sslrootcert={}",
+            ca.display()
+        ));
+        let mut conn = connect(&d).await;
+        assert!(conn.is_tls());
+        assert_eq!(conn.query_i64("SELECT 2").await.unwrap(), Some(2));
+        let e = connect_err(&driver(&format!("{url}?sslmode=verify-ca"))).await;
+        assert_class(&e, ErrorClass::Fatal, None);
+        assert!(e.message.contains("TLS handshake"), "{e}");
+
+        // Without TLS the same server still answers.
+        let mut conn = connect(&driver(&url)).await;
+        assert!(!conn.is_tls());
+        assert_eq!(
+            conn.query_i64("SELECT COUNT(*) FROM t").await.unwrap(),
+            Some(2000)
+        );
+    });
+}
