@@ -62,10 +62,20 @@ def sysbench_cmd(a, workload: str, secs: int) -> list[str]:
             "--rand-type=special", "run"]
 
 
-def loadcell_cmd(a, workload: str, secs: int, out: Path) -> list[str]:
+def loadcell_layout(a, tool: str) -> list[str]:
+    """`loadcell`: one worker thread per session, as sysbench. `loadcell-2x`:
+    the same number of sessions on 2 worker threads (--clients per thread)."""
+    if tool == "loadcell-2x":
+        if a.threads % 2:
+            raise SystemExit("loadcell-2x needs an even --threads")
+        return ["--threads", "2", "--clients", str(a.threads // 2)]
+    return ["--threads", str(a.threads)]
+
+
+def loadcell_cmd(a, tool: str, workload: str, secs: int, out: Path) -> list[str]:
     return [a.loadcell, "run", workload, "--target", target_url(a.server, a.port),
             "--tables", str(a.tables), "--table-size", str(a.table_size),
-            "--threads", str(a.threads), "--time", f"{secs}s",
+            *loadcell_layout(a, tool), "--time", f"{secs}s",
             "--rand-type", "special", "--json", "--out", str(out)]
 
 
@@ -183,7 +193,7 @@ def run_one(a, tool: str, workload: str, secs: int, rep: int, warmup: bool, outd
     raw = outdir / "raw"
     raw.mkdir(exist_ok=True)
     lc_out = raw / f"{tag}.json"
-    cmd = sysbench_cmd(a, workload, secs) if tool == "sysbench" else loadcell_cmd(a, workload, secs, lc_out)
+    cmd = sysbench_cmd(a, workload, secs) if tool == "sysbench" else loadcell_cmd(a, tool, workload, secs, lc_out)
     others = busy_others({os.getpid(), a.server_pid})
     la = loadavg()
     cpu0 = server_cpu_s(a.server_pid)
@@ -295,14 +305,14 @@ def summarize(runs: list[dict]) -> list[dict]:
             "loadavg_before": _mean(r["loadavg_before"][0] for r in rs),
             "cmd": rs[0]["cmd"],
         })
-    order = {"mariadb": 0, "postgres": 1, "sysbench": 0, "loadcell": 1,
+    order = {"mariadb": 0, "postgres": 1, "sysbench": 0, "loadcell": 1, "loadcell-2x": 2,
              "oltp_read_write": 0, "oltp_point_select": 1}
     rows.sort(key=lambda r: (order.get(r["server"], 9), order.get(r["workload"], 9), r["workload"],
                              order.get(r["tool"], 9)))
     by = {(r["server"], r["workload"], r["tool"]): r for r in rows}
     for r in rows:
         sb = by.get((r["server"], r["workload"], "sysbench"))
-        if r["tool"] == "loadcell" and sb:
+        if r["tool"].startswith("loadcell") and sb:
             r["tps_ratio"] = r["tps"] / sb["tps"]
             r["cpu_per_txn_ratio"] = r["client_cpu_us_per_txn"] / sb["client_cpu_us_per_txn"]
             r["p95_ratio"] = r["p95_ms"] / sb["p95_ms"] if sb["p95_ms"] else None
