@@ -10,6 +10,7 @@
 pub mod memcached;
 pub mod mysql;
 pub mod postgres;
+mod read_buffer;
 pub mod redis;
 pub mod sim;
 pub mod sqlite;

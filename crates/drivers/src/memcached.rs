@@ -33,6 +33,7 @@ use loadcell_core::{Driver, DriverError, ErrorClass, ServerInfo, Target};
 use tokio::io::{AsyncReadExt, Interest};
 use tokio::net::TcpStream;
 
+use crate::read_buffer::ReadBuffer;
 use crate::{DriverInfo, Family};
 
 pub const INFO: DriverInfo = DriverInfo {
@@ -58,9 +59,6 @@ const MAX_VALUE_LEN: usize = 1 << 31;
 const READ_BUF: usize = 64 * 1024;
 /// Initial capacity of the write buffer; it grows like the read buffer.
 const WRITE_BUF: usize = 16 * 1024;
-/// Compact the read buffer before a read when less than this is free at
-/// its end, so reads are never tiny.
-const MIN_READ: usize = 4096;
 /// A reply line (everything but a value's data) longer than this is not
 /// memcached talking.
 const MAX_LINE: usize = 8 * 1024;
@@ -517,57 +515,39 @@ fn push_decimal(buf: &mut Vec<u8>, mut n: usize) {
 // ---------------------------------------------------------------------------
 // Decoding
 
-/// Received bytes not yet parsed are `buf[start..end]`; the buffer is reused
-/// for the connection's lifetime.
+/// Received bytes not yet parsed, and how much the reply being parsed
+/// needs; the buffer is reused for the connection's lifetime.
 struct ReadBuf {
-    buf: Vec<u8>,
-    start: usize,
-    end: usize,
-    /// Total size of the incomplete reply at `start`, when its header said.
+    data: ReadBuffer,
+    /// Total size of the incomplete reply at the first unread byte, when
+    /// its header said.
     need: usize,
 }
 
 impl ReadBuf {
     fn new() -> ReadBuf {
         ReadBuf {
-            buf: vec![0; READ_BUF],
-            start: 0,
-            end: 0,
+            data: ReadBuffer::with_capacity(READ_BUF),
             need: 0,
         }
     }
 
     fn pending(&self) -> &[u8] {
-        &self.buf[self.start..self.end]
+        self.data.pending()
     }
 
     fn consume(&mut self, n: usize) {
-        self.start += n;
+        self.data.consume(n);
     }
 
     /// Space to read into, large enough for the whole reply being parsed
     /// when its size is known, and never tiny.
     fn spare(&mut self) -> &mut [u8] {
-        if self.start == self.end {
-            self.start = 0;
-            self.end = 0;
-        }
-        let pending = self.end - self.start;
-        let want = self.need.max(pending + MIN_READ);
-        if self.buf.len() - self.start < want || self.buf.len() - self.end < MIN_READ {
-            self.buf.copy_within(self.start..self.end, 0);
-            self.start = 0;
-            self.end = pending;
-            if self.buf.len() < want {
-                let grown = want.max(self.buf.len() * 2);
-                self.buf.resize(grown, 0);
-            }
-        }
-        &mut self.buf[self.end..]
+        self.data.spare(self.need)
     }
 
     fn filled(&mut self, n: usize) {
-        self.end += n;
+        self.data.filled(n);
     }
 
     /// Parses every complete reply in the buffer, from request `next` on,
@@ -589,7 +569,7 @@ impl ReadBuf {
                 }
                 op => op,
             };
-            let buf = &self.buf[self.start..self.end];
+            let buf = self.data.pending();
             match parse(buf, expect) {
                 Parsed::Need(total) => {
                     self.need = total;
@@ -603,7 +583,7 @@ impl ReadBuf {
                         Reply::Error(a, b) => Err(server_error(&buf[a..b], endpoint)),
                     };
                     on_reply(next, result);
-                    self.start += len;
+                    self.data.consume(len);
                     self.need = 0;
                     next += 1;
                 }

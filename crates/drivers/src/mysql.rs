@@ -46,6 +46,7 @@ use rustls::ClientConfig;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::read_buffer::ReadBuffer;
 use crate::tls::SslMode;
 use crate::{DriverInfo, Family};
 
@@ -467,8 +468,6 @@ fn text_to_i64(v: Option<&[u8]>) -> Result<Option<i64>, String> {
 
 /// Initial read buffer; it grows for larger responses.
 const READ_BUF: usize = 64 * 1024;
-/// Room a read asks for at least.
-const MIN_READ_ROOM: usize = 4 * 1024;
 /// A payload this long continues in the next packet.
 const MAX_PAYLOAD: usize = 0xFF_FFFF;
 /// The client's maximum packet size, as announced in the handshake.
@@ -515,19 +514,16 @@ impl Stream {
     }
 }
 
-/// Received bytes and the packet framing over them: `buf[start..end]` is
-/// received and not yet consumed. A payload of exactly 0xFFFFFF bytes
-/// continues in the next packet; such pieces are joined in place so that
-/// every payload handed out is contiguous.
+/// Received bytes and the packet framing over them. A payload of exactly
+/// 0xFFFFFF bytes continues in the next packet; such pieces are joined in
+/// place so that every payload handed out is contiguous.
 #[derive(Debug)]
 struct PacketBuf {
-    buf: Vec<u8>,
-    start: usize,
-    end: usize,
+    data: ReadBuffer,
     /// A payload being joined: its length so far (its pieces before the
-    /// next header are already contiguous after `start + 4`).
+    /// next header are already contiguous after the first unread byte + 4).
     joined: Option<usize>,
-    /// Bytes from `start` that the next packet needs at least.
+    /// Bytes from the first unread one that the next packet needs at least.
     need: usize,
     /// Sequence id of the last packet piece handed out.
     seq: u8,
@@ -536,35 +532,40 @@ struct PacketBuf {
 impl PacketBuf {
     fn new(capacity: usize) -> PacketBuf {
         PacketBuf {
-            buf: vec![0; capacity],
-            start: 0,
-            end: 0,
+            data: ReadBuffer::with_capacity(capacity),
             joined: None,
             need: 0,
             seq: 0,
         }
     }
 
+    /// The received bytes the ranges [`PacketBuf::next`] hands out index.
+    #[inline]
+    fn bytes(&self) -> &[u8] {
+        self.data.received()
+    }
+
     /// The next complete payload, consumed (valid until the next
     /// [`PacketBuf::spare`]); `None` if more bytes must be read first.
     #[inline]
     fn next(&mut self) -> Option<Range<usize>> {
-        let s = self.start;
+        let s = self.data.start();
         let mut total = match self.joined {
             Some(total) => total,
             None => {
-                if self.end - s < 4 {
+                let buf = self.data.received();
+                if buf.len() - s < 4 {
                     self.need = 4;
                     return None;
                 }
-                let len = le24(&self.buf[s..]);
-                if self.end - s < 4 + len {
+                let len = le24(&buf[s..]);
+                if buf.len() - s < 4 + len {
                     self.need = 4 + len;
                     return None;
                 }
-                self.seq = self.buf[s + 3];
+                self.seq = buf[s + 3];
                 if len < MAX_PAYLOAD {
-                    self.start = s + 4 + len;
+                    self.data.consume_to(s + 4 + len);
                     self.need = 0;
                     return Some(s + 4..s + 4 + len);
                 }
@@ -575,25 +576,25 @@ impl PacketBuf {
         // the previous one, dropping its header.
         loop {
             let p = s + 4 + total;
-            if self.end < p + 4 {
+            let buf = self.data.received();
+            if buf.len() < p + 4 {
                 self.joined = Some(total);
                 self.need = p + 4 - s;
                 return None;
             }
-            let len = le24(&self.buf[p..]);
-            if self.end < p + 4 + len {
+            let len = le24(&buf[p..]);
+            if buf.len() < p + 4 + len {
                 self.joined = Some(total);
                 self.need = p + 4 + len - s;
                 return None;
             }
-            self.seq = self.buf[p + 3];
-            self.buf.copy_within(p + 4..self.end, p);
-            self.end -= 4;
+            self.seq = buf[p + 3];
+            self.data.remove(p..p + 4);
             total += len;
             if len < MAX_PAYLOAD {
                 self.joined = None;
                 self.need = 0;
-                self.start = s + 4 + total;
+                self.data.consume_to(s + 4 + total);
                 return Some(s + 4..s + 4 + total);
             }
         }
@@ -601,29 +602,12 @@ impl PacketBuf {
 
     /// Room to read into: compacts, and grows for a large packet.
     fn spare(&mut self) -> &mut [u8] {
-        if self.start == self.end && self.joined.is_none() {
-            self.start = 0;
-            self.end = 0;
-        }
-        let pending = self.end - self.start;
-        let want = self.need.max(pending + MIN_READ_ROOM);
-        if self.buf.len() - self.start < want || self.buf.len() - self.end < MIN_READ_ROOM {
-            if self.start > 0 {
-                self.buf.copy_within(self.start..self.end, 0);
-                self.start = 0;
-                self.end = pending;
-            }
-            if self.buf.len() < want {
-                let len = want.max(self.buf.len() * 2);
-                self.buf.resize(len, 0);
-            }
-        }
-        &mut self.buf[self.end..]
+        self.data.spare(self.need)
     }
 
     /// `n` bytes were read into [`PacketBuf::spare`].
     fn filled(&mut self, n: usize) {
-        self.end += n;
+        self.data.filled(n);
     }
 }
 
@@ -987,7 +971,7 @@ impl Session {
         let mut stream = Stream::Plain(tcp);
         let mut pb = PacketBuf::new(READ_BUF);
         let r = read_packet(&mut stream, &mut pb).await.map_err(io_err)?;
-        let p = &pb.buf[r];
+        let p = &pb.bytes()[r];
         if let Some(e) = parse_err(p) {
             return Err(classify_server(e.code, e.message, ctx));
         }
@@ -1108,7 +1092,7 @@ impl Session {
         loop {
             let r = self.packet(Phase::Connect).await?;
             let seq = self.pb.seq.wrapping_add(1);
-            let p = &self.pb.buf[r];
+            let p = &self.pb.bytes()[r];
             match p.first() {
                 Some(0x00) => return Ok(()),
                 Some(0xFF) => {
@@ -1149,7 +1133,7 @@ impl Session {
                             self.write_packet(seq, &[0x02], Phase::Connect).await?;
                             let r = self.packet(Phase::Connect).await?;
                             let seq = self.pb.seq.wrapping_add(1);
-                            let p = &self.pb.buf[r];
+                            let p = &self.pb.bytes()[r];
                             if let Some(e) = parse_err(p) {
                                 return Err(classify_server(e.code, e.message, &self.ctx));
                             }
@@ -1265,7 +1249,7 @@ impl Session {
         let mut w = Walker::new(self.deprecate_eof);
         loop {
             let r = self.packet(Phase::Use).await?;
-            let p = &self.pb.buf[r];
+            let p = &self.pb.bytes()[r];
             match w.feed(p) {
                 Ok(Step::More) => {}
                 Ok(Step::Row) => {
@@ -1323,7 +1307,7 @@ impl Session {
         encode_command(&mut self.wbuf, COM_STMT_PREPARE, sql.as_bytes());
         self.send().await?;
         let r = self.packet(Phase::Use).await?;
-        let p = &self.pb.buf[r];
+        let p = &self.pb.bytes()[r];
         if let Some(e) = parse_err(p) {
             let err = classify_server(e.code, e.message, &self.ctx);
             self.state = if err.class == ErrorClass::Connection {
@@ -1735,7 +1719,7 @@ mod tests {
                 pb.filled(n);
                 rest = &rest[n..];
                 while let Some(r) = pb.next() {
-                    out.push((pb.seq, pb.buf[r].to_vec()));
+                    out.push((pb.seq, pb.bytes()[r].to_vec()));
                 }
             }
         }
@@ -1756,7 +1740,7 @@ mod tests {
                 vec![(0, b"hello".to_vec()), (1, Vec::new()), (2, vec![7; 300])],
                 "chunk {chunk}"
             );
-            assert_eq!(pb.start, pb.end);
+            assert!(pb.data.is_empty());
         }
         // A packet split across two reads is not handed out half-read.
         let mut pb = PacketBuf::new(64);
@@ -1769,7 +1753,7 @@ mod tests {
         spare[..3].copy_from_slice(&bytes[6..9]);
         pb.filled(3);
         let r = pb.next().unwrap();
-        assert_eq!(&pb.buf[r], b"hello");
+        assert_eq!(&pb.bytes()[r], b"hello");
         assert_eq!(pb.next(), None);
     }
 

@@ -34,6 +34,7 @@ use rustls::ClientConfig;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 
+use crate::read_buffer::ReadBuffer;
 use crate::tls::{self, SslMode};
 use crate::{DriverInfo, Family};
 use loadcell_core::kv::KvCapabilities;
@@ -187,8 +188,6 @@ fn percent_decode(s: &str) -> Result<String, String> {
 
 /// Size of a session's read buffer; it grows for a larger message.
 const READ_BUF: usize = 64 * 1024;
-/// Room kept free at the end of the read buffer for the next read.
-const MIN_READ_ROOM: usize = 4 * 1024;
 /// Largest message accepted from the server (PostgreSQL's own limit for a
 /// field is 1 GiB).
 const MAX_MESSAGE: usize = (1 << 30) + (1 << 20);
@@ -261,9 +260,7 @@ impl PostgresDriver {
         let mut conn = PostgresConn {
             stream,
             wbuf: BytesMut::with_capacity(4096),
-            rbuf: vec![0; READ_BUF],
-            start: 0,
-            end: 0,
+            rbuf: ReadBuffer::with_capacity(READ_BUF),
             next_stmt: 0,
             in_flight: false,
             broken: None,
@@ -462,14 +459,11 @@ impl Stream {
 // Connection
 
 /// One session's connection: the socket, the buffer requests are built
-/// in, and the buffer responses are read into (`rbuf[start..end]` is
-/// received and not yet consumed).
+/// in, and the buffer responses are read into.
 pub struct PostgresConn {
     stream: Stream,
     wbuf: BytesMut,
-    rbuf: Vec<u8>,
-    start: usize,
-    end: usize,
+    rbuf: ReadBuffer,
     /// Number of the next statement name (`s0`, `s1`, ...).
     next_stmt: u32,
     /// A request was sent and its response not read to the end: set while
@@ -535,7 +529,7 @@ impl PostgresConn {
         let mut scram: Option<ScramSha256> = None;
         loop {
             let (tag, body) = self.next_message().await?;
-            let body = &self.rbuf[body];
+            let body = &self.rbuf.received()[body];
             match tag {
                 b'R' => {
                     let (code, data) = auth_request(body)?;
@@ -619,9 +613,9 @@ impl PostgresConn {
     /// of its body in `rbuf`, consumed.
     async fn next_message(&mut self) -> Result<(u8, std::ops::Range<usize>), Failure> {
         loop {
-            match frame_at(&self.rbuf[..self.end], self.start)? {
+            match frame_at(self.rbuf.received(), self.rbuf.start())? {
                 Frame::Whole { tag, body, next } => {
-                    self.start = next;
+                    self.rbuf.consume_to(next);
                     return Ok((tag, body));
                 }
                 Frame::Need(n) => match self.fill(n).await {
@@ -633,36 +627,14 @@ impl PostgresConn {
         }
     }
 
-    /// Makes room for `need` bytes from `start`: compacts, and grows for a
-    /// large message.
-    fn make_room(&mut self, need: usize) {
-        if self.start == self.end {
-            self.start = 0;
-            self.end = 0;
-        }
-        let pending = self.end - self.start;
-        let want = need.max(pending + MIN_READ_ROOM);
-        if self.rbuf.len() - self.start < want || self.rbuf.len() - self.end < MIN_READ_ROOM {
-            if self.start > 0 {
-                self.rbuf.copy_within(self.start..self.end, 0);
-                self.start = 0;
-                self.end = pending;
-            }
-            if self.rbuf.len() < want {
-                let len = want.max(self.rbuf.len() * 2);
-                self.rbuf.resize(len, 0);
-            }
-        }
-    }
-
-    /// One read into the buffer. `Err(None)` is the end of the stream.
+    /// One read into the buffer, with room for `need` bytes from the first
+    /// unread one. `Err(None)` is the end of the stream.
     #[inline]
     async fn fill(&mut self, need: usize) -> Result<(), Option<io::Error>> {
-        self.make_room(need);
-        match self.stream.read(&mut self.rbuf[self.end..]).await {
+        match self.stream.read(self.rbuf.spare(need)).await {
             Ok(0) => Err(None),
             Ok(n) => {
-                self.end += n;
+                self.rbuf.filled(n);
                 Ok(())
             }
             Err(e) => Err(Some(e)),
@@ -674,7 +646,10 @@ impl PostgresConn {
     /// Sync), which matters only to get out of a COPY FROM STDIN.
     async fn finish(&mut self, out: &mut Outcome, sent_sync: bool) -> Result<(), Failure> {
         loop {
-            match scan(&self.rbuf[..self.end], &mut self.start, out) {
+            let mut pos = self.rbuf.start();
+            let scanned = scan(self.rbuf.received(), &mut pos, out);
+            self.rbuf.consume_to(pos);
+            match scanned {
                 Ok(Scan::Done) => {
                     self.in_flight = false;
                     return Ok(());

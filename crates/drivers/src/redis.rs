@@ -60,6 +60,7 @@ use rustls::ClientConfig;
 use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 
+use crate::read_buffer::ReadBuffer;
 use crate::tls::{self, SslMode};
 use crate::{DriverInfo, Family};
 
@@ -82,8 +83,6 @@ pub const SLOTS: usize = 16384;
 const MAX_REDIRECT_ROUNDS: usize = 5;
 /// Initial size of a connection's read buffer; it grows for large replies.
 const READ_BUF: usize = 32 * 1024;
-/// Free space a read is given at least.
-const MIN_READ_ROOM: usize = 4 * 1024;
 /// Longest status/error/length line accepted.
 const MAX_LINE: usize = 1 << 20;
 /// Largest bulk string accepted (Redis' own limit is 512 MB).
@@ -494,12 +493,9 @@ enum Phase {
 }
 
 /// One connection: the stream and the buffer replies are parsed from.
-/// `rbuf[start..end]` is received and not yet consumed.
 struct Link {
     stream: Stream,
-    rbuf: Vec<u8>,
-    start: usize,
-    end: usize,
+    rbuf: ReadBuffer,
     /// After an incomplete parse: bytes from `start` the next reply needs
     /// at least.
     need: usize,
@@ -531,9 +527,7 @@ impl Link {
         };
         let mut link = Link {
             stream,
-            rbuf: vec![0; READ_BUF],
-            start: 0,
-            end: 0,
+            rbuf: ReadBuffer::with_capacity(READ_BUF),
             need: 0,
             ep,
         };
@@ -579,52 +573,30 @@ impl Link {
     /// must be read first.
     #[inline]
     fn next_reply(&mut self) -> Result<Option<Reply>, DriverError> {
-        match parse_reply(&self.rbuf[..self.end], self.start) {
+        match parse_reply(self.rbuf.received(), self.rbuf.start()) {
             Ok(Parsed::Done(reply, next)) => {
-                self.start = next;
+                self.rbuf.consume_to(next);
                 self.need = 0;
                 Ok(Some(reply))
             }
             Ok(Parsed::Incomplete(need)) => {
-                self.need = need - self.start;
+                self.need = need - self.rbuf.start();
                 Ok(None)
             }
             Err(why) => Err(protocol_error(&self.ep, why)),
         }
     }
 
-    /// Makes room for a read: compacts, and grows for a large reply.
-    fn make_room(&mut self) {
-        if self.start == self.end {
-            self.start = 0;
-            self.end = 0;
-        }
-        let pending = self.end - self.start;
-        let want = self.need.max(pending + MIN_READ_ROOM);
-        if self.rbuf.len() - self.start < want || self.rbuf.len() - self.end < MIN_READ_ROOM {
-            if self.start > 0 {
-                self.rbuf.copy_within(self.start..self.end, 0);
-                self.start = 0;
-                self.end = pending;
-            }
-            if self.rbuf.len() < want {
-                let len = want.max(self.rbuf.len() * 2);
-                self.rbuf.resize(len, 0);
-            }
-        }
-    }
-
     /// Reads more bytes into the buffer (end of stream is an error).
     fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.make_room();
-        let mut buf = ReadBuf::new(&mut self.rbuf[self.end..]);
+        let mut buf = ReadBuf::new(self.rbuf.spare(self.need));
         match self.stream.poll_read(cx, &mut buf) {
             Poll::Ready(Ok(())) => {
                 let n = buf.filled().len();
                 if n == 0 {
                     return Poll::Ready(Err(io::ErrorKind::UnexpectedEof.into()));
                 }
-                self.end += n;
+                self.rbuf.filled(n);
                 Poll::Ready(Ok(()))
             }
             other => other,
@@ -647,12 +619,12 @@ impl Link {
             return Err(io_err(&e, &self.ep));
         }
         loop {
-            match parse_value(&self.rbuf[..self.end], self.start, 0) {
+            match parse_value(self.rbuf.received(), self.rbuf.start(), 0) {
                 Ok(Parsed::Done(v, next)) => {
-                    self.start = next;
+                    self.rbuf.consume_to(next);
                     return Ok(v);
                 }
-                Ok(Parsed::Incomplete(need)) => self.need = need - self.start,
+                Ok(Parsed::Incomplete(need)) => self.need = need - self.rbuf.start(),
                 Err(why) => return Err(protocol_error(&self.ep, why)),
             }
             if let Err(e) = poll_fn(|cx| self.poll_fill(cx)).await {
@@ -1092,12 +1064,13 @@ impl Single {
         while i < n {
             match self.link.next_reply()? {
                 Some(Reply::Error(s)) => {
-                    let err = reply_error(&self.link.rbuf[s.start..s.end], &self.link.ep);
+                    let err =
+                        reply_error(&self.link.rbuf.received()[s.start..s.end], &self.link.ep);
                     on_reply(i, Err(err));
                     i += 1;
                 }
                 Some(reply) => {
-                    on_reply(i, Ok(kv_reply(reply, &self.link.rbuf)));
+                    on_reply(i, Ok(kv_reply(reply, self.link.rbuf.received())));
                     i += 1;
                 }
                 None => self.link.fill().await?,
@@ -1440,7 +1413,7 @@ impl Cluster {
                     }
                     match reply {
                         Reply::Error(s) => {
-                            let text = &node.link.rbuf[s.start..s.end];
+                            let text = &node.link.rbuf.received()[s.start..s.end];
                             match parse_redirect(text, &node.host) {
                                 Some((ask, slot, host, port)) => {
                                     let start = resend.len();
@@ -1458,7 +1431,7 @@ impl Cluster {
                                 None => on_reply(p.idx, Err(reply_error(text, &node.link.ep))),
                             }
                         }
-                        reply => on_reply(p.idx, Ok(kv_reply(reply, &node.link.rbuf))),
+                        reply => on_reply(p.idx, Ok(kv_reply(reply, node.link.rbuf.received()))),
                     }
                 }
             }
@@ -1958,32 +1931,5 @@ mod tests {
         );
         let i = server_info_of("redis_version:6.3.4\r\nexecutable:/usr/bin/keydb-server\r\n");
         assert_eq!((i.product.as_str(), i.version.as_str()), ("KeyDB", "6.3.4"));
-    }
-
-    #[test]
-    fn read_buffer_grows_and_compacts() {
-        // make_room keeps unconsumed bytes and honours `need`.
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            let tcp = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
-            let mut link = Link {
-                stream: Stream::Plain(tcp),
-                rbuf: vec![0; READ_BUF],
-                start: READ_BUF - 10,
-                end: READ_BUF - 2,
-                need: 0,
-                ep: "x".into(),
-            };
-            link.rbuf[READ_BUF - 10..READ_BUF - 2].copy_from_slice(b"$100000\r");
-            link.need = 100_000 + 12;
-            link.make_room();
-            assert_eq!((link.start, link.end), (0, 8));
-            assert_eq!(&link.rbuf[..8], b"$100000\r");
-            assert!(link.rbuf.len() >= 100_012);
-        });
     }
 }
