@@ -1268,13 +1268,7 @@ impl Session {
                     let Some(e) = parse_err(p) else {
                         return Err(self.protocol_error("bad ERR packet"));
                     };
-                    let err = classify_server(e.code, e.message, &self.ctx);
-                    self.state = if err.class == ErrorClass::Connection {
-                        State::Broken
-                    } else {
-                        State::Ready
-                    };
-                    return Err(err);
+                    return Err(answered_error(&mut self.state, &e, &self.ctx));
                 }
                 Err(why) => return Err(self.protocol_error(why)),
             }
@@ -1309,13 +1303,7 @@ impl Session {
         let r = self.packet(Phase::Use).await?;
         let p = &self.pb.bytes()[r];
         if let Some(e) = parse_err(p) {
-            let err = classify_server(e.code, e.message, &self.ctx);
-            self.state = if err.class == ErrorClass::Connection {
-                State::Broken
-            } else {
-                State::Ready
-            };
-            return Err(err);
+            return Err(answered_error(&mut self.state, &e, &self.ctx));
         }
         if p.len() < 12 || p[0] != 0x00 {
             return Err(self.protocol_error("bad COM_STMT_PREPARE response"));
@@ -1378,6 +1366,18 @@ fn unsupported_plugin(ctx: &Ctx, name: &str) -> DriverError {
          does not support; use mysql_native_password or caching_sha2_password for this user",
         ctx.endpoint, ctx.user
     ))
+}
+
+/// The error a request was answered with; after it the session is ready
+/// for the next request, unless the error means the connection is lost.
+fn answered_error(state: &mut State, e: &ServerErr<'_>, ctx: &Ctx) -> DriverError {
+    let err = classify_server(e.code, e.message, ctx);
+    *state = if err.class == ErrorClass::Connection {
+        State::Broken
+    } else {
+        State::Ready
+    };
+    err
 }
 
 /// Server error numbers, as in the server's `mysqld_error.h`.
