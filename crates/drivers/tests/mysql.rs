@@ -382,171 +382,14 @@ async fn closed_port_is_a_connection_error() {
 // ---------------------------------------------------------------------------
 // TLS
 
-/// A mariadbd restarted with TLS on the data dir of a test kit server (which
-/// must be killed first); SIGKILLed when dropped, before that server's
-/// temp dir goes.
-struct TlsMariadb {
-    child: std::process::Child,
-    certs: tempfile::TempDir,
-}
-
-impl Drop for TlsMariadb {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn run(cmd: &mut std::process::Command) {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// A CA (`ca.pem`) and a server certificate it signed for `localhost` and
-/// 127.0.0.1 (`server.pem`, `server.key`), world-readable (the server may
-/// run as `mysql`).
-fn make_certificates() -> tempfile::TempDir {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path();
-    std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::fs::write(
-        p.join("server.ext"),
-        "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n\
-         keyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n",
-    )
-    .unwrap();
-    let openssl = |args: &[&str]| {
-        run(std::process::Command::new("openssl")
-            .args(args)
-            .current_dir(p));
-    };
-    openssl(&[
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.pem",
-        "-days",
-        "7",
-        "-subj",
-        "/CN=loadcell test CA",
-        "-addext",
-        "basicConstraints=critical,CA:TRUE",
-        "-addext",
-        "keyUsage=critical,keyCertSign,cRLSign",
-    ]);
-    openssl(&[
-        "req",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        "server.key",
-        "-out",
-        "server.csr",
-        "-subj",
-        "/CN=localhost",
-    ]);
-    openssl(&[
-        "x509",
-        "-req",
-        "-in",
-        "server.csr",
-        "-CA",
-        "ca.pem",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-out",
-        "server.pem",
-        "-days",
-        "7",
-        "-extfile",
-        "server.ext",
-    ]);
-    for f in ["ca.pem", "server.pem", "server.key"] {
-        std::fs::set_permissions(p.join(f), std::fs::Permissions::from_mode(0o644)).unwrap();
-    }
-    dir
-}
-
-/// Restarts `server` (killed here) as a mariadbd with TLS on the same port.
-fn restart_with_tls(server: &mut TestServer) -> TlsMariadb {
-    server.kill();
-    let certs = make_certificates();
-    let data = server.data_dir().to_path_buf();
-    let root = data.parent().unwrap().to_path_buf();
-    // In the data dir: the server may run as `mysql`.
-    let log = data.join("tls-err.log");
-    let mariadbd = [
-        "/usr/sbin/mariadbd",
-        "/usr/local/sbin/mariadbd",
-        "/usr/bin/mariadbd",
-    ]
-    .into_iter()
-    .find(|p| std::path::Path::new(p).exists())
-    .expect("mariadbd");
-    let mut cmd = std::process::Command::new(mariadbd);
-    cmd.arg("--no-defaults");
-    if unsafe { libc::geteuid() } == 0 {
-        cmd.arg("--user=mysql");
-    }
-    let c = certs.path();
-    cmd.arg(format!("--datadir={}", data.display()))
-        .arg(format!("--tmpdir={}", root.join("tmp").display()))
-        .arg("--bind-address=127.0.0.1")
-        .arg(format!("--port={}", server.port))
-        .arg(format!("--socket={}", root.join("run/tls.sock").display()))
-        .arg(format!("--pid-file={}", root.join("run/tls.pid").display()))
-        .arg("--innodb-buffer-pool-size=64M")
-        .arg(format!("--log-error={}", log.display()))
-        .arg(format!("--ssl-ca={}", c.join("ca.pem").display()))
-        .arg(format!("--ssl-cert={}", c.join("server.pem").display()))
-        .arg(format!("--ssl-key={}", c.join("server.key").display()))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
-    let child = cmd.spawn().expect("spawn mariadbd");
-    let mut tls = TlsMariadb { child, certs };
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let ready = std::fs::read_to_string(&log)
-            .map(|s| s.contains("ready for connections"))
-            .unwrap_or(false);
-        if ready {
-            return tls;
-        }
-        if let Ok(Some(status)) = tls.child.try_wait() {
-            panic!(
-                "mariadbd with TLS exited ({status}): {}",
-                std::fs::read_to_string(&log).unwrap_or_default()
-            );
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "mariadbd with TLS not ready: {}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 /// A real TLS session: sslmode=require (no checks) and verify-full against
 /// the test CA, with prepared statements over it; a wrong CA fails clearly.
 #[tokio::test(flavor = "current_thread")]
 async fn tls_sessions() {
-    let mut server = start();
+    let server = loadcell_testkit::mariadb_tls()
+        .unwrap_or_else(|e| panic!("cannot start MariaDB with TLS: {e}"));
     let url = server.url().to_string();
-    let tls = restart_with_tls(&mut server);
-    let ca = tls.certs.path().join("ca.pem");
+    let ca = server.tls_ca();
 
     let cipher_of = "SELECT VARIABLE_VALUE FROM information_schema.SESSION_STATUS \
                      WHERE VARIABLE_NAME = 'SSL_CIPHER'";
@@ -585,15 +428,16 @@ async fn tls_sessions() {
     );
 
     // verify-full against a CA that did not sign the certificate.
-    let other = make_certificates();
+    let tmp = tempfile::tempdir().unwrap();
+    let other = tmp.path().join("other");
+    loadcell_testkit::make_certificates(&other).unwrap();
     let err = driver(&format!(
         "{url}?sslmode=verify-full&sslrootcert={}",
-        other.path().join("ca.pem").display()
+        other.join("ca.pem").display()
     ))
     .connect()
     .await
     .unwrap_err();
     assert_error(&err, ErrorClass::Fatal, None);
     assert!(err.message.contains("TLS handshake"), "{err}");
-    drop(tls);
 }

@@ -1,6 +1,6 @@
 //! Real database servers for loadcell's integration tests.
 //!
-//! [`mariadb()`] and [`postgres()`] (also [`postgres_tls`]) each start a fresh,
+//! [`mariadb()`] and [`postgres()`] (also [`mariadb_tls`], [`postgres_tls`]) each start a fresh,
 //! private server on a free 127.0.0.1 port with its data in a new temp dir,
 //! create the database `loadcell` and the user `lc` / password `lcpass`, and
 //! return a [`TestServer`] whose `url` is ready for a driver. Dropping the
@@ -20,7 +20,9 @@ mod memcached;
 mod redis;
 
 pub use memcached::memcached;
-pub use redis::{redis, redis_cli, redis_cluster, redis_tls, redis_with_password, TestCluster};
+pub use redis::{
+    make_certificates, redis, redis_cli, redis_cluster, redis_tls, redis_with_password, TestCluster,
+};
 
 use std::collections::HashSet;
 use std::fs::{self, File};
@@ -92,7 +94,7 @@ impl TestServer {
     }
 
     /// The CA certificate (PEM) of a server started with TLS
-    /// ([`postgres_tls`], [`redis_tls`]).
+    /// ([`mariadb_tls`], [`postgres_tls`], [`redis_tls`]).
     pub fn tls_ca(&self) -> PathBuf {
         self.root().join("tls").join("ca.pem")
     }
@@ -221,7 +223,19 @@ pub fn mariadb() -> Result<TestServer, String> {
     start_mariadb(None)
 }
 
+/// [`mariadb()`] with TLS on, with a certificate for `localhost` and
+/// 127.0.0.1 issued by a CA made for it (with `openssl`). Plain connections
+/// are still accepted. The URL is the plain one; add `?sslmode=require`, or
+/// `?sslmode=verify-full&sslrootcert=` and [`TestServer::tls_ca`].
+pub fn mariadb_tls() -> Result<TestServer, String> {
+    start_mariadb_with(None, true)
+}
+
 fn start_mariadb(first_port: Option<u16>) -> Result<TestServer, String> {
+    start_mariadb_with(first_port, false)
+}
+
+fn start_mariadb_with(first_port: Option<u16>, tls: bool) -> Result<TestServer, String> {
     let install_db = find_bin("mariadb-install-db", SBIN_DIRS)?;
     let mariadbd = find_bin("mariadbd", SBIN_DIRS)?;
     let client = find_bin("mariadb", SBIN_DIRS)?;
@@ -266,6 +280,11 @@ fn start_mariadb(first_port: Option<u16>) -> Result<TestServer, String> {
         &server.root().join("install-db.log"),
         "mariadb-install-db",
     )?;
+    let tls_dir = server.root().join("tls");
+    if tls {
+        // World-readable: the server may run as `mysql`.
+        redis::make_certificates(&tls_dir)?;
+    }
 
     let mut port = first_port.unwrap_or_else(free_port);
     for attempt in 0..=PORT_RETRIES {
@@ -284,6 +303,17 @@ fn start_mariadb(first_port: Option<u16>) -> Result<TestServer, String> {
             .arg("--innodb-buffer-pool-size=256M")
             .arg("--max-connections=600")
             .arg(format!("--log-error={}", server.log_path.display()));
+        if tls {
+            cmd.arg(format!("--ssl-ca={}", tls_dir.join("ca.pem").display()))
+                .arg(format!(
+                    "--ssl-cert={}",
+                    tls_dir.join("server.pem").display()
+                ))
+                .arg(format!(
+                    "--ssl-key={}",
+                    tls_dir.join("server.key").display()
+                ));
+        }
         let out = server.root().join("mariadbd.out");
         spawn_server(&mut server, cmd, &out, "mariadbd")?;
         server.port = port;

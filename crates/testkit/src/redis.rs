@@ -300,8 +300,9 @@ fn start_redis(
 }
 
 /// A CA (`ca.pem`) and a server certificate it signed for `localhost` and
-/// 127.0.0.1 (`server.pem`, `server.key`), readable by the server user.
-pub(crate) fn make_certificates(dir: &Path) -> Result<(), String> {
+/// 127.0.0.1 (`server.pem`, `server.key`) in `dir` (made if missing),
+/// readable by the server user.
+pub fn make_certificates(dir: &Path) -> Result<(), String> {
     let openssl = find_bin("openssl", SBIN_DIRS)?;
     make_dir(dir, None, 0o755)?;
     let ext = dir.join("server.ext");
