@@ -11,7 +11,7 @@
 #   BENCH_WARMUP    seconds of unrecorded warm-up per tool and workload [5]
 #   BENCH_THREADS   [8]   BENCH_TABLES [4]   BENCH_TABLE_SIZE [100000]
 #   BENCH_TOOLS     ["sysbench,loadcell"]     ("sysbench" alone tests the harness;
-#                   "loadcell-2x" runs the same sessions on 2 worker threads)
+#                   "loadcell-perthread": one worker thread per session, as sysbench)
 #   LOADCELL        binary to test            [target/release/loadcell]
 #
 # Results go to bench/results/<UTC time>/ (runs.jsonl, runs.csv, summary.json,

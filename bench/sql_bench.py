@@ -63,12 +63,10 @@ def sysbench_cmd(a, workload: str, secs: int) -> list[str]:
 
 
 def loadcell_layout(a, tool: str) -> list[str]:
-    """`loadcell`: one worker thread per session, as sysbench. `loadcell-2x`:
-    the same number of sessions on 2 worker threads (--clients per thread)."""
-    if tool == "loadcell-2x":
-        if a.threads % 2:
-            raise SystemExit("loadcell-2x needs an even --threads")
-        return ["--threads", "2", "--clients", str(a.threads // 2)]
+    """`loadcell`: its default, the sessions on one worker thread per core.
+    `loadcell-perthread`: one worker thread per session, as sysbench."""
+    if tool == "loadcell-perthread":
+        return ["--threads", str(a.threads), "--workers", str(a.threads)]
     return ["--threads", str(a.threads)]
 
 
@@ -305,7 +303,7 @@ def summarize(runs: list[dict]) -> list[dict]:
             "loadavg_before": _mean(r["loadavg_before"][0] for r in rs),
             "cmd": rs[0]["cmd"],
         })
-    order = {"mariadb": 0, "postgres": 1, "sysbench": 0, "loadcell": 1, "loadcell-2x": 2,
+    order = {"mariadb": 0, "postgres": 1, "sysbench": 0, "loadcell": 1, "loadcell-perthread": 2,
              "oltp_read_write": 0, "oltp_point_select": 1}
     rows.sort(key=lambda r: (order.get(r["server"], 9), order.get(r["workload"], 9), r["workload"],
                              order.get(r["tool"], 9)))

@@ -220,12 +220,17 @@ pub struct CleanupArgs {
 pub struct RunArgs {
     #[command(flatten)]
     pub target: TargetArgs,
-    /// Worker threads, each with --clients sessions (sysbench's threads).
+    /// Threads of sessions, each with --clients sessions (sysbench's and
+    /// memtier's threads); they run on --workers OS threads.
     #[arg(long, value_name = "N", default_value = "1", value_parser = positive_usize, allow_negative_numbers = true)]
     pub threads: usize,
     /// Sessions (connections) per thread.
     #[arg(long, value_name = "N", default_value = "1", value_parser = positive_usize, allow_negative_numbers = true)]
     pub clients: usize,
+    /// OS threads the sessions are spread over. Default: one per core, at
+    /// most --threads (SQLite, whose calls block: --threads).
+    #[arg(long, value_name = "N", value_parser = positive_usize, allow_negative_numbers = true)]
+    pub workers: Option<usize>,
     /// Measure for this long (30s, 5m; plain numbers are seconds).
     /// Default 10s, or no time limit when --events is given.
     #[arg(long, value_name = "DURATION", value_parser = positive_duration, allow_hyphen_values = true)]

@@ -248,6 +248,21 @@ impl Visitor for CleanupJob {
     }
 }
 
+/// OS worker threads for a run: `--workers`, or one per core but no more
+/// than `--threads`. More sessions per thread costs the client less: a
+/// thread that wakes finds several replies waiting instead of one. Drivers
+/// whose calls block get a thread per `--threads`, as asked.
+fn workers(a: &RunArgs, info: &DriverInfo) -> usize {
+    match a.workers {
+        Some(w) => w,
+        None if info.blocking => a.threads,
+        None => {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            a.threads.min(cores)
+        }
+    }
+}
+
 pub struct RunJob<'a> {
     pub args: &'a RunArgs,
     pub spec: WorkloadSpec,
@@ -310,11 +325,12 @@ impl RunJob<'_> {
         loadcell_record::resources::find_listener(url.port()?)
     }
 
-    fn plan(&self, seed: u64) -> EnginePlan {
+    fn plan(&self, seed: u64, info: &DriverInfo) -> EnginePlan {
         let a = self.args;
         EnginePlan {
             threads: a.threads,
             clients: a.clients,
+            workers: workers(a, info),
             time: match (a.time, a.events.or_else(|| self.implied_events())) {
                 (Some(t), _) => Some(t),
                 (None, Some(_)) => None,
@@ -495,7 +511,7 @@ impl RunJob<'_> {
         D: Driver,
         S: Script<D::Conn> + Send + Sync,
     {
-        let plan = self.plan(seed);
+        let plan = self.plan(seed, info);
         let ops = script.ops();
         let hdr_log = match &self.args.hdr_log {
             Some(path) => Some(HdrLog::create(

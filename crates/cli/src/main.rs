@@ -228,6 +228,7 @@ fn dispatch(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
 /// nothing is printed and no result file is written.
 fn run(a: &RunArgs, argv: Vec<String>, quiet: bool) -> anyhow::Result<RunResult> {
     check_server_pid(a)?;
+    check_workers(a)?;
     let spec = WorkloadSpec::resolve(&a.target.workload, &a.oltp, &a.kv, &a.ycsb)
         .map_err(|e| anyhow!(e))?;
     let (target, default_target) = resolve_target(&a.target)?;
@@ -245,6 +246,21 @@ fn run(a: &RunArgs, argv: Vec<String>, quiet: bool) -> anyhow::Result<RunResult>
 
 /// `--server-pid` names a process that exists (sweep and findmax check it
 /// before their first step, too).
+/// A worker thread with no session would only idle.
+fn check_workers(a: &RunArgs) -> anyhow::Result<()> {
+    match a.workers {
+        Some(w) if w > a.threads * a.clients => Err(anyhow!(
+            "--workers {w} is more than the sessions to run (--threads {} x --clients {} = {}): \
+             give --workers {} at most",
+            a.threads,
+            a.clients,
+            a.threads * a.clients,
+            a.threads * a.clients
+        )),
+        _ => Ok(()),
+    }
+}
+
 fn check_server_pid(a: &RunArgs) -> anyhow::Result<()> {
     match a.server_pid {
         Some(pid) if !loadcell_record::resources::process_exists(pid) => Err(anyhow!(

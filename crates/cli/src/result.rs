@@ -125,6 +125,7 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
             driver: ctx.driver.to_string(),
             threads: plan.threads,
             clients_per_thread: plan.clients,
+            worker_threads: Some(plan.workers),
             time_s: plan.time.map(|t| t.as_secs_f64()),
             events: plan.events,
             warmup_s: plan.warmup.as_secs_f64(),

@@ -130,6 +130,33 @@ fn server_pid_that_does_not_exist() {
 }
 
 #[test]
+fn more_workers_than_sessions() {
+    fails_with(
+        &[
+            "run",
+            "kv",
+            "--target",
+            "sim://",
+            "--threads",
+            "2",
+            "--clients",
+            "2",
+            "--workers",
+            "5",
+        ],
+        &[
+            "--workers 5",
+            "--threads 2 x --clients 2 = 4",
+            "--workers 4 at most",
+        ],
+    );
+    fails_with(
+        &["run", "oltp_read_write", "--workers", "0"],
+        &["--workers", "greater than 0"],
+    );
+}
+
+#[test]
 fn zero_or_negative_numbers() {
     fails_with(
         &["run", "oltp_read_write", "--threads", "0"],

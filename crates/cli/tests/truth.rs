@@ -860,3 +860,37 @@ fn g_client_saturation_and_growing_lag_are_recorded_as_warnings() {
         "a client waiting on a slow server is not saturated: {w:?}"
     );
 }
+
+/// Sessions outnumbering worker threads are dealt over them, and every one
+/// of them runs: each of 5 x 3 sessions makes its 200 requests, whether the
+/// 15 share the default workers (one per core, at most --threads) or run on
+/// 4 or on 15.
+#[test]
+fn every_session_runs_whatever_the_worker_threads() {
+    let _g = shared();
+    let dir = tempfile::tempdir().unwrap();
+    let cores = std::thread::available_parallelism().unwrap().get();
+    for (workers, expected) in [(None, cores.min(5)), (Some("4"), 4), (Some("15"), 15)] {
+        let mut args = vec![
+            "--target",
+            "sim://",
+            "--threads",
+            "5",
+            "--clients",
+            "3",
+            "--requests",
+            "200",
+        ];
+        if let Some(w) = workers {
+            args.extend(["--workers", w]);
+        }
+        let r = run_kv(dir.path(), &args);
+        assert_eq!(
+            u(&r, "/config/worker_threads"),
+            expected as u64,
+            "{workers:?}"
+        );
+        assert_eq!(u(&r, "/config/threads"), 5);
+        assert_eq!(u(&r, "/summary/events"), 15 * 200, "{workers:?}");
+    }
+}

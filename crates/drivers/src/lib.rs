@@ -46,6 +46,10 @@ pub struct DriverInfo {
     pub about: &'static str,
     /// For key-value drivers: what they support beyond GET and SET.
     pub kv: KvCapabilities,
+    /// Its calls run to completion on the worker thread without yielding
+    /// (an embedded engine): each session group needs a thread of its own,
+    /// where network drivers' sessions share one worker thread per core.
+    pub blocking: bool,
 }
 
 pub const REGISTRY: &[DriverInfo] = &[

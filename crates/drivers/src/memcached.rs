@@ -43,6 +43,7 @@ pub const INFO: DriverInfo = DriverInfo {
     url_form: "memcached://host:port",
     about: "memcached (text protocol)",
     kv: KvCapabilities { commands: false },
+    blocking: false,
 };
 
 const DEFAULT_HOST: &str = "127.0.0.1";

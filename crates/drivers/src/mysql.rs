@@ -57,6 +57,7 @@ pub const INFO: DriverInfo = DriverInfo {
     url_form: "mysql://user:pass@host:port/db[?sslmode=...&sslrootcert=PATH]",
     about: "MySQL and MariaDB (prepared statements over the binary protocol)",
     kv: KvCapabilities::NONE,
+    blocking: false,
 };
 
 const DEFAULT_HOST: &str = "127.0.0.1";

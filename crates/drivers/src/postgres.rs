@@ -46,6 +46,7 @@ pub const INFO: DriverInfo = DriverInfo {
     url_form: "postgres://user:pass@host:port/db[?sslmode=...&sslrootcert=PATH]",
     about: "PostgreSQL (extended query protocol, prepared statements)",
     kv: KvCapabilities::NONE,
+    blocking: false,
 };
 
 const DEFAULT_HOST: &str = "127.0.0.1";

@@ -72,6 +72,7 @@ pub const INFO: DriverInfo = DriverInfo {
         "redis://[user:pass@]host:port[/db] | rediss://… | redis+cluster://host:port[,host:port…]",
     about: "Redis, Valkey and KeyDB, standalone or Redis Cluster (RESP2, pipelined)",
     kv: KvCapabilities { commands: true },
+    blocking: false,
 };
 
 const DEFAULT_HOST: &str = "127.0.0.1";

@@ -68,6 +68,7 @@ pub const INFO: DriverInfo = DriverInfo {
     url_form: "sim://?latency=lognormal:2ms:0.5&stall=1s@5s&concurrency=64",
     about: "an in-process simulated server with known latency, queueing and stalls (for testing the engine)",
     kv: KvCapabilities { commands: true },
+    blocking: false,
 };
 
 const PARAMS: &[&str] = &["latency", "stall", "concurrency"];

@@ -21,6 +21,7 @@ pub const INFO: DriverInfo = DriverInfo {
     url_form: "sqlite:PATH[?journal_mode=wal|delete&synchronous=off|normal|full]",
     about: "SQLite, embedded (the default target: nothing to install)",
     kv: KvCapabilities::NONE,
+    blocking: true,
 };
 
 /// How long a session waits on another's write lock before the statement

@@ -178,7 +178,7 @@ where
 
     let (tx, mut rx) = mpsc::unbounded_channel();
     let mut handles = Vec::new();
-    for w in 0..plan.threads {
+    for w in 0..plan.workers {
         match worker::spawn(Arc::clone(&shared), w, tx.clone()) {
             Ok(h) => handles.push(h),
             Err(e) => {
@@ -407,7 +407,7 @@ where
         }
     }
 
-    let bottleneck = resources::diagnose(&samples, plan.threads);
+    let bottleneck = resources::diagnose(&samples, plan.workers);
     RunOutcome {
         stop_reason,
         error,

@@ -28,10 +28,13 @@ pub struct RateSpec {
 
 #[derive(Debug, Clone)]
 pub struct EnginePlan {
-    /// Worker threads.
+    /// Session groups (sysbench's and memtier's threads).
     pub threads: usize,
-    /// Sessions (connections) per worker thread.
+    /// Sessions (connections) per group.
     pub clients: usize,
+    /// OS threads the sessions are spread over, each with its own runtime
+    /// and statistics; at most `threads`.
+    pub workers: usize,
     /// Measurement time limit.
     pub time: Option<Duration>,
     /// Measured events limit.

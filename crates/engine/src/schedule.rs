@@ -174,6 +174,7 @@ mod tests {
 
     fn plan(rate: Option<RateSpec>, time: Option<Duration>, events: Option<u64>) -> EnginePlan {
         EnginePlan {
+            workers: 1,
             threads: 1,
             clients: 1,
             time,

@@ -137,8 +137,8 @@ where
     };
 
     let mut sessions = JoinSet::new();
-    for client in 0..shared.plan.clients {
-        let index = worker * shared.plan.clients + client;
+    // Sessions are dealt round-robin, so worker loads differ by one at most.
+    for index in (worker..shared.plan.sessions()).step_by(shared.plan.workers) {
         sessions.spawn_local(run_session(Arc::clone(&shared), Rc::clone(&sinks), index));
     }
     let all_done = async { while sessions.join_next().await.is_some() {} };

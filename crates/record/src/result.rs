@@ -87,6 +87,9 @@ pub struct RunConfig {
     pub driver: String,
     pub threads: usize,
     pub clients_per_thread: usize,
+    /// OS threads the sessions ran on; absent in files from before 0.1.
+    #[serde(default)]
+    pub worker_threads: Option<usize>,
     pub time_s: Option<f64>,
     pub events: Option<u64>,
     pub warmup_s: f64,

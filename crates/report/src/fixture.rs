@@ -122,6 +122,7 @@ pub fn run(threads: usize, tps: f64) -> RunResult {
             driver: "mysql".to_string(),
             threads,
             clients_per_thread: 1,
+            worker_threads: Some(threads.min(2)),
             time_s: Some(secs as f64),
             events: None,
             warmup_s: 2.0,
