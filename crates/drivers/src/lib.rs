@@ -14,6 +14,7 @@ mod read_buffer;
 pub mod redis;
 pub mod sim;
 pub mod sqlite;
+mod stream;
 mod tls;
 
 use loadcell_core::kv::{KvCapabilities, KvConn};

@@ -492,25 +492,10 @@ fn encode_set(buf: &mut Vec<u8>, key: &[u8], value: &[u8]) {
     buf.extend_from_slice(b"set ");
     buf.extend_from_slice(key);
     buf.extend_from_slice(b" 0 0 ");
-    push_decimal(buf, value.len());
+    buf.extend_from_slice(itoa::Buffer::new().format(value.len()).as_bytes());
     buf.extend_from_slice(b"\r\n");
     buf.extend_from_slice(value);
     buf.extend_from_slice(b"\r\n");
-}
-
-/// Appends `n` in decimal, without allocating.
-fn push_decimal(buf: &mut Vec<u8>, mut n: usize) {
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    buf.extend_from_slice(&digits[i..]);
 }
 
 // ---------------------------------------------------------------------------
@@ -874,25 +859,6 @@ mod tests {
         buf.clear();
         encode_get(&mut buf, b"x");
         assert_eq!(buf.capacity(), cap, "the buffer is reused");
-    }
-
-    #[test]
-    fn decimal_numbers() {
-        for n in [
-            0usize,
-            7,
-            10,
-            99,
-            100,
-            4096,
-            1 << 20,
-            123_456_789,
-            usize::MAX,
-        ] {
-            let mut buf = b"x".to_vec();
-            push_decimal(&mut buf, n);
-            assert_eq!(buf, format!("x{n}").into_bytes());
-        }
     }
 
     #[test]

@@ -43,10 +43,10 @@ use mysql_common::packets::{
 use mysql_common::proto::MySerialize;
 use rustls::pki_types::ServerName;
 use rustls::ClientConfig;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::read_buffer::ReadBuffer;
+use crate::stream::Stream;
 use crate::tls::SslMode;
 use crate::{DriverInfo, Family};
 
@@ -483,37 +483,6 @@ const COM_STMT_EXECUTE: u8 = 0x17;
 
 const MYSQL_TYPE_LONGLONG: u8 = 0x08;
 const MYSQL_TYPE_VAR_STRING: u8 = 0xFD;
-
-enum Stream {
-    Plain(TcpStream),
-    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
-}
-
-impl Stream {
-    async fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
-        match self {
-            Stream::Plain(s) => s.write_all(buf).await,
-            Stream::Tls(s) => {
-                s.write_all(buf).await?;
-                s.flush().await
-            }
-        }
-    }
-
-    async fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        match self {
-            Stream::Plain(s) => s.read(buf).await,
-            Stream::Tls(s) => s.read(buf).await,
-        }
-    }
-
-    async fn shutdown(&mut self) -> io::Result<()> {
-        match self {
-            Stream::Plain(s) => s.shutdown().await,
-            Stream::Tls(s) => s.shutdown().await,
-        }
-    }
-}
 
 /// Received bytes and the packet framing over them. A payload of exactly
 /// 0xFFFFFF bytes continues in the next packet; such pieces are joined in
@@ -1471,6 +1440,7 @@ fn tls_hint(text: &str) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     fn settings(url: &str) -> Result<Settings, String> {
         parse_url(Target::parse(url).unwrap().url())

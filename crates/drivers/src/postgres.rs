@@ -31,10 +31,11 @@ use postgres_protocol::message::frontend;
 use postgres_protocol::IsNull;
 use rustls::pki_types::ServerName;
 use rustls::ClientConfig;
-use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::read_buffer::ReadBuffer;
+use crate::stream::Stream;
 use crate::tls::{self, SslMode};
 use crate::{DriverInfo, Family};
 use loadcell_core::kv::KvCapabilities;
@@ -409,50 +410,6 @@ fn connect_eof() -> Failure {
     Failure::Io {
         kind: io::ErrorKind::UnexpectedEof,
         text: "the server closed the connection".to_string(),
-    }
-}
-
-// ---------------------------------------------------------------------------
-// Stream
-
-enum Stream {
-    Plain(TcpStream),
-    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
-}
-
-impl Stream {
-    #[inline]
-    async fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
-        match self {
-            Stream::Plain(s) => s.write_all(buf).await,
-            Stream::Tls(s) => {
-                s.write_all(buf).await?;
-                s.flush().await
-            }
-        }
-    }
-
-    /// Forgets, without a syscall, that the socket was last seen
-    /// readable, so that the read after the request waits for epoll's
-    /// report of the response instead of first trying a read that can only
-    /// find nothing yet (EAGAIN). Call only just before sending a request:
-    /// its response is a new readiness event, so nothing already received
-    /// can be missed (it is read together with the response).
-    #[inline]
-    fn forget_readable(&self) {
-        if let Stream::Plain(s) = self {
-            let _ = s.try_io(Interest::READABLE, || {
-                Err::<(), _>(io::ErrorKind::WouldBlock.into())
-            });
-        }
-    }
-
-    #[inline]
-    async fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        match self {
-            Stream::Plain(s) => s.read(buf).await,
-            Stream::Tls(s) => s.read(buf).await,
-        }
     }
 }
 
@@ -1164,7 +1121,7 @@ fn encode_exec(buf: &mut BytesMut, name: &str, params: &[SqlParam<'_>]) {
         params,
         |p, buf| {
             match *p {
-                SqlParam::Int(v) => put_i64(buf, v),
+                SqlParam::Int(v) => buf.extend_from_slice(itoa::Buffer::new().format(v).as_bytes()),
                 SqlParam::Text(s) => buf.extend_from_slice(s.as_bytes()),
             }
             Ok(IsNull::No)
@@ -1175,26 +1132,6 @@ fn encode_exec(buf: &mut BytesMut, name: &str, params: &[SqlParam<'_>]) {
     debug_assert!(bound.is_ok());
     let _ = frontend::execute("", 0, buf);
     frontend::sync(buf);
-}
-
-/// `v` in decimal, without allocating.
-#[inline]
-fn put_i64(buf: &mut BytesMut, v: i64) {
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    let mut n = v.unsigned_abs();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    if v < 0 {
-        buf.extend_from_slice(b"-");
-    }
-    buf.extend_from_slice(&digits[i..]);
 }
 
 // ---------------------------------------------------------------------------
@@ -1938,15 +1875,6 @@ mod tests {
         assert_eq!(buf.capacity(), cap);
         let text = String::from_utf8_lossy(&buf);
         assert!(text.contains("9223372036854775807"), "{text}");
-    }
-
-    #[test]
-    fn integers_are_written_in_decimal() {
-        for v in [0, 7, -1, 10, 99, 100, i64::MAX, i64::MIN, -1_000_000] {
-            let mut buf = BytesMut::new();
-            put_i64(&mut buf, v);
-            assert_eq!(&buf[..], v.to_string().as_bytes());
-        }
     }
 
     #[test]

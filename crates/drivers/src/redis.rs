@@ -49,7 +49,6 @@
 use std::future::poll_fn;
 use std::io;
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -57,10 +56,11 @@ use loadcell_core::kv::{KvCapabilities, KvConn, KvReply};
 use loadcell_core::{Driver, DriverError, ErrorClass, ServerInfo, Target};
 use rustls::pki_types::ServerName;
 use rustls::ClientConfig;
-use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
+use tokio::io::ReadBuf;
 use tokio::net::TcpStream;
 
 use crate::read_buffer::ReadBuffer;
+use crate::stream::Stream;
 use crate::tls::{self, SslMode};
 use crate::{DriverInfo, Family};
 
@@ -462,30 +462,6 @@ fn server_info_of(info: &str) -> ServerInfo {
 
 // ---------------------------------------------------------------------------
 // Connection: socket and read buffer
-
-enum Stream {
-    Plain(TcpStream),
-    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
-}
-
-impl Stream {
-    async fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
-        match self {
-            Stream::Plain(s) => s.write_all(buf).await,
-            Stream::Tls(s) => {
-                s.write_all(buf).await?;
-                s.flush().await
-            }
-        }
-    }
-
-    fn poll_read(&mut self, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        match self {
-            Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            Stream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
-        }
-    }
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use toml::Spanned;
 
-use crate::kv::{flush_all, load_in_parallel, push_decimal, DataSize, KvOptions, LOAD_BATCH};
+use crate::kv::{flush_all, load_in_parallel, DataSize, KvOptions, LOAD_BATCH};
 use crate::oltp::PrepareObserver;
 
 /// Most fields a hash type may have (HSET's arguments fit on the stack).
@@ -127,7 +127,7 @@ impl KeyType {
         buf.extend_from_slice(self.prefix.as_bytes());
         let digits = decimal_digits(n);
         buf.resize(self.key_length - digits, b'0');
-        push_decimal(buf, n);
+        buf.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
     }
 }
 

@@ -468,7 +468,8 @@ impl Kv {
     fn format_key(&self, s: &mut KvSession, n: u64) {
         s.key.clear();
         s.key.extend_from_slice(self.opts.key_prefix.as_bytes());
-        push_decimal(&mut s.key, n);
+        s.key
+            .extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
     }
 
     /// The value for a SET of key `n`: a slice of the session's data block,
@@ -504,21 +505,6 @@ fn fill_for_key(buf: &mut Vec<u8>, n: u64, len: usize) {
         let take = (len - buf.len()).min(8);
         buf.extend_from_slice(&state.to_le_bytes()[..take]);
     }
-}
-
-/// Appends the decimal digits of `n` without allocating.
-pub(crate) fn push_decimal(buf: &mut Vec<u8>, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    buf.extend_from_slice(&digits[i..]);
 }
 
 impl<C: KvConn> Script<C> for Kv {
@@ -954,9 +940,6 @@ mod tests {
         assert_eq!(list.pick(0.0), 10);
         assert_eq!(list.pick(0.3), 20);
         assert_eq!(DataSize::parse_range("5-7").unwrap().pick(0.99), 7);
-        let mut b = b"p-".to_vec();
-        push_decimal(&mut b, 1_234_567);
-        assert_eq!(b, b"p-1234567");
         let (mut a, mut c) = (Vec::new(), Vec::new());
         fill_for_key(&mut a, 42, 100);
         fill_for_key(&mut c, 42, 100);

@@ -438,21 +438,6 @@ pub fn push_key(buf: &mut String, n: u64) {
     let _ = write!(buf, "{}", fnv1a_64(n));
 }
 
-/// Appends the decimal digits of `n` without allocating.
-fn push_decimal(buf: &mut Vec<u8>, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    buf.extend_from_slice(&digits[i..]);
-}
-
 /// How often a key draw may land on a record not inserted yet before it
 /// falls back to an inserted one (YCSB redraws without limit).
 const MAX_REDRAWS: usize = 64;
@@ -1311,7 +1296,8 @@ impl YcsbKv {
         self.queue_write(conn, &mut s.d, 0, true)?;
         if self.hashes {
             s.num.clear();
-            push_decimal(&mut s.num, n);
+            s.num
+                .extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
             conn.queue_command(&[b"ZADD", INDEX_KEY.as_bytes(), &s.num, s.d.key.as_bytes()])?;
         }
         Ok(())
@@ -1332,9 +1318,11 @@ impl YcsbKv {
             ));
         }
         s.num.clear();
-        push_decimal(&mut s.num, start);
+        s.num
+            .extend_from_slice(itoa::Buffer::new().format(start).as_bytes());
         s.len.clear();
-        push_decimal(&mut s.len, len);
+        s.len
+            .extend_from_slice(itoa::Buffer::new().format(len).as_bytes());
         conn.queue_command(&[
             b"ZRANGEBYSCORE",
             INDEX_KEY.as_bytes(),
