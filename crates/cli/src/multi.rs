@@ -11,7 +11,7 @@ use loadcell_record::sweep::SweepResult;
 use loadcell_report::input::Input;
 
 use crate::sweep::{self, FindmaxPlan, Sla};
-use crate::{check_server_pid, parse_run, run};
+use crate::{check_server_pid, check_workers, parse_run, run};
 
 /// Takes `names` (with their values) out of `raw`; the rest is returned.
 fn split_own(
@@ -141,6 +141,7 @@ pub fn sweep(raw: &[String], argv: Vec<String>) -> anyhow::Result<i32> {
     let mut first = None;
     for step in swept.steps(&run_argv) {
         let a = parse_run(&step)?;
+        check_workers(&a)?;
         first.get_or_insert(a);
     }
     let first = first.expect("a list has at least two values");
@@ -212,6 +213,7 @@ pub fn findmax(raw: &[String], argv: Vec<String>) -> anyhow::Result<i32> {
     };
     let a = parse_run(&run_argv)?;
     check_server_pid(&a)?;
+    check_workers(&a)?;
     if a.rate.is_some() {
         bail!("findmax chooses --rate itself; use --start-rate and --max-rate to bound it");
     }

@@ -150,6 +150,20 @@ fn more_workers_than_sessions() {
             "--workers 4 at most",
         ],
     );
+    // A sweep checks every step before its first: threads 4 is fine, 1 is not.
+    fails_with(
+        &[
+            "sweep",
+            "kv",
+            "--target",
+            "sim://",
+            "--threads",
+            "4,1",
+            "--workers",
+            "2",
+        ],
+        &["--workers 2", "--threads 1 x --clients 1 = 1"],
+    );
     fails_with(
         &["run", "oltp_read_write", "--workers", "0"],
         &["--workers", "greater than 0"],
