@@ -34,6 +34,7 @@ use tokio::io::{AsyncReadExt, Interest};
 use tokio::net::TcpStream;
 
 use crate::read_buffer::ReadBuffer;
+use crate::stream::connect_tcp;
 use crate::{DriverInfo, Family};
 
 pub const INFO: DriverInfo = DriverInfo {
@@ -160,11 +161,8 @@ impl Driver for MemcachedDriver {
     }
 
     async fn connect(&self) -> Result<MemcachedConn, DriverError> {
-        let stream = TcpStream::connect((self.host.as_str(), self.port))
+        let stream = connect_tcp(&self.host, self.port)
             .await
-            .map_err(|e| connect_error(&e, &self.endpoint))?;
-        stream
-            .set_nodelay(true)
             .map_err(|e| connect_error(&e, &self.endpoint))?;
         Ok(MemcachedConn {
             stream,

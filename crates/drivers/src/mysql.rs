@@ -41,12 +41,10 @@ use mysql_common::packets::{
     AuthPlugin, AuthSwitchRequest, HandshakePacket, HandshakeResponse, SslRequest,
 };
 use mysql_common::proto::MySerialize;
-use rustls::pki_types::ServerName;
 use rustls::ClientConfig;
-use tokio::net::TcpStream;
 
 use crate::read_buffer::ReadBuffer;
-use crate::stream::Stream;
+use crate::stream::{connect_tcp, Stream, TlsStartError};
 use crate::tls::SslMode;
 use crate::{DriverInfo, Family};
 
@@ -934,10 +932,7 @@ impl Session {
         ctx: &Arc<Ctx>,
     ) -> Result<Session, DriverError> {
         let io_err = |e: io::Error| classify_io(&e, ctx, Phase::Connect);
-        let tcp = TcpStream::connect((s.host.as_str(), s.port))
-            .await
-            .map_err(io_err)?;
-        tcp.set_nodelay(true).map_err(io_err)?;
+        let tcp = connect_tcp(&s.host, s.port).await.map_err(io_err)?;
         let mut stream = Stream::Plain(tcp);
         let mut pb = PacketBuf::new(READ_BUF);
         let r = read_packet(&mut stream, &mut pb).await.map_err(io_err)?;
@@ -994,14 +989,12 @@ impl Session {
                 let Stream::Plain(tcp) = stream else {
                     unreachable!("TLS starts on a plain stream")
                 };
-                let name = ServerName::try_from(s.host.clone()).map_err(|_| {
-                    DriverError::fatal(format!("'{}' is not a valid TLS server name", s.host))
-                })?;
-                let tls = tokio_rustls::TlsConnector::from(Arc::clone(config))
-                    .connect(name, tcp)
+                stream = Stream::start_tls(tcp, &s.host, config)
                     .await
-                    .map_err(io_err)?;
-                stream = Stream::Tls(Box::new(tls));
+                    .map_err(|e| match e {
+                        TlsStartError::BadName(message) => DriverError::fatal(message),
+                        TlsStartError::Handshake(e) => io_err(e),
+                    })?;
                 on_tls = true;
             } else if ctx.sslmode != SslMode::Prefer {
                 return Err(DriverError::fatal(format!(
@@ -1441,6 +1434,7 @@ fn tls_hint(text: &str) -> &'static str {
 mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
 
     fn settings(url: &str) -> Result<Settings, String> {
         parse_url(Target::parse(url).unwrap().url())

@@ -29,13 +29,12 @@ use postgres_protocol::authentication::md5_hash;
 use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256};
 use postgres_protocol::message::frontend;
 use postgres_protocol::IsNull;
-use rustls::pki_types::ServerName;
 use rustls::ClientConfig;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::read_buffer::ReadBuffer;
-use crate::stream::Stream;
+use crate::stream::{connect_tcp, Stream, TlsStartError};
 use crate::tls::{self, SslMode};
 use crate::{DriverInfo, Family};
 use loadcell_core::kv::KvCapabilities;
@@ -245,16 +244,12 @@ impl PostgresDriver {
 
     async fn open(&self) -> Result<PostgresConn, Failure> {
         let s = &self.settings;
-        let tcp = TcpStream::connect((s.host.as_str(), s.port))
+        let tcp = connect_tcp(&s.host, s.port)
             .await
             .map_err(|e| Failure::Connect {
                 kind: e.kind(),
                 text: e.to_string(),
             })?;
-        tcp.set_nodelay(true).map_err(|e| Failure::Connect {
-            kind: e.kind(),
-            text: e.to_string(),
-        })?;
         let stream = match &self.tls {
             None => Stream::Plain(tcp),
             Some(config) => self.start_tls(tcp, config).await?,
@@ -304,20 +299,15 @@ impl PostgresDriver {
                 )))
             }
         }
-        let name = ServerName::try_from(self.settings.host.clone()).map_err(|_| {
-            Failure::Other(format!(
-                "'{}' is not a valid TLS server name",
-                self.settings.host
-            ))
-        })?;
-        let tls = tokio_rustls::TlsConnector::from(Arc::clone(config))
-            .connect(name, tcp)
+        Stream::start_tls(tcp, &self.settings.host, config)
             .await
-            .map_err(|e| Failure::Tls {
-                kind: Some(e.kind()),
-                text: e.to_string(),
-            })?;
-        Ok(Stream::Tls(Box::new(tls)))
+            .map_err(|e| match e {
+                TlsStartError::BadName(message) => Failure::Other(message),
+                TlsStartError::Handshake(e) => Failure::Tls {
+                    kind: Some(e.kind()),
+                    text: e.to_string(),
+                },
+            })
     }
 }
 

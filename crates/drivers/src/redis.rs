@@ -54,13 +54,11 @@ use std::task::{Context, Poll};
 
 use loadcell_core::kv::{KvCapabilities, KvConn, KvReply};
 use loadcell_core::{Driver, DriverError, ErrorClass, ServerInfo, Target};
-use rustls::pki_types::ServerName;
 use rustls::ClientConfig;
 use tokio::io::ReadBuf;
-use tokio::net::TcpStream;
 
 use crate::read_buffer::ReadBuffer;
-use crate::stream::Stream;
+use crate::stream::{connect_tcp, Stream, TlsStartError};
 use crate::tls::{self, SslMode};
 use crate::{DriverInfo, Family};
 
@@ -484,23 +482,17 @@ impl Link {
     /// TCP (no Nagle), TLS if configured, AUTH and SELECT if configured.
     async fn open(host: &str, port: u16, shared: &Shared) -> Result<Link, DriverError> {
         let ep: Arc<str> = endpoint(host, port).into();
-        let tcp = TcpStream::connect((host, port))
+        let tcp = connect_tcp(host, port)
             .await
-            .map_err(|e| io_error(&e, &ep, Phase::Connect))?;
-        tcp.set_nodelay(true)
             .map_err(|e| io_error(&e, &ep, Phase::Connect))?;
         let stream = match &shared.tls {
             None => Stream::Plain(tcp),
-            Some(config) => {
-                let name = ServerName::try_from(host.to_string()).map_err(|_| {
-                    DriverError::fatal(format!("'{host}' is not a valid TLS server name"))
-                })?;
-                let tls = tokio_rustls::TlsConnector::from(Arc::clone(config))
-                    .connect(name, tcp)
-                    .await
-                    .map_err(|e| io_error(&e, &ep, Phase::Connect))?;
-                Stream::Tls(Box::new(tls))
-            }
+            Some(config) => Stream::start_tls(tcp, host, config)
+                .await
+                .map_err(|e| match e {
+                    TlsStartError::BadName(message) => DriverError::fatal(message),
+                    TlsStartError::Handshake(e) => io_error(&e, &ep, Phase::Connect),
+                })?,
         };
         let mut link = Link {
             stream,

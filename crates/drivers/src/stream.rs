@@ -3,10 +3,29 @@
 
 use std::io;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use rustls::pki_types::ServerName;
+use rustls::ClientConfig;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, Interest, ReadBuf};
 use tokio::net::TcpStream;
+
+/// A TCP connection with Nagle's algorithm off, so that a request leaves
+/// as soon as it is written.
+pub(crate) async fn connect_tcp(host: &str, port: u16) -> io::Result<TcpStream> {
+    let tcp = TcpStream::connect((host, port)).await?;
+    tcp.set_nodelay(true)?;
+    Ok(tcp)
+}
+
+/// Why TLS could not be started; each driver classifies it its own way.
+pub(crate) enum TlsStartError {
+    /// `host` cannot be checked against a certificate; the message says so.
+    BadName(String),
+    /// The handshake failed.
+    Handshake(io::Error),
+}
 
 pub(crate) enum Stream {
     Plain(TcpStream),
@@ -14,6 +33,23 @@ pub(crate) enum Stream {
 }
 
 impl Stream {
+    /// Starts TLS on a connected socket, checking the server's certificate
+    /// for `host` as `config` asks.
+    pub(crate) async fn start_tls(
+        tcp: TcpStream,
+        host: &str,
+        config: &Arc<ClientConfig>,
+    ) -> Result<Stream, TlsStartError> {
+        let name = ServerName::try_from(host.to_string()).map_err(|_| {
+            TlsStartError::BadName(format!("'{host}' is not a valid TLS server name"))
+        })?;
+        let tls = tokio_rustls::TlsConnector::from(Arc::clone(config))
+            .connect(name, tcp)
+            .await
+            .map_err(TlsStartError::Handshake)?;
+        Ok(Stream::Tls(Box::new(tls)))
+    }
+
     /// Writes all of `buf`; through TLS, flushed, so it leaves now.
     #[inline]
     pub(crate) async fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
