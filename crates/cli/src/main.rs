@@ -244,9 +244,9 @@ fn run(a: &RunArgs, argv: Vec<String>, quiet: bool) -> anyhow::Result<RunResult>
     loadcell_drivers::open(&target, job)?
 }
 
-/// `--server-pid` names a process that exists (sweep and findmax check it
-/// before their first step, too).
-/// A worker thread with no session would only idle.
+/// `--workers` is at most the number of sessions: a worker thread with no
+/// session would only idle (sweep and findmax check it before their first
+/// step, too).
 fn check_workers(a: &RunArgs) -> anyhow::Result<()> {
     match a.workers {
         Some(w) if w > a.threads * a.clients => Err(anyhow!(
@@ -261,6 +261,8 @@ fn check_workers(a: &RunArgs) -> anyhow::Result<()> {
     }
 }
 
+/// `--server-pid` names a process that exists (sweep and findmax check it
+/// before their first step, too).
 fn check_server_pid(a: &RunArgs) -> anyhow::Result<()> {
     match a.server_pid {
         Some(pid) if !loadcell_record::resources::process_exists(pid) => Err(anyhow!(

@@ -272,30 +272,15 @@ impl std::fmt::Debug for MemcachedConn {
 
 impl KvConn for MemcachedConn {
     fn queue_get(&mut self, key: &[u8]) {
-        if !valid_key(key) {
-            self.ops.push(Op::BadKey(key.len()));
-            return;
-        }
-        encode_get(&mut self.wbuf, key);
-        self.ops.push(Op::Get);
+        self.queue(key, Op::Get, |buf| encode_get(buf, key));
     }
 
     fn queue_set(&mut self, key: &[u8], value: &[u8]) {
-        if !valid_key(key) {
-            self.ops.push(Op::BadKey(key.len()));
-            return;
-        }
-        encode_set(&mut self.wbuf, key, value);
-        self.ops.push(Op::Set);
+        self.queue(key, Op::Set, |buf| encode_set(buf, key, value));
     }
 
     fn queue_delete(&mut self, key: &[u8]) {
-        if !valid_key(key) {
-            self.ops.push(Op::BadKey(key.len()));
-            return;
-        }
-        encode_delete(&mut self.wbuf, key);
-        self.ops.push(Op::Delete);
+        self.queue(key, Op::Delete, |buf| encode_delete(buf, key));
     }
 
     fn queue_command(&mut self, _args: &[&[u8]]) -> Result<(), DriverError> {
@@ -324,6 +309,18 @@ impl KvConn for MemcachedConn {
 }
 
 impl MemcachedConn {
+    /// Encodes a request on `key`, or, for a key memcached would refuse,
+    /// sends nothing and answers it with an error at the flush.
+    #[inline]
+    fn queue(&mut self, key: &[u8], op: Op, encode: impl FnOnce(&mut Vec<u8>)) {
+        if valid_key(key) {
+            encode(&mut self.wbuf);
+            self.ops.push(op);
+        } else {
+            self.ops.push(Op::BadKey(key.len()));
+        }
+    }
+
     fn clear(&mut self) {
         self.wbuf.clear();
         self.ops.clear();

@@ -33,7 +33,7 @@ pub struct EnginePlan {
     /// Sessions (connections) per group.
     pub clients: usize,
     /// OS threads the sessions are spread over, each with its own runtime
-    /// and statistics; at most `threads`.
+    /// and statistics; at most `sessions()`.
     pub workers: usize,
     /// Measurement time limit.
     pub time: Option<Duration>,

@@ -125,9 +125,10 @@ impl KeyType {
     pub fn key(&self, buf: &mut Vec<u8>, n: u64) {
         buf.clear();
         buf.extend_from_slice(self.prefix.as_bytes());
-        let digits = decimal_digits(n);
-        buf.resize(self.key_length - digits, b'0');
-        buf.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+        let mut number = itoa::Buffer::new();
+        let number = number.format(n);
+        buf.resize(self.key_length - number.len(), b'0');
+        buf.extend_from_slice(number.as_bytes());
     }
 }
 
