@@ -485,10 +485,7 @@ impl PostgresConn {
                         0 => {}
                         3 => {
                             let pw = password.ok_or_else(no_password)?;
-                            self.wbuf.clear();
-                            frontend::password_message(pw.as_bytes(), &mut self.wbuf)
-                                .map_err(|e| Failure::Auth(e.to_string()))?;
-                            self.send_connect().await?;
+                            self.send_password(pw.as_bytes()).await?;
                         }
                         5 => {
                             let pw = password.ok_or_else(no_password)?;
@@ -497,10 +494,7 @@ impl PostgresConn {
                                 .and_then(|s| s.try_into().ok())
                                 .ok_or_else(|| protocol("short md5 salt"))?;
                             let hash = md5_hash(user.as_bytes(), pw.as_bytes(), salt);
-                            self.wbuf.clear();
-                            frontend::password_message(hash.as_bytes(), &mut self.wbuf)
-                                .map_err(|e| Failure::Auth(e.to_string()))?;
-                            self.send_connect().await?;
+                            self.send_password(hash.as_bytes()).await?;
                         }
                         10 => {
                             let pw = password.ok_or_else(no_password)?;
@@ -555,6 +549,14 @@ impl PostgresConn {
     /// Writes `wbuf` during the startup.
     async fn send_connect(&mut self) -> Result<(), Failure> {
         self.stream.write_all(&self.wbuf).await.map_err(connect_io)
+    }
+
+    /// Sends a PasswordMessage: the password itself, or its md5 hash.
+    async fn send_password(&mut self, secret: &[u8]) -> Result<(), Failure> {
+        self.wbuf.clear();
+        frontend::password_message(secret, &mut self.wbuf)
+            .map_err(|e| Failure::Auth(e.to_string()))?;
+        self.send_connect().await
     }
 
     /// The next whole message during the startup: its type and the range
