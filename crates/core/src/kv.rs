@@ -17,6 +17,19 @@ pub enum KvReply<'a> {
     Done,
 }
 
+/// Which request a reply answers, and which socket read brought it in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplyAt {
+    /// The request's position in the batch, in the order it was queued.
+    pub index: usize,
+    /// The flush's reads, counted from 0. Replies with the same `read`
+    /// arrived together, so one clock reading times them all.
+    pub read: u32,
+}
+
+/// Called with each reply of a flush, in request order.
+pub type OnReply<'f> = dyn FnMut(ReplyAt, Result<KvReply<'_>, DriverError>) + 'f;
+
 /// What a key-value connection can do beyond GET and SET, so workloads
 /// that need more are refused before any connection is opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -44,12 +57,9 @@ pub trait KvConn {
     fn queue_command(&mut self, args: &[&[u8]]) -> Result<(), DriverError>;
 
     /// Sends everything queued and reads one reply per request, in order.
-    /// `on_reply(index, reply)` is called as soon as each reply has been
+    /// `on_reply(at, reply)` is called as soon as each reply has been
     /// read, so the caller can time every request. A server-side error for
     /// one request (e.g. a wrong type) is passed to `on_reply`; an error
     /// that breaks the connection is returned, and the queue is cleared.
-    async fn flush(
-        &mut self,
-        on_reply: &mut dyn FnMut(usize, Result<KvReply<'_>, DriverError>),
-    ) -> Result<(), DriverError>;
+    async fn flush(&mut self, on_reply: &mut OnReply<'_>) -> Result<(), DriverError>;
 }

@@ -28,7 +28,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
-use loadcell_core::kv::{KvCapabilities, KvConn, KvReply};
+use loadcell_core::kv::{KvCapabilities, KvConn, KvReply, OnReply, ReplyAt};
 use loadcell_core::{Driver, DriverError, ErrorClass, ServerInfo, Target};
 use tokio::io::{AsyncReadExt, Interest};
 use tokio::net::TcpStream;
@@ -287,10 +287,7 @@ impl KvConn for MemcachedConn {
         Err(DriverError::fatal(MSG_NO_COMMANDS))
     }
 
-    async fn flush(
-        &mut self,
-        on_reply: &mut dyn FnMut(usize, Result<KvReply<'_>, DriverError>),
-    ) -> Result<(), DriverError> {
+    async fn flush(&mut self, on_reply: &mut OnReply<'_>) -> Result<(), DriverError> {
         if self.busy {
             self.clear();
             return Err(self.interrupted());
@@ -342,10 +339,7 @@ impl MemcachedConn {
     /// Writes the queue and reads every reply. While the socket will not
     /// take more (a large pipeline), replies are read meanwhile, so neither
     /// side can block the other.
-    async fn exchange(
-        &mut self,
-        on_reply: &mut dyn FnMut(usize, Result<KvReply<'_>, DriverError>),
-    ) -> Result<(), DriverError> {
+    async fn exchange(&mut self, on_reply: &mut OnReply<'_>) -> Result<(), DriverError> {
         let mut next = 0;
         let mut written = 0;
         while written < self.wbuf.len() {
@@ -517,6 +511,13 @@ impl ReadBuf {
         self.data.pending()
     }
 
+    fn reply_at(&self, index: usize) -> ReplyAt {
+        ReplyAt {
+            index,
+            read: self.data.reads(),
+        }
+    }
+
     fn consume(&mut self, n: usize) {
         self.data.consume(n);
     }
@@ -539,12 +540,12 @@ impl ReadBuf {
         ops: &[Op],
         mut next: usize,
         endpoint: &str,
-        on_reply: &mut dyn FnMut(usize, Result<KvReply<'_>, DriverError>),
+        on_reply: &mut OnReply<'_>,
     ) -> Result<usize, DriverError> {
         while next < ops.len() {
             let expect = match ops[next] {
                 Op::BadKey(len) => {
-                    on_reply(next, Err(bad_key(len)));
+                    on_reply(self.reply_at(next), Err(bad_key(len)));
                     next += 1;
                     continue;
                 }
@@ -563,7 +564,7 @@ impl ReadBuf {
                         Reply::Done => Ok(KvReply::Done),
                         Reply::Error(a, b) => Err(server_error(&buf[a..b], endpoint)),
                     };
-                    on_reply(next, result);
+                    on_reply(self.reply_at(next), result);
                     self.data.consume(len);
                     self.need = 0;
                     next += 1;
@@ -955,9 +956,9 @@ mod tests {
     }
 
     fn collect(rb: &mut ReadBuf, ops: &[Op], next: usize, got: &mut Vec<(usize, Got)>) -> usize {
-        rb.deliver(ops, next, EP, &mut |i, r| {
+        rb.deliver(ops, next, EP, &mut |at, r| {
             got.push((
-                i,
+                at.index,
                 match r {
                     Ok(KvReply::Hit(b)) => Got::Hit(b.to_vec()),
                     Ok(KvReply::Miss) => Got::Miss,

@@ -21,6 +21,9 @@ pub(crate) struct ReadBuffer {
     buf: Vec<u8>,
     start: usize,
     end: usize,
+    /// Reads so far (wrapping): replies parsed between two reads came in
+    /// together, so callers can time them with one clock reading.
+    reads: u32,
 }
 
 impl ReadBuffer {
@@ -29,6 +32,7 @@ impl ReadBuffer {
             buf: vec![0; capacity],
             start: 0,
             end: 0,
+            reads: 0,
         }
     }
 
@@ -117,6 +121,13 @@ impl ReadBuffer {
     pub(crate) fn filled(&mut self, n: usize) {
         debug_assert!(n <= self.buf.len() - self.end);
         self.end += n;
+        self.reads = self.reads.wrapping_add(1);
+    }
+
+    /// Which read the unread bytes came in: it changes with every read.
+    #[inline]
+    pub(crate) fn reads(&self) -> u32 {
+        self.reads
     }
 
     #[cfg(test)]

@@ -52,7 +52,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use loadcell_core::kv::{KvCapabilities, KvConn, KvReply};
+use loadcell_core::kv::{KvCapabilities, KvConn, KvReply, OnReply, ReplyAt};
 use loadcell_core::{Driver, DriverError, ErrorClass, ServerInfo, Target};
 use rustls::ClientConfig;
 use tokio::io::ReadBuf;
@@ -572,6 +572,15 @@ impl Link {
         }
     }
 
+    /// Request `index`'s reply, just parsed from this link's buffer.
+    #[inline]
+    fn reply_at(&self, index: usize) -> ReplyAt {
+        ReplyAt {
+            index,
+            read: self.rbuf.reads(),
+        }
+    }
+
     async fn fill(&mut self) -> Result<(), DriverError> {
         match poll_fn(|cx| self.poll_fill(cx)).await {
             Ok(()) => Ok(()),
@@ -1011,10 +1020,7 @@ struct Single {
 }
 
 impl Single {
-    async fn flush(
-        &mut self,
-        on_reply: &mut dyn FnMut(usize, Result<KvReply<'_>, DriverError>),
-    ) -> Result<(), DriverError> {
+    async fn flush(&mut self, on_reply: &mut OnReply<'_>) -> Result<(), DriverError> {
         let n = std::mem::take(&mut self.queued);
         if n == 0 {
             return Ok(());
@@ -1035,11 +1041,14 @@ impl Single {
                 Some(Reply::Error(s)) => {
                     let err =
                         reply_error(&self.link.rbuf.received()[s.start..s.end], &self.link.ep);
-                    on_reply(i, Err(err));
+                    on_reply(self.link.reply_at(i), Err(err));
                     i += 1;
                 }
                 Some(reply) => {
-                    on_reply(i, Ok(kv_reply(reply, self.link.rbuf.received())));
+                    on_reply(
+                        self.link.reply_at(i),
+                        Ok(kv_reply(reply, self.link.rbuf.received())),
+                    );
                     i += 1;
                 }
                 None => self.link.fill().await?,
@@ -1094,6 +1103,8 @@ struct Cluster {
     dirty: bool,
     redirects: Vec<Redirect>,
     resend: Vec<u8>,
+    /// Reads from any node (wrapping), for [`ReplyAt::read`].
+    reads: u32,
 }
 
 /// `(first slot, last slot, host, port)` of each master in `CLUSTER SLOTS`.
@@ -1172,6 +1183,7 @@ impl Cluster {
             dirty: false,
             redirects: Vec::new(),
             resend: Vec::new(),
+            reads: 0,
         };
         let mut seed_link = Some(seed_link);
         for (a, b, host, port) in ranges {
@@ -1262,10 +1274,7 @@ impl Cluster {
         self.resend.clear();
     }
 
-    async fn flush(
-        &mut self,
-        on_reply: &mut dyn FnMut(usize, Result<KvReply<'_>, DriverError>),
-    ) -> Result<(), DriverError> {
+    async fn flush(&mut self, on_reply: &mut OnReply<'_>) -> Result<(), DriverError> {
         if self.queued == 0 {
             return Ok(());
         }
@@ -1282,10 +1291,7 @@ impl Cluster {
         result
     }
 
-    async fn flush_rounds(
-        &mut self,
-        on_reply: &mut dyn FnMut(usize, Result<KvReply<'_>, DriverError>),
-    ) -> Result<(), DriverError> {
+    async fn flush_rounds(&mut self, on_reply: &mut OnReply<'_>) -> Result<(), DriverError> {
         let mut round = 0;
         loop {
             for node in &mut self.nodes {
@@ -1310,7 +1316,10 @@ impl Cluster {
                 for r in &redirects {
                     let kind = if r.ask { "ASK" } else { "MOVED" };
                     on_reply(
-                        r.idx,
+                        ReplyAt {
+                            index: r.idx,
+                            read: self.reads,
+                        },
                         Err(DriverError::retryable(format!(
                             "slot {} still redirected after {MAX_REDIRECT_ROUNDS} rounds \
                              (last: {kind} to {})",
@@ -1352,13 +1361,11 @@ impl Cluster {
 
     /// Reads the replies of every node concurrently, delivering each as soon
     /// as it is parsed; MOVED/ASK are set aside in `redirects`.
-    async fn read_round(
-        &mut self,
-        on_reply: &mut dyn FnMut(usize, Result<KvReply<'_>, DriverError>),
-    ) -> Result<(), DriverError> {
+    async fn read_round(&mut self, on_reply: &mut OnReply<'_>) -> Result<(), DriverError> {
         let nodes = &mut self.nodes;
         let redirects = &mut self.redirects;
         let resend = &mut self.resend;
+        let reads = &mut self.reads;
         poll_fn(|cx| {
             let mut done = true;
             for node in nodes.iter_mut() {
@@ -1366,7 +1373,10 @@ impl Cluster {
                     let reply = match node.link.next_reply() {
                         Ok(Some(r)) => r,
                         Ok(None) => match node.link.poll_fill(cx) {
-                            Poll::Ready(Ok(())) => continue,
+                            Poll::Ready(Ok(())) => {
+                                *reads = reads.wrapping_add(1);
+                                continue;
+                            }
                             Poll::Ready(Err(e)) => return Poll::Ready(Err(node.link.io_error(&e))),
                             Poll::Pending => {
                                 done = false;
@@ -1397,10 +1407,22 @@ impl Cluster {
                                         end: resend.len(),
                                     });
                                 }
-                                None => on_reply(p.idx, Err(reply_error(text, &node.link.ep))),
+                                None => on_reply(
+                                    ReplyAt {
+                                        index: p.idx,
+                                        read: *reads,
+                                    },
+                                    Err(reply_error(text, &node.link.ep)),
+                                ),
                             }
                         }
-                        reply => on_reply(p.idx, Ok(kv_reply(reply, node.link.rbuf.received()))),
+                        reply => on_reply(
+                            ReplyAt {
+                                index: p.idx,
+                                read: *reads,
+                            },
+                            Ok(kv_reply(reply, node.link.rbuf.received())),
+                        ),
                     }
                 }
             }
@@ -1462,10 +1484,7 @@ impl KvConn for RedisConn {
         Ok(())
     }
 
-    async fn flush(
-        &mut self,
-        on_reply: &mut dyn FnMut(usize, Result<KvReply<'_>, DriverError>),
-    ) -> Result<(), DriverError> {
+    async fn flush(&mut self, on_reply: &mut OnReply<'_>) -> Result<(), DriverError> {
         match &mut self.inner {
             Inner::Single(s) => s.flush(on_reply).await,
             Inner::Cluster(c) => c.flush(on_reply).await,

@@ -56,7 +56,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use loadcell_core::clock::wait_until;
-use loadcell_core::kv::{KvCapabilities, KvConn, KvReply};
+use loadcell_core::kv::{KvCapabilities, KvConn, KvReply, OnReply, ReplyAt};
 use loadcell_core::{Driver, DriverError, ServerInfo, Target};
 
 use crate::{DriverInfo, Family};
@@ -551,14 +551,12 @@ impl KvConn for SimConn {
         Ok(())
     }
 
-    async fn flush(
-        &mut self,
-        on_reply: &mut dyn FnMut(usize, Result<KvReply<'_>, DriverError>),
-    ) -> Result<(), DriverError> {
+    async fn flush(&mut self, on_reply: &mut OnReply<'_>) -> Result<(), DriverError> {
         let queue = Drain(&mut self.queue);
         if self.shared.trivial {
-            for (i, &get) in queue.0.iter().enumerate() {
-                on_reply(i, Ok(reply(get)));
+            // Answered at once: as if every reply came in one read.
+            for (index, &get) in queue.0.iter().enumerate() {
+                on_reply(ReplyAt { index, read: 0 }, Ok(reply(get)));
             }
             return Ok(());
         }
@@ -571,7 +569,12 @@ impl KvConn for SimConn {
         model.admit(arrival.as_nanos() as u64, &mut self.times);
         for (i, (&get, &done)) in queue.0.iter().zip(&self.times).enumerate() {
             wait_until(self.epoch + Duration::from_nanos(done)).await;
-            on_reply(i, Ok(reply(get)));
+            // Each reply completes at its own time, as if read on its own.
+            let at = ReplyAt {
+                index: i,
+                read: i as u32,
+            };
+            on_reply(at, Ok(reply(get)));
         }
         Ok(())
     }
@@ -846,8 +849,10 @@ mod tests {
             conn.queue_set(b"k", b"v");
             conn.queue_command(&[b"hset", b"k", b"f", b"v"]).unwrap();
             let mut got = Vec::new();
-            let mut on_reply = |i: usize, r: Result<KvReply<'_>, DriverError>| {
-                got.push((i, r.unwrap() == KvReply::Done));
+            let mut on_reply = |at: ReplyAt, r: Result<KvReply<'_>, DriverError>| {
+                // Answered at once, as if in one read.
+                assert_eq!(at.read, 0);
+                got.push((at.index, r.unwrap() == KvReply::Done));
             };
             let poll = pin!(conn.flush(&mut on_reply)).poll(&mut cx);
             assert!(matches!(poll, Poll::Ready(Ok(()))), "round {round}");
@@ -915,13 +920,14 @@ mod tests {
             }
             let start = Instant::now();
             let mut seen = Vec::new();
-            c.flush(&mut |i, _| seen.push((i, start.elapsed())))
+            c.flush(&mut |at, _| seen.push((at, start.elapsed())))
                 .await
                 .unwrap();
             assert_eq!(seen.len(), 20);
-            assert!(seen
-                .windows(2)
-                .all(|w| w[0].0 + 1 == w[1].0 && w[0].1 <= w[1].1));
+            // In order, each at its own time, so each in a read of its own.
+            assert!(seen.windows(2).all(|w| w[0].0.index + 1 == w[1].0.index
+                && w[0].0.read != w[1].0.read
+                && w[0].1 <= w[1].1));
             let last = seen[19].1;
             assert!(
                 last >= Duration::from_millis(1) && last < Duration::from_millis(10),

@@ -39,8 +39,11 @@ enum Got {
 /// Flushes the queue; every reply with its index, which must come in order.
 async fn flush(conn: &mut MemcachedConn) -> Vec<Got> {
     let mut got = Vec::new();
-    conn.flush(&mut |i, r| {
-        assert_eq!(i, got.len(), "replies come in order");
+    let mut last_read = None;
+    conn.flush(&mut |at, r| {
+        assert_eq!(at.index, got.len(), "replies come in order");
+        assert!(last_read <= Some(at.read), "replies come in read order");
+        last_read = Some(at.read);
         got.push(match r {
             Ok(KvReply::Hit(b)) => Got::Hit(b.to_vec()),
             Ok(KvReply::Miss) => Got::Miss,

@@ -46,9 +46,9 @@ enum Got {
 /// Flushes and returns `(index, reply)` in delivery order.
 async fn flush(conn: &mut RedisConn) -> Result<Vec<(usize, Got)>, DriverError> {
     let mut out = Vec::new();
-    conn.flush(&mut |i, r| {
+    conn.flush(&mut |at, r| {
         out.push((
-            i,
+            at.index,
             match r {
                 Ok(KvReply::Hit(v)) => Got::Hit(v.to_vec()),
                 Ok(KvReply::Miss) => Got::Miss,

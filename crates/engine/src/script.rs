@@ -5,7 +5,7 @@
 use std::cell::RefCell;
 use std::future::Future;
 use std::rc::Rc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use loadcell_core::DriverError;
 use loadcell_record::Stats;
@@ -85,6 +85,19 @@ pub struct BatchClock {
     sent: Instant,
 }
 
+/// Replies timed but not yet in the histograms: those of the socket read
+/// being processed, which all share one latency. Held per operation kind,
+/// so that a read bringing N replies costs one clock reading and one
+/// histogram step per kind instead of N of each.
+#[derive(Debug)]
+struct HeldReplies {
+    /// `ReplyAt::read` of the replies held; `None` when nothing is held.
+    read: Option<u32>,
+    took: Duration,
+    /// `(count, errors)` per operation kind.
+    per_kind: Vec<(u64, u64)>,
+}
+
 /// A worker's stats: one sink per phase, so that an event is counted in
 /// the phase it was claimed in, however late the interval is cut.
 #[derive(Debug)]
@@ -114,13 +127,20 @@ impl Sinks {
 pub struct Ctx {
     sinks: Rc<Sinks>,
     measured: bool,
+    held: HeldReplies,
 }
 
 impl Ctx {
     pub(crate) fn new(sinks: Rc<Sinks>) -> Ctx {
+        let op_kinds = sinks.measured.borrow().ops.len();
         Ctx {
             sinks,
             measured: true,
+            held: HeldReplies {
+                read: None,
+                took: Duration::ZERO,
+                per_kind: vec![(0, 0); op_kinds],
+            },
         }
     }
 
@@ -136,17 +156,43 @@ impl Ctx {
     /// Starts timing a pipelined batch: each reply's latency counts from
     /// this moment, when the batch is sent.
     #[inline]
-    pub fn batch_clock(&self) -> BatchClock {
+    pub fn batch_clock(&mut self) -> BatchClock {
+        self.record_held();
         BatchClock {
             sent: Instant::now(),
         }
     }
 
-    /// Records one reply of a batch started with [`Ctx::batch_clock`].
+    /// Records one reply of a batch started with [`Ctx::batch_clock`]. Its
+    /// latency runs to the end of the socket read that brought it in
+    /// (`read`, from [`ReplyAt`](loadcell_core::kv::ReplyAt)); replies of
+    /// that read share one clock reading. They are held until the next
+    /// read, the next batch or the end of the event.
     #[inline]
-    pub fn record_reply(&mut self, clock: &BatchClock, kind: usize, ok: bool) {
-        let took = clock.sent.elapsed();
-        self.stats().borrow_mut().record_op(kind, took, ok);
+    pub fn record_reply(&mut self, clock: &BatchClock, read: u32, kind: usize, ok: bool) {
+        if self.held.read != Some(read) {
+            self.record_held();
+            self.held.read = Some(read);
+            self.held.took = clock.sent.elapsed();
+        }
+        let (count, errors) = &mut self.held.per_kind[kind];
+        *count += 1;
+        *errors += u64::from(!ok);
+    }
+
+    /// Puts the held replies into the histograms.
+    #[inline]
+    pub(crate) fn record_held(&mut self) {
+        if self.held.read.take().is_none() {
+            return;
+        }
+        let mut stats = self.sinks.for_phase(self.measured).borrow_mut();
+        for (kind, held) in self.held.per_kind.iter_mut().enumerate() {
+            if held.0 > 0 {
+                stats.record_ops(kind, self.held.took, held.0, held.1);
+                *held = (0, 0);
+            }
+        }
     }
 
     /// Counts a read that found (or did not find) its key.
@@ -175,5 +221,65 @@ impl Ctx {
             .borrow_mut()
             .record_op(kind, took, result.is_ok());
         result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx(op_kinds: usize) -> Ctx {
+        Ctx::new(Rc::new(Sinks::new(op_kinds)))
+    }
+
+    #[test]
+    fn replies_of_one_read_share_one_latency_and_reach_the_histograms() {
+        let mut ctx = ctx(2);
+        let clock = ctx.batch_clock();
+        ctx.record_reply(&clock, 7, 0, true);
+        ctx.record_reply(&clock, 7, 1, true);
+        ctx.record_reply(&clock, 7, 0, false);
+        // Held until the read changes: nothing recorded yet.
+        assert_eq!(ctx.stats().borrow().ops_total(), 0);
+        std::thread::sleep(Duration::from_millis(3));
+        ctx.record_reply(&clock, 8, 0, true);
+        ctx.record_held();
+
+        let stats = ctx.stats().borrow();
+        let (get, set) = (&stats.ops[0], &stats.ops[1]);
+        assert_eq!((get.count, get.errors), (3, 1));
+        assert_eq!((set.count, set.errors), (1, 0));
+        assert_eq!(get.latency.len(), 3);
+        // Read 7's two replies at one early latency, read 8's one after 3 ms.
+        assert!(get.latency.max() >= 3000);
+        assert_eq!(get.latency.count_between(0, 2999), 2);
+        assert_eq!(set.latency.max(), set.latency.min());
+    }
+
+    #[test]
+    fn a_new_batch_records_what_the_last_one_held() {
+        let mut ctx = ctx(1);
+        let clock = ctx.batch_clock();
+        ctx.record_reply(&clock, 0, 0, true);
+        let clock = ctx.batch_clock();
+        assert_eq!(ctx.stats().borrow().ops[0].count, 1);
+        // The new batch's read 0 is timed afresh, not taken for the old one.
+        ctx.record_reply(&clock, 0, 0, true);
+        ctx.record_held();
+        assert_eq!(ctx.stats().borrow().ops[0].count, 2);
+        // Nothing held: recording again changes nothing.
+        ctx.record_held();
+        assert_eq!(ctx.stats().borrow().ops[0].count, 2);
+    }
+
+    #[test]
+    fn held_replies_go_to_the_phase_of_their_event() {
+        let mut ctx = ctx(1);
+        ctx.set_measured(false);
+        let clock = ctx.batch_clock();
+        ctx.record_reply(&clock, 0, 0, true);
+        ctx.record_held();
+        assert_eq!(ctx.sinks.warmup.borrow().ops[0].count, 1);
+        assert_eq!(ctx.sinks.measured.borrow().ops[0].count, 0);
     }
 }

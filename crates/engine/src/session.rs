@@ -113,20 +113,21 @@ where
             }
             let now = Instant::now();
             self.ctx.set_measured(now >= measure_start);
-            let due = match shared.schedule.claim(now, &mut rng) {
+            let (due, started) = match shared.schedule.claim(now, &mut rng) {
                 Claim::Stop => return,
-                Claim::Now => None,
+                // Closed loop: the event starts now; no second clock reading.
+                Claim::Now => (None, now),
                 Claim::Due(due) => {
                     wait_until(due).await;
-                    Some(due)
+                    (Some(due), Instant::now())
                 }
             };
-            let started = Instant::now();
             loop {
                 let result = shared
                     .script
                     .event(&mut conn, &mut session, &mut self.ctx)
                     .await;
+                self.ctx.record_held();
                 let e = match result {
                     Ok(()) => {
                         let end = Instant::now();

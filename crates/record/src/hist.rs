@@ -26,9 +26,15 @@ pub fn new_histogram() -> Micros {
 /// pathological value never fails a run.
 #[inline]
 pub fn record(h: &mut Micros, d: Duration) {
+    record_n(h, d, 1);
+}
+
+/// Records `count` occurrences of one duration, clamped as [`record`].
+#[inline]
+pub fn record_n(h: &mut Micros, d: Duration, count: u64) {
     let us = (d.as_micros() as u64).min(HIGHEST_US);
     // Cannot fail: the value is clamped into range.
-    let _ = h.record(us);
+    let _ = h.record_n(us, count);
 }
 
 /// Encodes as HdrHistogram V2 compressed, base64: readable by every

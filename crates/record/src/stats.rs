@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::hist::{new_histogram, record, Micros};
+use crate::hist::{new_histogram, record, record_n, Micros};
 
 /// How many distinct error messages are kept; the rest are only counted.
 pub const MAX_ERROR_SAMPLES: usize = 10;
@@ -96,12 +96,17 @@ impl Stats {
 
     #[inline]
     pub fn record_op(&mut self, kind: usize, took: Duration, ok: bool) {
+        self.record_ops(kind, took, 1, u64::from(!ok));
+    }
+
+    /// Records `count` operations of one kind that took the same time,
+    /// `errors` of them failed, in one histogram step.
+    #[inline]
+    pub fn record_ops(&mut self, kind: usize, took: Duration, count: u64, errors: u64) {
         let op = &mut self.ops[kind];
-        op.count += 1;
-        if !ok {
-            op.errors += 1;
-        }
-        record(&mut op.latency, took);
+        op.count += count;
+        op.errors += errors;
+        record_n(&mut op.latency, took, count);
     }
 
     /// Records a completed event. `lag` is `Some` for rate-limited runs.

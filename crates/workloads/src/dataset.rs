@@ -583,11 +583,11 @@ impl<C: KvConn> Script<C> for DataSetKv {
         let clock = ctx.batch_clock();
         let mut failure = None;
         let kinds = &s.kinds;
-        conn.flush(&mut |j, reply| {
-            let kind = kinds[j];
+        conn.flush(&mut |at, reply| {
+            let kind = kinds[at.index];
             // Even kinds are reads (`<type>_read`), odd ones writes.
             let read = kind.is_multiple_of(2);
-            ctx.record_reply(&clock, kind, reply.is_ok());
+            ctx.record_reply(&clock, at.read, kind, reply.is_ok());
             match reply {
                 Ok(KvReply::Hit(_)) if read => ctx.count_read(true),
                 Ok(KvReply::Miss) if read => ctx.count_read(false),
@@ -649,14 +649,14 @@ async fn first_existing<C: KvConn>(
     }
     let mut exists = None;
     let mut failure = None;
-    conn.flush(&mut |i, reply| match reply {
+    conn.flush(&mut |at, reply| match reply {
         Ok(KvReply::Hit(_)) => {
-            exists.get_or_insert(i);
+            exists.get_or_insert(at.index);
         }
         Ok(_) => {}
         // A key of another type (WRONGTYPE) is there too.
         Err(e) if e.message.contains("WRONGTYPE") => {
-            exists.get_or_insert(i);
+            exists.get_or_insert(at.index);
         }
         Err(e) => {
             failure.get_or_insert(e);

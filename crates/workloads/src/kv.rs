@@ -600,17 +600,17 @@ impl<C: KvConn> Script<C> for Kv {
         let verify = self.opts.verify;
         let (kinds, keys, scratch) = (&s.kinds, &s.keys, &mut s.scratch);
         let data_size = &self.opts.data_size;
-        conn.flush(&mut |i, reply| {
-            let kind = kinds[i];
+        conn.flush(&mut |at, reply| {
+            let kind = kinds[at.index];
+            ctx.record_reply(&clock, at.read, kind, reply.is_ok());
             match reply {
                 Ok(r) => {
-                    ctx.record_reply(&clock, kind, true);
                     if kind == GET {
                         match r {
                             KvReply::Hit(bytes) => {
                                 ctx.count_read(true);
                                 if verify {
-                                    let n = keys[i];
+                                    let n = keys[at.index];
                                     fill_for_key(scratch, n, data_size.pick(unit(mix(n ^ 0x5EED))));
                                     if bytes != scratch.as_slice() && failure.is_none() {
                                         failure = Some(DriverError::fatal(format!(
@@ -628,7 +628,6 @@ impl<C: KvConn> Script<C> for Kv {
                     }
                 }
                 Err(e) => {
-                    ctx.record_reply(&clock, kind, false);
                     if failure.is_none() {
                         failure = Some(e);
                     }
@@ -857,6 +856,7 @@ mod tests {
     }
 
     fn session(kv: &Kv, index: usize, count: usize) -> KvSession {
+        use loadcell_core::kv::OnReply;
         struct NoConn;
         impl KvConn for NoConn {
             fn queue_get(&mut self, _: &[u8]) {}
@@ -865,10 +865,7 @@ mod tests {
             fn queue_command(&mut self, _: &[&[u8]]) -> Result<(), DriverError> {
                 Ok(())
             }
-            async fn flush(
-                &mut self,
-                _: &mut dyn FnMut(usize, Result<KvReply<'_>, DriverError>),
-            ) -> Result<(), DriverError> {
+            async fn flush(&mut self, _: &mut OnReply<'_>) -> Result<(), DriverError> {
                 Ok(())
             }
         }

@@ -1,7 +1,7 @@
 //! A key-value connection for unit tests: it records what a workload
 //! queues and answers nothing.
 
-use loadcell_core::kv::{KvConn, KvReply};
+use loadcell_core::kv::{KvConn, OnReply};
 use loadcell_core::DriverError;
 
 #[derive(Default)]
@@ -50,10 +50,7 @@ impl KvConn for Recorder {
         Ok(())
     }
 
-    async fn flush(
-        &mut self,
-        _: &mut dyn FnMut(usize, Result<KvReply<'_>, DriverError>),
-    ) -> Result<(), DriverError> {
+    async fn flush(&mut self, _: &mut OnReply<'_>) -> Result<(), DriverError> {
         Ok(())
     }
 }

@@ -1200,9 +1200,9 @@ pub struct YcsbKvSession {
 async fn flush<C: KvConn>(conn: &mut C) -> Result<Option<bool>, DriverError> {
     let mut failure = None;
     let mut first = None;
-    conn.flush(&mut |i, reply| match reply {
-        Ok(KvReply::Hit(_)) if i == 0 => first = Some(true),
-        Ok(KvReply::Miss) if i == 0 => first = Some(false),
+    conn.flush(&mut |at, reply| match reply {
+        Ok(KvReply::Hit(_)) if at.index == 0 => first = Some(true),
+        Ok(KvReply::Miss) if at.index == 0 => first = Some(false),
         Ok(_) => {}
         Err(e) => {
             failure.get_or_insert(e);
