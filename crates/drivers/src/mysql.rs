@@ -27,15 +27,16 @@
 //! RSA-encrypted with the server's public key over plain TCP), including
 //! auth switch requests. Other plugins are a fatal error naming them.
 
+use std::cell::Cell;
 use std::io;
 use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use loadcell_core::kv::KvCapabilities;
-use loadcell_core::sql::{Dialect, SqlConn, SqlParam};
+use loadcell_core::sql::{wrong_param_count, Dialect, SqlConn, SqlParam};
 use loadcell_core::{Driver, DriverError, ErrorClass, ServerInfo, Target};
-use mysql_common::constants::{CapabilityFlags, StatusFlags};
+use mysql_common::constants::{CapabilityFlags, MariadbCapabilities, StatusFlags};
 use mysql_common::io::ParseBuf;
 use mysql_common::packets::{
     AuthPlugin, AuthSwitchRequest, HandshakePacket, HandshakeResponse, SslRequest,
@@ -359,12 +360,35 @@ impl std::fmt::Debug for MysqlConn {
 pub struct MysqlStmt {
     id: u32,
     params: u16,
+    /// The parameter types the server has for this statement (see
+    /// [`param_types`]); `None` before the first execution.
+    bound: Cell<Option<u64>>,
+}
+
+/// The parameter types of an execution, a bit per parameter (set for
+/// text); `None` when there are too many to track, so they are sent
+/// every time.
+fn param_types(params: &[SqlParam<'_>]) -> Option<u64> {
+    if params.len() > 64 {
+        return None;
+    }
+    Some(params.iter().enumerate().fold(0, |bits, (i, p)| match p {
+        SqlParam::Int(_) => bits,
+        SqlParam::Text(_) => bits | 1 << i,
+    }))
 }
 
 impl MysqlConn {
     /// The server's id for this connection (`CONNECTION_ID()`).
     pub fn connection_id(&self) -> u32 {
         self.session.id
+    }
+
+    /// Whether the server leaves column definitions out of a prepared
+    /// statement's repeated executions (MariaDB's metadata caching, 10.6
+    /// and later), as it does for Connector/C.
+    pub fn caches_metadata(&self) -> bool {
+        self.session.framing.cache_metadata
     }
 
     /// Closes the connection politely (COM_QUIT). Dropping it works too.
@@ -401,17 +425,24 @@ impl SqlConn for MysqlConn {
         params: &[SqlParam<'_>],
     ) -> Result<u64, DriverError> {
         if usize::from(stmt.params) != params.len() {
-            return Err(DriverError::fatal(format!(
-                "the statement takes {} parameters but {} were given",
-                stmt.params,
-                params.len()
+            return Err(DriverError::fatal(wrong_param_count(
+                stmt.params.into(),
+                params.len(),
             )));
         }
+        // Types go with the first execution and whenever they change;
+        // otherwise the server keeps the last ones, as with libmysqlclient.
+        let types = param_types(params);
+        let send_types = types.is_none() || stmt.bound.get() != types;
         let s = &mut self.session;
         s.begin()?;
-        encode_execute(&mut s.wbuf, stmt.id, params);
+        encode_execute(&mut s.wbuf, stmt.id, params, send_types);
         s.send().await?;
-        s.walk_response(false, None).await
+        let result = s.walk_response(false, None).await;
+        if send_types && result.is_ok() {
+            stmt.bound.set(types);
+        }
+        result
     }
 
     async fn simple(&mut self, sql: &str) -> Result<(), DriverError> {
@@ -675,7 +706,7 @@ fn encode_command(buf: &mut Vec<u8>, command: u8, arg: &[u8]) {
 /// once it is large enough): no cursor, one iteration, no NULLs, types
 /// sent every time (LONGLONG for Int, VAR_STRING for Text).
 #[inline]
-fn encode_execute(buf: &mut Vec<u8>, id: u32, params: &[SqlParam<'_>]) {
+fn encode_execute(buf: &mut Vec<u8>, id: u32, params: &[SqlParam<'_>], send_types: bool) {
     buf.clear();
     buf.extend_from_slice(&[0, 0, 0, 0, COM_STMT_EXECUTE]);
     buf.extend_from_slice(&id.to_le_bytes());
@@ -684,13 +715,15 @@ fn encode_execute(buf: &mut Vec<u8>, id: u32, params: &[SqlParam<'_>]) {
     if !params.is_empty() {
         let bitmap = params.len().div_ceil(8);
         buf.resize(buf.len() + bitmap, 0);
-        buf.push(1); // new params bound
-        for p in params {
-            let t = match p {
-                SqlParam::Int(_) => MYSQL_TYPE_LONGLONG,
-                SqlParam::Text(_) => MYSQL_TYPE_VAR_STRING,
-            };
-            buf.extend_from_slice(&[t, 0]);
+        buf.push(u8::from(send_types)); // new params bound
+        if send_types {
+            for p in params {
+                let t = match p {
+                    SqlParam::Int(_) => MYSQL_TYPE_LONGLONG,
+                    SqlParam::Text(_) => MYSQL_TYPE_VAR_STRING,
+                };
+                buf.extend_from_slice(&[t, 0]);
+            }
         }
         for p in params {
             match *p {
@@ -753,6 +786,19 @@ fn parse_ok(p: &[u8]) -> Option<OkInfo> {
     Some(OkInfo { affected, status })
 }
 
+/// How the server frames result sets on this connection, as negotiated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Framing {
+    /// CLIENT_DEPRECATE_EOF: an OK (`0xFE`) ends a result set, and no EOF
+    /// follows the column definitions.
+    deprecate_eof: bool,
+    /// MariaDB's MARIADB_CLIENT_CACHE_METADATA: a byte after the column
+    /// count says whether column definitions follow; a statement's
+    /// executions after the first leave them out, as they do for
+    /// Connector/C (and so for sysbench).
+    cache_metadata: bool,
+}
+
 /// Status flags of a result set's terminator.
 fn terminator_status(p: &[u8], deprecate_eof: bool) -> Option<u16> {
     if deprecate_eof {
@@ -795,17 +841,17 @@ enum Step {
 #[derive(Debug)]
 struct Walker {
     state: WalkState,
-    deprecate_eof: bool,
+    framing: Framing,
     result_sets: u32,
     rows: u64,
     affected: u64,
 }
 
 impl Walker {
-    fn new(deprecate_eof: bool) -> Walker {
+    fn new(framing: Framing) -> Walker {
         Walker {
             state: WalkState::Start,
-            deprecate_eof,
+            framing,
             result_sets: 0,
             rows: 0,
             affected: 0,
@@ -827,8 +873,8 @@ impl Walker {
         match self.state {
             WalkState::Rows => {
                 if first == 0xFE && p.len() < MAX_PAYLOAD {
-                    let status =
-                        terminator_status(p, self.deprecate_eof).ok_or("bad end of result set")?;
+                    let status = terminator_status(p, self.framing.deprecate_eof)
+                        .ok_or("bad end of result set")?;
                     return Ok(self.after(status));
                 }
                 if first == 0xFF {
@@ -848,8 +894,15 @@ impl Walker {
                 _ => {
                     let mut pos = 0;
                     let n = lenenc(p, &mut pos).ok_or("bad column count")?;
+                    let metadata_follows = if self.framing.cache_metadata {
+                        *p.get(pos)
+                            .ok_or("no metadata flag after the column count")?
+                            != 0
+                    } else {
+                        true
+                    };
                     self.result_sets += 1;
-                    self.state = if n > 0 {
+                    self.state = if n > 0 && metadata_follows {
                         WalkState::Columns(n)
                     } else {
                         WalkState::Rows
@@ -858,7 +911,7 @@ impl Walker {
                 }
             },
             WalkState::Columns(n) => {
-                self.state = match (n - 1, self.deprecate_eof) {
+                self.state = match (n - 1, self.framing.deprecate_eof) {
                     (0, true) => WalkState::Rows,
                     (0, false) => WalkState::ColumnsEof,
                     (left, _) => WalkState::Columns(left),
@@ -916,7 +969,7 @@ struct Session {
     stream: Stream,
     pb: PacketBuf,
     wbuf: Vec<u8>,
-    deprecate_eof: bool,
+    framing: Framing,
     /// The server's connection id.
     id: u32,
     state: State,
@@ -975,6 +1028,14 @@ impl Session {
         if s.db.is_some() {
             caps |= CapabilityFlags::CLIENT_CONNECT_WITH_DB;
         }
+        // A MariaDB server announces its extended capabilities by leaving
+        // out CLIENT_MYSQL (CLIENT_LONG_PASSWORD, so `caps` lacks it too),
+        // and reads the client's from a response that leaves it out.
+        let mariadb_caps = if server_caps.contains(CapabilityFlags::CLIENT_LONG_PASSWORD) {
+            MariadbCapabilities::empty()
+        } else {
+            hs.mariadb_ext_capabilities() & MariadbCapabilities::MARIADB_CLIENT_CACHE_METADATA
+        };
 
         let mut wbuf = Vec::with_capacity(1024);
         let mut on_tls = false;
@@ -984,6 +1045,12 @@ impl Session {
                 seq = seq.wrapping_add(1);
                 let mut body = Vec::new();
                 SslRequest::new(caps, MAX_PACKET, UTF8MB4_GENERAL_CI).serialize(&mut body);
+                // MariaDB takes the extended capabilities from this packet
+                // on TLS, in the last 4 of its 23 reserved bytes, which
+                // `SslRequest` leaves zero.
+                if let Some(ext) = body.get_mut(28..32) {
+                    ext.copy_from_slice(&mariadb_caps.bits().to_le_bytes());
+                }
                 put_packet(&mut wbuf, seq, &body);
                 stream.write_all(&wbuf).await.map_err(io_err)?;
                 let Stream::Plain(tcp) = stream else {
@@ -1020,7 +1087,8 @@ impl Session {
             caps,
             None,
             MAX_PACKET,
-        );
+        )
+        .with_mariadb_ext_capabilities(mariadb_caps);
         let mut body = Vec::new();
         response.serialize(&mut body);
         seq = seq.wrapping_add(1);
@@ -1032,7 +1100,11 @@ impl Session {
             stream,
             pb,
             wbuf,
-            deprecate_eof: caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF),
+            framing: Framing {
+                deprecate_eof: caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF),
+                cache_metadata: mariadb_caps
+                    .contains(MariadbCapabilities::MARIADB_CLIENT_CACHE_METADATA),
+            },
             id,
             state: State::Ready,
             ctx: Arc::clone(ctx),
@@ -1209,7 +1281,7 @@ impl Session {
         text: bool,
         mut rows: Option<&mut Vec<Vec<Option<Vec<u8>>>>>,
     ) -> Result<u64, DriverError> {
-        let mut w = Walker::new(self.deprecate_eof);
+        let mut w = Walker::new(self.framing);
         loop {
             let r = self.packet(Phase::Use).await?;
             let p = &self.pb.bytes()[r];
@@ -1278,13 +1350,17 @@ impl Session {
             if n == 0 {
                 continue;
             }
-            let skip = usize::from(n) + usize::from(!self.deprecate_eof);
+            let skip = usize::from(n) + usize::from(!self.framing.deprecate_eof);
             for _ in 0..skip {
                 self.packet(Phase::Use).await?;
             }
         }
         self.state = State::Ready;
-        Ok(MysqlStmt { id, params })
+        Ok(MysqlStmt {
+            id,
+            params,
+            bound: Cell::new(None),
+        })
     }
 
     /// COM_QUIT, then closes the stream.
@@ -1750,11 +1826,8 @@ mod tests {
     #[test]
     fn execute_encoding_byte_for_byte() {
         let mut buf = Vec::new();
-        encode_execute(
-            &mut buf,
-            0x0102_0304,
-            &[SqlParam::Int(-2), SqlParam::Text("hé")],
-        );
+        let params = [SqlParam::Int(-2), SqlParam::Text("hé")];
+        encode_execute(&mut buf, 0x0102_0304, &params, true);
         let mut want = vec![
             0x17, // COM_STMT_EXECUTE
             0x04, 0x03, 0x02, 0x01, // statement id
@@ -1768,18 +1841,26 @@ mod tests {
             0x03, b'h', 0xC3, 0xA9, // "hé"
         ];
         let mut framed = vec![want.len() as u8, 0, 0, 0];
+        framed.extend_from_slice(&want);
+        assert_eq!(buf, framed);
+
+        // Types already bound: the flag is 0 and the types are left out.
+        encode_execute(&mut buf, 0x0102_0304, &params, false);
+        want[11] = 0x00;
+        want.drain(12..16);
+        let mut framed = vec![want.len() as u8, 0, 0, 0];
         framed.append(&mut want);
         assert_eq!(buf, framed);
 
         // No parameters: no bitmap, no types.
-        encode_execute(&mut buf, 9, &[]);
+        encode_execute(&mut buf, 9, &[], true);
         assert_eq!(buf, [10, 0, 0, 0, 0x17, 9, 0, 0, 0, 0, 1, 0, 0, 0]);
 
         // Nine parameters: a two-byte NULL bitmap; a long text: 0xFC length.
         let long = "x".repeat(300);
         let mut params = vec![SqlParam::Int(1); 8];
         params.push(SqlParam::Text(&long));
-        encode_execute(&mut buf, 1, &params);
+        encode_execute(&mut buf, 1, &params, true);
         let body = &buf[4..];
         assert_eq!(le24(&buf), body.len());
         assert_eq!(&body[10..13], &[0, 0, 1], "bitmap, new params bound");
@@ -1793,7 +1874,12 @@ mod tests {
         let cap = buf.capacity();
         let ptr = buf.as_ptr();
         for i in 0..100 {
-            encode_execute(&mut buf, 1, &[SqlParam::Int(i), SqlParam::Text("abc")]);
+            encode_execute(
+                &mut buf,
+                1,
+                &[SqlParam::Int(i), SqlParam::Text("abc")],
+                true,
+            );
         }
         assert_eq!((buf.capacity(), buf.as_ptr()), (cap, ptr));
     }
@@ -1874,8 +1960,15 @@ mod tests {
     }
 
     /// Runs payloads through a walker; the steps, and the count at the end.
+    fn framing(deprecate_eof: bool) -> Framing {
+        Framing {
+            deprecate_eof,
+            cache_metadata: false,
+        }
+    }
+
     fn walk(deprecate_eof: bool, packets: &[&[u8]]) -> (Vec<Step>, u64) {
-        let mut w = Walker::new(deprecate_eof);
+        let mut w = Walker::new(framing(deprecate_eof));
         let steps = packets.iter().map(|p| w.feed(p).unwrap()).collect();
         (steps, w.count())
     }
@@ -1931,11 +2024,57 @@ mod tests {
             (vec![More, Done], 3)
         );
 
-        let mut w = Walker::new(false);
+        let mut w = Walker::new(framing(false));
         w.feed(&[1]).unwrap();
         w.feed(COLDEF).unwrap();
         assert!(w.feed(&[0x00]).is_err(), "no EOF after the columns");
-        assert!(Walker::new(true).feed(&[]).is_err());
+        assert!(Walker::new(framing(true)).feed(&[]).is_err());
+    }
+
+    #[test]
+    fn walks_result_sets_with_cached_metadata() {
+        use Step::*;
+        let cached = Framing {
+            deprecate_eof: true,
+            cache_metadata: true,
+        };
+        let walk = |packets: &[&[u8]]| {
+            let mut w = Walker::new(cached);
+            let steps: Vec<Step> = packets.iter().map(|p| w.feed(p).unwrap()).collect();
+            (steps, w.count())
+        };
+        let row: &[u8] = &[0x00, 0x00, 1, 0, 0, 0, 0, 0, 0, 0];
+        let end: &[u8] = &[0xFE, 0, 0, 0x02, 0, 0, 0];
+        // Metadata follows (a statement's first execution): as without caching.
+        assert_eq!(
+            walk(&[&[1, 1], COLDEF, row, end]),
+            (vec![More, More, Row, Done], 1)
+        );
+        // Metadata left out: the rows come straight after the count.
+        assert_eq!(
+            walk(&[&[2, 0], row, row, end]),
+            (vec![More, Row, Row, Done], 2)
+        );
+        // Without DEPRECATE_EOF no EOF stands for the missing definitions.
+        let mut w = Walker::new(Framing {
+            deprecate_eof: false,
+            ..cached
+        });
+        assert_eq!(w.feed(&[1, 0]), Ok(More));
+        assert_eq!(w.feed(row), Ok(Row));
+        // A count without the flag byte is a protocol error, not a guess.
+        assert!(Walker::new(cached).feed(&[1]).is_err());
+    }
+
+    #[test]
+    fn param_types_are_a_bit_per_text_parameter() {
+        assert_eq!(param_types(&[]), Some(0));
+        assert_eq!(
+            param_types(&[SqlParam::Int(1), SqlParam::Text("a"), SqlParam::Int(2)]),
+            Some(0b010)
+        );
+        assert_eq!(param_types(&vec![SqlParam::Text("a"); 64]), Some(u64::MAX));
+        assert_eq!(param_types(&vec![SqlParam::Int(1); 65]), None);
     }
 
     #[test]
@@ -2195,13 +2334,20 @@ mod tests {
                 stream: Stream::Plain(tcp),
                 pb: PacketBuf::new(READ_BUF),
                 wbuf: Vec::new(),
-                deprecate_eof: true,
+                framing: Framing {
+                    deprecate_eof: true,
+                    cache_metadata: false,
+                },
                 id: 1,
                 state: State::Ready,
                 ctx,
             },
         };
-        let stmt = MysqlStmt { id: 1, params: 1 };
+        let stmt = MysqlStmt {
+            id: 1,
+            params: 1,
+            bound: Cell::new(None),
+        };
         let late = tokio::time::timeout(
             std::time::Duration::from_millis(50),
             conn.exec(&stmt, &[SqlParam::Int(1)]),

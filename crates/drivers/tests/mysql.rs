@@ -97,6 +97,14 @@ async fn statements_results_and_user_errors() {
     assert_eq!(conn.exec(&range, &two(100, 200)).await.unwrap(), 0);
     assert_eq!(conn.exec(&sum, &two(1, 3)).await.unwrap(), 1);
     assert_eq!(conn.exec(&update, &[SqlParam::Int(3)]).await.unwrap(), 3);
+    // MariaDB 10.11 caches column definitions: they come with the first
+    // execution only, and the later ones above and below still count right.
+    assert!(conn.caches_metadata());
+    // The same parameter as text: the types are sent again, then left out.
+    for _ in 0..2 {
+        let text = [SqlParam::Text("4"), SqlParam::Text("6")];
+        assert_eq!(conn.exec(&range, &text).await.unwrap(), 3);
+    }
     // The same statement many times (the hot path).
     for i in 0..200 {
         assert_eq!(
@@ -399,6 +407,7 @@ async fn tls_sessions() {
         format!("sslmode=verify-full&sslrootcert={}", ca.display()),
     ] {
         let mut conn = connect(&format!("{url}?{query}")).await;
+        assert!(conn.caches_metadata(), "{query}: negotiated over TLS too");
         let cipher = conn.query_strings(cipher_of).await.unwrap();
         assert!(
             cipher.len() == 1 && !cipher[0].is_empty(),
