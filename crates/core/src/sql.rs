@@ -55,3 +55,13 @@ pub trait SqlConn {
     /// Runs a query and returns the first column of every row as text.
     async fn query_strings(&mut self, sql: &str) -> Result<Vec<String>, DriverError>;
 }
+
+/// What every SQL driver says when a statement is run with the wrong
+/// number of parameters (a fatal error, found before anything is sent).
+#[cold]
+pub fn wrong_param_count(expected: usize, given: usize) -> String {
+    format!(
+        "the statement takes {expected} parameter{}, {given} given",
+        if expected == 1 { "" } else { "s" }
+    )
+}

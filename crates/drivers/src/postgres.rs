@@ -23,7 +23,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use bytes::BytesMut;
-use loadcell_core::sql::{Dialect, SqlConn, SqlParam};
+use loadcell_core::sql::{wrong_param_count, Dialect, SqlConn, SqlParam};
 use loadcell_core::{Driver, DriverError, ErrorClass, ServerInfo, Target};
 use postgres_protocol::authentication::md5_hash;
 use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256};
@@ -1085,10 +1085,7 @@ fn check_params(types: &[u32], params: &[SqlParam<'_>]) -> Result<(), Failure> {
 
 #[cold]
 fn wrong_count(expected: usize, got: usize) -> Failure {
-    Failure::Other(format!(
-        "the statement takes {expected} parameter{}, {got} given",
-        if expected == 1 { "" } else { "s" }
-    ))
+    Failure::Other(wrong_param_count(expected, got))
 }
 
 #[cold]

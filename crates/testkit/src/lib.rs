@@ -18,11 +18,11 @@
 
 mod memcached;
 mod redis;
+mod tls;
 
 pub use memcached::memcached;
-pub use redis::{
-    make_certificates, redis, redis_cli, redis_cluster, redis_tls, redis_with_password, TestCluster,
-};
+pub use redis::{redis, redis_cli, redis_cluster, redis_tls, redis_with_password, TestCluster};
+pub use tls::make_certificates;
 
 use std::collections::HashSet;
 use std::fs::{self, File};
@@ -283,7 +283,7 @@ fn start_mariadb_with(first_port: Option<u16>, tls: bool) -> Result<TestServer, 
     let tls_dir = server.root().join("tls");
     if tls {
         // World-readable: the server may run as `mysql`.
-        redis::make_certificates(&tls_dir)?;
+        tls::make_certificates(&tls_dir)?;
     }
 
     let mut port = first_port.unwrap_or_else(free_port);
@@ -440,7 +440,7 @@ fn start_postgres_with(first_port: Option<u16>, tls: bool) -> Result<TestServer,
     if tls {
         // The server wants its key private to it (0600, its own).
         let tls_dir = server.root().join("tls");
-        redis::make_certificates(&tls_dir)?;
+        tls::make_certificates(&tls_dir)?;
         for (from, to) in [("server.pem", "server.crt"), ("server.key", "server.key")] {
             let dest = server.data_dir.join(to);
             fs::copy(tls_dir.join(from), &dest)
