@@ -248,14 +248,13 @@ fn run(a: &RunArgs, argv: Vec<String>, quiet: bool) -> anyhow::Result<RunResult>
 /// session would only idle (sweep and findmax check it before their first
 /// step, too).
 fn check_workers(a: &RunArgs) -> anyhow::Result<()> {
+    let sessions = a.threads * a.clients;
     match a.workers {
-        Some(w) if w > a.threads * a.clients => Err(anyhow!(
-            "--workers {w} is more than the sessions to run (--threads {} x --clients {} = {}): \
-             give --workers {} at most",
+        Some(w) if w > sessions => Err(anyhow!(
+            "--workers {w} is more than the sessions to run (--threads {} x --clients {} = \
+             {sessions}): give --workers {sessions} at most",
             a.threads,
             a.clients,
-            a.threads * a.clients,
-            a.threads * a.clients
         )),
         _ => Ok(()),
     }

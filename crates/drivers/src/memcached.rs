@@ -28,7 +28,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
-use loadcell_core::kv::{KvCapabilities, KvConn, KvReply, OnReply, ReplyAt};
+use loadcell_core::kv::{KvCapabilities, KvConn, KvReply, OnReply};
 use loadcell_core::{Driver, DriverError, ErrorClass, ServerInfo, Target};
 use tokio::io::{AsyncReadExt, Interest};
 use tokio::net::TcpStream;
@@ -511,13 +511,6 @@ impl ReadBuf {
         self.data.pending()
     }
 
-    fn reply_at(&self, index: usize) -> ReplyAt {
-        ReplyAt {
-            index,
-            read: self.data.reads(),
-        }
-    }
-
     fn consume(&mut self, n: usize) {
         self.data.consume(n);
     }
@@ -545,7 +538,7 @@ impl ReadBuf {
         while next < ops.len() {
             let expect = match ops[next] {
                 Op::BadKey(len) => {
-                    on_reply(self.reply_at(next), Err(bad_key(len)));
+                    on_reply(self.data.reply_at(next), Err(bad_key(len)));
                     next += 1;
                     continue;
                 }
@@ -564,7 +557,7 @@ impl ReadBuf {
                         Reply::Done => Ok(KvReply::Done),
                         Reply::Error(a, b) => Err(server_error(&buf[a..b], endpoint)),
                     };
-                    on_reply(self.reply_at(next), result);
+                    on_reply(self.data.reply_at(next), result);
                     self.data.consume(len);
                     self.need = 0;
                     next += 1;

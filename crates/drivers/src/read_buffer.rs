@@ -13,6 +13,8 @@
 
 use std::ops::Range;
 
+use loadcell_core::kv::ReplyAt;
+
 /// Room a read gets at least.
 pub(crate) const MIN_ROOM: usize = 4 * 1024;
 
@@ -124,10 +126,14 @@ impl ReadBuffer {
         self.reads = self.reads.wrapping_add(1);
     }
 
-    /// Which read the unread bytes came in: it changes with every read.
+    /// Where request `index`'s reply, just parsed from this buffer, stands:
+    /// replies parsed between the same two reads share `read`.
     #[inline]
-    pub(crate) fn reads(&self) -> u32 {
-        self.reads
+    pub(crate) fn reply_at(&self, index: usize) -> ReplyAt {
+        ReplyAt {
+            index,
+            read: self.reads,
+        }
     }
 
     #[cfg(test)]

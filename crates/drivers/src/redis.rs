@@ -572,15 +572,6 @@ impl Link {
         }
     }
 
-    /// Request `index`'s reply, just parsed from this link's buffer.
-    #[inline]
-    fn reply_at(&self, index: usize) -> ReplyAt {
-        ReplyAt {
-            index,
-            read: self.rbuf.reads(),
-        }
-    }
-
     async fn fill(&mut self) -> Result<(), DriverError> {
         match poll_fn(|cx| self.poll_fill(cx)).await {
             Ok(()) => Ok(()),
@@ -1041,12 +1032,12 @@ impl Single {
                 Some(Reply::Error(s)) => {
                     let err =
                         reply_error(&self.link.rbuf.received()[s.start..s.end], &self.link.ep);
-                    on_reply(self.link.reply_at(i), Err(err));
+                    on_reply(self.link.rbuf.reply_at(i), Err(err));
                     i += 1;
                 }
                 Some(reply) => {
                     on_reply(
-                        self.link.reply_at(i),
+                        self.link.rbuf.reply_at(i),
                         Ok(kv_reply(reply, self.link.rbuf.received())),
                     );
                     i += 1;

@@ -435,7 +435,7 @@ pub fn fnv1a_64(n: u64) -> i64 {
 pub fn push_key(buf: &mut String, n: u64) {
     buf.clear();
     buf.push_str("user");
-    let _ = write!(buf, "{}", fnv1a_64(n));
+    buf.push_str(itoa::Buffer::new().format(fnv1a_64(n)));
 }
 
 /// How often a key draw may land on a record not inserted yet before it
