@@ -16,6 +16,7 @@ pub mod sim;
 pub mod sqlite;
 mod stream;
 mod tls;
+mod url_text;
 
 use loadcell_core::kv::{KvCapabilities, KvConn};
 use loadcell_core::sql::SqlConn;

@@ -47,6 +47,7 @@ use rustls::ClientConfig;
 use crate::read_buffer::ReadBuffer;
 use crate::stream::{connect_tcp, Stream, TlsStartError};
 use crate::tls::SslMode;
+use crate::url_text::percent_decode;
 use crate::{DriverInfo, Family};
 
 pub const INFO: DriverInfo = DriverInfo {
@@ -169,35 +170,6 @@ fn parse_url(url: &url::Url) -> Result<Settings, String> {
         sslmode,
         sslrootcert,
     })
-}
-
-/// Decodes `%XX` escapes (URL user info and path stay escaped in `url::Url`).
-fn percent_decode(s: &str, what: &str) -> Result<String, String> {
-    if !s.contains('%') {
-        return Ok(s.to_string());
-    }
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = bytes
-                .get(i + 1..i + 3)
-                .and_then(|h| std::str::from_utf8(h).ok())
-                .and_then(|h| u8::from_str_radix(h, 16).ok());
-            match hex {
-                Some(b) => {
-                    out.push(b);
-                    i += 3;
-                    continue;
-                }
-                None => return Err(format!("bad %-escape in the {what}")),
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8(out).map_err(|_| format!("the {what} is not UTF-8 once decoded"))
 }
 
 /// A MySQL/MariaDB target. Cheap to share: the settings and the TLS
@@ -1627,15 +1599,6 @@ mod tests {
             assert!(d.tls.is_some(), "{mode}");
             assert_eq!(d.ctx.sslmode.as_str(), mode);
         }
-    }
-
-    #[test]
-    fn percent_decoding() {
-        assert_eq!(percent_decode("a%2Fb%20c", "x").unwrap(), "a/b c");
-        assert_eq!(percent_decode("%C3%A9", "x").unwrap(), "é");
-        assert!(percent_decode("%zz", "x").is_err());
-        assert!(percent_decode("%4", "x").is_err());
-        assert!(percent_decode("%ff", "x").is_err());
     }
 
     #[test]

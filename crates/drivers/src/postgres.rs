@@ -36,6 +36,7 @@ use tokio::net::TcpStream;
 use crate::read_buffer::ReadBuffer;
 use crate::stream::{connect_tcp, Stream, TlsStartError};
 use crate::tls::{self, SslMode};
+use crate::url_text::percent_decode;
 use crate::{DriverInfo, Family};
 use loadcell_core::kv::KvCapabilities;
 
@@ -93,20 +94,23 @@ impl Settings {
         let host = match url.host() {
             None => DEFAULT_HOST.to_string(),
             Some(url::Host::Domain("")) => DEFAULT_HOST.to_string(),
-            Some(url::Host::Domain(d)) => percent_decode(d)?,
+            Some(url::Host::Domain(d)) => percent_decode(d, "host")?,
             Some(url::Host::Ipv4(ip)) => ip.to_string(),
             Some(url::Host::Ipv6(ip)) => ip.to_string(),
         };
         let port = url.port().unwrap_or(DEFAULT_PORT);
-        let user = Some(percent_decode(url.username())?).filter(|u| !u.is_empty());
-        let password = url.password().map(percent_decode).transpose()?;
+        let user = Some(percent_decode(url.username(), "user")?).filter(|u| !u.is_empty());
+        let password = url
+            .password()
+            .map(|p| percent_decode(p, "password"))
+            .transpose()?;
         let path = url.path().strip_prefix('/').unwrap_or(url.path());
         if path.contains('/') {
             return Err(format!(
                 "the path must be just the database name, got '/{path}'"
             ));
         }
-        let dbname = Some(percent_decode(path)?).filter(|d| !d.is_empty());
+        let dbname = Some(percent_decode(path, "database name")?).filter(|d| !d.is_empty());
 
         let mut sslmode = SslMode::Disable;
         let mut sslrootcert = None;
@@ -152,36 +156,6 @@ impl Settings {
             format!("{}:{}", self.host, self.port)
         }
     }
-}
-
-/// Decodes `%XX` escapes (URL user, password, host and path are left
-/// encoded by the `url` crate).
-fn percent_decode(s: &str) -> Result<String, String> {
-    if !s.contains('%') {
-        return Ok(s.to_string());
-    }
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = bytes
-                .get(i + 1..i + 3)
-                .and_then(|h| std::str::from_utf8(h).ok())
-                .and_then(|h| u8::from_str_radix(h, 16).ok());
-            match hex {
-                Some(b) => {
-                    out.push(b);
-                    i += 3;
-                    continue;
-                }
-                None => return Err("bad %-escape in the URL".to_string()),
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8(out).map_err(|_| "a %-escape in the URL is not UTF-8".to_string())
 }
 
 // ---------------------------------------------------------------------------
@@ -1379,10 +1353,9 @@ mod tests {
         assert_eq!(s.host, "::1");
         assert_eq!(s.endpoint(), "[::1]:5433");
         assert_eq!(
-            percent_decode("a%2"),
-            Err("bad %-escape in the URL".to_string())
+            settings("postgres://u:a%2@h/db").unwrap_err(),
+            "bad %-escape in the password"
         );
-        assert!(percent_decode("%ff").is_err());
     }
 
     #[test]

@@ -60,6 +60,7 @@ use tokio::io::ReadBuf;
 use crate::read_buffer::ReadBuffer;
 use crate::stream::{connect_tcp, Stream, TlsStartError};
 use crate::tls::{self, SslMode};
+use crate::url_text::percent_decode;
 use crate::{DriverInfo, Family};
 
 pub const INFO: DriverInfo = DriverInfo {
@@ -216,33 +217,6 @@ fn parse_target(target: &Target) -> Result<Settings, String> {
         sslmode,
         sslrootcert,
     })
-}
-
-/// Decodes `%XX` escapes (URL user info and hosts stay escaped in `url::Url`).
-fn percent_decode(s: &str, what: &str) -> Result<String, String> {
-    if !s.contains('%') {
-        return Ok(s.to_string());
-    }
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = bytes
-                .get(i + 1..i + 3)
-                .and_then(|h| std::str::from_utf8(h).ok())
-                .and_then(|h| u8::from_str_radix(h, 16).ok());
-            let Some(b) = hex else {
-                return Err(format!("bad %-escape in the {what}"));
-            };
-            out.push(b);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).map_err(|_| format!("the {what} is not UTF-8 once decoded"))
 }
 
 // ---------------------------------------------------------------------------

@@ -1,0 +1,52 @@
+//! The parts of a target URL that `url::Url` leaves %-escaped (user,
+//! password, host name, path), decoded for the drivers that take them.
+
+/// Decodes `%XX` escapes in the URL's `what` (e.g. "password"); a bad
+/// escape or bytes that are not UTF-8 once decoded are errors that name it.
+pub(crate) fn percent_decode(s: &str, what: &str) -> Result<String, String> {
+    if !s.contains('%') {
+        return Ok(s.to_string());
+    }
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = bytes
+                .get(i + 1..i + 3)
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .and_then(|h| u8::from_str_radix(h, 16).ok());
+            let Some(b) = hex else {
+                return Err(format!("bad %-escape in the {what}"));
+            };
+            out.push(b);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| format!("the {what} is not UTF-8 once decoded"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::percent_decode;
+
+    #[test]
+    fn percent_decoding() {
+        assert_eq!(percent_decode("a%2Fb%20c", "x").unwrap(), "a/b c");
+        assert_eq!(percent_decode("%C3%A9", "x").unwrap(), "é");
+        assert_eq!(percent_decode("plain", "x").unwrap(), "plain");
+        assert_eq!(
+            percent_decode("%zz", "user"),
+            Err("bad %-escape in the user".to_string())
+        );
+        assert!(percent_decode("%4", "x").is_err());
+        assert!(percent_decode("a%2", "x").is_err());
+        assert_eq!(
+            percent_decode("%ff", "password"),
+            Err("the password is not UTF-8 once decoded".to_string())
+        );
+    }
+}
