@@ -56,6 +56,29 @@ pub trait SqlConn {
     async fn query_strings(&mut self, sql: &str) -> Result<Vec<String>, DriverError>;
 }
 
+/// An integer from the text a server sends for a number: an integer type,
+/// or a DECIMAL/numeric whose fraction is all zeros (`SUM` and `AVG` of
+/// integers come as DECIMAL, e.g. `5050.000`). Exact over the whole `i64`
+/// range; anything else (a fraction, an exponent, text) is `None`.
+pub fn integer_from_text(text: &str) -> Option<i64> {
+    let text = text.trim();
+    if let Ok(v) = text.parse() {
+        return Some(v);
+    }
+    let (int, frac) = text.split_once('.')?;
+    if frac.bytes().all(|b| b == b'0') {
+        int.parse().ok()
+    } else {
+        None
+    }
+}
+
+/// What every SQL driver says when `query_i64` gets something else.
+#[cold]
+pub fn not_an_integer(sql: &str, got: &str) -> String {
+    format!("expected an integer from `{sql}`, got {got}")
+}
+
 /// What every SQL driver says when a statement is run with the wrong
 /// number of parameters (a fatal error, found before anything is sent).
 #[cold]
@@ -64,4 +87,28 @@ pub fn wrong_param_count(expected: usize, given: usize) -> String {
         "the statement takes {expected} parameter{}, {given} given",
         if expected == 1 { "" } else { "s" }
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::integer_from_text;
+
+    #[test]
+    fn integers_come_exactly_from_integer_and_decimal_text() {
+        assert_eq!(integer_from_text("42"), Some(42));
+        assert_eq!(integer_from_text(" -3 "), Some(-3));
+        assert_eq!(integer_from_text("-9223372036854775808"), Some(i64::MIN));
+        // Above 2^53, where a trip through f64 would round.
+        assert_eq!(
+            integer_from_text("9007199254740993.000"),
+            Some(9_007_199_254_740_993)
+        );
+        assert_eq!(integer_from_text("1500.000"), Some(1500));
+        assert_eq!(integer_from_text("1500."), Some(1500));
+        assert_eq!(integer_from_text("1.5"), None);
+        assert_eq!(integer_from_text("3e0"), None);
+        assert_eq!(integer_from_text("t"), None);
+        assert_eq!(integer_from_text(".0"), None);
+        assert_eq!(integer_from_text("99999999999999999999"), None);
+    }
 }

@@ -34,7 +34,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use loadcell_core::kv::KvCapabilities;
-use loadcell_core::sql::{wrong_param_count, Dialect, SqlConn, SqlParam};
+use loadcell_core::sql::{
+    integer_from_text, not_an_integer, wrong_param_count, Dialect, SqlConn, SqlParam,
+};
 use loadcell_core::{Driver, DriverError, ErrorClass, ServerInfo, Target};
 use mysql_common::constants::{CapabilityFlags, MariadbCapabilities, StatusFlags};
 use mysql_common::io::ParseBuf;
@@ -427,9 +429,13 @@ impl SqlConn for MysqlConn {
 
     async fn query_i64(&mut self, sql: &str) -> Result<Option<i64>, DriverError> {
         let value = self.first_value(sql).await?;
-        text_to_i64(value.as_deref()).map_err(|shown| {
-            DriverError::fatal(format!("expected an integer from `{sql}`, got {shown}"))
-        })
+        let Some(value) = value else {
+            return Ok(None);
+        };
+        let text = String::from_utf8_lossy(&value);
+        integer_from_text(&text)
+            .map(Some)
+            .ok_or_else(|| DriverError::fatal(not_an_integer(sql, &format!("'{text}'"))))
     }
 
     async fn query_strings(&mut self, sql: &str) -> Result<Vec<String>, DriverError> {
@@ -442,26 +448,6 @@ impl SqlConn for MysqlConn {
                     .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
             })
             .collect())
-    }
-}
-
-/// An integer from the text a server sends for a number (SUM/MAX of
-/// integers may come as DECIMAL, e.g. `5050.000`). `Ok(None)` for NULL;
-/// `Err(shown value)` for anything else.
-fn text_to_i64(v: Option<&[u8]>) -> Result<Option<i64>, String> {
-    let Some(b) = v else {
-        return Ok(None);
-    };
-    let s = String::from_utf8_lossy(b);
-    let t = s.trim();
-    if let Ok(i) = t.parse::<i64>() {
-        return Ok(Some(i));
-    }
-    match t.parse::<f64>() {
-        Ok(f) if f.fract() == 0.0 && f >= i64::MIN as f64 && f < i64::MAX as f64 => {
-            Ok(Some(f as i64))
-        }
-        _ => Err(format!("'{t}'")),
     }
 }
 
@@ -1681,18 +1667,6 @@ mod tests {
             "{e}"
         );
         assert!(e.message.contains("sslrootcert"), "{e}");
-    }
-
-    #[test]
-    fn text_to_integers() {
-        assert_eq!(text_to_i64(None), Ok(None));
-        assert_eq!(text_to_i64(Some(b"-3")), Ok(Some(-3)));
-        assert_eq!(text_to_i64(Some(b"42")), Ok(Some(42)));
-        assert_eq!(text_to_i64(Some(b"5050.000")), Ok(Some(5050)));
-        assert_eq!(text_to_i64(Some(b"3e0")), Ok(Some(3)));
-        assert!(text_to_i64(Some(b"18446744073709551615")).is_err());
-        assert!(text_to_i64(Some(b"1.5")).is_err());
-        assert_eq!(text_to_i64(Some(b"abc")), Err("'abc'".to_string()));
     }
 
     #[test]

@@ -23,7 +23,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use bytes::BytesMut;
-use loadcell_core::sql::{wrong_param_count, Dialect, SqlConn, SqlParam};
+use loadcell_core::sql::{
+    integer_from_text, not_an_integer, wrong_param_count, Dialect, SqlConn, SqlParam,
+};
 use loadcell_core::{Driver, DriverError, ErrorClass, ServerInfo, Target};
 use postgres_protocol::authentication::md5_hash;
 use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256};
@@ -768,9 +770,9 @@ impl SqlConn for PostgresConn {
     async fn query_i64(&mut self, sql: &str) -> Result<Option<i64>, DriverError> {
         match self.first_column(sql).await?.into_iter().next().flatten() {
             None => Ok(None),
-            Some(text) => parse_integer(&text).map(Some).ok_or_else(|| {
-                DriverError::fatal(format!("expected an integer from `{sql}`, got '{text}'"))
-            }),
+            Some(text) => integer_from_text(&text)
+                .map(Some)
+                .ok_or_else(|| DriverError::fatal(not_an_integer(sql, &format!("'{text}'")))),
         }
     }
 
@@ -1112,21 +1114,6 @@ fn shorten(sql: &str) -> std::borrow::Cow<'_, str> {
         end -= 1;
     }
     format!("{}...", &sql[..end]).into()
-}
-
-/// An integer in PostgreSQL's text form: int2/int4/int8, or a numeric
-/// without a fractional part (`SUM(bigint)` is numeric).
-fn parse_integer(text: &str) -> Option<i64> {
-    let text = text.trim();
-    if let Ok(v) = text.parse() {
-        return Some(v);
-    }
-    let (int, frac) = text.split_once('.')?;
-    if frac.bytes().all(|b| b == b'0') {
-        int.parse().ok()
-    } else {
-        None
-    }
 }
 
 // ---------------------------------------------------------------------------
@@ -1577,17 +1564,6 @@ mod tests {
         let long = format!("INSERT INTO t VALUES {}", "(1, 'é'),".repeat(100));
         let short = shorten(&long);
         assert!(short.len() <= 163 && short.ends_with("..."), "{short}");
-    }
-
-    #[test]
-    fn integers_from_text() {
-        assert_eq!(parse_integer("42"), Some(42));
-        assert_eq!(parse_integer("-9223372036854775808"), Some(i64::MIN));
-        assert_eq!(parse_integer("1500.000"), Some(1500));
-        assert_eq!(parse_integer("1500."), Some(1500));
-        assert_eq!(parse_integer("1.5"), None);
-        assert_eq!(parse_integer("t"), None);
-        assert_eq!(parse_integer("99999999999999999999"), None);
     }
 
     /// One backend message: type, length, body.

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use loadcell_core::sql::{Dialect, SqlConn, SqlParam};
+use loadcell_core::sql::{not_an_integer, Dialect, SqlConn, SqlParam};
 use loadcell_core::{Driver, DriverError, ServerInfo, Target};
 use rusqlite::types::ValueRef;
 use rusqlite::{ErrorCode, OpenFlags};
@@ -171,9 +171,13 @@ impl SqlConn for SqliteConn {
             Some(row) => match row.get_ref(0).map_err(classify)? {
                 ValueRef::Null => Ok(None),
                 ValueRef::Integer(v) => Ok(Some(v)),
-                ValueRef::Real(v) => Ok(Some(v as i64)),
-                other => Err(DriverError::fatal(format!(
-                    "expected an integer from '{sql}', got {other:?}"
+                // SQLite's AVG and SUM of REALs; exact ones only.
+                ValueRef::Real(v) if v.fract() == 0.0 && v.abs() < 2f64.powi(63) => {
+                    Ok(Some(v as i64))
+                }
+                other => Err(DriverError::fatal(not_an_integer(
+                    sql,
+                    &format!("{other:?}"),
                 ))),
             },
         }
@@ -245,6 +249,12 @@ mod tests {
                 3
             );
             assert_eq!(c.query_i64("SELECT MAX(id) FROM t").await.unwrap(), Some(5));
+            assert_eq!(c.query_i64("SELECT 3.0").await.unwrap(), Some(3));
+            let err = c.query_i64("SELECT 1.5").await.unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                "expected an integer from `SELECT 1.5`, got Real(1.5)"
+            );
             assert_eq!(
                 c.query_i64("SELECT MAX(id) FROM t WHERE id > 9")
                     .await

@@ -134,6 +134,13 @@ async fn statements_results_and_user_errors() {
             .unwrap(),
         None
     );
+    // Exact above 2^53, where a trip through f64 would round to ...992.
+    assert_eq!(
+        conn.query_i64("SELECT CAST(9007199254740993 AS DECIMAL(20,3))")
+            .await
+            .unwrap(),
+        Some(9_007_199_254_740_993)
+    );
     assert_eq!(conn.query_i64("SELECT NULL").await.unwrap(), None);
     assert_eq!(
         conn.query_i64("SELECT id FROM t WHERE id < 0")
@@ -143,6 +150,12 @@ async fn statements_results_and_user_errors() {
         "no row"
     );
     let err = conn.query_i64("SELECT 'abc'").await.unwrap_err();
+    assert_error(&err, ErrorClass::Fatal, None);
+    assert_eq!(
+        err.to_string(),
+        "expected an integer from `SELECT 'abc'`, got 'abc'"
+    );
+    let err = conn.query_i64("SELECT 1.5").await.unwrap_err();
     assert_error(&err, ErrorClass::Fatal, None);
 
     assert_eq!(conn.query_strings("SHOW TABLES").await.unwrap(), vec!["t"]);
