@@ -1391,6 +1391,13 @@ fn classify_server(code: u16, message: &str, ctx: &Ctx) -> DriverError {
         ),
         1049 => format!("{message} at {ep}: create it or fix the database name in --target"),
         1040 | 1203 => format!("{message} (at {ep})"),
+        // Each session prepares its own statements (per table for the
+        // OLTP suite), so the server's global limit caps the sessions.
+        1461 => format!(
+            "{message} at {ep}: every session prepares its own statements; run fewer sessions \
+             (--threads, or --tables for the OLTP workloads) or raise the limit on the server \
+             (SET GLOBAL max_prepared_stmt_count = ...)"
+        ),
         1053 => format!("the server at {ep} is shutting down: {message}"),
         1927 => format!("connection to {ep} was killed: {message}"),
         2006 | 2013 | 2055 => format!("lost connection to {ep}: {message}"),
@@ -1622,6 +1629,16 @@ mod tests {
         assert!(e.message.contains("'nope'") && e.message.contains("127.0.0.1:3306"));
         let e = classify_server(1927, "Connection was killed", &c);
         assert_eq!(e.class, ErrorClass::Connection);
+        let e = classify_server(
+            1461,
+            "Can't create more than max_prepared_stmt_count statements (current value: 16382)",
+            &c,
+        );
+        assert_eq!(e.class, ErrorClass::Fatal);
+        assert!(e
+            .message
+            .contains("(current value: 16382) at 127.0.0.1:3306: every session"));
+        assert!(e.message.contains("SET GLOBAL max_prepared_stmt_count"));
     }
 
     #[test]
