@@ -178,9 +178,15 @@ where
 
     let (tx, mut rx) = mpsc::unbounded_channel();
     let mut handles = Vec::new();
+    // Per worker: where its stats go back once merged and emptied.
+    let mut give_back = Vec::new();
     for w in 0..plan.workers {
-        match worker::spawn(Arc::clone(&shared), w, tx.clone()) {
-            Ok(h) => handles.push(h),
+        let (back_tx, back_rx) = mpsc::unbounded_channel();
+        match worker::spawn(Arc::clone(&shared), w, tx.clone(), back_rx) {
+            Ok(h) => {
+                handles.push(h);
+                give_back.push(back_tx);
+            }
             Err(e) => {
                 shared.control.stop(
                     StopReason::FatalError,
@@ -209,6 +215,8 @@ where
     let mut emitted = 0usize;
     let mut total = Stats::new(n_ops);
     let mut carry = Stats::new(n_ops);
+    // Emptied stats for the next intervals' `Pending`s (see `Stats::reset`).
+    let mut spare: Vec<Stats> = Vec::new();
     let mut worker_cpu = vec![0.0; workers];
     let mut last_cpu = vec![Duration::ZERO; workers];
     let mut saturation = Saturation::default();
@@ -261,14 +269,21 @@ where
                     }
                 };
                 let p = pending.entry(seq).or_insert_with(|| Pending {
-                    measured: Stats::new(n_ops),
-                    warmup: Stats::new(n_ops),
+                    measured: spare.pop().unwrap_or_else(|| Stats::new(n_ops)),
+                    warmup: spare.pop().unwrap_or_else(|| Stats::new(n_ops)),
                     cpu: vec![None; workers],
                     done_at: None,
                 });
                 p.cpu[w] = Some(cut.cpu);
                 p.measured.merge(&cut.measured);
                 p.warmup.merge(&cut.warmup);
+                if done_at.is_none() {
+                    for mut stats in [cut.measured, cut.warmup] {
+                        stats.reset();
+                        // A worker that has finished no longer takes any.
+                        let _ = give_back[w].send(stats);
+                    }
+                }
                 if let Some(at) = done_at {
                     p.done_at = Some(p.done_at.map_or(at, |d| d.max(at)));
                 }
@@ -339,7 +354,11 @@ where
                     &carry,
                 ));
                 total.merge(&carry);
-                carry = Stats::new(n_ops);
+                carry.reset();
+            }
+            for mut stats in [p.measured, p.warmup] {
+                stats.reset();
+                spare.push(stats);
             }
             last_end = end;
             emitted += 1;

@@ -1,16 +1,17 @@
 //! Worker threads. Each runs a current-thread runtime with its sessions and
 //! owns one `Stats` they all record into without locks. A flusher task
 //! swaps the stats out at every interval boundary and hands them to the
-//! collector; merging happens there, off the hot path.
+//! collector; merging happens there, off the hot path, and the collector
+//! sends the emptied stats back for the next swap.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use loadcell_core::Driver;
 use loadcell_record::Stats;
-use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tokio::task::{JoinSet, LocalSet};
 
 use crate::collector::Phase;
@@ -60,10 +61,18 @@ pub(crate) struct Cut {
 }
 
 impl Cut {
-    fn take(sinks: &Sinks) -> Cut {
+    /// Swaps the sinks' stats for emptied ones the collector sent back, or
+    /// new ones while none have come back yet.
+    fn take(sinks: &Sinks, recycled: &mut UnboundedReceiver<Stats>) -> Cut {
+        let mut swap = |sink: &RefCell<Stats>| {
+            let fresh = recycled
+                .try_recv()
+                .unwrap_or_else(|_| Stats::new(sink.borrow().ops.len()));
+            std::mem::replace(&mut *sink.borrow_mut(), fresh)
+        };
         Cut {
-            measured: sinks.measured.borrow_mut().take(),
-            warmup: sinks.warmup.borrow_mut().take(),
+            measured: swap(&sinks.measured),
+            warmup: swap(&sinks.warmup),
             cpu: thread_cpu(),
         }
     }
@@ -92,6 +101,7 @@ pub(crate) fn spawn<D, S>(
     shared: Arc<Shared<D, S>>,
     worker: usize,
     tx: UnboundedSender<(usize, Report)>,
+    recycled: UnboundedReceiver<Stats>,
 ) -> std::io::Result<std::thread::JoinHandle<()>>
 where
     D: Driver,
@@ -104,30 +114,36 @@ where
                 .enable_all()
                 .build()
                 .expect("a current-thread runtime can always be built");
-            LocalSet::new().block_on(&runtime, work(shared, worker, tx));
+            LocalSet::new().block_on(&runtime, work(shared, worker, tx, recycled));
         })
 }
 
-async fn work<D, S>(shared: Arc<Shared<D, S>>, worker: usize, tx: UnboundedSender<(usize, Report)>)
-where
+async fn work<D, S>(
+    shared: Arc<Shared<D, S>>,
+    worker: usize,
+    tx: UnboundedSender<(usize, Report)>,
+    recycled: UnboundedReceiver<Stats>,
+) where
     D: Driver,
     S: Script<D::Conn> + Send + Sync,
 {
     let sinks = Rc::new(Sinks::new(shared.script.ops().len()));
     let next_seq = Rc::new(Cell::new(0usize));
+    let recycled = Rc::new(RefCell::new(recycled));
 
     let flusher = {
-        let (shared, sinks, next_seq, tx) = (
+        let (shared, sinks, next_seq, tx, recycled) = (
             Arc::clone(&shared),
             Rc::clone(&sinks),
             Rc::clone(&next_seq),
             tx.clone(),
+            Rc::clone(&recycled),
         );
         tokio::task::spawn_local(async move {
             while let Some((at, _)) = shared.boundary(next_seq.get()) {
                 tokio::time::sleep_until(at.into()).await;
                 let seq = next_seq.get();
-                let cut = Cut::take(&sinks);
+                let cut = Cut::take(&sinks, &mut recycled.borrow_mut());
                 next_seq.set(seq + 1);
                 if tx.send((worker, Report::Interval { seq, cut })).is_err() {
                     return;
@@ -158,7 +174,7 @@ where
         worker,
         Report::Done {
             seq: next_seq.get(),
-            cut: Cut::take(&sinks),
+            cut: Cut::take(&sinks, &mut recycled.borrow_mut()),
             at,
         },
     ));

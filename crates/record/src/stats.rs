@@ -89,9 +89,50 @@ impl Stats {
         }
     }
 
-    /// Takes what was recorded so far, leaving empty stats of the same shape.
-    pub fn take(&mut self) -> Stats {
-        std::mem::replace(self, Stats::new(self.ops.len()))
+    /// Empties these stats for reuse, keeping their shape. Histograms are
+    /// large (1 µs to 1 h at 3 digits is about 180 KB each), so the engine
+    /// recycles stats instead of allocating and zeroing new ones every
+    /// interval; only histograms that hold something are cleared.
+    pub fn reset(&mut self) {
+        // Destructured so that a new field cannot be forgotten here.
+        let Stats {
+            events,
+            failed_events,
+            retries,
+            reconnects,
+            late,
+            dropped,
+            response,
+            service,
+            lag,
+            ops,
+            error_samples,
+            unsampled_errors,
+            hits,
+            misses,
+        } = self;
+        for n in [
+            events,
+            failed_events,
+            retries,
+            reconnects,
+            late,
+            dropped,
+            unsampled_errors,
+            hits,
+            misses,
+        ] {
+            *n = 0;
+        }
+        for op in ops.iter_mut() {
+            op.count = 0;
+            op.errors = 0;
+            clear(&mut op.latency);
+        }
+        for h in [response, service, lag] {
+            clear(h);
+        }
+        error_samples.clear();
     }
 
     #[inline]
@@ -161,17 +202,16 @@ impl Stats {
         self.reconnects += other.reconnects;
         self.late += other.late;
         self.dropped += other.dropped;
-        // Same bounds on both sides, so adding cannot fail.
-        let _ = self.response.add(&other.response);
-        let _ = self.service.add(&other.service);
-        let _ = self.lag.add(&other.lag);
+        add(&mut self.response, &other.response);
+        add(&mut self.service, &other.service);
+        add(&mut self.lag, &other.lag);
         if self.ops.len() < other.ops.len() {
             self.ops.resize_with(other.ops.len(), OpStats::new);
         }
         for (mine, theirs) in self.ops.iter_mut().zip(&other.ops) {
             mine.count += theirs.count;
             mine.errors += theirs.errors;
-            let _ = mine.latency.add(&theirs.latency);
+            add(&mut mine.latency, &theirs.latency);
         }
         for s in &other.error_samples {
             self.add_error_sample(&s.class, &s.message, s.count);
@@ -179,6 +219,22 @@ impl Stats {
         self.unsampled_errors += other.unsampled_errors;
         self.hits += other.hits;
         self.misses += other.misses;
+    }
+}
+
+/// Adds `from` into `to`. Adding walks every bucket, so empty histograms
+/// (operation kinds a workload did not use, `lag` in closed loop) are skipped.
+fn add(to: &mut Micros, from: &Micros) {
+    if !from.is_empty() {
+        // Same bounds on both sides, so adding cannot fail.
+        let _ = to.add(from);
+    }
+}
+
+/// Zeroes a histogram that holds something (zeroing walks every bucket).
+fn clear(h: &mut Micros) {
+    if !h.is_empty() {
+        h.reset();
     }
 }
 
@@ -210,13 +266,29 @@ mod tests {
     }
 
     #[test]
-    fn take_leaves_empty_stats_of_same_shape() {
+    fn reset_leaves_empty_stats_of_the_same_shape() {
         let mut a = Stats::new(3);
-        a.record_op(2, Duration::from_micros(10), true);
-        let taken = a.take();
-        assert_eq!(taken.ops_total(), 1);
-        assert_eq!(a.ops_total(), 0);
+        a.record_op(2, Duration::from_micros(10), false);
+        a.record_event(
+            Duration::from_millis(4),
+            Duration::from_millis(2),
+            Some(Duration::from_millis(3)),
+        );
+        a.sample_error("fatal", "boom");
+        a.hits = 2;
+        a.reset();
         assert_eq!(a.ops.len(), 3);
+        assert_eq!((a.ops_total(), a.op_errors_total()), (0, 0));
+        assert_eq!((a.events, a.late, a.hits), (0, 0, 0));
+        assert!(a.response.is_empty() && a.service.is_empty() && a.lag.is_empty());
+        assert!(a.ops[2].latency.is_empty());
+        assert!(a.error_samples.is_empty());
+        // Reused stats record and merge like new ones.
+        a.record_op(2, Duration::from_micros(20), true);
+        let mut b = Stats::new(3);
+        b.merge(&a);
+        assert_eq!(b.ops[2].latency.max(), 20);
+        assert_eq!(b.ops[2].latency.len(), 1);
     }
 
     #[test]
