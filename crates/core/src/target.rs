@@ -45,6 +45,17 @@ impl Target {
             });
         }
         let url = url::Url::parse(raw).map_err(|e| malformed(e.to_string()))?;
+        // An `@` past the authority of a URL without credentials is a
+        // password whose `/`, `?` or `#` cut the authority short: the URL
+        // "parses" with the wrong host, and would be shown unredacted.
+        let after_scheme = raw.split_once("://").map_or("", |(_, rest)| rest);
+        if url.username().is_empty() && url.password().is_none() && after_scheme.contains('@') {
+            return Err(malformed(
+                "an '@' after the host: percent-encode '/', '?', '#' and '@' in the user \
+                 and password (%2F, %3F, %23, %40)"
+                    .to_string(),
+            ));
+        }
         // `scheme://` alone (options aside) means the driver's default host,
         // or none at all for `sim://`; a port, credentials or a database
         // without a host is a typo.
@@ -157,6 +168,19 @@ impl fmt::Debug for Target {
     }
 }
 
+/// Where the `user:password` part of the text after `scheme://` ends: at
+/// the authority's last `@`, or, when the authority has none, at the last
+/// `@` anywhere, for a password whose unencoded `/`, `?` or `#` ended the
+/// authority early (`mysql://u:12/34@h/db`). Shared by the redactors.
+pub fn userinfo_end(after_scheme: &str) -> Option<usize> {
+    let authority_end = after_scheme
+        .find(['/', '?', '#'])
+        .unwrap_or(after_scheme.len());
+    after_scheme[..authority_end]
+        .rfind('@')
+        .or_else(|| after_scheme.rfind('@'))
+}
+
 /// Redacts `user:password@` in any string that looks like a URL, for
 /// echoing input that failed to parse.
 pub fn redact_raw(raw: &str) -> String {
@@ -164,16 +188,17 @@ pub fn redact_raw(raw: &str) -> String {
         return raw.to_string();
     };
     let rest = &raw[scheme_end + 3..];
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let authority = &rest[..authority_end];
-    match (authority.rfind('@'), authority.find(':')) {
-        (Some(at), Some(colon)) if colon < at => format!(
+    let Some(at) = userinfo_end(rest) else {
+        return raw.to_string();
+    };
+    match rest[..at].find(':') {
+        Some(colon) => format!(
             "{}{}:***{}",
             &raw[..scheme_end + 3],
-            &authority[..colon],
+            &rest[..colon],
             &rest[at..]
         ),
-        _ => raw.to_string(),
+        None => raw.to_string(),
     }
 }
 
@@ -190,6 +215,33 @@ mod tests {
             let e = Target::parse(bad).unwrap_err().to_string();
             assert!(e.contains("host") && !e.contains("pw@"), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn passwords_with_reserved_characters_are_refused_and_never_shown() {
+        for (raw, secret) in [
+            ("mysql://root:12/34@h/db", "12/34"),
+            ("redis://:p#ss@h:6379", "p#ss"),
+            ("mysql://u:12?x@h/db", "12?x"),
+            ("postgres://u:a/b@h:5432/db?sslmode=disable", "a/b"),
+        ] {
+            let e = Target::parse(raw).unwrap_err().to_string();
+            assert!(!e.contains(secret), "{raw}: {e}");
+            assert!(e.contains(":***@h"), "{raw}: {e}");
+        }
+        let e = Target::parse("mysql://root:12/34@h/db")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("percent-encode"), "{e}");
+        // Encoded, the same password is fine; an '@' past a proper
+        // user:password@host is not mistaken for one.
+        let t = Target::parse("mysql://root:12%2F34@h/db").unwrap();
+        assert_eq!(t.redacted(), "mysql://root:***@h/db");
+        assert!(Target::parse("mysql://u:p@h/db?x=a@b").is_ok());
+        assert_eq!(
+            redact_raw("mysql://u:p@h/db?x=a@b"),
+            "mysql://u:***@h/db?x=a@b"
+        );
     }
 
     #[test]

@@ -2,6 +2,8 @@
 //! Files are written redacted already; this is the second lock, so a
 //! hand-edited or foreign file still never puts a password on a page.
 
+use loadcell_core::target::userinfo_end;
+
 /// Characters that end a token: a password is looked for within one token.
 fn is_delimiter(c: char) -> bool {
     c.is_whitespace()
@@ -56,16 +58,34 @@ fn redact_userinfo(t: &str) -> String {
         };
         let (head, tail) = rest.split_at(start);
         out.push_str(head);
-        let end = tail.find(['/', '?', '#']).unwrap_or(tail.len());
-        let authority = &tail[..end];
-        match (authority.rfind('@'), authority.find(':')) {
-            (Some(at), Some(colon)) if colon < at && &authority[colon + 1..at] != "***" => {
-                out.push_str(&authority[..colon + 1]);
-                out.push_str("***");
-                out.push_str(&authority[at..]);
+        // This URL's text runs to the next one's scheme, if any.
+        let this = tail.find("://").map_or(tail, |next| &tail[..next]);
+        let host_end = |from: usize| {
+            from + this[from..]
+                .find(['/', '?', '#'])
+                .unwrap_or(this.len() - from)
+        };
+        let end = match userinfo_end(this) {
+            Some(at) => match this[..at].find(':') {
+                Some(colon) if &this[colon + 1..at] != "***" => {
+                    out.push_str(&this[..colon + 1]);
+                    out.push_str("***");
+                    let end = host_end(at);
+                    out.push_str(&this[at..end]);
+                    end
+                }
+                _ => {
+                    let end = host_end(at);
+                    out.push_str(&this[..end]);
+                    end
+                }
+            },
+            None => {
+                let end = host_end(0);
+                out.push_str(&this[..end]);
+                end
             }
-            _ => out.push_str(authority),
-        }
+        };
         rest = &tail[end..];
         if !rest.contains("://") {
             out.push_str(rest);
@@ -151,6 +171,17 @@ pub fn shell_join(args: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn passwords_with_reserved_characters_are_redacted() {
+        assert_eq!(redact("mysql://root:12/34@h/db"), "mysql://root:***@h/db");
+        assert_eq!(redact("redis://:p#ss@h:6379"), "redis://:***@h:6379");
+        assert_eq!(
+            redact("error: mysql://u:12?x@h/db refused"),
+            "error: mysql://u:***@h/db refused"
+        );
+        assert_eq!(redact("mysql://u:p@h/db?x=a@b"), "mysql://u:***@h/db?x=a@b");
+    }
 
     #[test]
     fn urls_lose_their_passwords() {
