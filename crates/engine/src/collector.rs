@@ -11,8 +11,6 @@ use loadcell_record::env::CpuTime;
 use loadcell_record::resources::{self, ResourceSample, Sampler};
 use loadcell_record::result::Interval;
 use loadcell_record::Stats;
-use rand::rngs::SmallRng;
-use rand::SeedableRng;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
 
@@ -397,20 +395,26 @@ where
         }
     } else {
         run_end = Instant::now();
-        total.merge(&carry);
         for p in pending.into_values() {
             total.merge(&p.measured);
         }
     }
+    // Measured events cut into the last warm-up interval and never carried
+    // into a measured one: a run that ended right at the warm-up's end.
+    total.merge(&carry);
 
     let stop = shared.control.reason();
     let (stop_reason, error) = match stop {
         Some((StopReason::Completed, _)) | None => (StopReason::Completed, None),
         Some((reason, message)) => (reason, message),
     };
-    let mut rng = SmallRng::seed_from_u64(plan.seed);
-    let schedule_end = deadline.map_or(run_end, |d| d.min(run_end));
-    total.dropped += shared.schedule.unclaimed_before(schedule_end, &mut rng);
+    // Events due after the stop (the deadline, the event limit, Ctrl-C or
+    // an error) were not dropped: the run was over.
+    let schedule_end = [deadline, shared.control.stopped_at()]
+        .into_iter()
+        .flatten()
+        .fold(run_end, Instant::min);
+    total.dropped += shared.schedule.unclaimed_before(schedule_end);
 
     let duration = run_end.saturating_duration_since(measure_start);
     if let Some(rate) = plan.rate {

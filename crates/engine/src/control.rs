@@ -2,6 +2,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
+use std::time::Instant;
 
 use tokio::sync::watch;
 
@@ -11,6 +12,8 @@ pub use loadcell_record::result::StopReason;
 pub struct Control {
     stopped: AtomicBool,
     reason: Mutex<Option<(StopReason, Option<String>)>>,
+    /// When the first reason came.
+    stopped_at: Mutex<Option<Instant>>,
     notify: watch::Sender<bool>,
 }
 
@@ -19,6 +22,7 @@ impl Default for Control {
         Control {
             stopped: AtomicBool::new(false),
             reason: Mutex::new(None),
+            stopped_at: Mutex::new(None),
             notify: watch::channel(false).0,
         }
     }
@@ -36,6 +40,7 @@ impl Control {
         let mut slot = self.reason.lock().unwrap_or_else(|e| e.into_inner());
         if slot.is_none() {
             *slot = Some((reason, message));
+            *self.stopped_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
         }
         self.stopped.store(true, Ordering::Relaxed);
         self.notify.send_replace(true);
@@ -46,6 +51,11 @@ impl Control {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    /// When [`Control::stop`] was first called.
+    pub fn stopped_at(&self) -> Option<Instant> {
+        *self.stopped_at.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Resolves once [`Control::stop`] has been called.
@@ -64,9 +74,12 @@ mod tests {
     fn first_reason_wins() {
         let c = Control::default();
         assert!(!c.is_stopped());
+        assert_eq!(c.stopped_at(), None);
         c.stop(StopReason::FatalError, Some("bad".into()));
+        let first = c.stopped_at().expect("stopped");
         c.stop(StopReason::Interrupted, None);
         assert!(c.is_stopped());
+        assert_eq!(c.stopped_at(), Some(first));
         assert_eq!(
             c.reason(),
             Some((StopReason::FatalError, Some("bad".into())))

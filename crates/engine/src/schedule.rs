@@ -98,23 +98,11 @@ impl Schedule {
     /// Claims the next event. `now` is the caller's clock reading.
     #[inline]
     pub fn claim(&self, now: Instant, rng: &mut SmallRng) -> Claim {
-        if let Some(limit) = self.events_limit {
-            if now >= self.measure_start
-                && self.measured_claims.fetch_add(1, Ordering::Relaxed) >= limit
-            {
-                return Claim::Stop;
-            }
-        }
         let due = match &self.rate {
-            Rate::Closed => {
-                return match self.deadline {
-                    Some(d) if now >= d => Claim::Stop,
-                    _ => Claim::Now,
-                };
-            }
+            Rate::Closed => None,
             Rate::Uniform { gap_ns, next_index } => {
                 let n = next_index.fetch_add(1, Ordering::Relaxed);
-                self.start + Duration::from_nanos((n as f64 * gap_ns) as u64)
+                Some(self.start + Duration::from_nanos((n as f64 * gap_ns) as u64))
             }
             Rate::Poisson {
                 mean_gap_ns,
@@ -122,37 +110,57 @@ impl Schedule {
             } => {
                 let gap = exponential(rng, *mean_gap_ns);
                 let offset = next_offset_ns.fetch_add(gap, Ordering::Relaxed);
-                self.start + Duration::from_nanos(offset)
+                Some(self.start + Duration::from_nanos(offset))
             }
         };
-        match self.deadline {
-            Some(d) if due >= d || now >= d => Claim::Stop,
-            _ => Claim::Due(due),
+        let at = self.counts_at(now, due);
+        if let Some(limit) = self.events_limit {
+            if at >= self.measure_start
+                && self.measured_claims.fetch_add(1, Ordering::Relaxed) >= limit
+            {
+                return Claim::Stop;
+            }
         }
+        match (self.deadline, due) {
+            (Some(d), _) if at >= d || now >= d => Claim::Stop,
+            (_, Some(due)) => Claim::Due(due),
+            (_, None) => Claim::Now,
+        }
+    }
+
+    /// When a claimed event counts, for its phase and the limits: when it
+    /// is due in open loop (sessions claim ahead of time, so an event
+    /// claimed during warm-up may be due after it), else when claimed.
+    #[inline]
+    pub fn counts_at(&self, now: Instant, due: Option<Instant>) -> Instant {
+        due.unwrap_or(now)
+    }
+
+    /// Whether an event counting at `at` (see [`Schedule::counts_at`]) is
+    /// measured rather than warm-up.
+    #[inline]
+    pub fn is_measured(&self, at: Instant) -> bool {
+        at >= self.measure_start
     }
 
     /// Once every session has stopped: how many events were due before
     /// `end` but never claimed (sent). Zero for closed loop.
-    pub fn unclaimed_before(&self, end: Instant, rng: &mut SmallRng) -> u64 {
+    pub fn unclaimed_before(&self, end: Instant) -> u64 {
+        let elapsed_ns = end.saturating_duration_since(self.start).as_nanos() as f64;
         match &self.rate {
             Rate::Closed => 0,
             Rate::Uniform { gap_ns, next_index } => {
-                let elapsed = end.saturating_duration_since(self.start).as_nanos() as f64;
-                let due = (elapsed / gap_ns).ceil() as u64;
+                let due = (elapsed_ns / gap_ns).ceil() as u64;
                 due.saturating_sub(next_index.load(Ordering::Relaxed))
             }
+            // The arrivals expected in what is left of the window: drawing
+            // them one by one would take as long as the run at high rates.
             Rate::Poisson {
                 mean_gap_ns,
                 next_offset_ns,
             } => {
-                let limit = end.saturating_duration_since(self.start).as_nanos() as u64;
-                let mut offset = next_offset_ns.load(Ordering::Relaxed);
-                let mut missed = 0;
-                while offset < limit {
-                    missed += 1;
-                    offset += exponential(rng, *mean_gap_ns);
-                }
-                missed
+                let left = elapsed_ns - next_offset_ns.load(Ordering::Relaxed) as f64;
+                (left.max(0.0) / mean_gap_ns).round() as u64
             }
         }
     }
@@ -206,10 +214,7 @@ mod tests {
         assert_eq!(dues.len(), 1000);
         assert_eq!(dues[1] - dues[0], Duration::from_millis(1));
         assert_eq!(dues[999], Duration::from_millis(999));
-        assert_eq!(
-            s.unclaimed_before(start + Duration::from_secs(1), &mut rng),
-            0
-        );
+        assert_eq!(s.unclaimed_before(start + Duration::from_secs(1)), 0);
     }
 
     #[test]
@@ -256,10 +261,7 @@ mod tests {
             assert!(matches!(s.claim(start, &mut rng), Claim::Due(_)));
         }
         // 100 were due in the first second, 40 were claimed.
-        assert_eq!(
-            s.unclaimed_before(start + Duration::from_secs(1), &mut rng),
-            60
-        );
+        assert_eq!(s.unclaimed_before(start + Duration::from_secs(1)), 60);
         // Once past the deadline nothing more is handed out.
         let late = start + Duration::from_secs(2);
         assert_eq!(s.claim(late, &mut rng), Claim::Stop);
@@ -280,6 +282,38 @@ mod tests {
             assert_eq!(s.claim(measured, &mut rng), Claim::Now);
         }
         assert_eq!(s.claim(measured, &mut rng), Claim::Stop);
+    }
+
+    #[test]
+    fn open_loop_events_count_in_the_phase_they_are_due_in() {
+        let start = Instant::now();
+        let rate = RateSpec {
+            per_sec: 10.0,
+            arrival: Arrival::Uniform,
+        };
+        let mut p = plan(Some(rate), None, Some(3));
+        p.warmup = Duration::from_secs(1);
+        let s = Schedule::new(&p, start);
+        let mut rng = SmallRng::seed_from_u64(1);
+        // All claimed at the start: 10 due in warm-up, then 3 measured.
+        let mut measured = 0;
+        while let Claim::Due(due) = s.claim(start, &mut rng) {
+            measured += u32::from(s.is_measured(s.counts_at(start, Some(due))));
+        }
+        assert_eq!(measured, 3);
+    }
+
+    #[test]
+    fn poisson_backlog_is_counted_at_once_whatever_the_rate() {
+        let start = Instant::now();
+        let rate = RateSpec {
+            per_sec: 1e12,
+            arrival: Arrival::Poisson,
+        };
+        let s = Schedule::new(&plan(Some(rate), None, None), start);
+        // An hour at 10^12/s: 3.6e15 arrivals, counted without drawing them.
+        let n = s.unclaimed_before(start + Duration::from_secs(3600));
+        assert!((n as f64 / 3.6e15 - 1.0).abs() < 1e-9, "{n}");
     }
 
     #[test]

@@ -100,7 +100,6 @@ where
     async fn run(mut self) {
         let shared = Arc::clone(&self.shared);
         let mut rng = SmallRng::seed_from_u64(self.info.seed);
-        let measure_start = shared.schedule.measure_start();
         let Some((mut conn, mut session)) = self.connect(true).await else {
             return;
         };
@@ -112,14 +111,25 @@ where
                 return;
             }
             let now = Instant::now();
-            self.ctx.set_measured(now >= measure_start);
-            let (due, started) = match shared.schedule.claim(now, &mut rng) {
-                Claim::Stop => return,
+            let due = match shared.schedule.claim(now, &mut rng) {
+                Claim::Stop => {
+                    // The deadline or the event limit: whatever is still
+                    // in flight elsewhere gets the drain timeout.
+                    shared.control.stop(StopReason::Completed, None);
+                    return;
+                }
+                Claim::Now => None,
+                Claim::Due(due) => Some(due),
+            };
+            let schedule = &shared.schedule;
+            self.ctx
+                .set_measured(schedule.is_measured(schedule.counts_at(now, due)));
+            let started = match due {
                 // Closed loop: the event starts now; no second clock reading.
-                Claim::Now => (None, now),
-                Claim::Due(due) => {
+                None => now,
+                Some(due) => {
                     wait_until(due).await;
-                    (Some(due), Instant::now())
+                    Instant::now()
                 }
             };
             loop {
