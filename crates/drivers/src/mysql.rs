@@ -413,8 +413,10 @@ impl SqlConn for MysqlConn {
         encode_execute(&mut s.wbuf, stmt.id, params, send_types);
         s.send().await?;
         let result = s.walk_response(false, None).await;
-        if send_types && result.is_ok() {
-            stmt.bound.set(types);
+        if send_types {
+            // After an error the server may or may not have kept the types
+            // sent: send them again next time.
+            stmt.bound.set(if result.is_ok() { types } else { None });
         }
         result
     }
@@ -860,10 +862,12 @@ impl Walker {
                         true
                     };
                     self.result_sets += 1;
-                    self.state = if n > 0 && metadata_follows {
-                        WalkState::Columns(n)
-                    } else {
-                        WalkState::Rows
+                    // Without the definitions, their closing EOF still
+                    // comes unless DEPRECATE_EOF was agreed.
+                    self.state = match (n > 0 && metadata_follows, self.framing.deprecate_eof) {
+                        (true, _) => WalkState::Columns(n),
+                        (false, true) => WalkState::Rows,
+                        (false, false) => WalkState::ColumnsEof,
                     };
                     Ok(Step::More)
                 }
@@ -907,7 +911,7 @@ fn text_row(p: &[u8]) -> Option<Vec<Option<Vec<u8>>>> {
             continue;
         }
         let len = usize::try_from(lenenc(p, &mut pos)?).ok()?;
-        cols.push(Some(p.get(pos..pos + len)?.to_vec()));
+        cols.push(Some(p.get(pos..pos.checked_add(len)?)?.to_vec()));
         pos += len;
     }
     Some(cols)
@@ -1011,6 +1015,15 @@ impl Session {
                 }
                 put_packet(&mut wbuf, seq, &body);
                 stream.write_all(&wbuf).await.map_err(io_err)?;
+                // Bytes that came after the handshake arrived in the clear:
+                // read later as if through TLS, they would let anyone on
+                // the path inject replies (as libpq's CVE-2021-23222).
+                if !pb.data.is_empty() {
+                    return Err(DriverError::fatal(format!(
+                        "the server at {} sent data before TLS started; refusing the connection",
+                        ctx.endpoint
+                    )));
+                }
                 let Stream::Plain(tcp) = stream else {
                     unreachable!("TLS starts on a plain stream")
                 };
@@ -1409,8 +1422,10 @@ fn classify_server(code: u16, message: &str, ctx: &Ctx) -> DriverError {
 fn server_error_class(code: u16) -> ErrorClass {
     match code {
         // sysbench's default --mysql-ignore-errors: deadlock, lock wait
-        // timeout, and MariaDB's "record has changed since last read".
-        1213 | 1205 | 1020 => ErrorClass::Retryable,
+        // timeout, and MariaDB's "record has changed since last read"; and
+        // NOWAIT's lock not available and "table definition has changed,
+        // please retry transaction" (PostgreSQL's 55P03 is retried too).
+        1213 | 1205 | 1020 | 3572 | 1412 => ErrorClass::Retryable,
         // Gone / lost / killed / shutting down; and too many connections,
         // which a reconnect with backoff may get past.
         2006 | 2013 | 2055 | 1927 | 1053 | 1152 | 1040 | 1203 | 4031 => ErrorClass::Connection,
@@ -1596,7 +1611,7 @@ mod tests {
 
     #[test]
     fn server_error_classes() {
-        for code in [1213, 1205, 1020] {
+        for code in [1213, 1205, 1020, 3572, 1412] {
             assert_eq!(server_error_class(code), ErrorClass::Retryable, "{code}");
         }
         for code in [2006, 2013, 2055, 1927, 1053, 1040] {
@@ -2009,13 +2024,18 @@ mod tests {
             walk(&[&[2, 0], row, row, end]),
             (vec![More, Row, Row, Done], 2)
         );
-        // Without DEPRECATE_EOF no EOF stands for the missing definitions.
+        // Without DEPRECATE_EOF the EOF that closes the definitions still
+        // comes (MariaDB's protocol documentation, column count packet).
         let mut w = Walker::new(Framing {
             deprecate_eof: false,
             ..cached
         });
+        let eof: &[u8] = &[0xFE, 0, 0, 0x02, 0];
         assert_eq!(w.feed(&[1, 0]), Ok(More));
+        assert_eq!(w.feed(eof), Ok(More));
         assert_eq!(w.feed(row), Ok(Row));
+        assert_eq!(w.feed(eof), Ok(Done));
+        assert_eq!(w.count(), 1);
         // A count without the flag byte is a protocol error, not a guess.
         assert!(Walker::new(cached).feed(&[1]).is_err());
     }
@@ -2128,17 +2148,17 @@ mod tests {
         assert_eq!(plain, b"s3cret\0");
     }
 
-    /// A one-connection server speaking `script`; returns what it checked.
-    async fn scripted_server(listener: tokio::net::TcpListener, script: Script) -> Vec<String> {
-        let (mut s, _) = listener.accept().await.unwrap();
-        let mut seen = Vec::new();
+    /// The scripted server's handshake packet body, offering `extra`
+    /// capabilities beside the ones every session needs.
+    fn handshake_body(extra: CapabilityFlags) -> Vec<u8> {
         let caps = CapabilityFlags::CLIENT_PROTOCOL_41
             | CapabilityFlags::CLIENT_SECURE_CONNECTION
             | CapabilityFlags::CLIENT_PLUGIN_AUTH
             | CapabilityFlags::CLIENT_CONNECT_WITH_DB
             | CapabilityFlags::CLIENT_DEPRECATE_EOF
             | CapabilityFlags::CLIENT_TRANSACTIONS
-            | CapabilityFlags::CLIENT_LONG_PASSWORD;
+            | CapabilityFlags::CLIENT_LONG_PASSWORD
+            | extra;
         let scramble_2 = [&NONCE[8..], &b"\0"[..]].concat();
         let hs = HandshakePacket::new(
             10,
@@ -2153,7 +2173,14 @@ mod tests {
         );
         let mut body = Vec::new();
         hs.serialize(&mut body);
-        write_pkt(&mut s, 0, &body).await;
+        body
+    }
+
+    /// A one-connection server speaking `script`; returns what it checked.
+    async fn scripted_server(listener: tokio::net::TcpListener, script: Script) -> Vec<String> {
+        let (mut s, _) = listener.accept().await.unwrap();
+        let mut seen = Vec::new();
+        write_pkt(&mut s, 0, &handshake_body(CapabilityFlags::empty())).await;
         let (seq, resp) = read_pkt(&mut s).await;
         assert_eq!(seq, 1);
         let parsed: HandshakeResponse<'_> = ParseBuf(&resp).parse(()).unwrap();
@@ -2267,6 +2294,36 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Bytes sent in the clear after the handshake must not be read as if
+    /// they had come through TLS: someone on the path could forge replies.
+    #[tokio::test(flavor = "current_thread")]
+    async fn bytes_before_tls_refuse_the_connection() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            // The handshake and a forged OK in one write.
+            let mut out = packet(0, &handshake_body(CapabilityFlags::CLIENT_SSL));
+            out.extend(packet(2, &[0x00, 0, 0, 2, 0, 0, 0]));
+            s.write_all(&out).await.unwrap();
+            let _ = read_pkt(&mut s).await;
+        });
+        let d = MysqlDriver::from_target(
+            &Target::parse(&format!(
+                "mysql://lc:s3cret@127.0.0.1:{port}/db?sslmode=require"
+            ))
+            .unwrap(),
+        )
+        .unwrap();
+        let err = d.connect().await.unwrap_err();
+        assert_eq!(err.class, ErrorClass::Fatal);
+        assert!(
+            err.message.contains("sent data before TLS started"),
+            "{err}"
+        );
+        server.await.unwrap();
     }
 
     /// A call dropped mid-response (its future cancelled, e.g. by a

@@ -1175,8 +1175,10 @@ fn sqlstate_class(code: &str) -> ErrorClass {
         // deadlock, serialization failure, duplicate key (sysbench ignores
         // it), lock not available (NOWAIT, lock_timeout).
         "40P01" | "40001" | "23505" | "55P03" => ErrorClass::Retryable,
-        // admin shutdown, crash shutdown, cannot connect now.
-        "57P01" | "57P02" | "57P03" => ErrorClass::Connection,
+        // admin shutdown, crash shutdown, cannot connect now; too many
+        // clients, which a reconnect with backoff may get past (as MySQL's
+        // 1040).
+        "57P01" | "57P02" | "57P03" | "53300" => ErrorClass::Connection,
         c if c.starts_with("08") => ErrorClass::Connection,
         _ => ErrorClass::Fatal,
     }
@@ -1407,12 +1409,12 @@ mod tests {
         for code in ["40P01", "40001", "23505", "55P03"] {
             assert_eq!(sqlstate_class(code), ErrorClass::Retryable, "{code}");
         }
-        for code in ["57P01", "57P02", "57P03", "08006", "08001", "08P01"] {
+        for code in [
+            "57P01", "57P02", "57P03", "53300", "08006", "08001", "08P01",
+        ] {
             assert_eq!(sqlstate_class(code), ErrorClass::Connection, "{code}");
         }
-        for code in [
-            "28P01", "28000", "3D000", "42P01", "42601", "22003", "53300",
-        ] {
+        for code in ["28P01", "28000", "3D000", "42P01", "42601", "22003"] {
             assert_eq!(sqlstate_class(code), ErrorClass::Fatal, "{code}");
         }
     }
