@@ -568,12 +568,14 @@ impl RunJob<'_> {
         if self.quiet {
             return Ok(result);
         }
-        let out = self.args.out.clone().unwrap_or_else(|| {
-            result::default_path(&self.args.target.results_dir, self.spec.name())
-        });
-        result
-            .write_to(&out)
-            .with_context(|| format!("cannot write the result file {}", out.display()))?;
+        let dest = result::destination(
+            self.args.out.as_deref(),
+            &self.args.target.results_dir,
+            self.spec.name(),
+        );
+        let out = result
+            .write(&dest)
+            .with_context(|| format!("cannot write the result file {dest}"))?;
         if self.args.json {
             println!("{}", result.to_json_pretty());
         } else {

@@ -3,7 +3,7 @@
 //! then the steps run and one sweep file written.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context as _};
 use loadcell_record::result::StopReason;
@@ -87,13 +87,14 @@ fn finish(
     workload: &str,
     what: &str,
 ) -> anyhow::Result<i32> {
-    let path = out.map(PathBuf::from).unwrap_or_else(|| {
-        let stamp = crate::result::default_path(&results_dir, &format!("{what}-{workload}"));
-        stamp
-    });
-    result
-        .write_to(&path)
-        .with_context(|| format!("cannot write {}", path.display()))?;
+    let dest = crate::result::destination(
+        out.map(Path::new),
+        &results_dir,
+        &format!("{what}-{workload}"),
+    );
+    let path = result
+        .write(&dest)
+        .with_context(|| format!("cannot write the sweep file {dest}"))?;
     if json {
         println!("{}", result.to_json_pretty());
     } else {

@@ -2,13 +2,14 @@
 //! run was asked to do.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::SystemTime;
 
 use loadcell_core::{ServerInfo, Target};
 use loadcell_drivers::Family;
 use loadcell_engine::{Category, EnginePlan, OpSpec, RunOutcome};
 use loadcell_record::env::HostInfo;
+use loadcell_record::file::Destination;
 use loadcell_record::hist::{self, LatencySummary};
 use loadcell_record::result::{
     Environment, Histograms, LoopMode, OpSummary, QueryCounts, Resources, RunConfig, RunResult,
@@ -33,14 +34,24 @@ fn rfc3339(t: SystemTime) -> String {
     humantime::format_rfc3339_millis(t).to_string()
 }
 
-/// `RESULTS_DIR/20261121T101500Z-oltp_read_write.json`.
-pub fn default_path(dir: &Path, workload: &str) -> PathBuf {
-    let stamp: String = humantime::format_rfc3339_seconds(SystemTime::now())
-        .to_string()
-        .chars()
-        .filter(|c| !matches!(c, '-' | ':'))
-        .collect();
-    dir.join(format!("{stamp}-{workload}.json"))
+/// Where a result goes: `--out` as given, else a new file
+/// `RESULTS_DIR/20261121T101500Z-oltp_read_write.json` (with `-2`, `-3`, ...
+/// when runs finish within the same second).
+pub fn destination(out: Option<&Path>, dir: &Path, name: &str) -> Destination {
+    match out {
+        Some(path) => Destination::Named(path.to_path_buf()),
+        None => {
+            let stamp: String = humantime::format_rfc3339_seconds(SystemTime::now())
+                .to_string()
+                .chars()
+                .filter(|c| !matches!(c, '-' | ':'))
+                .collect();
+            Destination::New {
+                dir: dir.to_path_buf(),
+                stem: format!("{stamp}-{name}"),
+            }
+        }
+    }
 }
 
 pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {

@@ -357,3 +357,43 @@ fn findmax_against_memcached_brackets_the_connections_capacity() {
         }
     }
 }
+
+/// Runs that finish within the same second (or side by side) keep one
+/// result file each: the default name gets `-2`, `-3`, ... instead of
+/// replacing the file before it.
+#[test]
+fn results_of_the_same_second_never_replace_each_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = || {
+        loadcell(
+            dir.path(),
+            &[
+                "run",
+                "kv",
+                "--target",
+                "sim://",
+                "--requests",
+                "20",
+                "--results-dir",
+                "res",
+            ],
+        )
+    };
+    let outputs: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..3).map(|_| s.spawn(run)).collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for o in outputs {
+        ok(o);
+    }
+    let mut files: Vec<_> = std::fs::read_dir(dir.path().join("res"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 3, "{files:?}");
+    for f in &files {
+        assert!(f.ends_with(".json") && f.contains("-kv"), "{f}");
+        assert_valid_result(&read_json(&dir.path().join("res").join(f)));
+    }
+}

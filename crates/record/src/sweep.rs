@@ -130,13 +130,9 @@ impl SweepResult {
         serde_json::to_string_pretty(self).expect("sweep types always serialize")
     }
 
-    pub fn write_to(&self, path: &Path) -> std::io::Result<()> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)?;
-        }
-        let tmp = path.with_extension("json.tmp");
-        std::fs::write(&tmp, self.to_json_pretty() + "\n")?;
-        std::fs::rename(&tmp, path)
+    /// Writes the file (see [`crate::file`]) and returns where.
+    pub fn write(&self, dest: &crate::file::Destination) -> std::io::Result<std::path::PathBuf> {
+        crate::file::write_atomically(dest, &(self.to_json_pretty() + "\n"))
     }
 }
 
