@@ -20,9 +20,21 @@ impl Exposition {
     }
 }
 
-/// Starts the server on its own thread; it lives until the process exits.
-/// Binding fails before any load is sent.
+/// The server this process runs, if any: a sweep's steps are runs of one
+/// process, and each serves its numbers through the same server in turn.
+static SERVING: Mutex<Option<(SocketAddr, Exposition)>> = Mutex::new(None);
+
+/// Starts the server on its own thread, or reuses the one this process
+/// already runs at `addr`; it lives until the process exits. Binding fails
+/// before any load is sent.
 pub fn serve(addr: SocketAddr) -> anyhow::Result<Exposition> {
+    let mut serving = SERVING.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((at, exposition)) = &*serving {
+        if *at == addr {
+            exposition.set(String::new());
+            return Ok(exposition.clone());
+        }
+    }
     let server = tiny_http::Server::http(addr)
         .map_err(|e| anyhow!("cannot serve metrics on {addr}: {e} (is the port in use?)"))?;
     let exposition = Exposition::default();
@@ -45,5 +57,6 @@ pub fn serve(addr: SocketAddr) -> anyhow::Result<Exposition> {
                 let _ = request.respond(response);
             }
         })?;
+    *serving = Some((addr, exposition.clone()));
     Ok(exposition)
 }

@@ -113,6 +113,9 @@ fn finish(
         if what == "sweep" { "Sweep" } else { "Findmax" },
         path.display()
     );
+    if let Some(e) = &result.error {
+        eprintln!("error: {e}");
+    }
     let interrupted = result
         .points
         .iter()

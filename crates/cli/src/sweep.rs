@@ -135,6 +135,7 @@ pub fn sweep(
     let total = swept.values.len() * repeat;
     let mut points = Vec::new();
     let mut complete = true;
+    let mut error = None;
     for (k, &value) in swept.values.iter().enumerate() {
         let mut argv = swept.argv_for(run_argv, k);
         argv.push("--label".into());
@@ -148,7 +149,17 @@ pub fn sweep(
                 swept.raw_values[k],
                 rep + 1
             );
-            let r = run_step(&argv)?;
+            let r = match run_step(&argv) {
+                Ok(r) => r,
+                // Before anything was measured: the command's own error.
+                Err(e) if points.is_empty() && runs.is_empty() => return Err(e),
+                Err(e) => {
+                    eprintln!("[step {step}/{total}] failed: {e:#}");
+                    error = Some(format!("step {step}/{total}: {e:#}"));
+                    complete = false;
+                    break;
+                }
+            };
             eprintln!("[step {step}/{total}] {}", step_line(&r));
             complete = r.stop_reason == StopReason::Completed;
             runs.push(r);
@@ -158,14 +169,16 @@ pub fn sweep(
         }
         // A step cut short (Ctrl-C, a dead server) ends the sweep; what it
         // measured is kept.
-        let (mean, spread) = PointStats::mean_and_spread(&runs);
-        points.push(SweepPoint {
-            value,
-            mean,
-            spread,
-            passed: None,
-            runs,
-        });
+        if !runs.is_empty() {
+            let (mean, spread) = PointStats::mean_and_spread(&runs);
+            points.push(SweepPoint {
+                value,
+                mean,
+                spread,
+                passed: None,
+                runs,
+            });
+        }
         if !complete {
             break;
         }
@@ -185,6 +198,7 @@ pub fn sweep(
         analysis,
         findings,
         complete,
+        error,
     })
 }
 
@@ -278,6 +292,7 @@ pub fn findmax(
     let mut fail: Option<f64> = None;
     let mut rate = plan.start_rate;
     let mut complete = true;
+    let mut error = None;
     for probe in 1..=plan.max_probes {
         let mut argv = run_argv.to_vec();
         argv.extend([
@@ -287,7 +302,16 @@ pub fn findmax(
             format!("rate={rate}"),
         ]);
         eprintln!("[probe {probe}] --rate {rate:.1}");
-        let r = run_step(&argv)?;
+        let r = match run_step(&argv) {
+            Ok(r) => r,
+            Err(e) if points.is_empty() => return Err(e),
+            Err(e) => {
+                eprintln!("[probe {probe}] failed: {e:#}");
+                error = Some(format!("probe {probe}: {e:#}"));
+                complete = false;
+                break;
+            }
+        };
         let verdict = sla.check(&r, rate);
         eprintln!(
             "[probe {probe}] {}: {}",
@@ -297,7 +321,9 @@ pub fn findmax(
                 Err(why) => format!("fail ({why})"),
             }
         );
-        let interrupted = r.stop_reason == StopReason::Interrupted;
+        // A probe cut short (Ctrl-C, a fatal error, a dead server) says
+        // nothing about the rate: the search ends there.
+        let cut_short = r.stop_reason != StopReason::Completed;
         let (mean, spread) = PointStats::mean_and_spread(std::slice::from_ref(&r));
         points.push(SweepPoint {
             value: rate,
@@ -306,7 +332,7 @@ pub fn findmax(
             passed: Some(verdict.is_ok()),
             runs: vec![r],
         });
-        if interrupted {
+        if cut_short {
             complete = false;
             break;
         }
@@ -353,6 +379,7 @@ pub fn findmax(
         analysis,
         findings,
         complete,
+        error,
     })
 }
 
@@ -392,6 +419,29 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("--threads, --clients"), "{e}");
+    }
+
+    #[test]
+    fn a_step_that_cannot_run_ends_the_sweep_keeping_the_steps_before() {
+        let a = argv("--threads 1,2,4 --time 1s");
+        let mut calls = 0;
+        let mut step = |argv: &[String]| {
+            calls += 1;
+            if argv.contains(&"4".to_string()) {
+                anyhow::bail!("cannot connect to 127.0.0.1:1");
+            }
+            Ok(loadcell_report::fixture::run(calls, 100.0))
+        };
+        let r = sweep(&a, 1, BTreeMap::new(), Vec::new(), &mut step).unwrap();
+        assert_eq!(r.points.len(), 2);
+        assert!(!r.complete);
+        assert_eq!(
+            r.error.as_deref(),
+            Some("step 3/3: cannot connect to 127.0.0.1:1")
+        );
+        // The first step failing is the command's own error: nothing to keep.
+        let mut failing = |_: &[String]| -> anyhow::Result<RunResult> { anyhow::bail!("no") };
+        assert!(sweep(&a, 1, BTreeMap::new(), Vec::new(), &mut failing).is_err());
     }
 
     #[test]

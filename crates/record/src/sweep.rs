@@ -123,6 +123,10 @@ pub struct SweepResult {
     pub findings: Vec<String>,
     /// Whether every step ran to completion.
     pub complete: bool,
+    /// Why a step could not run at all (it could not connect, say): the
+    /// sweep ended there, keeping the steps before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 impl SweepResult {

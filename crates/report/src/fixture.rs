@@ -266,6 +266,7 @@ pub fn sweep(values: &[f64], repeat: usize) -> SweepResult {
             "p99 doubles past 8.0k TPS (2.4× the low-load p99 at 8.2k TPS)".to_string(),
         ],
         complete: true,
+        error: None,
     }
 }
 
