@@ -585,20 +585,29 @@ fn positive_f64(s: &str) -> Result<f64, String> {
     }
 }
 
-/// `30s`, `5m`, `1h30m`, `250ms`, or plain seconds as sysbench takes them.
+/// The longest duration any option takes: far beyond any run, and far
+/// from where adding it to the clock would overflow.
+const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
+
+/// `30s`, `5m`, `1h30m`, `250ms`, or plain seconds as sysbench takes them;
+/// a year at most.
 pub fn duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     if s.starts_with('-') {
         return Err("must not be negative".into());
     }
-    if let Ok(secs) = s.parse::<f64>() {
-        return if secs.is_finite() && secs >= 0.0 {
-            Ok(Duration::from_secs_f64(secs))
-        } else {
-            Err("must be a duration such as 30s or 5m".into())
-        };
+    let d = match s.parse::<f64>() {
+        Ok(secs) if secs.is_finite() && secs >= 0.0 => {
+            Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX)
+        }
+        Ok(_) => return Err("must be a duration such as 30s or 5m".into()),
+        Err(_) => humantime::parse_duration(s)
+            .map_err(|_| "must be a duration such as 30s, 5m or 250ms".to_string())?,
+    };
+    if d > MAX_DURATION {
+        return Err("must be a year at most".into());
     }
-    humantime::parse_duration(s).map_err(|_| "must be a duration such as 30s, 5m or 250ms".into())
+    Ok(d)
 }
 
 fn positive_duration(s: &str) -> Result<Duration, String> {
@@ -636,6 +645,15 @@ mod tests {
         assert!(duration("-5s").is_err());
         assert!(duration("soon").is_err());
         assert!(positive_duration("0").is_err());
+        // Far-off values are refused, not a panic or an overflow later.
+        for huge in ["1e20", "1e19", "400d", "100000000h"] {
+            assert_eq!(
+                duration(huge),
+                Err("must be a year at most".into()),
+                "{huge}"
+            );
+        }
+        assert_eq!(duration("365d"), Ok(Duration::from_secs(365 * 86400)));
     }
 
     #[test]

@@ -287,7 +287,7 @@ impl RunJob<'_> {
                 self.args
                     .kv
                     .requests
-                    .map(|r| (r * sessions).div_ceil(opts.pipeline as u64))
+                    .map(|r| r.saturating_mul(sessions).div_ceil(opts.pipeline as u64))
             }
             WorkloadSpec::Ycsb { opts, .. } => self
                 .args

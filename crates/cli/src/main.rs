@@ -248,7 +248,18 @@ fn run(a: &RunArgs, argv: Vec<String>, quiet: bool) -> anyhow::Result<RunResult>
 /// session would only idle (sweep and findmax check it before their first
 /// step, too).
 fn check_workers(a: &RunArgs) -> anyhow::Result<()> {
-    let sessions = a.threads * a.clients;
+    const MAX_SESSIONS: usize = 1_000_000;
+    let sessions = match a.threads.checked_mul(a.clients) {
+        Some(n) if n <= MAX_SESSIONS => n,
+        _ => {
+            return Err(anyhow!(
+                "--threads {} x --clients {} is more sessions than loadcell runs from one \
+                 process ({MAX_SESSIONS}); spread the load over several loadcell processes",
+                a.threads,
+                a.clients
+            ))
+        }
+    };
     match a.workers {
         Some(w) if w > sessions => Err(anyhow!(
             "--workers {w} is more than the sessions to run (--threads {} x --clients {} = \

@@ -245,3 +245,31 @@ fn help_and_list_work() {
         assert!(out.contains(w), "{w} in {out}");
     }
 }
+
+#[test]
+fn numbers_too_large_to_run() {
+    fails_with(
+        &["run", "kv", "--target", "sim://", "--time", "1e19"],
+        &["--time", "a year at most"],
+    );
+    fails_with(
+        &["run", "kv", "--target", "sim://", "--warmup", "400d"],
+        &["--warmup", "a year at most"],
+    );
+    fails_with(
+        &[
+            "run",
+            "kv",
+            "--target",
+            "sim://",
+            "--threads",
+            "4294967296",
+            "--clients",
+            "4294967296",
+        ],
+        &[
+            "--threads 4294967296 x --clients 4294967296",
+            "more sessions",
+        ],
+    );
+}
