@@ -1,6 +1,6 @@
 //! `report` and `compare`: views of result and sweep files.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context as _};
 use loadcell_record::sweep::AnyResult;
@@ -23,6 +23,14 @@ pub fn write(path: &Path, text: &str) -> anyhow::Result<()> {
 }
 
 pub fn report(a: &ReportArgs) -> anyhow::Result<()> {
+    refuse_overwriting_inputs(
+        &a.files,
+        &[
+            ("--html", &a.html),
+            ("--markdown", &a.markdown),
+            ("--csv", &a.csv),
+        ],
+    )?;
     let inputs = a
         .files
         .iter()
@@ -41,6 +49,36 @@ pub fn report(a: &ReportArgs) -> anyhow::Result<()> {
         print!("{}", loadcell_report::table::markdown(&inputs));
     }
     Ok(())
+}
+
+/// Refuses an output path that is one of the input files or any other
+/// loadcell result: with `report --html results/*.json` the shell hands the
+/// first result to `--html`, which would overwrite it.
+pub fn refuse_overwriting_inputs(
+    inputs: &[PathBuf],
+    outputs: &[(&str, &Option<PathBuf>)],
+) -> anyhow::Result<()> {
+    for (option, out) in outputs {
+        let Some(out) = out.as_deref().filter(|o| *o != Path::new("-")) else {
+            continue;
+        };
+        if inputs.iter().any(|f| same_file(f, out)) || AnyResult::read_from(out).is_ok() {
+            return Err(anyhow!(
+                "{option} {} is a loadcell result file and would be overwritten; give \
+                 {option} a new file name (e.g. report.html), before the input files",
+                out.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether two paths name the same existing file.
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
 }
 
 pub fn compare(a: &CompareArgs) -> anyhow::Result<i32> {

@@ -273,3 +273,34 @@ fn numbers_too_large_to_run() {
         ],
     );
 }
+
+/// `report --html results/*.json`: the shell gives the first result to
+/// --html; it must not be overwritten.
+#[test]
+fn a_result_file_is_never_overwritten_by_a_report() {
+    let dir = tempfile::tempdir().unwrap();
+    for out in ["a.json", "b.json"] {
+        ok(loadcell(
+            dir.path(),
+            &[
+                "run",
+                "kv",
+                "--target",
+                "sim://",
+                "--requests",
+                "10",
+                "--out",
+                out,
+            ],
+        ));
+    }
+    let before = std::fs::read(dir.path().join("a.json")).unwrap();
+    let o = loadcell(dir.path(), &["report", "--html", "a.json", "b.json"]);
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(
+        err.contains("--html a.json is a loadcell result file"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(dir.path().join("a.json")).unwrap(), before);
+}
