@@ -254,6 +254,28 @@ fn prepare_is_idempotent_and_cleanup_drops_only_its_own_tables() {
         ],
     ));
     assert_eq!(sqlite("SELECT COUNT(*) FROM sbtest2"), 800);
+    // A table of loadcell's dropped behind its back is simply created again
+    // (its stale marker row once made prepare fail on a duplicate key).
+    sqlite_exec(&db, "DROP TABLE sbtest3");
+    let o = ok(loadcell(
+        dir.path(),
+        &[
+            "prepare",
+            "oltp_read_write",
+            "--target",
+            &target,
+            "--tables",
+            "3",
+            "--table-size",
+            "800",
+        ],
+    ));
+    assert!(
+        stdout(&o).contains("Creating table 'sbtest3'"),
+        "{}",
+        stdout(&o)
+    );
+    assert_eq!(sqlite("SELECT COUNT(*) FROM sbtest3"), 800);
 
     // A table loadcell did not create, named like one it would.
     sqlite_exec(

@@ -23,7 +23,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 
 use crate::distribution::{Distribution, RandParams, RandType};
-use crate::marker::{self, table_exists};
+use crate::marker::{self, table_exists, Owner};
 use crate::NotPrepared;
 
 /// The eight sysbench OLTP workloads.
@@ -682,16 +682,15 @@ async fn prepare_table<C: SqlConn>(
 ) -> Result<(), DriverError> {
     let dialect = conn.dialect();
     let name = format!("sbtest{t}");
-    let ours = marker::is_ours(conn, &name).await?;
-    let exists = table_exists(conn, &name).await?;
+    let owner = marker::owner(conn, &name).await?;
     let mut have = 0u64;
-    if exists && !ours {
+    if owner == Owner::Other {
         observer.message(&format!(
             "Table '{name}' already exists and was not created by loadcell: left as it is"
         ));
         return Ok(());
     }
-    if exists {
+    if owner == Owner::Loadcell {
         have = conn
             .query_i64(&format!("SELECT COALESCE(MAX(id), 0) FROM {name}"))
             .await?
@@ -713,6 +712,7 @@ async fn prepare_table<C: SqlConn>(
         marker::record(conn, &name, MARKER_WORKLOAD).await?;
         conn.simple(&create_table_sql(dialect, t, opts.auto_inc))
             .await?;
+        marker::created(conn, &name).await?;
         if rows > 0 {
             observer.message(&format!("Inserting {rows} records into '{name}'"));
         }

@@ -55,7 +55,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 
 use crate::distribution::{Distribution, RandParams, RandType};
-use crate::marker::{self, table_exists};
+use crate::marker::{self, table_exists, Owner};
 use crate::oltp::{CheckError, PrepareObserver};
 use crate::NotPrepared;
 
@@ -1021,16 +1021,15 @@ where
     let (mut first, _) = loadcell_engine::connect_once(&*driver, connect_timeout).await?;
     let dialect = first.dialect();
     marker::ensure(&mut first).await?;
-    let ours = marker::is_ours(&mut first, TABLE).await?;
-    let exists = table_exists(&mut first, TABLE).await?;
+    let owner = marker::owner(&mut first, TABLE).await?;
     let records = opts.record_count;
-    if exists && !ours {
+    if owner == Owner::Other {
         observer.message(&format!(
             "Table '{TABLE}' already exists and was not created by loadcell: left as it is"
         ));
         return Ok(());
     }
-    let complete = if exists {
+    let complete = if owner == Owner::Loadcell {
         check_fields(&mut first, opts.field_count).await?;
         let have = first
             .query_i64(&format!("SELECT COUNT(*) FROM {TABLE}"))
@@ -1054,6 +1053,7 @@ where
         first
             .simple(&create_table_sql(dialect, opts.field_count))
             .await?;
+        marker::created(&mut first, TABLE).await?;
         observer.message(&format!("Inserting {records} records into '{TABLE}'"));
         false
     };
