@@ -426,6 +426,27 @@ impl Visitor for RunJob<'_> {
 }
 
 impl RunJob<'_> {
+    /// Where the result goes, and the HdrHistogram log's directory: both
+    /// checked before any load, since the run's numbers would otherwise be
+    /// lost at its end.
+    fn check_outputs(&self) -> anyhow::Result<()> {
+        if !self.quiet {
+            let dest = result::destination(
+                self.args.out.as_deref(),
+                &self.args.target.results_dir,
+                self.spec.name(),
+            );
+            loadcell_record::file::check_writable(&dest)
+                .with_context(|| format!("cannot write the result file {dest}"))?;
+        }
+        if let Some(path) = &self.args.hdr_log {
+            let dest = loadcell_record::file::Destination::Named(path.clone());
+            loadcell_record::file::check_writable(&dest)
+                .with_context(|| format!("cannot write --hdr-log {}", path.display()))?;
+        }
+        Ok(())
+    }
+
     /// Prepares if asked (or if the embedded default target is empty),
     /// checks the data set, then runs.
     fn run_sql<D, S>(
@@ -440,6 +461,7 @@ impl RunJob<'_> {
         D::Conn: SqlConn,
         S: Script<D::Conn> + CheckPrepared<D::Conn> + Send + Sync,
     {
+        self.check_outputs()?;
         let timeout = self.args.target.connect_timeout;
         let endpoint = driver.endpoint();
         let server = block_on(async {
@@ -482,6 +504,7 @@ impl RunJob<'_> {
         D::Conn: KvConn,
         S: Script<D::Conn> + Send + Sync,
     {
+        self.check_outputs()?;
         let timeout = self.args.target.connect_timeout;
         let endpoint = driver.endpoint();
         let server = block_on(async {

@@ -304,3 +304,31 @@ fn a_result_file_is_never_overwritten_by_a_report() {
     );
     assert_eq!(std::fs::read(dir.path().join("a.json")).unwrap(), before);
 }
+
+/// An unwritable result path is found before the run, not after it.
+#[test]
+fn an_unwritable_result_path_fails_before_any_load() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("blocker"), "a file, not a directory").unwrap();
+    let o = loadcell(
+        dir.path(),
+        &[
+            "run",
+            "kv",
+            "--target",
+            "sim://?latency=fixed:1s",
+            "--time",
+            "30s",
+            "--out",
+            "blocker/r.json",
+        ],
+    );
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(
+        err.contains("cannot write the result file blocker/r.json"),
+        "{err}"
+    );
+    // Refused at once: the 30 s run never started.
+    assert!(!err.contains("Running kv"), "{err}");
+}

@@ -34,19 +34,30 @@ impl Destination {
     }
 }
 
-/// Writes `text` to `dest` and returns the path written.
-pub fn write_atomically(dest: &Destination, text: &str) -> io::Result<PathBuf> {
+/// A temporary file of its own in `dest`'s directory (created if need
+/// be), so concurrent writers never share one and the rename stays on one
+/// file system.
+fn temp_file(dest: &Destination) -> io::Result<tempfile::NamedTempFile> {
     let dir = match dest.dir() {
         d if d.as_os_str().is_empty() => Path::new("."),
         d => d,
     };
     std::fs::create_dir_all(dir)?;
-    // A temporary file of its own in the same directory, so concurrent
-    // writers never share one and the rename stays on one file system.
-    let mut tmp = tempfile::Builder::new()
+    tempfile::Builder::new()
         .prefix(".loadcell-")
         .suffix(".tmp")
-        .tempfile_in(dir)?;
+        .tempfile_in(dir)
+}
+
+/// Checks that a file can be written to `dest`, before a run whose result
+/// would otherwise be lost at its end.
+pub fn check_writable(dest: &Destination) -> io::Result<()> {
+    temp_file(dest).map(drop)
+}
+
+/// Writes `text` to `dest` and returns the path written.
+pub fn write_atomically(dest: &Destination, text: &str) -> io::Result<PathBuf> {
+    let mut tmp = temp_file(dest)?;
     tmp.write_all(text.as_bytes())?;
     tmp.as_file().sync_all()?;
     match dest {
@@ -106,6 +117,26 @@ mod tests {
                 .unwrap()
                 .count(),
             3
+        );
+    }
+
+    #[test]
+    fn an_unwritable_place_is_found_before_the_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("plain-file");
+        std::fs::write(&file, "x").unwrap();
+        // A directory that cannot be made: a file is in the way.
+        let dest = Destination::Named(file.join("r.json"));
+        assert!(check_writable(&dest).is_err());
+        let fine = Destination::New {
+            dir: dir.path().join("new"),
+            stem: "s".into(),
+        };
+        check_writable(&fine).unwrap();
+        // Nothing is left behind by the check.
+        assert_eq!(
+            std::fs::read_dir(dir.path().join("new")).unwrap().count(),
+            0
         );
     }
 
