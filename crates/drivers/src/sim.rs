@@ -65,13 +65,13 @@ pub const INFO: DriverInfo = DriverInfo {
     name: "sim",
     schemes: &["sim"],
     family: Family::Kv,
-    url_form: "sim://?latency=lognormal:2ms:0.5&stall=1s@5s&concurrency=64",
+    url_form: "sim://?latency=lognormal:2ms:0.5&stall=1s@5s&concurrency=64&connect=5ms",
     about: "an in-process simulated server with known latency, queueing and stalls (for testing the engine)",
     kv: KvCapabilities { commands: true },
     blocking: false,
 };
 
-const PARAMS: &[&str] = &["latency", "stall", "concurrency"];
+const PARAMS: &[&str] = &["latency", "stall", "concurrency", "connect"];
 
 const LATENCY_FORMS: &str = "fixed:D, uniform:A:B, lognormal:MEDIAN:SIGMA or bimodal:A:B:P \
      (durations such as 0, 250us, 2ms, 1.5s; P is the probability of B, 0 to 1)";
@@ -269,6 +269,8 @@ struct Config {
     latency: Latency,
     stalls: Vec<(u64, u64)>,
     concurrency: Option<usize>,
+    /// How long opening a connection takes (a TLS handshake, say).
+    connect_ns: u64,
 }
 
 fn parse_url(url: &url::Url) -> Result<Config, String> {
@@ -290,6 +292,7 @@ fn parse_url(url: &url::Url) -> Result<Config, String> {
         latency: Latency::Fixed(0),
         stalls: Vec::new(),
         concurrency: None,
+        connect_ns: 0,
     };
     let mut seen: Vec<String> = Vec::new();
     for (key, value) in url.query_pairs() {
@@ -300,6 +303,7 @@ fn parse_url(url: &url::Url) -> Result<Config, String> {
         match &*key {
             "latency" => config.latency = Latency::parse(&value)?,
             "stall" => config.stalls = parse_stalls(&value)?,
+            "connect" => config.connect_ns = parse_duration(&value)?,
             "concurrency" => {
                 let n: usize = value.trim().parse().map_err(|_| {
                     format!(
@@ -440,6 +444,7 @@ struct Shared {
 #[derive(Debug)]
 pub struct SimDriver {
     shared: Arc<Shared>,
+    connect_delay: Duration,
     /// Shown as the server's version: the target's query.
     description: String,
 }
@@ -450,6 +455,7 @@ impl SimDriver {
         let config = parse_url(target.url())?;
         let model = Model::new(&config);
         Ok(SimDriver {
+            connect_delay: Duration::from_nanos(config.connect_ns),
             description: target.url().query().unwrap_or("").to_string(),
             shared: Arc::new(Shared {
                 trivial: model.is_trivial(),
@@ -469,6 +475,9 @@ impl Driver for SimDriver {
     }
 
     async fn connect(&self) -> Result<SimConn, DriverError> {
+        if !self.connect_delay.is_zero() {
+            tokio::time::sleep(self.connect_delay).await;
+        }
         let epoch = *self.shared.epoch.get_or_init(Instant::now);
         let n = self.shared.opened.fetch_add(1, Ordering::Relaxed);
         let mut seeder = SplitMix64(n);

@@ -11,14 +11,14 @@ use loadcell_record::env::CpuTime;
 use loadcell_record::resources::{self, ResourceSample, Sampler};
 use loadcell_record::result::Interval;
 use loadcell_record::Stats;
-use tokio::signal::unix::{signal, SignalKind};
+use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::mpsc;
 
 use crate::control::{Control, StopReason};
 use crate::plan::EnginePlan;
 use crate::schedule::Schedule;
 use crate::script::Script;
-use crate::worker::{self, Report, Shared};
+use crate::worker::{self, Gate, Report, Shared};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
@@ -152,6 +152,16 @@ where
     runtime.block_on(collect(driver, script, plan, observer))
 }
 
+/// Resolves at SIGINT or SIGTERM (never, if they could not be caught).
+async fn interrupted(interrupts: &mut Option<Signal>, terminates: &mut Option<Signal>) {
+    match (interrupts, terminates) {
+        (Some(i), Some(t)) => {
+            tokio::select! { _ = i.recv() => {}, _ = t.recv() => {} }
+        }
+        _ => std::future::pending().await,
+    }
+}
+
 async fn collect<D, S>(
     driver: Arc<D>,
     script: Arc<S>,
@@ -163,15 +173,13 @@ where
     S: Script<D::Conn> + Send + Sync,
 {
     let n_ops = script.ops().len();
-    let started_at = SystemTime::now();
-    let start = Instant::now();
-    let cpu_at_start = CpuTime::of_process();
     let shared = Arc::new(Shared {
         driver,
         script,
         plan: plan.clone(),
-        schedule: Schedule::new(plan, start),
+        schedule: Schedule::new(plan),
         control: Control::default(),
+        gate: Gate::default(),
     });
 
     let (tx, mut rx) = mpsc::unbounded_channel();
@@ -199,6 +207,22 @@ where
 
     let mut interrupts = signal(SignalKind::interrupt()).ok();
     let mut terminates = signal(SignalKind::terminate()).ok();
+
+    // The run's clock starts once every session is connected (or has
+    // given up, which stops the run), or at Ctrl-C.
+    tokio::select! {
+        _ = shared.gate.all_ready(plan.sessions()) => {}
+        _ = shared.control.stopped() => {}
+        _ = interrupted(&mut interrupts, &mut terminates) => {
+            shared.control.stop(StopReason::Interrupted, None);
+        }
+    }
+    let started_at = SystemTime::now();
+    let start = Instant::now();
+    let cpu_at_start = CpuTime::of_process();
+    shared.schedule.begin(start);
+    shared.gate.open();
+
     let deadline = shared.schedule.deadline();
     let measure_start = shared.schedule.measure_start();
     let mut cpu_at_measure = if plan.warmup.is_zero() {
@@ -244,14 +268,7 @@ where
                 std::future::pending().await
             }
         };
-        let interrupted = async {
-            match (&mut interrupts, &mut terminates) {
-                (Some(i), Some(t)) => {
-                    tokio::select! { _ = i.recv() => {}, _ = t.recv() => {} }
-                }
-                _ => std::future::pending().await,
-            }
-        };
+        let interrupted = interrupted(&mut interrupts, &mut terminates);
         tokio::select! {
             msg = rx.recv() => {
                 let Some((w, report)) = msg else { break };

@@ -5,8 +5,13 @@
 //! one atomic add, waits for it, and the event's latency counts from that
 //! time. A session that falls behind claims times already past, so
 //! queueing delay shows in the latency instead of being omitted.
+//!
+//! The schedule begins ([`Schedule::begin`]) once the sessions are
+//! connected, so connection set-up is neither measured time nor a backlog
+//! of events due before anything could be sent.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
@@ -42,17 +47,24 @@ enum Rate {
 
 #[derive(Debug)]
 pub struct Schedule {
-    start: Instant,
-    measure_start: Instant,
-    deadline: Option<Instant>,
+    /// Set once, by [`Schedule::begin`]; with it the other instants.
+    begun: OnceLock<Begun>,
+    warmup: Duration,
+    time: Option<Duration>,
     events_limit: Option<u64>,
     measured_claims: AtomicU64,
     rate: Rate,
 }
 
+#[derive(Debug, Clone, Copy)]
+struct Begun {
+    start: Instant,
+    measure_start: Instant,
+    deadline: Option<Instant>,
+}
+
 impl Schedule {
-    pub fn new(plan: &EnginePlan, start: Instant) -> Schedule {
-        let measure_start = start + plan.warmup;
+    pub fn new(plan: &EnginePlan) -> Schedule {
         let rate = match plan.rate {
             None => Rate::Closed,
             Some(r) => {
@@ -70,25 +82,42 @@ impl Schedule {
             }
         };
         Schedule {
-            start,
-            measure_start,
-            deadline: plan.time.map(|t| measure_start + t),
+            begun: OnceLock::new(),
+            warmup: plan.warmup,
+            time: plan.time,
             events_limit: plan.events,
             measured_claims: AtomicU64::new(0),
             rate,
         }
     }
 
+    /// Starts the clock of the run at `start` (the first call wins).
+    pub fn begin(&self, start: Instant) {
+        let measure_start = start + self.warmup;
+        let _ = self.begun.set(Begun {
+            start,
+            measure_start,
+            deadline: self.time.map(|t| measure_start + t),
+        });
+    }
+
+    #[inline]
+    fn begun(&self) -> &Begun {
+        self.begun
+            .get()
+            .expect("the schedule is read only after it has begun")
+    }
+
     pub fn start(&self) -> Instant {
-        self.start
+        self.begun().start
     }
 
     pub fn measure_start(&self) -> Instant {
-        self.measure_start
+        self.begun().measure_start
     }
 
     pub fn deadline(&self) -> Option<Instant> {
-        self.deadline
+        self.begun().deadline
     }
 
     pub fn is_open_loop(&self) -> bool {
@@ -98,11 +127,12 @@ impl Schedule {
     /// Claims the next event. `now` is the caller's clock reading.
     #[inline]
     pub fn claim(&self, now: Instant, rng: &mut SmallRng) -> Claim {
+        let begun = self.begun();
         let due = match &self.rate {
             Rate::Closed => None,
             Rate::Uniform { gap_ns, next_index } => {
                 let n = next_index.fetch_add(1, Ordering::Relaxed);
-                Some(self.start + Duration::from_nanos((n as f64 * gap_ns) as u64))
+                Some(begun.start + Duration::from_nanos((n as f64 * gap_ns) as u64))
             }
             Rate::Poisson {
                 mean_gap_ns,
@@ -110,18 +140,18 @@ impl Schedule {
             } => {
                 let gap = exponential(rng, *mean_gap_ns);
                 let offset = next_offset_ns.fetch_add(gap, Ordering::Relaxed);
-                Some(self.start + Duration::from_nanos(offset))
+                Some(begun.start + Duration::from_nanos(offset))
             }
         };
         let at = self.counts_at(now, due);
         if let Some(limit) = self.events_limit {
-            if at >= self.measure_start
+            if at >= begun.measure_start
                 && self.measured_claims.fetch_add(1, Ordering::Relaxed) >= limit
             {
                 return Claim::Stop;
             }
         }
-        match (self.deadline, due) {
+        match (begun.deadline, due) {
             (Some(d), _) if at >= d || now >= d => Claim::Stop,
             (_, Some(due)) => Claim::Due(due),
             (_, None) => Claim::Now,
@@ -140,13 +170,13 @@ impl Schedule {
     /// measured rather than warm-up.
     #[inline]
     pub fn is_measured(&self, at: Instant) -> bool {
-        at >= self.measure_start
+        at >= self.begun().measure_start
     }
 
     /// Once every session has stopped: how many events were due before
     /// `end` but never claimed (sent). Zero for closed loop.
     pub fn unclaimed_before(&self, end: Instant) -> u64 {
-        let elapsed_ns = end.saturating_duration_since(self.start).as_nanos() as f64;
+        let elapsed_ns = end.saturating_duration_since(self.start()).as_nanos() as f64;
         match &self.rate {
             Rate::Closed => 0,
             Rate::Uniform { gap_ns, next_index } => {
@@ -180,6 +210,12 @@ mod tests {
     use crate::plan::RateSpec;
     use rand::SeedableRng;
 
+    fn begun(plan: &EnginePlan, start: Instant) -> Schedule {
+        let s = Schedule::new(plan);
+        s.begin(start);
+        s
+    }
+
     fn plan(rate: Option<RateSpec>, time: Option<Duration>, events: Option<u64>) -> EnginePlan {
         EnginePlan {
             workers: 1,
@@ -205,7 +241,7 @@ mod tests {
             per_sec: 1000.0,
             arrival: Arrival::Uniform,
         };
-        let s = Schedule::new(&plan(Some(rate), Some(Duration::from_secs(1)), None), start);
+        let s = begun(&plan(Some(rate), Some(Duration::from_secs(1)), None), start);
         let mut rng = SmallRng::seed_from_u64(1);
         let mut dues = Vec::new();
         while let Claim::Due(d) = s.claim(start, &mut rng) {
@@ -224,7 +260,7 @@ mod tests {
             per_sec: 10_000.0,
             arrival: Arrival::Poisson,
         };
-        let s = Schedule::new(
+        let s = begun(
             &plan(Some(rate), Some(Duration::from_secs(10)), None),
             start,
         );
@@ -255,7 +291,7 @@ mod tests {
             per_sec: 100.0,
             arrival: Arrival::Uniform,
         };
-        let s = Schedule::new(&plan(Some(rate), Some(Duration::from_secs(1)), None), start);
+        let s = begun(&plan(Some(rate), Some(Duration::from_secs(1)), None), start);
         let mut rng = SmallRng::seed_from_u64(1);
         for _ in 0..40 {
             assert!(matches!(s.claim(start, &mut rng), Claim::Due(_)));
@@ -272,7 +308,7 @@ mod tests {
         let start = Instant::now();
         let mut p = plan(None, None, Some(3));
         p.warmup = Duration::from_secs(1);
-        let s = Schedule::new(&p, start);
+        let s = begun(&p, start);
         let mut rng = SmallRng::seed_from_u64(1);
         for _ in 0..10 {
             assert_eq!(s.claim(start, &mut rng), Claim::Now, "warm-up is unlimited");
@@ -293,7 +329,7 @@ mod tests {
         };
         let mut p = plan(Some(rate), None, Some(3));
         p.warmup = Duration::from_secs(1);
-        let s = Schedule::new(&p, start);
+        let s = begun(&p, start);
         let mut rng = SmallRng::seed_from_u64(1);
         // All claimed at the start: 10 due in warm-up, then 3 measured.
         let mut measured = 0;
@@ -310,7 +346,7 @@ mod tests {
             per_sec: 1e12,
             arrival: Arrival::Poisson,
         };
-        let s = Schedule::new(&plan(Some(rate), None, None), start);
+        let s = begun(&plan(Some(rate), None, None), start);
         // An hour at 10^12/s: 3.6e15 arrivals, counted without drawing them.
         let n = s.unclaimed_before(start + Duration::from_secs(3600));
         assert!((n as f64 / 3.6e15 - 1.0).abs() < 1e-9, "{n}");
@@ -319,7 +355,7 @@ mod tests {
     #[test]
     fn closed_loop_stops_at_the_deadline() {
         let start = Instant::now();
-        let s = Schedule::new(&plan(None, Some(Duration::from_secs(1)), None), start);
+        let s = begun(&plan(None, Some(Duration::from_secs(1)), None), start);
         let mut rng = SmallRng::seed_from_u64(1);
         assert_eq!(s.claim(start, &mut rng), Claim::Now);
         assert_eq!(

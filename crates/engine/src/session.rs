@@ -100,9 +100,12 @@ where
     async fn run(mut self) {
         let shared = Arc::clone(&self.shared);
         let mut rng = SmallRng::seed_from_u64(self.info.seed);
-        let Some((mut conn, mut session)) = self.connect(true).await else {
+        let opened = self.connect(true).await;
+        shared.gate.ready();
+        let Some((mut conn, mut session)) = opened else {
             return;
         };
+        shared.gate.opened().await;
         loop {
             // Drivers whose calls never wait (SQLite) would otherwise keep
             // the worker's flusher and other sessions from running.

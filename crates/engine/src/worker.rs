@@ -6,12 +6,14 @@
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use loadcell_core::Driver;
 use loadcell_record::Stats;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+use tokio::sync::{watch, Notify};
 use tokio::task::{JoinSet, LocalSet};
 
 use crate::collector::Phase;
@@ -27,6 +29,47 @@ pub(crate) struct Shared<D, S> {
     pub plan: EnginePlan,
     pub schedule: Schedule,
     pub control: Control,
+    pub gate: Gate,
+}
+
+/// Holds the sessions until all of them are connected (or have given up),
+/// as sysbench starts its clock once its threads are connected; then the
+/// collector begins the schedule and opens the gate.
+#[derive(Debug, Default)]
+pub(crate) struct Gate {
+    ready: AtomicUsize,
+    ready_changed: Notify,
+    open: watch::Sender<bool>,
+}
+
+impl Gate {
+    /// A session is connected, or will never be.
+    pub fn ready(&self) {
+        self.ready.fetch_add(1, Ordering::SeqCst);
+        self.ready_changed.notify_one();
+    }
+
+    /// Resolves once `sessions` have called [`Gate::ready`].
+    pub async fn all_ready(&self, sessions: usize) {
+        loop {
+            let changed = self.ready_changed.notified();
+            if self.ready.load(Ordering::SeqCst) >= sessions {
+                return;
+            }
+            changed.await;
+        }
+    }
+
+    pub fn open(&self) {
+        self.open.send_replace(true);
+    }
+
+    /// Resolves once the gate is open.
+    pub async fn opened(&self) {
+        let mut rx = self.open.subscribe();
+        // The sender lives as long as `self`, so this cannot fail.
+        let _ = rx.wait_for(|open| *open).await;
+    }
 }
 
 impl<D, S> Shared<D, S> {
@@ -140,6 +183,8 @@ async fn work<D, S>(
             Rc::clone(&recycled),
         );
         tokio::task::spawn_local(async move {
+            // Intervals count from the schedule's start.
+            shared.gate.opened().await;
             while let Some((at, _)) = shared.boundary(next_seq.get()) {
                 tokio::time::sleep_until(at.into()).await;
                 let seq = next_seq.get();
