@@ -641,11 +641,13 @@ mod tests {
             latency: Latency::Fixed(0),
             stalls: vec![],
             concurrency: None,
+            connect_ns: 0,
         };
         for url in ["sim://", "sim://?", "sim:", "sim:?", "sim:///"] {
             assert_eq!(config(url).unwrap(), defaults, "{url}");
         }
-        let c = config("sim://?latency=lognormal:2ms:0.5&stall=1s@5s&concurrency=64").unwrap();
+        let c = config("sim://?latency=lognormal:2ms:0.5&stall=1s@5s&concurrency=64&connect=5ms")
+            .unwrap();
         assert_eq!(
             c,
             Config {
@@ -655,6 +657,7 @@ mod tests {
                 },
                 stalls: vec![(5000 * MS, 6000 * MS)],
                 concurrency: Some(64),
+                connect_ns: 5 * MS,
             }
         );
         let c = config("sim:?latency=uniform:1ms:3ms").unwrap();
