@@ -137,7 +137,8 @@ pub(crate) async fn record<C: SqlConn>(
     .await
 }
 
-/// Notes the identity of table `name`, just created by `prepare`.
+/// Notes the identity of table `name` once `prepare` has created it (or
+/// altered it: MySQL's creation time changes with an index).
 pub(crate) async fn created<C: SqlConn>(conn: &mut C, name: &str) -> Result<(), DriverError> {
     if let Some(id) = identity(conn, name).await? {
         conn.simple(&format!(
