@@ -133,6 +133,9 @@ struct Pending {
     cpu: Vec<Option<Duration>>,
     /// Latest `Done` instant among workers that finished in this interval.
     done_at: Option<Instant>,
+    /// Whether some worker's stats for this interval run to its boundary
+    /// (it was cut there rather than finishing inside it).
+    to_boundary: bool,
 }
 
 pub(crate) fn run<D, S>(
@@ -288,7 +291,9 @@ where
                     warmup: spare.pop().unwrap_or_else(|| Stats::new(n_ops)),
                     cpu: vec![None; workers],
                     done_at: None,
+                    to_boundary: false,
                 });
+                p.to_boundary |= done_at.is_none();
                 p.cpu[w] = Some(cut.cpu);
                 p.measured.merge(&cut.measured);
                 p.warmup.merge(&cut.warmup);
@@ -320,7 +325,11 @@ where
                 break;
             }
             let p = pending.remove(&emitted).expect("checked above");
+            // An interval ends where the last of its stats end: at its
+            // boundary if any worker ran to it, else when the last one
+            // finished.
             let end = match (p.done_at, shared.boundary(emitted)) {
+                (_, Some((b, _))) if p.to_boundary => b,
                 (Some(done), Some((b, _))) => done.min(b),
                 (Some(done), None) => done,
                 (None, Some((b, _))) => b,
