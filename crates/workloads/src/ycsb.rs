@@ -442,16 +442,66 @@ pub fn push_key(buf: &mut String, n: u64) {
 /// falls back to an inserted one (YCSB redraws without limit).
 const MAX_REDRAWS: usize = 64;
 
+/// YCSB's `ScrambledZipfianGenerator`: Zipf(0.99) ranks over a fixed 10^10
+/// items, drawn by Gray et al.'s method with YCSB's precomputed zeta, then
+/// hashed onto the key space. The hot keys' shares do not depend on the
+/// record count: the hottest gets 1/26.47 ≈ 3.8% of the requests (a Zipf
+/// over just the records would give it 13% of 1000).
+#[derive(Debug, Clone)]
+struct ScrambledZipfian {
+    zetan: f64,
+    alpha: f64,
+    eta: f64,
+    /// Where rank 1 ends: 1 + 0.5^theta.
+    rank_1_end: f64,
+}
+
+impl ScrambledZipfian {
+    /// YCSB's `ITEM_COUNT` and its zeta at the constant 0.99.
+    const ITEM_COUNT: u64 = 10_000_000_000;
+    const ZETAN: f64 = 26.469_028_201_783_02;
+
+    fn new() -> ScrambledZipfian {
+        let theta = ZIPFIAN_CONSTANT;
+        // `new ZipfianGenerator(0, ITEM_COUNT, ...)`: ITEM_COUNT + 1 items.
+        let items = (Self::ITEM_COUNT + 1) as f64;
+        let zeta_2 = 1.0 + 0.5f64.powf(theta);
+        ScrambledZipfian {
+            zetan: Self::ZETAN,
+            alpha: 1.0 / (1.0 - theta),
+            eta: (1.0 - (2.0 / items).powf(1.0 - theta)) / (1.0 - zeta_2 / Self::ZETAN),
+            rank_1_end: zeta_2,
+        }
+    }
+
+    /// `ZipfianGenerator.nextLong(ITEM_COUNT + 1)`.
+    #[inline]
+    fn rank(&self, rng: &mut SmallRng) -> u64 {
+        let u: f64 = rng.random();
+        let uz = u * self.zetan;
+        if uz < 1.0 {
+            0
+        } else if uz < self.rank_1_end {
+            1
+        } else {
+            let items = (Self::ITEM_COUNT + 1) as f64;
+            (items * (self.eta * u - self.eta + 1.0).powf(self.alpha)) as u64
+        }
+    }
+}
+
 /// The workload logic shared by both families: the operation mix, the
 /// key choosers and the insert counter. Shared by all sessions.
 pub struct Ycsb {
     opts: YcsbOptions,
     weights: [u32; 5],
     total_weight: i64,
-    /// Zipf ranks `0..item_count` (0 the most popular), for zipfian and
-    /// latest.
+    /// Zipf ranks `0..item_count` (0 the most popular), for latest.
     ranks: Option<Distribution>,
-    /// Records plus the inserts a run is expected to make.
+    /// YCSB's scrambled zipfian ranks, for zipfian.
+    scrambled: ScrambledZipfian,
+    /// Records plus the inserts a run is expected to make, plus one (YCSB's
+    /// key chooser spans `0..=recordcount + expectednewkeys`).
     item_count: u64,
     /// The next key number an insert takes.
     next_insert: AtomicU64,
@@ -539,12 +589,12 @@ impl Ycsb {
         let insert_share = opts.proportions.insert as f64 / total.max(1) as f64;
         // YCSB: expectednewkeys = operationcount * insertproportion * 2.
         let expected_new = (opts.operation_count as f64 * insert_share * 2.0) as u64;
-        let item_count = opts.record_count.saturating_add(expected_new).min(1 << 62);
-        let ranks = matches!(
-            opts.request_distribution,
-            RequestDistribution::Zipfian | RequestDistribution::Latest
-        )
-        .then(|| {
+        let item_count = opts
+            .record_count
+            .saturating_add(expected_new)
+            .saturating_add(1)
+            .min(1 << 62);
+        let ranks = (opts.request_distribution == RequestDistribution::Latest).then(|| {
             Distribution::new(
                 RandType::Zipfian,
                 RandParams {
@@ -560,6 +610,7 @@ impl Ycsb {
             weights,
             total_weight: total as i64,
             ranks,
+            scrambled: ScrambledZipfian::new(),
             item_count,
             next_insert: AtomicU64::new(opts.record_count),
             inserted: AtomicU64::new(opts.record_count),
@@ -608,16 +659,15 @@ impl Ycsb {
         match self.opts.request_distribution {
             RequestDistribution::Uniform => rng.random_range(0..records),
             RequestDistribution::Zipfian => {
-                let ranks = self.ranks.as_ref().expect("built for zipfian");
                 let inserted = self.inserted();
                 for _ in 0..MAX_REDRAWS {
-                    let rank = ranks.sample(rng);
+                    let rank = self.scrambled.rank(rng);
                     let k = fnv1a_64(rank).unsigned_abs() % self.item_count;
                     if k < inserted {
                         return k;
                     }
                 }
-                fnv1a_64(ranks.sample(rng)).unsigned_abs() % inserted
+                fnv1a_64(self.scrambled.rank(rng)).unsigned_abs() % inserted
             }
             RequestDistribution::Latest => {
                 let ranks = self.ranks.as_ref().expect("built for latest");
@@ -1675,16 +1725,20 @@ mod tests {
         let keys = key_draws(&y, n);
         assert!(keys.iter().all(|&k| k < 1000));
         let f = frequencies(&keys);
-        // Zipf(0.99) over 1000 items: the top one gets ~13%, the top 10%
-        // of items ~70% of draws.
+        // YCSB's scrambled zipfian: rank 0 of its 10^10 gets 1/26.47 of
+        // the draws (plus its share of the hashed tail), rank 1 half that,
+        // whatever the record count; the top 10% of keys get about a third.
         let top = f[0].1 as f64 / n as f64;
-        assert!((0.10..0.17).contains(&top), "{top}");
+        assert!((0.033..0.045).contains(&top), "{top}");
+        let second = f[1].1 as f64 / n as f64;
+        assert!((0.016..0.025).contains(&second), "{second}");
         let top100: usize = f.iter().take(100).map(|x| x.1).sum();
         let share = top100 as f64 / n as f64;
-        assert!((0.62..0.78).contains(&share), "{share}");
-        // Rank 0 is scrambled onto fnv(0) % 1000, not onto record 0.
-        assert_eq!(f[0].0, 6_284_781_860_667_377_211 % 1000);
-        assert_eq!(f[1].0, 8_517_097_267_634_966_620 % 1000);
+        assert!((0.2..0.4).contains(&share), "{share}");
+        // Rank 0 is scrambled onto fnv(0) % 1001 (YCSB's item count is
+        // records + expected inserts + 1), not onto record 0.
+        assert_eq!(f[0].0, 6_284_781_860_667_377_211 % 1001);
+        assert_eq!(f[1].0, 8_517_097_267_634_966_620 % 1001);
         // The hot records are spread over the key space.
         let hot_low = f.iter().take(20).filter(|x| x.0 < 500).count();
         assert!((4..=16).contains(&hot_low), "{hot_low}");
@@ -1694,7 +1748,7 @@ mod tests {
     fn zipfian_counts_expected_inserts_but_reads_only_inserted_records() {
         // ycsb-e expects 2 * 1000 * 5% = 100 new records.
         let y = ycsb(Preset::E, |_| {});
-        assert_eq!(y.item_count, 1100);
+        assert_eq!(y.item_count, 1101);
         let keys = key_draws(&y, 50_000);
         assert!(keys.iter().all(|&k| k < 1000));
         y.start_inserts_at(1100);
