@@ -172,6 +172,10 @@ pub struct CommandTemplate {
     pub pattern: KeyPattern,
 }
 
+/// The words a --command may have: an event builds each command's
+/// arguments in a fixed array, so that it allocates nothing.
+pub const MAX_COMMAND_WORDS: usize = 16;
+
 impl CommandTemplate {
     /// Parses a template: words split on spaces, `"..."` quoting allowed,
     /// `__key__` and `__data__` as placeholders.
@@ -203,6 +207,12 @@ impl CommandTemplate {
         }
         if words.is_empty() {
             return Err("--command is empty: give a command such as 'set __key__ __data__'".into());
+        }
+        if words.len() > MAX_COMMAND_WORDS {
+            return Err(format!(
+                "--command '{text}' has {} words; at most {MAX_COMMAND_WORDS} are supported",
+                words.len()
+            ));
         }
         let args = words
             .into_iter()
@@ -419,9 +429,11 @@ pub struct KvSession {
     rng: SmallRng,
     /// Position in the SET:GET (or command weight) cycle.
     cycle: u64,
-    /// Next key for sequential and parallel patterns.
-    next_seq: u64,
-    next_par: u64,
+    /// Next key for sequential and parallel patterns, per operation kind
+    /// (SET, GET, then each --command), as memtier keeps one iterator each:
+    /// with S:S, a GET reads the key its SET just wrote.
+    next_seq: Vec<u64>,
+    next_par: Vec<u64>,
     par_lo: u64,
     par_hi: u64,
     key: Vec<u8>,
@@ -433,18 +445,18 @@ pub struct KvSession {
 }
 
 impl Kv {
-    fn key_number(&self, s: &mut KvSession, pattern: KeyPattern) -> u64 {
+    fn key_number(&self, s: &mut KvSession, kind: usize, pattern: KeyPattern) -> u64 {
         let (lo, hi) = (self.opts.key_min, self.opts.key_max);
         match pattern {
             KeyPattern::Random => s.rng.random_range(lo..=hi),
             KeyPattern::Sequential => {
-                let k = s.next_seq;
-                s.next_seq = if k >= hi { lo } else { k + 1 };
+                let k = s.next_seq[kind];
+                s.next_seq[kind] = if k >= hi { lo } else { k + 1 };
                 k
             }
             KeyPattern::Parallel => {
-                let k = s.next_par;
-                s.next_par = if k >= s.par_hi { s.par_lo } else { k + 1 };
+                let k = s.next_par[kind];
+                s.next_par[kind] = if k >= s.par_hi { s.par_lo } else { k + 1 };
                 k
             }
             KeyPattern::Gaussian => {
@@ -454,11 +466,20 @@ impl Kv {
                     .key_stddev
                     .unwrap_or((hi - lo) as f64 / 6.0)
                     .max(1e-9);
-                // Box-Muller: one normal deviate from two uniforms.
-                let u1: f64 = 1.0 - s.rng.random::<f64>();
-                let u2: f64 = s.rng.random::<f64>();
-                let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
-                (median + z * sd).round().clamp(lo as f64, hi as f64) as u64
+                // Box-Muller: one normal deviate from two uniforms. Out of
+                // range, draw again, as memtier does (clamping would pile
+                // the tails onto the two end keys).
+                let mut k = median;
+                for _ in 0..1000 {
+                    let u1: f64 = 1.0 - s.rng.random::<f64>();
+                    let u2: f64 = s.rng.random::<f64>();
+                    let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+                    k = (median + z * sd).round();
+                    if (lo as f64..=hi as f64).contains(&k) {
+                        break;
+                    }
+                }
+                k.clamp(lo as f64, hi as f64) as u64
             }
             KeyPattern::Zipfian => self.zipf.as_ref().expect("built for Z").sample(&mut s.rng),
         }
@@ -537,8 +558,8 @@ impl<C: KvConn> Script<C> for Kv {
         Ok(KvSession {
             rng,
             cycle: 0,
-            next_seq: lo,
-            next_par: par_lo,
+            next_seq: vec![lo; 2 + self.opts.commands.len()],
+            next_par: vec![par_lo; 2 + self.opts.commands.len()],
             par_lo,
             par_hi,
             key: Vec::with_capacity(self.opts.key_prefix.len() + 20),
@@ -559,7 +580,7 @@ impl<C: KvConn> Script<C> for Kv {
         s.keys.clear();
         for _ in 0..self.opts.pipeline {
             let (kind, pattern) = self.next_op(s);
-            let n = self.key_number(s, pattern);
+            let n = self.key_number(s, kind, pattern);
             self.format_key(s, n);
             match kind {
                 SET => {
@@ -580,8 +601,8 @@ impl<C: KvConn> Script<C> for Kv {
                     } else {
                         &s.data[..len]
                     };
-                    let mut args: [&[u8]; 16] = [&[]; 16];
-                    let argc = template.args.len().min(args.len());
+                    let mut args: [&[u8]; MAX_COMMAND_WORDS] = [&[]; MAX_COMMAND_WORDS];
+                    let argc = template.args.len();
                     for (slot, arg) in args.iter_mut().zip(&template.args) {
                         *slot = match arg {
                             Arg::Literal(l) => l,
@@ -899,18 +920,18 @@ mod tests {
         let kinds: Vec<usize> = (0..8).map(|_| kv.next_op(&mut s).0).collect();
         assert_eq!(kinds, vec![SET, GET, GET, GET, SET, GET, GET, GET]);
         let seq: Vec<u64> = (0..3)
-            .map(|_| kv.key_number(&mut s, KeyPattern::Sequential))
+            .map(|_| kv.key_number(&mut s, SET, KeyPattern::Sequential))
             .collect();
         assert_eq!(seq, vec![1, 2, 3]);
         // Session 1 of 4 owns keys 26..=50 and wraps within them.
         let par: Vec<u64> = (0..26)
-            .map(|_| kv.key_number(&mut s, KeyPattern::Parallel))
+            .map(|_| kv.key_number(&mut s, GET, KeyPattern::Parallel))
             .collect();
         assert_eq!(par[0], 26);
         assert_eq!(par[24], 50);
         assert_eq!(par[25], 26);
         for _ in 0..1000 {
-            let g = kv.key_number(&mut s, KeyPattern::Gaussian);
+            let g = kv.key_number(&mut s, GET, KeyPattern::Gaussian);
             assert!((1..=100).contains(&g));
         }
         let zipf = Kv::new(KvOptions {
@@ -921,7 +942,7 @@ mod tests {
         });
         let mut z = session(&zipf, 0, 1);
         let draws: Vec<u64> = (0..10_000)
-            .map(|_| zipf.key_number(&mut z, KeyPattern::Zipfian))
+            .map(|_| zipf.key_number(&mut z, GET, KeyPattern::Zipfian))
             .collect();
         assert!(draws.iter().all(|k| (1..=100).contains(k)));
         let ones = draws.iter().filter(|&&k| k == 1).count();
@@ -943,5 +964,57 @@ mod tests {
         assert_eq!(a, c);
         fill_for_key(&mut c, 43, 100);
         assert_ne!(a, c);
+    }
+
+    #[test]
+    fn sets_and_gets_keep_their_own_sequence_as_in_memtier() {
+        let kv = Kv::new(KvOptions {
+            ratio_set: 1,
+            ratio_get: 1,
+            key_min: 0,
+            key_max: 99,
+            pattern_set: KeyPattern::Sequential,
+            pattern_get: KeyPattern::Sequential,
+            ..KvOptions::default()
+        });
+        let mut s = session(&kv, 0, 1);
+        let mut seen = Vec::new();
+        for _ in 0..6 {
+            let (kind, pattern) = kv.next_op(&mut s);
+            seen.push((kind, kv.key_number(&mut s, kind, pattern)));
+        }
+        // SET k0, GET k0, SET k1, GET k1...: every GET reads a written key.
+        assert_eq!(
+            seen,
+            vec![(SET, 0), (GET, 0), (SET, 1), (GET, 1), (SET, 2), (GET, 2)]
+        );
+    }
+
+    #[test]
+    fn gaussian_keys_out_of_range_are_drawn_again_not_piled_on_the_ends() {
+        let kv = Kv::new(KvOptions {
+            key_min: 1,
+            key_max: 100,
+            key_stddev: Some(100.0),
+            pattern_get: KeyPattern::Gaussian,
+            ..KvOptions::default()
+        });
+        let mut s = session(&kv, 0, 1);
+        let n = 20_000;
+        let ends = (0..n)
+            .map(|_| kv.key_number(&mut s, GET, KeyPattern::Gaussian))
+            .filter(|&k| k == 1 || k == 100)
+            .count();
+        // About 2 of 100 keys' share, not the ~60% beyond the range.
+        assert!(ends < n / 20, "{ends} of {n} on the two end keys");
+    }
+
+    #[test]
+    fn a_command_longer_than_supported_is_refused() {
+        let words = vec!["x"; MAX_COMMAND_WORDS + 1].join(" ");
+        let e = CommandTemplate::parse(&format!("rpush __key__ {words}"), 1, KeyPattern::Random)
+            .unwrap_err();
+        assert!(e.contains("at most 16"), "{e}");
+        assert!(CommandTemplate::parse("rpush __key__ a b c", 1, KeyPattern::Random).is_ok());
     }
 }
