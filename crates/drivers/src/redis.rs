@@ -490,7 +490,13 @@ impl Link {
                 }
             };
             if let Value::Error(text) = reply {
-                return Err(auth_error(&text, &link.ep));
+                // What answers AUTH may be an error sent before it was
+                // read (maxclients): only a refusal of the credentials is
+                // an authentication failure.
+                return Err(match reply_error(text.as_bytes(), &link.ep) {
+                    e if e.class == ErrorClass::Fatal => auth_error(&text, &link.ep),
+                    e => e,
+                });
             }
         }
         if let Some(db) = s.db {
@@ -684,17 +690,25 @@ fn parse_int(digits: &[u8]) -> Result<i64, &'static str> {
         [b'-', rest @ ..] => (true, rest),
         d => (false, d),
     };
-    if digits.is_empty() || digits.len() > 18 {
+    if digits.is_empty() || digits.len() > 19 {
         return Err("bad integer");
     }
+    // Accumulated negatively so that i64::MIN, with no positive twin, fits.
     let mut n: i64 = 0;
     for &d in digits {
         if !d.is_ascii_digit() {
             return Err("bad integer");
         }
-        n = n * 10 + i64::from(d - b'0');
+        n = n
+            .checked_mul(10)
+            .and_then(|n| n.checked_sub(i64::from(d - b'0')))
+            .ok_or("integer out of range")?;
     }
-    Ok(if neg { -n } else { n })
+    if neg {
+        Ok(n)
+    } else {
+        n.checked_neg().ok_or("integer out of range")
+    }
 }
 
 /// One value's header at `pos`; a bulk string includes its contents, an
@@ -855,6 +869,11 @@ fn reply_error(text: &[u8], ep: &str) -> DriverError {
         .with_code(code),
         "WRONGPASS" => auth_error(&text, ep),
         "ERR" if msg.starts_with("invalid password") => auth_error(&text, ep),
+        // Sent on accept when maxclients is reached, then the connection is
+        // closed: a reconnect with backoff may get in.
+        "ERR" if msg.starts_with("max number of clients reached") => {
+            DriverError::connection(format!("{msg} (at {ep})")).with_code(code)
+        }
         "LOADING" | "BUSY" | "TRYAGAIN" | "CLUSTERDOWN" | "MASTERDOWN" => {
             DriverError::retryable(format!("{msg} (at {ep})")).with_code(code)
         }
@@ -1092,9 +1111,11 @@ fn parse_cluster_slots(v: &Value, seed_host: &str) -> Result<SlotRanges, String>
         let host = match master.first() {
             Some(Value::Bulk(h)) => String::from_utf8_lossy(h).into_owned(),
             Some(Value::Simple(h)) => h.clone(),
+            // cluster-preferred-endpoint-type unknown-endpoint: a NULL host.
+            Some(Value::Nil) => String::new(),
             _ => return Err("master without a host".into()),
         };
-        // An unknown address ("" or "?") means the node we asked.
+        // An unknown address ("", NULL or "?") means the node we asked.
         let host = if host.is_empty() || host == "?" {
             seed_host.to_string()
         } else {
@@ -1507,6 +1528,20 @@ pub fn hash_slot(key: &[u8]) -> u16 {
 mod tests {
     use super::*;
 
+    #[test]
+    fn integers_cover_the_whole_i64_range() {
+        assert_eq!(
+            parse_int(b"1000000000000000000"),
+            Ok(1_000_000_000_000_000_000)
+        );
+        assert_eq!(parse_int(b"9223372036854775807"), Ok(i64::MAX));
+        assert_eq!(parse_int(b"-9223372036854775808"), Ok(i64::MIN));
+        assert!(parse_int(b"9223372036854775808").is_err());
+        assert!(parse_int(b"-9223372036854775809").is_err());
+        assert!(parse_int(b"12345678901234567890").is_err());
+        assert!(parse_int(b"-").is_err() && parse_int(b"1a").is_err());
+    }
+
     fn settings(url: &str) -> Result<Settings, String> {
         parse_target(&Target::parse(url).unwrap())
     }
@@ -1666,6 +1701,15 @@ mod tests {
             Ok(Parsed::Incomplete(_))
         ));
         assert!(parse_cluster_slots(&Value::Int(1), "s").is_err());
+        // A NULL host (cluster-preferred-endpoint-type unknown-endpoint).
+        let buf = b"*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n$-1\r\n:7002\r\n";
+        let Ok(Parsed::Done(v, _)) = parse_value(buf, 0, 0) else {
+            panic!()
+        };
+        assert_eq!(
+            parse_cluster_slots(&v, "seed").unwrap(),
+            vec![(0, 16383, "seed".to_string(), 7002)]
+        );
     }
 
     #[test]
@@ -1794,6 +1838,9 @@ mod tests {
             (ErrorClass::Fatal, Some("ERR"))
         );
         assert!(e.message.starts_with("unknown command 'FOO'"), "{e}");
+        let e = reply_error(b"ERR max number of clients reached", ep);
+        assert_eq!(e.class, ErrorClass::Connection, "{e}");
+        assert!(!e.message.contains("authentication"), "{e}");
         for code in ["LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN"] {
             let e = reply_error(format!("{code} something").as_bytes(), ep);
             assert_eq!(e.class, ErrorClass::Retryable, "{code}");
