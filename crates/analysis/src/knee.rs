@@ -623,6 +623,12 @@ pub struct LatencyKneeOptions {
     /// Share of the points, lowest load first, whose median p99 is the
     /// baseline (default 1/3; at least one point).
     pub baseline_fraction: f64,
+    /// The points are already in order of offered load (a sweep over
+    /// threads or clients): scanned as given. Otherwise they are ordered by
+    /// throughput, which is the load only while throughput still rises;
+    /// past saturation it falls, and overloaded points would sort among
+    /// the light ones.
+    pub in_load_order: bool,
 }
 
 impl Default for LatencyKneeOptions {
@@ -630,6 +636,7 @@ impl Default for LatencyKneeOptions {
         LatencyKneeOptions {
             factor: 2.0,
             baseline_fraction: 1.0 / 3.0,
+            in_load_order: false,
         }
     }
 }
@@ -706,7 +713,9 @@ pub fn latency_knee(
         ));
     }
     let mut sorted = points.to_vec();
-    sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
+    if !opts.in_load_order {
+        sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
     let k = ((sorted.len() as f64 * opts.baseline_fraction).ceil() as usize).clamp(1, sorted.len());
     let low: Vec<f64> = sorted[..k].iter().map(|p| p.1).collect();
     let baseline = median(&low);
@@ -1030,6 +1039,31 @@ mod tests {
             knee.sentence("TPS"),
             "p99 doubles past 30k TPS (2.4× the low-load p99 at 35k TPS)"
         );
+    }
+
+    #[test]
+    fn latency_knee_in_load_order_past_saturation() {
+        // threads 1..32: throughput falls past 8 threads while p99 climbs.
+        let pts = [
+            (1000.0, 1.0),
+            (2000.0, 1.0),
+            (3800.0, 1.2),
+            (5000.0, 1.8),
+            (4800.0, 4.0),
+            (4500.0, 9.0),
+        ];
+        let opts = LatencyKneeOptions {
+            in_load_order: true,
+            ..Default::default()
+        };
+        let knee = latency_knee(&pts, &opts).unwrap().unwrap();
+        // 5k/s still met the bound; 16 threads (4.8k/s) first breached it.
+        assert_eq!((knee.last_ok_throughput, knee.throughput), (5000.0, 4800.0));
+        // Ordered by throughput, the overloaded 4.5k/s sorted before 5k/s.
+        let by_throughput = latency_knee(&pts, &LatencyKneeOptions::default())
+            .unwrap()
+            .unwrap();
+        assert_eq!(by_throughput.throughput, 4500.0);
     }
 
     #[test]

@@ -51,11 +51,19 @@ pub fn sweep(parameter: &str, points: &[SweepPoint]) -> (Value, Vec<String>) {
             analysis.insert("usl".into(), json!(fit));
         }
     }
-    let latency: Vec<(f64, f64)> = points
+    // In order of the load offered (the swept value), which past
+    // saturation is not the order of the throughput measured.
+    let mut by_load: Vec<&SweepPoint> = points.iter().collect();
+    by_load.sort_by(|a, b| a.value.total_cmp(&b.value));
+    let latency: Vec<(f64, f64)> = by_load
         .iter()
         .map(|p| (p.mean.events_per_sec, p.mean.p99_ms))
         .collect();
-    if let Ok(Some(k)) = latency_knee(&latency, &LatencyKneeOptions::default()) {
+    let opts = LatencyKneeOptions {
+        in_load_order: CONCURRENCY.contains(&parameter) || parameter == "rate",
+        ..LatencyKneeOptions::default()
+    };
+    if let Ok(Some(k)) = latency_knee(&latency, &opts) {
         findings.push(k.sentence("events/s"));
         analysis.insert("latency_knee".into(), json!(k));
     }
