@@ -144,9 +144,31 @@ fn compare_runs(
     (value, regressed)
 }
 
-/// Interval series of every run at a sweep point, concatenated.
-fn pooled(point_runs: &[RunResult], series: fn(&RunResult) -> Vec<f64>) -> Vec<f64> {
-    point_runs.iter().flat_map(series).collect()
+/// The test at one sweep point. With one run a side, its interval series
+/// (autocorrelation-adjusted). With repeats, the runs' means as independent
+/// samples: concatenating the runs' intervals into one series would read
+/// run-to-run differences as autocorrelation within a run and overstate
+/// the significance. Fewer than 3 repeats a side leave nothing to test.
+fn point_test(
+    a: &[RunResult],
+    b: &[RunResult],
+    series: fn(&RunResult) -> Vec<f64>,
+) -> Option<MeanComparison> {
+    if let ([a], [b]) = (a, b) {
+        return test(&series(a), &series(b));
+    }
+    let means = |runs: &[RunResult]| -> Vec<f64> {
+        runs.iter()
+            .map(series)
+            .filter(|s| !s.is_empty())
+            .map(|s| s.iter().sum::<f64>() / s.len() as f64)
+            .collect()
+    };
+    let independent = CompareOptions {
+        max_autocorrelation: 0.0,
+        ..CompareOptions::default()
+    };
+    compare_means(&means(a), &means(b), &independent).ok()
 }
 
 fn compare_sweeps(
@@ -181,8 +203,8 @@ fn compare_sweeps(
         let Some(pb) = b.points.iter().find(|p| p.value == pa.value) else {
             continue;
         };
-        let t = test(&pooled(&pa.runs, events), &pooled(&pb.runs, events));
-        let l = test(&pooled(&pa.runs, p99s), &pooled(&pb.runs, p99s));
+        let t = point_test(&pa.runs, &pb.runs, events);
+        let l = point_test(&pa.runs, &pb.runs, p99s);
         let verdict = match &t {
             Some(c) => format!(
                 "{:+.1}% ({})",
@@ -321,7 +343,37 @@ pub fn parse_threshold(s: &str) -> Result<f64, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_threshold;
+    use super::*;
+
+    /// Runs of a sweep point: each run's intervals tight around its own
+    /// level, the levels spread run to run.
+    fn runs_at(levels: &[f64]) -> Vec<RunResult> {
+        levels
+            .iter()
+            .map(|&level| {
+                let mut r = loadcell_report::fixture::run(4, level);
+                for (i, iv) in r.intervals.iter_mut().enumerate() {
+                    iv.events_per_sec = level * (1.0 + 0.001 * (i % 3) as f64);
+                }
+                r
+            })
+            .collect()
+    }
+
+    #[test]
+    fn repeats_are_compared_by_their_means_not_as_one_series() {
+        // The same spread of run levels on both sides, candidate 1% higher:
+        // run-to-run noise of ±4% cannot make 1% significant.
+        let a = runs_at(&[960.0, 1000.0, 1040.0]);
+        let b = runs_at(&[970.0, 1010.0, 1050.0]);
+        let t = point_test(&a, &b, events).expect("three runs a side");
+        assert!(!t.significant, "{t:?}");
+        // A change well beyond the run-to-run spread is found.
+        let c = runs_at(&[1100.0, 1140.0, 1180.0]);
+        assert!(point_test(&a, &c, events).unwrap().significant);
+        // Two runs a side: nothing to test.
+        assert!(point_test(&a[..2], &b[..2], events).is_none());
+    }
 
     #[test]
     fn thresholds_are_percentages_or_fractions_never_a_guess() {
