@@ -310,7 +310,8 @@ pub struct YcsbArgs {
     /// (default: the workload's).
     #[arg(long, alias = "requestdistribution", value_name = "KIND")]
     pub request_distribution: Option<String>,
-    /// Longest scan in records; lengths are uniform from 1 (default 100).
+    /// Longest scan in records; lengths are uniform from 1 (default 1000, 100
+    /// for ycsb-e, as in YCSB).
     #[arg(long, alias = "maxscanlength", value_name = "N", value_parser = positive_u64, allow_negative_numbers = true)]
     pub max_scan_length: Option<u64>,
     /// hotspot: the fraction of records that are hot (default 0.2).

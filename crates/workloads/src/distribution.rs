@@ -113,9 +113,11 @@ impl Distribution {
         let v = match self.kind {
             RandType::Uniform => a + (rng.random::<f64>() * (b - a + 1) as f64) as u64,
             RandType::Gaussian => {
+                // sysbench's sb_rand_gaussian: --rand-spec-iter uniforms.
+                let n = self.params.spec_iter;
                 let t = (b - a + 1) as f64;
-                let sum: f64 = (0..12).map(|_| rng.random::<f64>() * t).sum();
-                a + (sum / 12.0) as u64
+                let sum: f64 = (0..n).map(|_| rng.random::<f64>() * t).sum();
+                a + (sum / f64::from(n)) as u64
             }
             RandType::Special => {
                 let p = &self.params;

@@ -209,6 +209,8 @@ impl Preset {
             field_length: if mix { 10 } else { 100 },
             // A write in the mixes is a whole record, as in S8's model.
             write_all_fields: mix,
+            // CoreWorkload's default is 1000; YCSB's workloade sets 100.
+            max_scan_length: if self == Preset::E { 100 } else { 1000 },
             ..YcsbOptions::default()
         }
     }
@@ -303,7 +305,8 @@ impl Default for YcsbOptions {
             operation_count: 1000,
             field_count: 10,
             field_length: 100,
-            max_scan_length: 100,
+            // CoreWorkload's maxscanlength default.
+            max_scan_length: 1000,
             hotspot_data_fraction: 0.2,
             hotspot_opn_fraction: 0.8,
             write_all_fields: false,
@@ -1612,7 +1615,8 @@ mod tests {
             ),
             (1000, 1000, 10, 100)
         );
-        assert_eq!(a.max_scan_length, 100);
+        assert_eq!(a.max_scan_length, 1000);
+        assert_eq!(Preset::E.options().max_scan_length, 100);
         assert!(!a.write_all_fields);
         let m = Preset::Mix95_5.options();
         assert_eq!(m.record_bytes(), 100);
