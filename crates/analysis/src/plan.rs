@@ -174,8 +174,9 @@ pub struct InstancePlan {
     pub peak_throughput: Option<f64>,
     /// The target, with headroom, lies beyond the model's peak throughput.
     pub unreachable: bool,
-    /// The planned node count lies outside the measured node counts: the
-    /// prediction extrapolates the model.
+    /// The planned node count lies outside the measured node counts, or
+    /// the target is unreachable by a peak beyond them: the verdict
+    /// extrapolates the model.
     pub extrapolated: bool,
     /// The planned node count lies beyond the measured linear range (only
     /// set when 2 or more node counts were measured: with one, there is no
@@ -193,6 +194,19 @@ pub struct InstancePlan {
 }
 
 impl InstancePlan {
+    /// The measured node counts, e.g. "1–3 nodes".
+    fn measured_words(&self) -> String {
+        if self.measured_from_nodes == self.measured_to_nodes {
+            nodes_words(self.measured_from_nodes)
+        } else {
+            format!(
+                "{}–{} nodes",
+                text::count(self.measured_from_nodes),
+                text::count(self.measured_to_nodes)
+            )
+        }
+    }
+
     /// Plain words, e.g. "r5.large: 53 nodes, $8,552/month ($161 per 1k
     /// ops/s) for 1M ops/s with 30% headroom; extrapolated beyond 8 measured
     /// nodes".
@@ -214,7 +228,16 @@ impl InstancePlan {
                 (Some(x), None) => format!(": throughput levels off at {} {unit}", text::si(x)),
                 _ => String::new(),
             };
-            return format!("{}: cannot reach {goal}{peak}", self.name);
+            let estimate = if self.extrapolated {
+                format!(
+                    " (the peak is extrapolated from {}: measure more node counts before \
+                     ruling this type out)",
+                    self.measured_words()
+                )
+            } else {
+                String::new()
+            };
+            return format!("{}: cannot reach {goal}{peak}{estimate}", self.name);
         };
         let mut s = format!(
             "{}: {}, {}/month ({} per 1k {unit}) for {goal}",
@@ -224,16 +247,10 @@ impl InstancePlan {
             text::dollars(per_1k)
         );
         if self.extrapolated {
-            let measured = if self.measured_from_nodes == self.measured_to_nodes {
-                nodes_words(self.measured_from_nodes)
-            } else {
-                format!(
-                    "{}–{} nodes",
-                    text::count(self.measured_from_nodes),
-                    text::count(self.measured_to_nodes)
-                )
-            };
-            s.push_str(&format!("; extrapolated from measurements at {measured}"));
+            s.push_str(&format!(
+                "; extrapolated from measurements at {}",
+                self.measured_words()
+            ));
         }
         if self.beyond_linear_range {
             s.push_str(&format!(
@@ -337,8 +354,14 @@ pub fn plan_instance(
         peak_nodes: model.peak_concurrency(),
         peak_throughput: model.peak_throughput(),
         unreachable,
+        // Also when the verdict "unreachable" rests on a peak the model
+        // puts beyond the measured node counts (a fit to 3 of them, say).
         extrapolated: nodes
-            .is_some_and(|n| (n as f64) > measured_to_nodes || (n as f64) < measured_from_nodes),
+            .is_some_and(|n| (n as f64) > measured_to_nodes || (n as f64) < measured_from_nodes)
+            || (unreachable
+                && model
+                    .peak_concurrency()
+                    .is_some_and(|p| p > measured_to_nodes)),
         beyond_linear_range: range.efficiency.len() > 1
             && nodes.is_some_and(|n| (n as f64) > range.to_nodes),
         linear_range: range,
@@ -767,6 +790,23 @@ mod tests {
         assert!(p.sentence(&target(0.85 * peak, 0.2), "TPS").starts_with(
             "r5: cannot reach 400k TPS with 20% headroom: predicted peak 470k TPS at 44 nodes"
         ));
+    }
+
+    #[test]
+    fn unreachable_by_a_peak_beyond_the_measurements_says_it_is_extrapolated() {
+        // Three node counts, near linear: the fit's peak (about 8 nodes)
+        // lies far past the 3 measured.
+        let it = InstanceType {
+            name: "m5".into(),
+            price_per_hour: 0.2,
+            points: vec![pt(1.0, 10_000.0), pt(2.0, 19_500.0), pt(3.0, 27_500.0)],
+            scaling: Scaling::Fit,
+        };
+        let goal = target(100_000.0, 0.3);
+        let p = plan_instance(&it, &goal).unwrap();
+        assert!(p.unreachable && p.extrapolated, "{p:?}");
+        let s = p.sentence(&goal, "ops/s");
+        assert!(s.contains("extrapolated from 1–3 nodes"), "{s}");
     }
 
     #[test]
