@@ -224,52 +224,32 @@ fn prepare_is_idempotent_and_cleanup_drops_only_its_own_tables() {
     for t in 1..=3 {
         assert_eq!(sqlite(&format!("SELECT COUNT(*) FROM sbtest{t}")), 500);
     }
+    // Prepare the 3 tables at a table size.
+    let prepare = |size: &str| {
+        ok(loadcell(
+            dir.path(),
+            &[
+                "prepare",
+                "oltp_read_write",
+                "--target",
+                &target,
+                "--tables",
+                "3",
+                "--table-size",
+                size,
+            ],
+        ))
+    };
     // Again: nothing to do.
-    let o = ok(loadcell(
-        dir.path(),
-        &[
-            "prepare",
-            "oltp_read_write",
-            "--target",
-            &target,
-            "--tables",
-            "3",
-            "--table-size",
-            "500",
-        ],
-    ));
+    let o = prepare("500");
     assert!(stdout(&o).contains("nothing to do"), "{}", stdout(&o));
     // A bigger table size completes the existing tables.
-    ok(loadcell(
-        dir.path(),
-        &[
-            "prepare",
-            "oltp_read_write",
-            "--target",
-            &target,
-            "--tables",
-            "3",
-            "--table-size",
-            "800",
-        ],
-    ));
+    prepare("800");
     assert_eq!(sqlite("SELECT COUNT(*) FROM sbtest2"), 800);
     // A table of loadcell's dropped behind its back is simply created again
     // (its stale marker row once made prepare fail on a duplicate key).
     sqlite_exec(&db, "DROP TABLE sbtest3");
-    let o = ok(loadcell(
-        dir.path(),
-        &[
-            "prepare",
-            "oltp_read_write",
-            "--target",
-            &target,
-            "--tables",
-            "3",
-            "--table-size",
-            "800",
-        ],
-    ));
+    let o = prepare("800");
     assert!(
         stdout(&o).contains("Creating table 'sbtest3'"),
         "{}",
