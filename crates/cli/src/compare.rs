@@ -38,16 +38,26 @@ fn test(a: &[f64], b: &[f64]) -> Option<MeanComparison> {
 }
 
 /// A gate on one metric: tested when interval series allow, plain otherwise.
+/// One that cannot be evaluated (a baseline of 0, say) is said so in `o`,
+/// not passed over in silence.
 fn gate(
+    o: &mut String,
     metric: &str,
     direction: Direction,
     threshold: f64,
     (a, b): (f64, f64),
     tested: Option<&MeanComparison>,
 ) -> Option<GateOutcome> {
-    match tested {
-        Some(c) => regression_gate_tested(metric, direction, threshold, c).ok(),
-        None => regression_gate(metric, direction, threshold, a, b).ok(),
+    let outcome = match tested {
+        Some(c) => regression_gate_tested(metric, direction, threshold, c),
+        None => regression_gate(metric, direction, threshold, a, b),
+    };
+    match outcome {
+        Ok(g) => Some(g),
+        Err(e) => {
+            let _ = writeln!(o, "    gate on {metric} not evaluated: {e}");
+            None
+        }
     }
 }
 
@@ -113,6 +123,7 @@ fn compare_runs(
     let mut gates = Vec::new();
     if let Some(t) = threshold {
         gates.extend(gate(
+            o,
             "throughput",
             Direction::HigherIsBetter,
             t,
@@ -120,6 +131,7 @@ fn compare_runs(
             throughput.as_ref(),
         ));
         gates.extend(gate(
+            o,
             "p99 latency",
             Direction::LowerIsBetter,
             t,
@@ -231,6 +243,7 @@ fn compare_sweeps(
         let mut gates = Vec::new();
         if let Some(th) = threshold {
             gates.extend(gate(
+                o,
                 "throughput",
                 Direction::HigherIsBetter,
                 th,
@@ -238,6 +251,7 @@ fn compare_sweeps(
                 t.as_ref(),
             ));
             gates.extend(gate(
+                o,
                 "p99 latency",
                 Direction::LowerIsBetter,
                 th,
