@@ -280,7 +280,17 @@ impl RedisDriver {
                 }
                 Err(e) => return Err(e),
             };
-            let slots = link.call(&[b"CLUSTER", b"SLOTS"], Phase::Connect).await?;
+            // A seed that drops the connection or answers with a transient
+            // error (LOADING, CLUSTERDOWN, max clients) leaves the others
+            // to try.
+            let slots = match link.call(&[b"CLUSTER", b"SLOTS"], Phase::Connect).await {
+                Ok(v) => v,
+                Err(e) if e.class == ErrorClass::Connection => {
+                    last_err = Some(e);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             let ranges = match slots {
                 Value::Error(text) if text.contains("cluster support disabled") => {
                     return Err(DriverError::fatal(format!(
@@ -288,7 +298,13 @@ impl RedisDriver {
                         link.ep
                     )))
                 }
-                Value::Error(text) => return Err(reply_error(text.as_bytes(), &link.ep)),
+                Value::Error(text) => match reply_error(text.as_bytes(), &link.ep) {
+                    e if e.class == ErrorClass::Fatal => return Err(e),
+                    e => {
+                        last_err = Some(e);
+                        continue;
+                    }
+                },
                 v => parse_cluster_slots(&v, host).map_err(|why| {
                     DriverError::fatal(format!(
                         "unexpected CLUSTER SLOTS reply from {}: {why}",

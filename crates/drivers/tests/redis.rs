@@ -727,3 +727,32 @@ impl std::ops::Sub for CpuTime {
         }
     }
 }
+
+/// A seed that answers with a transient error (here LOADING, as a node
+/// still loading its data set does) leaves the next seed to try.
+#[test]
+fn a_cluster_seed_answering_with_an_error_falls_through_to_the_next() {
+    use std::io::{Read, Write};
+    let c = cluster();
+    let fake = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let fake_port = fake.local_addr().unwrap().port();
+    let answering = std::thread::spawn(move || {
+        let (mut s, _) = fake.accept().unwrap();
+        let mut buf = [0u8; 512];
+        // One request (CLUSTER SLOTS), one error; then the client goes.
+        let _ = s.read(&mut buf).unwrap();
+        s.write_all(b"-LOADING Redis is loading the dataset in memory\r\n")
+            .unwrap();
+        let _ = s.read(&mut buf);
+    });
+    let url = format!(
+        "redis+cluster://127.0.0.1:{fake_port},127.0.0.1:{}",
+        c.ports()[0]
+    );
+    run(async {
+        let d = driver(&url);
+        let conn = d.connect().await.unwrap();
+        assert_eq!(conn.nodes().len(), 3);
+    });
+    answering.join().unwrap();
+}
