@@ -6,13 +6,14 @@
 //! As YCSB's `CoreWorkload` does:
 //! - keys are `user` + the FNV-1a 64-bit hash of the key number
 //!   (`insertorder=hashed`), e.g. `user6284781860667377211` for record 0;
-//! - `zipfian` is YCSB's scrambled zipfian (constant 0.99): a Zipf rank over
-//!   the records plus the inserts a run expects (`2 × operationcount ×
-//!   insertproportion`), hashed onto a key number, redrawn if that record
-//!   has not been inserted yet;
+//! - `zipfian` is YCSB's scrambled zipfian (constant 0.99): a Zipf rank of
+//!   YCSB's 10^10 (Gray's method, YCSB's zeta), hashed onto a key number
+//!   below the records plus the inserts a run expects plus one (`2 ×
+//!   operationcount × insertproportion`), redrawn if that record has not
+//!   been inserted yet;
 //! - `latest` is a zipfian over recency: the newest record is the most
-//!   popular, counted from the highest key inserted so far (a counter shared
-//!   by every session);
+//!   popular, counted from the highest key below which every insert is over
+//!   (YCSB's acknowledged counter, shared by every session);
 //! - `hotspot` sends `--hotspot-opn-fraction` of the operations to the first
 //!   `--hotspot-data-fraction` of the records; `uniform` spreads them evenly;
 //! - an update writes one random field (`writeallfields=false`) unless
@@ -44,7 +45,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use loadcell_core::kv::{KvConn, KvReply};
 use loadcell_core::sql::{Dialect, SqlConn, SqlParam};
@@ -441,6 +442,10 @@ pub fn push_key(buf: &mut String, n: u64) {
     buf.push_str(itoa::Buffer::new().format(fnv1a_64(n)));
 }
 
+/// Inserts that may be in flight at once, beyond the lowest unfinished one,
+/// and still be acknowledged in order.
+const ACK_WINDOW: usize = 1 << 16;
+
 /// How often a key draw may land on a record not inserted yet before it
 /// falls back to an inserted one (YCSB redraws without limit).
 const MAX_REDRAWS: usize = 64;
@@ -508,8 +513,13 @@ pub struct Ycsb {
     item_count: u64,
     /// The next key number an insert takes.
     next_insert: AtomicU64,
-    /// One past the highest key number inserted: reads choose below it.
+    /// One past the highest key number below which every insert has
+    /// finished: reads choose below it.
     inserted: AtomicU64,
+    /// Inserts finished ahead of one below them, waiting for it, as in
+    /// YCSB's `AcknowledgedCounterGenerator` (a ring of flags indexed by
+    /// key number; empty when the mix has no inserts).
+    acked: Mutex<Vec<bool>>,
     /// Hash field names for key-value stores (`field0`…).
     field_names: Vec<String>,
 }
@@ -617,6 +627,11 @@ impl Ycsb {
             item_count,
             next_insert: AtomicU64::new(opts.record_count),
             inserted: AtomicU64::new(opts.record_count),
+            acked: Mutex::new(if opts.proportions.insert > 0 {
+                vec![false; ACK_WINDOW]
+            } else {
+                Vec::new()
+            }),
             field_names,
             opts,
         }
@@ -630,8 +645,36 @@ impl Ycsb {
     /// records beyond `--record-count` from earlier runs' inserts).
     pub fn start_inserts_at(&self, n: u64) {
         let n = n.max(self.opts.record_count);
+        let mut acked = self.acked.lock().unwrap_or_else(|e| e.into_inner());
+        acked.iter_mut().for_each(|a| *a = false);
         self.next_insert.store(n, Ordering::Relaxed);
         self.inserted.store(n, Ordering::Relaxed);
+    }
+
+    /// The insert of key number `key` is over, done or failed (YCSB
+    /// acknowledges in a `finally`): `inserted` moves past it once every
+    /// insert below it is over too, so reads never choose a key whose
+    /// insert may still be in flight.
+    fn acknowledge(&self, key: u64) {
+        let mut acked = self.acked.lock().unwrap_or_else(|e| e.into_inner());
+        let mut limit = self.inserted.load(Ordering::Relaxed);
+        let window = acked.len() as u64;
+        if key < limit || window == 0 {
+            return;
+        }
+        if key - limit >= window {
+            // More inserts in flight than the window holds: order is given
+            // up for the ones below.
+            acked.iter_mut().for_each(|a| *a = false);
+            self.inserted.store(key + 1, Ordering::Relaxed);
+            return;
+        }
+        acked[(key % window) as usize] = true;
+        while acked[(limit % window) as usize] {
+            acked[(limit % window) as usize] = false;
+            limit += 1;
+        }
+        self.inserted.store(limit, Ordering::Relaxed);
     }
 
     /// One past the highest key number inserted so far.
@@ -728,7 +771,15 @@ impl Ycsb {
     fn done(&self, d: &mut Draw, c: Choice) {
         d.pending = None;
         if c.op == INSERT {
-            self.inserted.fetch_max(c.key + 1, Ordering::Relaxed);
+            self.acknowledge(c.key);
+        }
+    }
+
+    /// The chosen operation failed: an insert is over all the same (a retry
+    /// of the same key, if any, finds it acknowledged).
+    fn failed(&self, c: Choice) {
+        if c.op == INSERT {
+            self.acknowledge(c.key);
         }
     }
 }
@@ -1026,7 +1077,11 @@ impl<C: SqlConn> Script<C> for YcsbSql {
             }
             INSERT => {
                 let stmt = s.insert.as_ref().expect(PREPARED);
-                ctx.op(INSERT, self.insert(conn, stmt, &mut s.d)).await?;
+                let inserted = ctx.op(INSERT, self.insert(conn, stmt, &mut s.d)).await;
+                if inserted.is_err() {
+                    self.core.failed(c);
+                }
+                inserted?;
             }
             SCAN => {
                 let stmt = s.scan.as_ref().expect(PREPARED);
@@ -1438,11 +1493,16 @@ impl<C: KvConn> Script<C> for YcsbKv {
                 .await?;
             }
             INSERT => {
-                ctx.op(INSERT, async {
-                    self.queue_insert(conn, s, c.key)?;
-                    flush(conn).await
-                })
-                .await?;
+                let inserted = ctx
+                    .op(INSERT, async {
+                        self.queue_insert(conn, s, c.key)?;
+                        flush(conn).await
+                    })
+                    .await;
+                if inserted.is_err() {
+                    self.core.failed(c);
+                }
+                inserted?;
             }
             SCAN => {
                 ctx.op(SCAN, async {
@@ -1694,6 +1754,27 @@ mod tests {
         assert_eq!(y.inserted(), 5000);
         y.start_inserts_at(10);
         assert_eq!(y.inserted(), 1000, "never below the record count");
+    }
+
+    #[test]
+    fn reads_pass_an_insert_only_once_every_insert_below_it_is_over() {
+        let y = ycsb(Preset::D, |_| {});
+        let key = |k| Choice {
+            op: INSERT,
+            key: k,
+            len: 0,
+            field: 0,
+        };
+        // Three inserts in flight: 1000, 1001, 1002.
+        y.acknowledge(1002);
+        assert_eq!(y.inserted(), 1000, "1000 and 1001 may still be in flight");
+        y.failed(key(1000));
+        assert_eq!(y.inserted(), 1001, "a failed insert is over too");
+        y.acknowledge(1001);
+        assert_eq!(y.inserted(), 1003);
+        // Acknowledging again (a retry of 1001) changes nothing.
+        y.acknowledge(1001);
+        assert_eq!(y.inserted(), 1003);
     }
 
     fn key_draws(y: &Ycsb, n: usize) -> Vec<u64> {
