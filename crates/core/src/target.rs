@@ -171,8 +171,8 @@ impl fmt::Debug for Target {
 /// Where the `user:password` part of the text after `scheme://` ends: at
 /// the authority's last `@`, or, when the authority has none, at the last
 /// `@` anywhere, for a password whose unencoded `/`, `?` or `#` ended the
-/// authority early (`mysql://u:12/34@h/db`). Shared by the redactors.
-pub fn userinfo_end(after_scheme: &str) -> Option<usize> {
+/// authority early (`mysql://u:12/34@h/db`).
+fn userinfo_end(after_scheme: &str) -> Option<usize> {
     let authority_end = after_scheme
         .find(['/', '?', '#'])
         .unwrap_or(after_scheme.len());
@@ -181,23 +181,26 @@ pub fn userinfo_end(after_scheme: &str) -> Option<usize> {
         .or_else(|| after_scheme.rfind('@'))
 }
 
+/// `after_scheme` (what follows `scheme://`, or a bare `user:pw@host`) with
+/// the password of its `user:password@` replaced by `***`. Shared by the
+/// redactors.
+pub fn redact_authority(after_scheme: &str) -> String {
+    let userinfo =
+        userinfo_end(after_scheme).and_then(|at| Some((after_scheme[..at].find(':')?, at)));
+    match userinfo {
+        Some((colon, at)) => format!("{}:***{}", &after_scheme[..colon], &after_scheme[at..]),
+        None => after_scheme.to_string(),
+    }
+}
+
 /// Redacts `user:password@` in any string that looks like a URL, for
 /// echoing input that failed to parse.
 pub fn redact_raw(raw: &str) -> String {
-    let Some(scheme_end) = raw.find("://") else {
-        return raw.to_string();
-    };
-    let rest = &raw[scheme_end + 3..];
-    let Some(at) = userinfo_end(rest) else {
-        return raw.to_string();
-    };
-    match rest[..at].find(':') {
-        Some(colon) => format!(
-            "{}{}:***{}",
-            &raw[..scheme_end + 3],
-            &rest[..colon],
-            &rest[at..]
-        ),
+    match raw.find("://") {
+        Some(scheme_end) => {
+            let (scheme, rest) = raw.split_at(scheme_end + 3);
+            format!("{scheme}{}", redact_authority(rest))
+        }
         None => raw.to_string(),
     }
 }

@@ -2,7 +2,7 @@
 //! Files are written redacted already; this is the second lock, so a
 //! hand-edited or foreign file still never puts a password on a page.
 
-use loadcell_core::target::userinfo_end;
+use loadcell_core::target::redact_authority;
 
 /// Characters that end a token: a password is looked for within one token.
 fn is_delimiter(c: char) -> bool {
@@ -59,33 +59,8 @@ fn redact_userinfo(t: &str) -> String {
         let (head, tail) = rest.split_at(start);
         out.push_str(head);
         // This URL's text runs to the next one's scheme, if any.
-        let this = tail.find("://").map_or(tail, |next| &tail[..next]);
-        let host_end = |from: usize| {
-            from + this[from..]
-                .find(['/', '?', '#'])
-                .unwrap_or(this.len() - from)
-        };
-        let end = match userinfo_end(this) {
-            Some(at) => match this[..at].find(':') {
-                Some(colon) if &this[colon + 1..at] != "***" => {
-                    out.push_str(&this[..colon + 1]);
-                    out.push_str("***");
-                    let end = host_end(at);
-                    out.push_str(&this[at..end]);
-                    end
-                }
-                _ => {
-                    let end = host_end(at);
-                    out.push_str(&this[..end]);
-                    end
-                }
-            },
-            None => {
-                let end = host_end(0);
-                out.push_str(&this[..end]);
-                end
-            }
-        };
+        let end = tail.find("://").unwrap_or(tail.len());
+        out.push_str(&redact_authority(&tail[..end]));
         rest = &tail[end..];
         if !rest.contains("://") {
             out.push_str(rest);
