@@ -11,9 +11,8 @@ pub use loadcell_record::result::StopReason;
 #[derive(Debug)]
 pub struct Control {
     stopped: AtomicBool,
-    reason: Mutex<Option<(StopReason, Option<String>)>>,
-    /// When the first reason came.
-    stopped_at: Mutex<Option<Instant>>,
+    /// The first reason, its message, and when it came.
+    reason: Mutex<Option<(StopReason, Option<String>, Instant)>>,
     notify: watch::Sender<bool>,
 }
 
@@ -22,7 +21,6 @@ impl Default for Control {
         Control {
             stopped: AtomicBool::new(false),
             reason: Mutex::new(None),
-            stopped_at: Mutex::new(None),
             notify: watch::channel(false).0,
         }
     }
@@ -39,23 +37,27 @@ impl Control {
     pub fn stop(&self, reason: StopReason, message: Option<String>) {
         let mut slot = self.reason.lock().unwrap_or_else(|e| e.into_inner());
         if slot.is_none() {
-            *slot = Some((reason, message));
-            *self.stopped_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+            *slot = Some((reason, message, Instant::now()));
         }
         self.stopped.store(true, Ordering::Relaxed);
         self.notify.send_replace(true);
     }
 
     pub fn reason(&self) -> Option<(StopReason, Option<String>)> {
-        self.reason
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.first_stop()
+            .map(|(reason, message, _)| (reason, message))
     }
 
     /// When [`Control::stop`] was first called.
     pub fn stopped_at(&self) -> Option<Instant> {
-        *self.stopped_at.lock().unwrap_or_else(|e| e.into_inner())
+        self.first_stop().map(|(_, _, at)| at)
+    }
+
+    fn first_stop(&self) -> Option<(StopReason, Option<String>, Instant)> {
+        self.reason
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Resolves once [`Control::stop`] has been called.

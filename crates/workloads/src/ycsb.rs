@@ -457,7 +457,6 @@ const MAX_REDRAWS: usize = 64;
 /// over just the records would give it 13% of 1000).
 #[derive(Debug, Clone)]
 struct ScrambledZipfian {
-    zetan: f64,
     alpha: f64,
     eta: f64,
     /// Where rank 1 ends: 1 + 0.5^theta.
@@ -475,7 +474,6 @@ impl ScrambledZipfian {
         let items = (Self::ITEM_COUNT + 1) as f64;
         let zeta_2 = 1.0 + 0.5f64.powf(theta);
         ScrambledZipfian {
-            zetan: Self::ZETAN,
             alpha: 1.0 / (1.0 - theta),
             eta: (1.0 - (2.0 / items).powf(1.0 - theta)) / (1.0 - zeta_2 / Self::ZETAN),
             rank_1_end: zeta_2,
@@ -486,7 +484,7 @@ impl ScrambledZipfian {
     #[inline]
     fn rank(&self, rng: &mut SmallRng) -> u64 {
         let u: f64 = rng.random();
-        let uz = u * self.zetan;
+        let uz = u * Self::ZETAN;
         if uz < 1.0 {
             0
         } else if uz < self.rank_1_end {
