@@ -357,7 +357,7 @@ pub fn build(a: &PlanArgs, inputs: &[Input]) -> anyhow::Result<PlanView> {
 /// `loadcell plan`: prints the plan (text or JSON) and writes the HTML
 /// report with its plan section when asked.
 pub fn run(a: &PlanArgs) -> anyhow::Result<()> {
-    crate::views::refuse_overwriting_inputs(&a.files, &[("--html", &a.html)])?;
+    crate::views::refuse_overwriting_results(&[("--html", &a.html)])?;
     let inputs = a
         .files
         .iter()

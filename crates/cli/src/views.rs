@@ -23,14 +23,11 @@ pub fn write(path: &Path, text: &str) -> anyhow::Result<()> {
 }
 
 pub fn report(a: &ReportArgs) -> anyhow::Result<()> {
-    refuse_overwriting_inputs(
-        &a.files,
-        &[
-            ("--html", &a.html),
-            ("--markdown", &a.markdown),
-            ("--csv", &a.csv),
-        ],
-    )?;
+    refuse_overwriting_results(&[
+        ("--html", &a.html),
+        ("--markdown", &a.markdown),
+        ("--csv", &a.csv),
+    ])?;
     let inputs = a
         .files
         .iter()
@@ -51,18 +48,15 @@ pub fn report(a: &ReportArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Refuses an output path that is one of the input files or any other
-/// loadcell result: with `report --html results/*.json` the shell hands the
-/// first result to `--html`, which would overwrite it.
-pub fn refuse_overwriting_inputs(
-    inputs: &[PathBuf],
-    outputs: &[(&str, &Option<PathBuf>)],
-) -> anyhow::Result<()> {
+/// Refuses an output path that holds a loadcell result (an input among
+/// them): with `report --html results/*.json` the shell hands the first
+/// result to `--html`, which would overwrite it.
+pub fn refuse_overwriting_results(outputs: &[(&str, &Option<PathBuf>)]) -> anyhow::Result<()> {
     for (option, out) in outputs {
         let Some(out) = out.as_deref().filter(|o| *o != Path::new("-")) else {
             continue;
         };
-        if inputs.iter().any(|f| same_file(f, out)) || AnyResult::read_from(out).is_ok() {
+        if AnyResult::read_from(out).is_ok() {
             return Err(anyhow!(
                 "{option} {} is a loadcell result file and would be overwritten; give \
                  {option} a new file name (e.g. report.html), before the input files",
@@ -71,14 +65,6 @@ pub fn refuse_overwriting_inputs(
         }
     }
     Ok(())
-}
-
-/// Whether two paths name the same existing file.
-fn same_file(a: &Path, b: &Path) -> bool {
-    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => false,
-    }
 }
 
 pub fn compare(a: &CompareArgs) -> anyhow::Result<i32> {
