@@ -16,6 +16,10 @@
 //!   (YCSB's acknowledged counter, shared by every session);
 //! - `hotspot` sends `--hotspot-opn-fraction` of the operations to the first
 //!   `--hotspot-data-fraction` of the records; `uniform` spreads them evenly;
+//! - values are random alphanumeric text, sliced at random offsets from a
+//!   1 MiB pool shared by the sessions (YCSB draws each value afresh): a
+//!   16 KB page of them compresses as fresh random text does (zlib: 0.75),
+//!   where slices of a few kilobytes' pool compressed to 0.28;
 //! - an update writes one random field (`writeallfields=false`) unless
 //!   `--write-all-fields`; reads read every field; a scan reads 1 to
 //!   `--max-scan-length` records (uniform) from a chosen key on.
@@ -52,7 +56,7 @@ use loadcell_core::sql::{Dialect, SqlConn, SqlParam};
 use loadcell_core::{Driver, DriverError, ErrorClass};
 use loadcell_engine::{Category, Ctx, OpSpec, Script, SessionInfo};
 use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use rand::{Rng, RngCore, SeedableRng};
 use serde_json::{json, Value};
 
 use crate::distribution::{Distribution, RandParams, RandType};
@@ -520,6 +524,9 @@ pub struct Ycsb {
     acked: Mutex<Vec<bool>>,
     /// Hash field names for key-value stores (`field0`…).
     field_names: Vec<String>,
+    /// Random alphanumeric text that field values are sliced from, shared
+    /// by every session.
+    pool: Arc<str>,
 }
 
 /// One operation as chosen, kept until it succeeds so that a retried
@@ -540,29 +547,46 @@ struct Draw {
     /// Smooth weighted round robin state, one per operation kind.
     cycle: [i64; 5],
     pending: Option<Choice>,
-    /// Random alphanumeric text that field values are sliced from.
-    pool: String,
+    /// The workload's value pool.
+    pool: Arc<str>,
     key: String,
 }
 
-/// Extra pool bytes beyond the longest value, so values start at varied
-/// offsets.
-const POOL_EXTRA: usize = 4096;
+/// Pool bytes beyond the longest value. Values are slices at random
+/// offsets; a pool much larger than a storage engine's compression block
+/// keeps slices in one block from overlapping, so values compress about as
+/// YCSB's fresh random ones do, not as repeats of a few kilobytes.
+const POOL_EXTRA: usize = 1 << 20;
+
+/// The pool is the same on every run.
+const POOL_SEED: u64 = 0x5943_5342;
+
+/// `len` random characters of `[A-Za-z0-9]` (nothing to escape in SQL text
+/// or a protocol), six bits of the generator at a time.
+fn random_text(rng: &mut SmallRng, len: usize) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    let mut text = Vec::with_capacity(len);
+    while text.len() < len {
+        let mut bits = rng.next_u64();
+        for _ in 0..10 {
+            let i = (bits & 63) as usize;
+            bits >>= 6;
+            // 62 and 63 are skipped, so every character is equally likely.
+            if i < ALPHABET.len() && text.len() < len {
+                text.push(ALPHABET[i]);
+            }
+        }
+    }
+    String::from_utf8(text).expect("the alphabet is ASCII")
+}
 
 impl Draw {
-    /// `longest`: the longest value sliced from the pool (a field, or a
-    /// whole record where a record is one value).
-    fn new(y: &Ycsb, seed: u64, longest: usize) -> Draw {
-        const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-        let mut rng = SmallRng::seed_from_u64(seed);
-        let pool: String = (0..longest + POOL_EXTRA)
-            .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
-            .collect();
+    fn new(y: &Ycsb, seed: u64) -> Draw {
         let mut d = Draw {
-            rng,
+            rng: SmallRng::seed_from_u64(seed),
             cycle: [0; 5],
             pending: None,
-            pool,
+            pool: Arc::clone(&y.pool),
             key: String::with_capacity(24),
         };
         // Sessions start at different points of the cycle.
@@ -617,7 +641,15 @@ impl Ycsb {
             )
         });
         let field_names = (0..opts.field_count).map(|i| format!("field{i}")).collect();
+        // The longest value is a field, or a whole record where a record is
+        // one value (memcached).
+        let longest = opts.record_bytes().max(opts.field_length);
+        let pool = random_text(
+            &mut SmallRng::seed_from_u64(POOL_SEED),
+            longest + POOL_EXTRA,
+        );
         Ycsb {
+            pool: pool.into(),
             weights,
             total_weight: total as i64,
             ranks,
@@ -1044,7 +1076,7 @@ impl<C: SqlConn> Script<C> for YcsbSql {
             }
         }
         Ok(YcsbSqlSession {
-            d: Draw::new(&self.core, info.seed, o.field_length),
+            d: Draw::new(&self.core, info.seed),
             read,
             scan,
             insert,
@@ -1189,7 +1221,7 @@ where
         let (ycsb, observer) = (Rc::clone(&ycsb), Rc::clone(&observer));
         tasks.push(local.spawn_local(async move {
             let seed = seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-            let mut d = Draw::new(&ycsb, seed, ycsb.opts.field_length);
+            let mut d = Draw::new(&ycsb, seed);
             load_sql(&mut conn, &ycsb, &mut d, lo..hi, complete, &*observer).await
         }));
     }
@@ -1337,18 +1369,9 @@ impl YcsbKv {
 
     fn new_session(&self, seed: u64) -> YcsbKvSession {
         YcsbKvSession {
-            d: Draw::new(&self.core, seed, self.longest_value()),
+            d: Draw::new(&self.core, seed),
             num: Vec::with_capacity(20),
             len: Vec::with_capacity(20),
-        }
-    }
-
-    /// A field, or a whole record where a record is one value.
-    fn longest_value(&self) -> usize {
-        if self.hashes {
-            self.core.opts.field_length
-        } else {
-            self.core.opts.record_bytes()
         }
     }
 
@@ -1608,7 +1631,7 @@ mod tests {
     }
 
     fn draw(y: &Ycsb, seed: u64) -> Draw {
-        Draw::new(y, seed, y.opts.record_bytes())
+        Draw::new(y, seed)
     }
 
     /// `n` operations as a session would run them (each succeeding).
@@ -1913,6 +1936,28 @@ mod tests {
         let v = pick(&d.pool, &mut d.rng, 100);
         assert_eq!(v.len(), 100);
         assert!(v.bytes().all(|b| b.is_ascii_alphanumeric()));
+    }
+
+    /// A 16 KB page of 100-byte values: with a pool of a few kilobytes most
+    /// pairs overlapped (repeated text a block compressor shrinks); now
+    /// about two pairs of the 12,720 may.
+    #[test]
+    fn values_in_one_block_rarely_share_text() {
+        let y = ycsb(Preset::A, |_| {});
+        let (mut a, mut b) = (draw(&y, 1), draw(&y, 2));
+        assert!(Arc::ptr_eq(&a.pool, &b.pool), "one pool for every session");
+        let base = y.pool.as_ptr() as usize;
+        let offsets: Vec<usize> = (0..160)
+            .map(|i| {
+                let d = if i % 2 == 0 { &mut a } else { &mut b };
+                pick(&d.pool, &mut d.rng, 100).as_ptr() as usize - base
+            })
+            .collect();
+        let overlapping = (0..offsets.len())
+            .flat_map(|i| (0..i).map(move |j| (i, j)))
+            .filter(|&(i, j)| offsets[i].abs_diff(offsets[j]) < 100)
+            .count();
+        assert!(overlapping <= 10, "{overlapping} overlapping pairs");
     }
 
     #[test]
