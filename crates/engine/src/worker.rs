@@ -197,6 +197,8 @@ async fn work<D, S>(
         })
     };
 
+    // Rate-limited sessions wait on this worker's precise timer.
+    let timer = tokio::task::spawn_local(loadcell_core::clock::run_timer());
     let mut sessions = JoinSet::new();
     // Sessions are dealt round-robin, so worker loads differ by one at most.
     for index in (worker..shared.plan.sessions()).step_by(shared.plan.workers) {
@@ -214,6 +216,7 @@ async fn work<D, S>(
     // Events still in flight after the drain timeout are abandoned.
     sessions.abort_all();
     flusher.abort();
+    timer.abort();
     let at = Instant::now();
     let _ = tx.send((
         worker,
