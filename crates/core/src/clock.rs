@@ -56,6 +56,8 @@ pub async fn wait_until(due: Instant) {
         }
     }
     while Instant::now() < due {
+        // Requests queued for the next park go out before the spin.
+        crate::park::before_park();
         tokio::task::yield_now().await;
     }
 }

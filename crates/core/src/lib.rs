@@ -10,6 +10,7 @@ pub mod clock;
 pub mod driver;
 pub mod error;
 pub mod kv;
+pub mod park;
 pub mod sql;
 pub mod target;
 

@@ -12,6 +12,7 @@ pub mod mysql;
 pub mod postgres;
 mod read_buffer;
 pub mod redis;
+mod send_batch;
 pub mod sim;
 pub mod sqlite;
 mod stream;

@@ -948,7 +948,7 @@ impl Session {
     ) -> Result<Session, DriverError> {
         let io_err = |e: io::Error| classify_io(&e, ctx, Phase::Connect);
         let tcp = connect_tcp(&s.host, s.port).await.map_err(io_err)?;
-        let mut stream = Stream::Plain(tcp);
+        let mut stream = Stream::plain(tcp);
         let mut pb = PacketBuf::new(READ_BUF);
         let r = read_packet(&mut stream, &mut pb).await.map_err(io_err)?;
         let p = &pb.bytes()[r];
@@ -1024,7 +1024,7 @@ impl Session {
                         ctx.endpoint
                     )));
                 }
-                let Stream::Plain(tcp) = stream else {
+                let Stream::Plain(tcp, _) = stream else {
                     unreachable!("TLS starts on a plain stream")
                 };
                 stream = Stream::start_tls(tcp, &s.host, config)
@@ -1237,7 +1237,7 @@ impl Session {
     /// Sends the command in the write buffer with one write.
     #[inline]
     async fn send(&mut self) -> Result<(), DriverError> {
-        if let Err(e) = self.stream.write_all(&self.wbuf).await {
+        if let Err(e) = self.stream.send(&self.wbuf).await {
             self.state = State::Broken;
             return Err(classify_io(&e, &self.ctx, Phase::Use));
         }
@@ -2342,7 +2342,7 @@ mod tests {
         let tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
         let mut conn = MysqlConn {
             session: Session {
-                stream: Stream::Plain(tcp),
+                stream: Stream::plain(tcp),
                 pb: PacketBuf::new(READ_BUF),
                 wbuf: Vec::new(),
                 framing: Framing {

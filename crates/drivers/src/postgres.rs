@@ -227,7 +227,7 @@ impl PostgresDriver {
                 text: e.to_string(),
             })?;
         let stream = match &self.tls {
-            None => Stream::Plain(tcp),
+            None => Stream::plain(tcp),
             Some(config) => self.start_tls(tcp, config).await?,
         };
         let mut conn = PostgresConn {
@@ -261,7 +261,7 @@ impl PostgresDriver {
         }
         match answer[0] {
             b'S' => {}
-            b'N' if self.settings.sslmode == SslMode::Prefer => return Ok(Stream::Plain(tcp)),
+            b'N' if self.settings.sslmode == SslMode::Prefer => return Ok(Stream::plain(tcp)),
             b'N' => {
                 return Err(Failure::Tls {
                     kind: None,
@@ -621,7 +621,7 @@ impl PostgresConn {
     async fn send(&mut self) -> Result<(), Failure> {
         self.in_flight = true;
         self.stream.forget_readable();
-        match self.stream.write_all(&self.wbuf).await {
+        match self.stream.send(&self.wbuf).await {
             Ok(()) => Ok(()),
             Err(e) => Err(self.lose(Failure::Io {
                 kind: e.kind(),

@@ -476,7 +476,7 @@ impl Link {
             .await
             .map_err(|e| io_error(&e, &ep, Phase::Connect))?;
         let stream = match &shared.tls {
-            None => Stream::Plain(tcp),
+            None => Stream::plain(tcp),
             Some(config) => Stream::start_tls(tcp, host, config)
                 .await
                 .map_err(|e| match e {
@@ -1030,7 +1030,7 @@ impl Single {
             return Err(interrupted(&self.link.ep));
         }
         self.dirty = true;
-        let written = self.link.stream.write_all(&self.wbuf).await;
+        let written = self.link.stream.send(&self.wbuf).await;
         self.wbuf.clear();
         if let Err(e) = written {
             return Err(self.link.io_error(&e));
@@ -1298,7 +1298,7 @@ impl Cluster {
         loop {
             for node in &mut self.nodes {
                 if !node.pending.is_empty() {
-                    if let Err(e) = node.link.stream.write_all(&node.wbuf).await {
+                    if let Err(e) = node.link.stream.send(&node.wbuf).await {
                         return Err(node.link.io_error(&e));
                     }
                 }

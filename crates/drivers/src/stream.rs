@@ -1,14 +1,17 @@
 //! A session's socket, plain or TLS, for the drivers that speak their
 //! protocol directly (Redis, MySQL, PostgreSQL).
 
+use std::future::poll_fn;
 use std::io;
+use std::os::fd::AsRawFd;
 use std::pin::Pin;
+use std::rc::Rc;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 
 use rustls::pki_types::ServerName;
 use rustls::ClientConfig;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, Interest, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest, ReadBuf};
 use tokio::net::TcpStream;
 
 /// A TCP connection with Nagle's algorithm off, so that a request leaves
@@ -27,12 +30,60 @@ pub(crate) enum TlsStartError {
     Handshake(io::Error),
 }
 
+use crate::send_batch::{self, Outgoing};
+
 pub(crate) enum Stream {
-    Plain(TcpStream),
+    /// With a batch slot on the engine's worker threads (see
+    /// [`send_batch`]).
+    Plain(TcpStream, Option<BatchSlot>),
     Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
 }
 
+/// A connection's place in its thread's send batch; closed with the
+/// connection, so that a request still queued is never sent.
+pub(crate) struct BatchSlot(Rc<Outgoing>);
+
+impl Drop for BatchSlot {
+    fn drop(&mut self) {
+        self.0.close();
+    }
+}
+
 impl Stream {
+    pub(crate) fn plain(tcp: TcpStream) -> Stream {
+        let slot = Outgoing::for_socket(tcp.as_raw_fd()).map(BatchSlot);
+        Stream::Plain(tcp, slot)
+    }
+
+    /// Sends a request whose response is read next: on a worker thread,
+    /// queued and sent with the other sessions' requests just before the
+    /// thread waits; elsewhere, written now.
+    #[inline]
+    pub(crate) async fn send(&mut self, buf: &[u8]) -> io::Result<()> {
+        match self {
+            Stream::Plain(_, Some(slot)) => {
+                slot.0.queue(buf);
+                Ok(())
+            }
+            _ => self.write_all(buf).await,
+        }
+    }
+
+    /// Waits until a request queued or left over by the batch is sent.
+    async fn finish_send(&mut self) -> io::Result<()> {
+        if let Stream::Plain(tcp, Some(slot)) = self {
+            if slot.0.is_queued() {
+                send_batch::flush();
+            }
+            poll_fn(|cx| {
+                slot.0
+                    .poll_sent(cx, |cx, buf| Pin::new(&mut *tcp).poll_write(cx, buf))
+            })
+            .await?;
+        }
+        Ok(())
+    }
+
     /// Starts TLS on a connected socket, checking the server's certificate
     /// for `host` as `config` asks.
     pub(crate) async fn start_tls(
@@ -53,8 +104,9 @@ impl Stream {
     /// Writes all of `buf`; through TLS, flushed, so it leaves now.
     #[inline]
     pub(crate) async fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.finish_send().await?;
         match self {
-            Stream::Plain(s) => s.write_all(buf).await,
+            Stream::Plain(s, _) => s.write_all(buf).await,
             Stream::Tls(s) => {
                 s.write_all(buf).await?;
                 s.flush().await
@@ -65,7 +117,15 @@ impl Stream {
     #[inline]
     pub(crate) async fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
-            Stream::Plain(s) => s.read(buf).await,
+            Stream::Plain(_, Some(_)) => {
+                poll_fn(|cx| {
+                    let mut rb = ReadBuf::new(buf);
+                    ready!(self.poll_read(cx, &mut rb))?;
+                    Poll::Ready(Ok(rb.filled().len()))
+                })
+                .await
+            }
+            Stream::Plain(s, None) => s.read(buf).await,
             Stream::Tls(s) => s.read(buf).await,
         }
     }
@@ -76,7 +136,14 @@ impl Stream {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         match self {
-            Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Plain(tcp, slot) => {
+                if let Some(slot) = slot {
+                    ready!(slot
+                        .0
+                        .poll_sent(cx, |cx, b| Pin::new(&mut *tcp).poll_write(cx, b)))?;
+                }
+                Pin::new(tcp).poll_read(cx, buf)
+            }
             Stream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
         }
     }
@@ -89,7 +156,7 @@ impl Stream {
     /// can be missed (it is read together with the response).
     #[inline]
     pub(crate) fn forget_readable(&self) {
-        if let Stream::Plain(s) = self {
+        if let Stream::Plain(s, _) = self {
             let _ = s.try_io(Interest::READABLE, || {
                 Err::<(), _>(io::ErrorKind::WouldBlock.into())
             });
@@ -97,8 +164,9 @@ impl Stream {
     }
 
     pub(crate) async fn shutdown(&mut self) -> io::Result<()> {
+        self.finish_send().await?;
         match self {
-            Stream::Plain(s) => s.shutdown().await,
+            Stream::Plain(s, _) => s.shutdown().await,
             Stream::Tls(s) => s.shutdown().await,
         }
     }

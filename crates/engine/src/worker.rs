@@ -153,8 +153,10 @@ where
     std::thread::Builder::new()
         .name(format!("loadcell-worker-{worker}"))
         .spawn(move || {
+            loadcell_core::park::enable_on_this_thread();
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
+                .on_thread_park(loadcell_core::park::before_park)
                 .build()
                 .expect("a current-thread runtime can always be built");
             LocalSet::new().block_on(&runtime, work(shared, worker, tx, recycled));
