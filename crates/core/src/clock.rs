@@ -62,6 +62,17 @@ pub async fn wait_until(due: Instant) {
     }
 }
 
+/// CPU time used by the calling thread.
+pub fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime only writes into the timespec we pass.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
 /// Serves [`wait_until`] on this thread with a `timerfd` until dropped
 /// (the engine runs one per worker, beside its sessions). Returns at once
 /// where no timerfd can be made; waits then fall back to Tokio's timer and
@@ -276,15 +287,5 @@ mod tests {
             wait_until(due).await;
             assert!(Instant::now() >= due);
         });
-    }
-
-    fn thread_cpu() -> Duration {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: clock_gettime only writes into the timespec we pass.
-        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-        Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
     }
 }

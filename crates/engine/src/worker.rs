@@ -116,20 +116,9 @@ impl Cut {
         Cut {
             measured: swap(&sinks.measured),
             warmup: swap(&sinks.warmup),
-            cpu: thread_cpu(),
+            cpu: loadcell_core::clock::thread_cpu(),
         }
     }
-}
-
-/// CPU time used by the calling thread.
-fn thread_cpu() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime only writes into the timespec we pass.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 /// What a worker hands to the collector.
