@@ -324,6 +324,9 @@ mod tests {
         reply: &'static [u8],
     ) -> thread::JoinHandle<Vec<u8>> {
         thread::spawn(move || {
+            // A request that never arrives fails the test, not hangs it.
+            peer.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+                .unwrap();
             let mut got = vec![0; expect];
             peer.read_exact(&mut got).unwrap();
             peer.write_all(reply).unwrap();
