@@ -30,11 +30,10 @@ use std::time::Duration;
 
 use loadcell_core::kv::{KvCapabilities, KvConn, KvReply, OnReply};
 use loadcell_core::{Driver, DriverError, ErrorClass, ServerInfo, Target};
-use tokio::io::{AsyncReadExt, Interest};
-use tokio::net::TcpStream;
+use tokio::io::Interest;
 
 use crate::read_buffer::ReadBuffer;
-use crate::stream::connect_tcp;
+use crate::stream::{connect_tcp, Stream};
 use crate::{DriverInfo, Family};
 
 pub const INFO: DriverInfo = DriverInfo {
@@ -64,6 +63,11 @@ const WRITE_BUF: usize = 16 * 1024;
 /// A reply line (everything but a value's data) longer than this is not
 /// memcached talking.
 const MAX_LINE: usize = 8 * 1024;
+
+/// Requests up to this size go out in the worker's send batch; a larger
+/// pipeline is written while its replies are read, so that neither side
+/// blocks the other.
+const BATCHED_WRITE: usize = 64 * 1024;
 /// How long `server_info` waits for the answer to `version`.
 const VERSION_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -161,11 +165,11 @@ impl Driver for MemcachedDriver {
     }
 
     async fn connect(&self) -> Result<MemcachedConn, DriverError> {
-        let stream = connect_tcp(&self.host, self.port)
+        let tcp = connect_tcp(&self.host, self.port)
             .await
             .map_err(|e| connect_error(&e, &self.endpoint))?;
         Ok(MemcachedConn {
-            stream,
+            stream: Stream::plain(tcp),
             endpoint: self.endpoint.clone(),
             wbuf: Vec::with_capacity(WRITE_BUF),
             ops: Vec::with_capacity(64),
@@ -249,7 +253,7 @@ enum Op {
 
 /// One session's connection.
 pub struct MemcachedConn {
-    stream: TcpStream,
+    stream: Stream,
     endpoint: Arc<str>,
     /// Encoded requests not yet sent.
     wbuf: Vec<u8>,
@@ -342,17 +346,29 @@ impl MemcachedConn {
     async fn exchange(&mut self, on_reply: &mut OnReply<'_>) -> Result<(), DriverError> {
         let mut next = 0;
         let mut written = 0;
+        if self.wbuf.len() <= BATCHED_WRITE {
+            // Fits the socket's buffer at once: sent with the worker's
+            // other requests (or written now off a worker).
+            self.stream
+                .send(&self.wbuf)
+                .await
+                .map_err(|e| self.lost(&e))?;
+            written = self.wbuf.len();
+        }
+        let tcp = self
+            .stream
+            .tcp()
+            .expect("memcached connections are plain TCP");
         while written < self.wbuf.len() {
-            match self.stream.try_write(&self.wbuf[written..]) {
+            match tcp.try_write(&self.wbuf[written..]) {
                 Ok(n) => written += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    let ready = self
-                        .stream
+                    let ready = tcp
                         .ready(Interest::READABLE | Interest::WRITABLE)
                         .await
                         .map_err(|e| self.lost(&e))?;
                     if ready.is_readable() {
-                        match self.stream.try_read(self.rbuf.spare()) {
+                        match tcp.try_read(self.rbuf.spare()) {
                             Ok(0) => return Err(self.lost(&io::ErrorKind::UnexpectedEof.into())),
                             Ok(n) => self.rbuf.filled(n),
                             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
@@ -407,19 +423,10 @@ impl MemcachedConn {
             ));
         }
         self.busy = true;
-        let mut written = 0;
-        while written < req.len() {
-            self.stream.writable().await.map_err(|e| self.lost(&e))?;
-            match self.stream.try_write(&req[written..]) {
-                Ok(n) => written += n,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-                    ) => {}
-                Err(e) => return Err(self.lost(&e)),
-            }
-        }
+        self.stream
+            .write_all(req)
+            .await
+            .map_err(|e| self.lost(&e))?;
         let mut lines = Vec::new();
         loop {
             let pending = self.rbuf.pending();

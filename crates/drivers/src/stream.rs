@@ -69,6 +69,16 @@ impl Stream {
         }
     }
 
+    /// The socket of a plain stream (not TLS), for a driver that interleaves its own
+    /// writes and reads (a pipeline larger than the socket's buffers).
+    /// Only between requests: never while one is queued in the batch.
+    pub(crate) fn tcp(&self) -> Option<&TcpStream> {
+        match self {
+            Stream::Plain(tcp, _) => Some(tcp),
+            Stream::Tls(_) => None,
+        }
+    }
+
     /// Waits until a request queued or left over by the batch is sent.
     async fn finish_send(&mut self) -> io::Result<()> {
         if let Stream::Plain(tcp, Some(slot)) = self {
