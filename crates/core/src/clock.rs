@@ -37,22 +37,27 @@ thread_local! {
 /// few tens of microseconds.
 pub async fn wait_until(due: Instant) {
     let wake = due.checked_sub(SPIN_WINDOW).unwrap_or(due);
-    match TIMER.with(|t| t.borrow().clone()) {
-        Some(timer) => {
-            poll_fn(|cx| {
-                if Instant::now() >= wake {
-                    return Poll::Ready(());
-                }
-                timer.wake_at(wake, cx.waker().clone());
-                Poll::Pending
-            })
-            .await
+    // The thread's timer is looked up at every wake-up, so that waits
+    // still pending when it stops serving fall back to Tokio's timer.
+    let on_timer = poll_fn(|cx| {
+        if Instant::now() >= wake {
+            return Poll::Ready(true);
         }
-        None => {
-            let coarse = due.checked_sub(COARSE_WINDOW).unwrap_or(due);
-            if coarse > Instant::now() {
-                tokio::time::sleep_until(coarse.into()).await;
-            }
+        let waiting = TIMER.with(|t| {
+            t.borrow()
+                .as_ref()
+                .map(|timer| timer.wake_at(wake, cx.waker().clone()))
+        });
+        match waiting {
+            Some(()) => Poll::Pending,
+            None => Poll::Ready(false),
+        }
+    })
+    .await;
+    if !on_timer {
+        let coarse = due.checked_sub(COARSE_WINDOW).unwrap_or(due);
+        if coarse > Instant::now() {
+            tokio::time::sleep_until(coarse.into()).await;
         }
     }
     while Instant::now() < due {
@@ -275,6 +280,29 @@ mod tests {
                     timer.abort();
                     assert!(waited >= Duration::from_millis(105));
                     assert!(used < waited / 2, "{used:?} of CPU over {waited:?}");
+                })
+                .await
+        });
+    }
+
+    /// A wait still pending when the timer's service ends (the worker
+    /// winding down) finishes on Tokio's timer instead of hanging.
+    #[test]
+    fn a_wait_outlives_the_timer() {
+        runtime().block_on(async {
+            tokio::task::LocalSet::new()
+                .run_until(async {
+                    let timer = tokio::task::spawn_local(run_timer());
+                    tokio::task::yield_now().await;
+                    let due = Instant::now() + Duration::from_millis(30);
+                    let wait = tokio::task::spawn_local(wait_until(due));
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    timer.abort();
+                    tokio::time::timeout(Duration::from_secs(5), wait)
+                        .await
+                        .expect("the wait ended")
+                        .unwrap();
+                    assert!(Instant::now() >= due);
                 })
                 .await
         });
