@@ -81,25 +81,27 @@ impl Outgoing {
     /// Queues `buf` to be sent before the thread next waits.
     pub(crate) fn queue(self: &Rc<Self>, buf: &[u8]) {
         self.bytes.borrow_mut().extend_from_slice(buf);
-        match self.state.get() {
-            State::Idle => {
+        // Queued or left over: sent after the bytes before it. Failed or
+        // closed: never sent.
+        if self.state.get() != State::Idle {
+            return;
+        }
+        let full = BATCH_HERE.with(|b| {
+            let mut b = b.borrow_mut();
+            let batch = b.as_mut().and_then(Option::as_mut)?;
+            batch.queued.push(Rc::clone(self));
+            Some(batch.queued.len() >= BATCH)
+        });
+        match full {
+            Some(full) => {
                 self.state.set(State::Queued);
-                let full = BATCH_HERE.with(|b| {
-                    let mut b = b.borrow_mut();
-                    let batch = b
-                        .as_mut()
-                        .and_then(Option::as_mut)
-                        .expect("checked at connect");
-                    batch.queued.push(Rc::clone(self));
-                    batch.queued.len() >= BATCH
-                });
                 if full {
                     flush();
                 }
             }
-            // Sent after what is already queued or left over; or never,
-            // when the connection has failed or closed.
-            State::Queued | State::Unsent | State::Failed | State::Closed => {}
+            // The thread's ring is gone (see `flush`): the session writes
+            // the request itself before it reads.
+            None => self.state.set(State::Unsent),
         }
     }
 
@@ -253,6 +255,7 @@ pub(crate) fn flush() {
         }
         let mut reaped = 0;
         let mut first = true;
+        let mut refused = false;
         while reaped < submitted {
             match ring.submit_and_wait(submitted - reaped) {
                 Ok(_) => {}
@@ -262,6 +265,7 @@ pub(crate) fn flush() {
                     // writes its own request. A later one only waited for
                     // sends already made: their outcome is unknown, so
                     // those connections fail rather than send twice.
+                    refused = first;
                     let errno = if first {
                         libc::EAGAIN
                     } else {
@@ -280,6 +284,16 @@ pub(crate) fn flush() {
             }
         }
         queued.clear();
+        if refused {
+            // The refused entries are still in the submission ring and would
+            // go out with the next batch, after their sessions wrote them
+            // themselves: the ring goes with them. Without a new one, this
+            // thread's requests are written one by one.
+            *b = Some(IoUring::new(BATCH as u32).ok().map(|ring| Batch {
+                ring,
+                queued: Vec::with_capacity(BATCH),
+            }));
+        }
     })
 }
 
