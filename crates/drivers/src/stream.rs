@@ -1,5 +1,5 @@
 //! A session's socket, plain or TLS, for the drivers that speak their
-//! protocol directly (Redis, MySQL, PostgreSQL).
+//! protocol directly (Redis, MySQL, PostgreSQL, memcached).
 
 use std::future::poll_fn;
 use std::io;
@@ -13,6 +13,8 @@ use rustls::pki_types::ServerName;
 use rustls::ClientConfig;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest, ReadBuf};
 use tokio::net::TcpStream;
+
+use crate::send_batch::{self, Outgoing};
 
 /// A TCP connection with Nagle's algorithm off, so that a request leaves
 /// as soon as it is written.
@@ -30,8 +32,6 @@ pub(crate) enum TlsStartError {
     Handshake(io::Error),
 }
 
-use crate::send_batch::{self, Outgoing};
-
 pub(crate) enum Stream {
     /// With a batch slot on the engine's worker threads (see
     /// [`send_batch`]).
@@ -46,6 +46,15 @@ pub(crate) struct BatchSlot(Rc<Outgoing>);
 impl Drop for BatchSlot {
     fn drop(&mut self) {
         self.0.close();
+    }
+}
+
+impl BatchSlot {
+    /// Writes to `tcp` what the batch left of this connection's request
+    /// (see [`Outgoing::poll_sent`]).
+    fn poll_sent(&self, tcp: &mut TcpStream, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.0
+            .poll_sent(cx, |cx, buf| Pin::new(&mut *tcp).poll_write(cx, buf))
     }
 }
 
@@ -69,9 +78,10 @@ impl Stream {
         }
     }
 
-    /// The socket of a plain stream (not TLS), for a driver that interleaves its own
-    /// writes and reads (a pipeline larger than the socket's buffers).
-    /// Only between requests: never while one is queued in the batch.
+    /// The socket of a plain stream (not TLS), for a driver that
+    /// interleaves its own writes and reads (a pipeline larger than the
+    /// socket's buffers). Only between requests: never while one is queued
+    /// in the batch.
     pub(crate) fn tcp(&self) -> Option<&TcpStream> {
         match self {
             Stream::Plain(tcp, _) => Some(tcp),
@@ -85,11 +95,7 @@ impl Stream {
             if slot.0.is_queued() {
                 send_batch::flush();
             }
-            poll_fn(|cx| {
-                slot.0
-                    .poll_sent(cx, |cx, buf| Pin::new(&mut *tcp).poll_write(cx, buf))
-            })
-            .await?;
+            poll_fn(|cx| slot.poll_sent(tcp, cx)).await?;
         }
         Ok(())
     }
@@ -148,9 +154,7 @@ impl Stream {
         match self {
             Stream::Plain(tcp, slot) => {
                 if let Some(slot) = slot {
-                    ready!(slot
-                        .0
-                        .poll_sent(cx, |cx, b| Pin::new(&mut *tcp).poll_write(cx, b)))?;
+                    ready!(slot.poll_sent(tcp, cx))?;
                 }
                 Pin::new(tcp).poll_read(cx, buf)
             }
