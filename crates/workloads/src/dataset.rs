@@ -21,7 +21,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use toml::Spanned;
 
-use crate::kv::{flush_all, load_in_parallel, DataSize, KvOptions, LOAD_BATCH};
+use crate::kv::{flush_all, DataSize, KvOptions, LOAD_BATCH};
+use crate::load::load_in_parallel;
 use crate::oltp::PrepareObserver;
 
 /// Most fields a hash type may have (HSET's arguments fit on the stack).

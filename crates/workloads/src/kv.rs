@@ -14,6 +14,7 @@ use rand::{Rng, RngCore, SeedableRng};
 use serde_json::{json, Value};
 
 use crate::distribution::{Distribution, RandParams, RandType};
+use crate::load::load_in_parallel;
 use crate::oltp::PrepareObserver;
 
 /// How keys are chosen (memtier's `--key-pattern` letters).
@@ -774,51 +775,6 @@ pub(crate) async fn flush_all<C: KvConn>(conn: &mut C) -> Result<(), DriverError
     })
     .await?;
     failure.map_or(Ok(()), Err)
-}
-
-/// Splits items `0..total` into one contiguous range per connection and
-/// runs `load(conn, index, connections, range, observer)` for each on its
-/// own connection, concurrently on this thread.
-pub(crate) async fn load_in_parallel<D, F, Fut>(
-    driver: Arc<D>,
-    total: u64,
-    connections: usize,
-    connect_timeout: std::time::Duration,
-    observer: Rc<dyn PrepareObserver>,
-    load: F,
-) -> Result<(), DriverError>
-where
-    D: Driver,
-    D::Conn: KvConn,
-    F: Fn(D::Conn, usize, usize, std::ops::Range<u64>, Rc<dyn PrepareObserver>) -> Fut
-        + Clone
-        + 'static,
-    Fut: std::future::Future<Output = Result<(), DriverError>> + 'static,
-{
-    let local = tokio::task::LocalSet::new();
-    let mut tasks = Vec::new();
-    let n = connections as u64;
-    for c in 0..n {
-        let range = total * c / n..total * (c + 1) / n;
-        if range.is_empty() {
-            continue;
-        }
-        let (driver, observer, load) = (Arc::clone(&driver), Rc::clone(&observer), load.clone());
-        tasks.push(local.spawn_local(async move {
-            let (conn, _) = loadcell_engine::connect_once(&*driver, connect_timeout).await?;
-            load(conn, c as usize, connections, range, observer).await
-        }));
-    }
-    local
-        .run_until(async {
-            for task in tasks {
-                task.await.unwrap_or_else(|e| {
-                    Err(DriverError::fatal(format!("load task failed: {e}")))
-                })?;
-            }
-            Ok(())
-        })
-        .await
 }
 
 #[cfg(test)]

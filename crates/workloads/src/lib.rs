@@ -8,6 +8,7 @@
 pub mod dataset;
 pub mod distribution;
 pub mod kv;
+mod load;
 pub mod marker;
 pub mod oltp;
 #[cfg(test)]

@@ -23,6 +23,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 
 use crate::distribution::{Distribution, RandParams, RandType};
+use crate::load::load_in_parallel;
 use crate::marker::{self, table_exists, Owner};
 use crate::NotPrepared;
 
@@ -608,9 +609,9 @@ pub trait PrepareObserver {
 }
 
 /// Creates and loads `sbtest1..N`, spreading tables over `threads`
-/// connections. Idempotent: tables loadcell created and fully loaded are
-/// left alone, partly loaded ones are completed, and tables it did not
-/// create are never touched.
+/// connections (a run of consecutive tables each). Idempotent: tables
+/// loadcell created and fully loaded are left alone, partly loaded ones are
+/// completed, and tables it did not create are never touched.
 pub async fn prepare<D>(
     driver: Arc<D>,
     kind: OltpKind,
@@ -626,50 +627,34 @@ where
 {
     let (mut first, _) = loadcell_engine::connect_once(&*driver, connect_timeout).await?;
     marker::ensure(&mut first).await?;
-    let threads = threads.clamp(1, opts.tables as usize);
-    let mut conns = vec![first];
-    for _ in 1..threads {
-        conns.push(
-            loadcell_engine::connect_once(&*driver, connect_timeout)
-                .await?
-                .0,
-        );
-    }
+    drop(first);
     // oltp_insert without auto-increment starts from empty tables.
     let rows = if kind == OltpKind::Insert && !opts.auto_inc {
         0
     } else {
         opts.table_size
     };
-    let local = tokio::task::LocalSet::new();
-    let mut tasks = Vec::new();
-    for (i, mut conn) in conns.into_iter().enumerate() {
-        let opts = opts.clone();
-        let observer = Rc::clone(&observer);
-        tasks.push(local.spawn_local(async move {
-            let mut rng = SmallRng::seed_from_u64(seed ^ i as u64);
-            let mut t = i as u32 + 1;
-            while t <= opts.tables {
-                prepare_table(&mut conn, t, rows, &opts, &mut rng, &*observer).await?;
-                t += threads as u32;
-            }
-            Ok::<(), DriverError>(())
-        }));
-    }
-    local
-        .run_until(async {
-            let mut first_error = None;
-            for task in tasks {
-                let result = task.await.unwrap_or_else(|e| {
-                    Err(DriverError::fatal(format!("prepare task failed: {e}")))
-                });
-                if let Err(e) = result {
-                    first_error.get_or_insert(e);
+    let opts = opts.clone();
+    let threads = threads.clamp(1, opts.tables as usize);
+    load_in_parallel(
+        driver,
+        u64::from(opts.tables),
+        threads,
+        connect_timeout,
+        observer,
+        move |mut conn, i, _, tables, observer| {
+            let opts = opts.clone();
+            async move {
+                let mut rng = SmallRng::seed_from_u64(seed ^ i as u64);
+                for t in tables {
+                    prepare_table(&mut conn, t as u32 + 1, rows, &opts, &mut rng, &*observer)
+                        .await?;
                 }
+                Ok(())
             }
-            first_error.map_or(Ok(()), Err)
-        })
-        .await
+        },
+    )
+    .await
 }
 
 async fn prepare_table<C: SqlConn>(

@@ -60,6 +60,7 @@ use rand::{Rng, RngCore, SeedableRng};
 use serde_json::{json, Value};
 
 use crate::distribution::{Distribution, RandParams, RandType};
+use crate::load::load_in_parallel;
 use crate::marker::{self, table_exists, Owner};
 use crate::oltp::{CheckError, PrepareObserver};
 use crate::NotPrepared;
@@ -1202,43 +1203,28 @@ where
     } else {
         threads.clamp(1, 64).min(records as usize)
     };
-    let mut conns = vec![first];
-    for _ in 1..threads {
-        conns.push(
-            loadcell_engine::connect_once(&*driver, connect_timeout)
-                .await?
-                .0,
-        );
-    }
+    drop(first);
     let ycsb = Rc::new(Ycsb::new(opts.clone()));
-    let local = tokio::task::LocalSet::new();
-    let mut tasks = Vec::new();
-    for (i, mut conn) in conns.into_iter().enumerate() {
-        let (lo, hi) = (
-            records * i as u64 / threads as u64,
-            records * (i as u64 + 1) / threads as u64,
-        );
-        let (ycsb, observer) = (Rc::clone(&ycsb), Rc::clone(&observer));
-        tasks.push(local.spawn_local(async move {
-            let seed = seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-            let mut d = Draw::new(&ycsb, seed);
-            load_sql(&mut conn, &ycsb, &mut d, lo..hi, complete, &*observer).await
-        }));
-    }
-    local
-        .run_until(async {
-            let mut first_error = None;
-            for task in tasks {
-                let result = task.await.unwrap_or_else(|e| {
-                    Err(DriverError::fatal(format!("prepare task failed: {e}")))
-                });
-                if let Err(e) = result {
-                    first_error.get_or_insert(e);
-                }
+    load_in_parallel(
+        driver,
+        records,
+        threads,
+        connect_timeout,
+        observer,
+        move |mut conn, i, _, keys, observer| {
+            let ycsb = Rc::clone(&ycsb);
+            async move {
+                let mut d = Draw::new(&ycsb, session_seed(seed, i));
+                load_sql(&mut conn, &ycsb, &mut d, keys, complete, &*observer).await
             }
-            first_error.map_or(Ok(()), Err)
-        })
-        .await
+        },
+    )
+    .await
+}
+
+/// A loading connection's seed, apart from every other connection's.
+fn session_seed(seed: u64, connection: usize) -> u64 {
+    seed ^ (connection as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
 /// Inserts records `keys` with multi-row INSERTs; `skip_existing` makes the
@@ -1581,41 +1567,32 @@ where
     ));
     observer.add_total(records);
     let kv = Rc::new(YcsbKv::new(opts.clone(), hashes));
-    let local = tokio::task::LocalSet::new();
-    let mut tasks = Vec::new();
-    for c in 0..connections as u64 {
-        let (lo, hi) = (
-            records * c / connections as u64,
-            records * (c + 1) / connections as u64,
-        );
-        let (driver, kv, observer) = (Arc::clone(&driver), Rc::clone(&kv), Rc::clone(&observer));
-        tasks.push(local.spawn_local(async move {
-            let (mut conn, _) = loadcell_engine::connect_once(&*driver, connect_timeout).await?;
-            let mut s = kv.new_session(seed ^ c.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-            let mut n = lo;
-            while n < hi {
-                let end = (n + BATCH).min(hi);
-                for k in n..end {
-                    push_key(&mut s.d.key, k);
-                    kv.queue_insert(&mut conn, &mut s, k)?;
+    load_in_parallel(
+        driver,
+        records,
+        connections,
+        connect_timeout,
+        observer,
+        move |mut conn, c, _, keys, observer| {
+            let kv = Rc::clone(&kv);
+            async move {
+                let mut s = kv.new_session(session_seed(seed, c));
+                let mut n = keys.start;
+                while n < keys.end {
+                    let end = (n + BATCH).min(keys.end);
+                    for k in n..end {
+                        push_key(&mut s.d.key, k);
+                        kv.queue_insert(&mut conn, &mut s, k)?;
+                    }
+                    flush(&mut conn).await?;
+                    observer.loaded(end - n);
+                    n = end;
                 }
-                flush(&mut conn).await?;
-                observer.loaded(end - n);
-                n = end;
+                Ok(())
             }
-            Ok::<(), DriverError>(())
-        }));
-    }
-    local
-        .run_until(async {
-            for task in tasks {
-                task.await.unwrap_or_else(|e| {
-                    Err(DriverError::fatal(format!("load task failed: {e}")))
-                })?;
-            }
-            Ok(())
-        })
-        .await
+        },
+    )
+    .await
 }
 
 #[cfg(test)]
