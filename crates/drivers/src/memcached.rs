@@ -34,6 +34,7 @@ use tokio::io::Interest;
 
 use crate::read_buffer::ReadBuffer;
 use crate::stream::{connect_tcp, Stream};
+use crate::url_text;
 use crate::{DriverInfo, Family};
 
 pub const INFO: DriverInfo = DriverInfo {
@@ -85,11 +86,7 @@ struct Settings {
 
 impl Settings {
     fn endpoint(&self) -> String {
-        if self.host.contains(':') {
-            format!("[{}]:{}", self.host, self.port)
-        } else {
-            format!("{}:{}", self.host, self.port)
-        }
+        url_text::endpoint(&self.host, self.port)
     }
 }
 

@@ -49,7 +49,7 @@ use rustls::ClientConfig;
 use crate::read_buffer::ReadBuffer;
 use crate::stream::{connect_tcp, Stream, TlsStartError};
 use crate::tls::SslMode;
-use crate::url_text::percent_decode;
+use crate::url_text::{self, percent_decode};
 use crate::{DriverInfo, Family};
 
 pub const INFO: DriverInfo = DriverInfo {
@@ -109,11 +109,7 @@ impl std::fmt::Debug for Settings {
 
 impl Settings {
     fn endpoint(&self) -> String {
-        if self.host.contains(':') {
-            format!("[{}]:{}", self.host, self.port)
-        } else {
-            format!("{}:{}", self.host, self.port)
-        }
+        url_text::endpoint(&self.host, self.port)
     }
 }
 

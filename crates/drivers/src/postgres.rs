@@ -38,7 +38,7 @@ use tokio::net::TcpStream;
 use crate::read_buffer::ReadBuffer;
 use crate::stream::{connect_tcp, Stream, TlsStartError};
 use crate::tls::{self, SslMode};
-use crate::url_text::percent_decode;
+use crate::url_text::{self, percent_decode};
 use crate::{DriverInfo, Family};
 use loadcell_core::kv::KvCapabilities;
 
@@ -152,11 +152,7 @@ impl Settings {
     }
 
     fn endpoint(&self) -> String {
-        if self.host.contains(':') {
-            format!("[{}]:{}", self.host, self.port)
-        } else {
-            format!("{}:{}", self.host, self.port)
-        }
+        url_text::endpoint(&self.host, self.port)
     }
 }
 

@@ -60,7 +60,7 @@ use tokio::io::ReadBuf;
 use crate::read_buffer::ReadBuffer;
 use crate::stream::{connect_tcp, Stream, TlsStartError};
 use crate::tls::{self, SslMode};
-use crate::url_text::percent_decode;
+use crate::url_text::{endpoint, percent_decode};
 use crate::{DriverInfo, Family};
 
 pub const INFO: DriverInfo = DriverInfo {
@@ -115,14 +115,6 @@ impl std::fmt::Debug for Settings {
             .field("sslmode", &self.sslmode)
             .field("sslrootcert", &self.sslrootcert)
             .finish()
-    }
-}
-
-fn endpoint(host: &str, port: u16) -> String {
-    if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
     }
 }
 

@@ -1,5 +1,15 @@
 //! The parts of a target URL that `url::Url` leaves %-escaped (user,
-//! password, host name, path), decoded for the drivers that take them.
+//! password, host name, path), decoded for the drivers that take them, and
+//! a host and port written back as one endpoint.
+
+/// `host:port`, with an IPv6 address in brackets (`[::1]:5432`).
+pub(crate) fn endpoint(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
 
 /// Decodes `%XX` escapes in the URL's `what` (e.g. "password"); a bad
 /// escape or bytes that are not UTF-8 once decoded are errors that name it.
