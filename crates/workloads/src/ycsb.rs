@@ -801,14 +801,13 @@ impl Ycsb {
     /// The chosen operation succeeded.
     fn done(&self, d: &mut Draw, c: Choice) {
         d.pending = None;
-        if c.op == INSERT {
-            self.acknowledge(c.key);
-        }
+        self.finished(c);
     }
 
-    /// The chosen operation failed: an insert is over all the same (a retry
-    /// of the same key, if any, finds it acknowledged).
-    fn failed(&self, c: Choice) {
+    /// The chosen operation is over, done or failed: an insert is
+    /// acknowledged either way (a retry of the same key, if any, finds it
+    /// acknowledged).
+    fn finished(&self, c: Choice) {
         if c.op == INSERT {
             self.acknowledge(c.key);
         }
@@ -1108,11 +1107,9 @@ impl<C: SqlConn> Script<C> for YcsbSql {
             }
             INSERT => {
                 let stmt = s.insert.as_ref().expect(PREPARED);
-                let inserted = ctx.op(INSERT, self.insert(conn, stmt, &mut s.d)).await;
-                if inserted.is_err() {
-                    self.core.failed(c);
-                }
-                inserted?;
+                ctx.op(INSERT, self.insert(conn, stmt, &mut s.d))
+                    .await
+                    .inspect_err(|_| self.core.finished(c))?;
             }
             SCAN => {
                 let stmt = s.scan.as_ref().expect(PREPARED);
@@ -1500,16 +1497,12 @@ impl<C: KvConn> Script<C> for YcsbKv {
                 .await?;
             }
             INSERT => {
-                let inserted = ctx
-                    .op(INSERT, async {
-                        self.queue_insert(conn, s, c.key)?;
-                        flush(conn).await
-                    })
-                    .await;
-                if inserted.is_err() {
-                    self.core.failed(c);
-                }
-                inserted?;
+                ctx.op(INSERT, async {
+                    self.queue_insert(conn, s, c.key)?;
+                    flush(conn).await
+                })
+                .await
+                .inspect_err(|_| self.core.finished(c))?;
             }
             SCAN => {
                 ctx.op(SCAN, async {
@@ -1766,7 +1759,7 @@ mod tests {
         // Three inserts in flight: 1000, 1001, 1002.
         y.acknowledge(1002);
         assert_eq!(y.inserted(), 1000, "1000 and 1001 may still be in flight");
-        y.failed(key(1000));
+        y.finished(key(1000));
         assert_eq!(y.inserted(), 1001, "a failed insert is over too");
         y.acknowledge(1001);
         assert_eq!(y.inserted(), 1003);
