@@ -103,12 +103,10 @@ struct Unset;
 
 impl Drop for Unset {
     fn drop(&mut self) {
-        if let Ok(mut timer) = TIMER.try_with(|t| t.borrow_mut().take()) {
+        if let Ok(Some(timer)) = TIMER.try_with(|t| t.borrow_mut().take()) {
             // Tasks still waiting are woken to fall back to the coarse wait.
-            if let Some(timer) = timer.take() {
-                for Reverse(w) in timer.waiting.borrow_mut().drain() {
-                    w.waker.wake();
-                }
+            for Reverse(w) in timer.waiting.borrow_mut().drain() {
+                w.waker.wake();
             }
         }
     }
