@@ -49,9 +49,7 @@ fn named_target(path: &Path) -> io::Result<NamedTarget> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             // A link to a file not there yet: create that file.
             match std::fs::read_link(path) {
-                Ok(to) => Ok(NamedTarget::File(
-                    path.parent().unwrap_or(Path::new("")).join(to),
-                )),
+                Ok(to) => Ok(NamedTarget::File(parent(path).join(to))),
                 Err(_) => Ok(NamedTarget::File(path.to_path_buf())),
             }
         }
@@ -76,10 +74,6 @@ fn temp_file(dir: &Path) -> io::Result<tempfile::NamedTempFile> {
 
 fn parent(path: &Path) -> &Path {
     path.parent().unwrap_or(Path::new(""))
-}
-
-fn open_special(path: &Path) -> io::Result<std::fs::File> {
-    std::fs::OpenOptions::new().write(true).open(path)
 }
 
 /// Whether this process may write to `path`, without opening it (opening a
@@ -118,7 +112,10 @@ pub fn write_atomically(dest: &Destination, text: &str) -> io::Result<PathBuf> {
                         .persist(&file)
                         .map_err(|e| e.error)?;
                 }
-                NamedTarget::Special => open_special(path)?.write_all(text.as_bytes())?,
+                NamedTarget::Special => std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(path)?
+                    .write_all(text.as_bytes())?,
             }
             Ok(path.clone())
         }
