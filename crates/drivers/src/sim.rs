@@ -19,6 +19,13 @@
 //!   `DUR`, the server processes nothing: work that would have run during
 //!   the stall (a request arriving in it, one waiting for a slot, or the
 //!   rest of one in service when it starts) runs after it.
+//! - `record=FILE`: the server's own account of every request, for checking
+//!   what a client measured against what really happened: one line per
+//!   request, `ARRIVAL COMPLETION` in nanoseconds from the server's epoch,
+//!   the completion read from the clock when the reply was delivered (so a
+//!   late timer wake-up is in it, as it is in what the client saw). Each
+//!   connection appends its lines when it closes; the file is created if
+//!   needed and never truncated.
 //!
 //! The model is analytic: no thread plays the server. The server's epoch is
 //! the first connection made to it (the first `connect` of the driver, which
@@ -51,6 +58,9 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::fs::File;
+use std::io::Write;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -71,7 +81,7 @@ pub const INFO: DriverInfo = DriverInfo {
     blocking: false,
 };
 
-const PARAMS: &[&str] = &["latency", "stall", "concurrency", "connect"];
+const PARAMS: &[&str] = &["latency", "stall", "concurrency", "connect", "record"];
 
 const LATENCY_FORMS: &str = "fixed:D, uniform:A:B, lognormal:MEDIAN:SIGMA or bimodal:A:B:P \
      (durations such as 0, 250us, 2ms, 1.5s; P is the probability of B, 0 to 1)";
@@ -271,6 +281,8 @@ struct Config {
     concurrency: Option<usize>,
     /// How long opening a connection takes (a TLS handshake, say).
     connect_ns: u64,
+    /// Where each request's arrival and completion are appended.
+    record: Option<PathBuf>,
 }
 
 fn parse_url(url: &url::Url) -> Result<Config, String> {
@@ -293,6 +305,7 @@ fn parse_url(url: &url::Url) -> Result<Config, String> {
         stalls: Vec::new(),
         concurrency: None,
         connect_ns: 0,
+        record: None,
     };
     let mut seen: Vec<String> = Vec::new();
     for (key, value) in url.query_pairs() {
@@ -304,6 +317,12 @@ fn parse_url(url: &url::Url) -> Result<Config, String> {
             "latency" => config.latency = Latency::parse(&value)?,
             "stall" => config.stalls = parse_stalls(&value)?,
             "connect" => config.connect_ns = parse_duration(&value)?,
+            "record" if value.is_empty() => {
+                return Err(format!(
+                    "record needs a file name, e.g. record=served.txt ({FORM})"
+                ))
+            }
+            "record" => config.record = Some(PathBuf::from(&*value)),
             "concurrency" => {
                 let n: usize = value.trim().parse().map_err(|_| {
                     format!(
@@ -436,6 +455,8 @@ struct Shared {
     epoch: OnceLock<Instant>,
     /// Connections opened so far; seeds each one's generator.
     opened: AtomicU64,
+    /// `record=FILE`, opened for appending.
+    record: Option<Mutex<File>>,
 }
 
 /// A simulated server. Shared by every worker thread; the only shared
@@ -454,14 +475,25 @@ impl SimDriver {
     pub fn from_target(target: &Target) -> Result<SimDriver, String> {
         let config = parse_url(target.url())?;
         let model = Model::new(&config);
+        let record = match &config.record {
+            None => None,
+            Some(path) => Some(Mutex::new(
+                File::options()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .map_err(|e| format!("record={}: {e}", path.display()))?,
+            )),
+        };
         Ok(SimDriver {
             connect_delay: Duration::from_nanos(config.connect_ns),
             description: target.url().query().unwrap_or("").to_string(),
             shared: Arc::new(Shared {
-                trivial: model.is_trivial(),
+                trivial: model.is_trivial() && record.is_none(),
                 model,
                 epoch: OnceLock::new(),
                 opened: AtomicU64::new(0),
+                record,
             }),
         })
     }
@@ -487,6 +519,7 @@ impl Driver for SimDriver {
             rng: SplitMix64(seeder.next_u64()),
             queue: Vec::with_capacity(64),
             times: Vec::with_capacity(64),
+            served: Vec::new(),
         })
     }
 
@@ -510,6 +543,29 @@ pub struct SimConn {
     queue: Vec<bool>,
     /// Per queued request: its service time, then its completion time.
     times: Vec<u64>,
+    /// With `record`: each request's arrival and real completion, written
+    /// out when the connection closes.
+    served: Vec<(u64, u64)>,
+}
+
+impl Drop for SimConn {
+    fn drop(&mut self) {
+        let Some(file) = &self.shared.record else {
+            return;
+        };
+        if self.served.is_empty() {
+            return;
+        }
+        let mut lines = String::with_capacity(self.served.len() * 24);
+        for (arrival, completion) in &self.served {
+            lines.push_str(&format!("{arrival} {completion}\n"));
+        }
+        // Another connection panicking while writing leaves the file usable.
+        let mut file = file.lock().unwrap_or_else(|p| p.into_inner());
+        if let Err(e) = file.write_all(lines.as_bytes()) {
+            eprintln!("sim: could not write its record of served requests: {e}");
+        }
+    }
 }
 
 impl std::fmt::Debug for SimConn {
@@ -570,14 +626,21 @@ impl KvConn for SimConn {
             return Ok(());
         }
         let model = &self.shared.model;
-        let arrival = Instant::now().saturating_duration_since(self.epoch);
+        let arrival = Instant::now()
+            .saturating_duration_since(self.epoch)
+            .as_nanos() as u64;
         self.times.clear();
         for _ in 0..queue.0.len() {
             self.times.push(model.latency.sample(&mut self.rng));
         }
-        model.admit(arrival.as_nanos() as u64, &mut self.times);
+        model.admit(arrival, &mut self.times);
+        let recording = self.shared.record.is_some();
         for (i, (&get, &done)) in queue.0.iter().zip(&self.times).enumerate() {
             wait_until(self.epoch + Duration::from_nanos(done)).await;
+            if recording {
+                let completion = self.epoch.elapsed().as_nanos() as u64;
+                self.served.push((arrival, completion));
+            }
             // Each reply completes at its own time, as if read on its own.
             let at = ReplyAt {
                 index: i,
@@ -642,6 +705,7 @@ mod tests {
             stalls: vec![],
             concurrency: None,
             connect_ns: 0,
+            record: None,
         };
         for url in ["sim://", "sim://?", "sim:", "sim:?", "sim:///"] {
             assert_eq!(config(url).unwrap(), defaults, "{url}");
@@ -658,8 +722,11 @@ mod tests {
                 stalls: vec![(5000 * MS, 6000 * MS)],
                 concurrency: Some(64),
                 connect_ns: 5 * MS,
+                record: None,
             }
         );
+        let c = config("sim:?record=served.txt").unwrap();
+        assert_eq!(c.record, Some(PathBuf::from("served.txt")));
         let c = config("sim:?latency=uniform:1ms:3ms").unwrap();
         assert_eq!(c.latency, Latency::Uniform(MS, 3 * MS));
         let c = config("sim://?latency=bimodal:1ms:100ms:0.01").unwrap();
@@ -716,6 +783,11 @@ mod tests {
         assert!(e.contains("between 0 and 1"), "{e}");
         let e = err("sim://?latency=");
         assert!(e.contains("latency '': empty"), "{e}");
+        let e = err("sim://?record=");
+        assert!(e.contains("record needs a file name"), "{e}");
+        let e = SimDriver::from_target(&Target::parse("sim:?record=/no/such/dir/x").unwrap())
+            .unwrap_err();
+        assert!(e.starts_with("record=/no/such/dir/x: "), "{e}");
         let e = err("sim://?stall=1s");
         assert!(e.contains("stall '1s': expected DUR@AT"), "{e}");
         assert!(e.contains("stall=1s@5s"), "{e}");
@@ -916,6 +988,69 @@ mod tests {
                 );
             }
         });
+    }
+
+    #[test]
+    fn record_holds_each_request_as_it_was_served() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("served.txt");
+        // Lines already there are kept: the file is appended to.
+        std::fs::write(&path, "1 2\n").unwrap();
+        let url = format!("sim:?latency=fixed:2ms&record={}", path.display());
+        let d = driver(&url);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let (a, b, first, second) = rt.block_on(async {
+            let mut a = d.connect().await.unwrap();
+            let mut b = d.connect().await.unwrap();
+            let start = Instant::now();
+            for _ in 0..3 {
+                a.queue_get(b"k");
+            }
+            a.flush(&mut |_, r| assert!(r.is_ok())).await.unwrap();
+            let first = start.elapsed();
+            b.queue_set(b"k", b"v");
+            b.flush(&mut |_, r| assert!(r.is_ok())).await.unwrap();
+            let second = start.elapsed();
+            (a, b, first, second)
+        });
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "1 2\n",
+            "written at close"
+        );
+        drop(a);
+        drop(b);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let served: Vec<(u64, u64)> = text
+            .lines()
+            .skip(1)
+            .map(|l| {
+                let (a, c) = l.split_once(' ').unwrap();
+                (a.parse().unwrap(), c.parse().unwrap())
+            })
+            .collect();
+        assert_eq!(served.len(), 4, "{text}");
+        // Pipelined requests arrive together, each done 2 ms later (the
+        // clock's reading when its reply was delivered, so never early),
+        // and no later than the caller saw the flush end.
+        for &(arrival, completion) in &served {
+            assert!(completion - arrival >= 2 * MS, "{served:?}");
+        }
+        assert!(served[..3].iter().all(|s| s.0 == served[0].0));
+        assert!(
+            served[2].1 <= first.as_nanos() as u64 + served[0].0,
+            "{served:?} {first:?}"
+        );
+        assert!(
+            served[3].0 >= served[2].1 && served[3].1 - served[0].0 <= second.as_nanos() as u64
+        );
+        // Recording reads the clock, so even a zero-latency server is not
+        // the trivial one.
+        let url = format!("sim:?record={}", path.display());
+        assert!(!driver(&url).shared.trivial);
     }
 
     #[test]
