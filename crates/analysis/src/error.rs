@@ -30,3 +30,14 @@ impl std::error::Error for AnalysisError {}
 pub(crate) fn invalid(msg: impl Into<String>) -> AnalysisError {
     AnalysisError::InvalidInput(msg.into())
 }
+
+/// Refuses points with a NaN or infinite coordinate.
+pub(crate) fn check_finite(points: &[(f64, f64)], what: &str) -> Result<(), AnalysisError> {
+    if let Some((x, y)) = points
+        .iter()
+        .find(|(x, y)| !x.is_finite() || !y.is_finite())
+    {
+        return Err(invalid(format!("{what}: point ({x}, {y}) is not finite")));
+    }
+    Ok(())
+}

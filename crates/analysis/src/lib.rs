@@ -2,8 +2,9 @@
 //! by hand (see `shared/SCENARIOS.md`, "What every report does by hand").
 //!
 //! - [`knee`]: where throughput stops scaling with concurrency (a marginal-gain
-//!   rule and a Universal Scalability Law fit), and where p99 latency climbs
-//!   with load.
+//!   rule), and where p99 latency climbs with load.
+//! - [`usl`]: the Universal Scalability Law fitted to a sweep: what limits
+//!   scaling (contention, coherency) and where throughput peaks.
 //! - [`compare`]: whether two runs differ, with a t-test that accounts for
 //!   autocorrelation between interval samples, and a regression gate.
 //! - [`plan`]: nodes and dollars per month needed for a target throughput,
@@ -23,5 +24,6 @@ mod linalg;
 pub mod plan;
 pub mod stats;
 mod text;
+pub mod usl;
 
 pub use error::AnalysisError;

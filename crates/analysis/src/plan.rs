@@ -3,7 +3,7 @@
 //! target throughput needs, and which instance type is cheapest.
 //!
 //! Per instance type, the throughput of an `N`-node cluster is modelled by
-//! the Universal Scalability Law ([`crate::knee::UslModel`]), either fitted
+//! the Universal Scalability Law ([`crate::usl::UslModel`]), either fitted
 //! to the measured points ([`Scaling::Fit`], at least 3 node counts) or
 //! stated ([`Scaling::Linear`], [`Scaling::Usl`]) and calibrated on the
 //! measured point(s), which may be a single node. The plan is the smallest
@@ -13,8 +13,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{invalid, AnalysisError};
-use crate::knee::{average_repeats, fit_usl, UslFit, UslModel};
+use crate::knee::average_repeats;
 use crate::text;
+use crate::usl::{fit_usl, UslFit, UslModel};
 
 /// Hours in a month as cloud price lists count them (8760 / 12).
 pub const HOURS_PER_MONTH: f64 = 730.0;

@@ -3,8 +3,9 @@
 //! where latency climbs, and for findmax the highest rate meeting the SLA.
 
 use loadcell_analysis::knee::{
-    average_repeats, fit_usl, latency_knee, marginal_gain_knee, LatencyKneeOptions, MarginalOptions,
+    average_repeats, latency_knee, marginal_gain_knee, LatencyKneeOptions, MarginalOptions,
 };
+use loadcell_analysis::usl::fit_usl;
 use loadcell_record::sweep::SweepPoint;
 use serde_json::{json, Value};
 
