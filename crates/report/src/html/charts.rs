@@ -1,0 +1,155 @@
+//! Chart builders shared by the run, sweep and comparison sections.
+
+use loadcell_record::hist::Micros;
+use loadcell_record::resources::ResourceSample;
+use loadcell_record::result::Interval;
+
+use super::*;
+use crate::svg::{Axis, Chart, Series};
+
+/// The classic HdrHistogram percentile axis: `1/(1−p)` on a log scale,
+/// labelled from 0% to 99.999%.
+pub fn percentile_axis() -> Axis {
+    Axis::log("percentile")
+        .with_ticks(vec![
+            (1.0, "0%".into()),
+            (10.0, "90%".into()),
+            (100.0, "99%".into()),
+            (1e3, "99.9%".into()),
+            (1e4, "99.99%".into()),
+            (1e5, "99.999%".into()),
+        ])
+        .with_bounds(1.0, 1e5)
+}
+
+/// Latency (ms) against `1/(1−p)` for p from 0 up to 99.999% (or as far
+/// as the sample count resolves), ending at the maximum.
+pub fn spectrum(h: &Micros) -> Vec<(f64, f64)> {
+    if h.is_empty() {
+        return Vec::new();
+    }
+    let xmax = (h.len() as f64).clamp(1.0, 1e5);
+    let steps = 125;
+    let mut pts = Vec::new();
+    for i in 0..=steps {
+        let x = 10f64.powf(5.0 * i as f64 / steps as f64);
+        if x > xmax {
+            break;
+        }
+        let q = 1.0 - 1.0 / x;
+        pts.push((x, h.value_at_quantile(q) as f64 / 1000.0));
+    }
+    pts.push((xmax, h.max() as f64 / 1000.0));
+    pts
+}
+
+/// A linear latency axis, or a log one when the tail is two orders of
+/// magnitude above the median.
+pub(super) fn latency_axis_for(series: &[Series]) -> Axis {
+    let ys: Vec<f64> = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.1))
+        .collect();
+    let max = ys.iter().copied().fold(0.0f64, f64::max);
+    let mut sorted: Vec<f64> = ys.iter().copied().filter(|v| *v > 0.0).collect();
+    sorted.sort_by(f64::total_cmp);
+    let median = sorted.get(sorted.len() / 2).copied().unwrap_or(0.0);
+    if median > 0.0 && max / median > 100.0 {
+        Axis::log("latency (ms, log scale)")
+    } else {
+        Axis::from_zero("latency (ms)")
+    }
+}
+
+pub(super) fn spectrum_chart(title: &str, series: Vec<Series>) -> Chart {
+    let y = latency_axis_for(&series);
+    let mut c = Chart::new(title, percentile_axis(), y).describe(
+        "Latency against percentile on the HdrHistogram axis: 1/(1−p), log scale, from 0% to 99.999%.",
+    );
+    c.series = series;
+    c
+}
+
+/// Whether `values` step geometrically (1, 2, 4, …) over a wide range.
+pub(super) fn geometric(values: &[f64]) -> bool {
+    let mut v: Vec<f64> = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    v.dedup();
+    if v.len() < 3 || v[0] <= 0.0 || v[v.len() - 1] / v[0] < 8.0 {
+        return false;
+    }
+    let mut ratios: Vec<f64> = v.windows(2).map(|w| w[1] / w[0]).collect();
+    ratios.sort_by(f64::total_cmp);
+    ratios[ratios.len() / 2] >= 1.5
+}
+
+/// An axis for a swept or labelled numeric parameter: log for geometric
+/// steps, with a tick at each value when there are few.
+pub(super) fn parameter_axis(label: &str, values: &[f64]) -> Axis {
+    let mut axis = if geometric(values) {
+        Axis::log(format!("{label} (log scale)"))
+    } else {
+        Axis::linear(label)
+    };
+    let mut v: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+    v.sort_by(f64::total_cmp);
+    v.dedup();
+    if !v.is_empty() && v.len() <= 12 {
+        axis = axis.with_ticks(v.iter().map(|&x| (x, compact(x))).collect());
+    }
+    axis
+}
+
+/// A categorical axis: positions 0, 1, … labelled with `names`.
+pub(super) fn category_axis(label: &str, names: &[String]) -> Axis {
+    let n = names.len() as f64;
+    Axis::linear(label)
+        .with_ticks(
+            names
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (i as f64, truncate(s, 14)))
+                .collect(),
+        )
+        .with_bounds(-0.5, n - 0.5)
+}
+
+pub(super) fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        format!("{}…", s.chars().take(n - 1).collect::<String>())
+    }
+}
+
+/// Seconds since the start of measurement, from zero.
+pub(super) fn time_axis() -> Axis {
+    let mut a = Axis::linear("time (s)");
+    a.min = Some(0.0);
+    a
+}
+
+/// Measured samples, less a last one taken a sliver after the one before
+/// (at the run's end): rates over a few milliseconds are noise, and would
+/// draw a spike at the end of every chart.
+pub(super) fn measured(samples: &[ResourceSample]) -> Vec<&ResourceSample> {
+    let mut m: Vec<&ResourceSample> = samples.iter().filter(|s| s.t_s >= 0.0).collect();
+    if let [.., a, b, c] = m[..] {
+        if c.t_s - b.t_s < 0.5 * (b.t_s - a.t_s) {
+            m.pop();
+        }
+    }
+    m
+}
+
+/// The intervals to draw over time: all but a last one cut at the run's
+/// deadline to less than half the one before, for the same reason. Tables
+/// and totals still count it.
+pub(super) fn charted(intervals: &[Interval]) -> &[Interval] {
+    match intervals {
+        [.., prev, last] if last.duration_s < 0.5 * prev.duration_s => {
+            &intervals[..intervals.len() - 1]
+        }
+        _ => intervals,
+    }
+}

@@ -1,0 +1,547 @@
+//! One run: throughput and latency over time, spectrum, operations,
+//! resources and the bottleneck hint, environment and configuration.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use loadcell_record::hist;
+use loadcell_record::resources::ResourceSample;
+use loadcell_record::result::{Interval, LoopMode, RunResult, RunStatus};
+use serde_json::Value;
+
+use super::*;
+use crate::redact::shell_join;
+use crate::svg::{si, Annotation, Axis, Chart, Series};
+use crate::table::{grouped, number};
+
+pub(super) fn throughput_names(r: &RunResult) -> (&'static str, &'static str) {
+    let events = if r.summary.txn_per_sec.is_some() {
+        "TPS"
+    } else {
+        "events/s"
+    };
+    let ops = if r.summary.queries.is_some() {
+        "QPS"
+    } else {
+        "ops/s"
+    };
+    (events, ops)
+}
+
+/// Throughput, latency and (when any) error charts over the run's
+/// intervals.
+pub fn time_series_charts(r: &RunResult) -> Vec<Chart> {
+    let iv = charted(&r.intervals);
+    if iv.is_empty() {
+        return Vec::new();
+    }
+    let (ev_name, ops_name) = throughput_names(r);
+    let ops: Vec<(f64, f64)> = iv.iter().map(|i| (i.t_s, i.ops_per_sec)).collect();
+    let events: Vec<(f64, f64)> = iv.iter().map(|i| (i.t_s, i.events_per_sec)).collect();
+    let target = r
+        .summary
+        .schedule
+        .target_rate
+        .filter(|_| r.summary.schedule.mode == LoopMode::OpenLoop);
+    let target_line = |c: Chart| match target {
+        Some(rate) => c.annotate(Annotation::HLine {
+            y: rate,
+            label: format!("target {}/s", si(rate)),
+        }),
+        None => c,
+    };
+    let time = time_axis;
+    let mut out = Vec::new();
+    let same = iv.iter().all(|i| i.ops == i.events);
+    let ratio = if r.summary.events > 0 {
+        r.summary.ops as f64 / r.summary.events as f64
+    } else {
+        1.0
+    };
+    if same {
+        out.push(target_line(
+            Chart::new("Throughput over time", time(), Axis::from_zero(ops_name))
+                .series(Series::new(ops_name, ops)),
+        ));
+    } else if ratio <= 4.0 {
+        out.push(target_line(
+            Chart::new(
+                "Throughput over time",
+                time(),
+                Axis::from_zero("per second"),
+            )
+            .series(Series::new(ops_name, ops))
+            .series(Series::new(ev_name, events)),
+        ));
+    } else {
+        out.push(
+            Chart::new(
+                format!("{ops_name} over time"),
+                time(),
+                Axis::from_zero(ops_name),
+            )
+            .series(Series::new(ops_name, ops)),
+        );
+        out.push(target_line(
+            Chart::new(
+                format!("{ev_name} over time"),
+                time(),
+                Axis::from_zero(ev_name),
+            )
+            .series(Series::new(ev_name, events)),
+        ));
+    }
+    let lat = |f: fn(&loadcell_record::result::IntervalLatency) -> f64| -> Vec<(f64, f64)> {
+        iv.iter().map(|i| (i.t_s, f(&i.latency_ms))).collect()
+    };
+    let series = vec![
+        Series::new("p50", lat(|l| l.p50)),
+        Series::new("p95", lat(|l| l.p95)),
+        Series::new("p99", lat(|l| l.p99)),
+    ];
+    let y = latency_axis_for(&series);
+    let mut c = Chart::new("Latency over time (per interval)", time(), y);
+    c.series = series;
+    out.push(c);
+    if iv
+        .iter()
+        .any(|i| i.errors > 0 || i.reconnects > 0 || i.retries > 0)
+    {
+        let per_s = |f: fn(&Interval) -> u64| -> Vec<(f64, f64)> {
+            iv.iter()
+                .map(|i| {
+                    (
+                        i.t_s,
+                        if i.duration_s > 0.0 {
+                            f(i) as f64 / i.duration_s
+                        } else {
+                            0.0
+                        },
+                    )
+                })
+                .collect()
+        };
+        out.push(
+            Chart::new("Errors over time", time(), Axis::from_zero("per second"))
+                .series(Series::new("errors/s", per_s(|i| i.errors)))
+                .series(Series::new("retries/s", per_s(|i| i.retries)))
+                .series(Series::new("reconnects/s", per_s(|i| i.reconnects))),
+        );
+    }
+    out
+}
+
+/// CPU, memory and I/O charts over the run's resource samples.
+pub fn resource_charts(r: &RunResult) -> Vec<Chart> {
+    let m = measured(&r.resources.samples);
+    if m.is_empty() {
+        return Vec::new();
+    }
+    let time = time_axis;
+    let pts = |f: &dyn Fn(&ResourceSample) -> Option<f64>| -> Vec<(f64, f64)> {
+        m.iter().filter_map(|s| f(s).map(|v| (s.t_s, v))).collect()
+    };
+    let mut cpu = Chart::new(
+        "CPU over time",
+        time(),
+        Axis::from_zero("CPU (% of one core)"),
+    )
+    .series(Series::new(
+        "client (loadcell)",
+        pts(&|s| Some(s.client_cpu_pct)),
+    ))
+    .series(Series::new(
+        "host (all processes)",
+        pts(&|s| Some(s.host_cpu_pct)),
+    ));
+    let server = pts(&|s| s.server_cpu_pct);
+    if !server.is_empty() {
+        cpu = cpu.series(Series::new("server process", server));
+    }
+    // The host's capacity, when use comes anywhere near it.
+    let cores = m.iter().map(|s| s.host_cpus).max().unwrap_or(0);
+    let peak = m
+        .iter()
+        .map(|s| {
+            s.client_cpu_pct
+                .max(s.host_cpu_pct)
+                .max(s.server_cpu_pct.unwrap_or(0.0))
+        })
+        .fold(0.0, f64::max);
+    if cores > 0 && peak >= 25.0 * cores as f64 {
+        cpu = cpu.annotate(Annotation::HLine {
+            y: 100.0 * cores as f64,
+            label: format!("{cores} cores"),
+        });
+    }
+    let mut out = vec![cpu];
+    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+    let mut mem = Chart::new(
+        "Memory over time",
+        time(),
+        Axis::from_zero("resident memory (MiB)"),
+    )
+    .series(Series::new(
+        "client (loadcell)",
+        pts(&|s| Some(mib(s.client_rss_bytes))),
+    ));
+    let server_rss = pts(&|s| s.server_rss_bytes.map(mib));
+    if !server_rss.is_empty() {
+        mem = mem.series(Series::new("server process", server_rss));
+    }
+    out.push(mem);
+    let mb = |v: f64| v / 1e6;
+    let io: Vec<(&str, Vec<(f64, f64)>)> = vec![
+        ("network in", pts(&|s| Some(mb(s.net_rx_bytes_per_s)))),
+        ("network out", pts(&|s| Some(mb(s.net_tx_bytes_per_s)))),
+        ("disk read", pts(&|s| Some(mb(s.disk_read_bytes_per_s)))),
+        ("disk write", pts(&|s| Some(mb(s.disk_write_bytes_per_s)))),
+    ];
+    if io.iter().any(|(_, p)| p.iter().any(|q| q.1 > 0.0)) {
+        let mut c = Chart::new(
+            "Network and disk over time",
+            time(),
+            Axis::from_zero("MB/s"),
+        );
+        for (name, p) in io {
+            c = c.series(Series::new(name, p));
+        }
+        out.push(c);
+    }
+    out
+}
+
+pub(super) fn run_section(o: &mut String, idx: usize, name: &str, r: &RunResult) {
+    let s = &r.summary;
+    let _ = writeln!(o, "<section class=\"input\" id=\"input-{idx}\">");
+    let _ = writeln!(
+        o,
+        "<h2>{} {}</h2>",
+        h(name),
+        status_badge(r.status == RunStatus::Complete)
+    );
+    chips(o, &r.labels);
+    let server = r
+        .environment
+        .server
+        .as_ref()
+        .map(|s| format!(" ({} {})", s.product, s.version))
+        .unwrap_or_default();
+    let mode = match s.schedule.mode {
+        LoopMode::ClosedLoop => "closed loop".to_string(),
+        LoopMode::OpenLoop => format!(
+            "open loop at {}/s ({}), achieved {}/s",
+            si(s.schedule.target_rate.unwrap_or(0.0)),
+            r.config.arrival.as_deref().unwrap_or("uniform"),
+            si(s.schedule.achieved_rate)
+        ),
+    };
+    let _ = writeln!(
+        o,
+        "<p class=\"meta\">{} on {}{} · {} thread{} × {} client{} · {} s measured{} · {}</p>",
+        h(&r.config.workload),
+        h(&r.config.target),
+        h(&server),
+        r.config.threads,
+        if r.config.threads == 1 { "" } else { "s" },
+        r.config.clients_per_thread,
+        if r.config.clients_per_thread == 1 {
+            ""
+        } else {
+            "s"
+        },
+        grouped(s.duration_s, 1),
+        if r.config.warmup_s > 0.0 {
+            format!(" after {} s warm-up", grouped(r.config.warmup_s, 1))
+        } else {
+            String::new()
+        },
+        h(&mode)
+    );
+    if r.status == RunStatus::Partial {
+        let reason = serde_json::to_value(r.stop_reason)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        let _ = writeln!(
+            o,
+            "<p class=\"note\"><strong>Partial run</strong> ({}){}: numbers cover only the time measured.</p>",
+            h(&reason.replace('_', " ")),
+            r.error.as_ref().map(|e| format!(": {}", h(e))).unwrap_or_default()
+        );
+    }
+    for w in &r.warnings {
+        let _ = writeln!(o, "<p class=\"note\">{}</p>", h(w));
+    }
+    let (ev_name, ops_name) = throughput_names(r);
+    let _ = writeln!(
+        o,
+        "<p>{} {} · {} {} · p50 {} ms · p95 {} ms · p99 {} ms · p99.9 {} ms · max {} ms · errors {} · retries {} · reconnects {}</p>",
+        grouped(s.txn_per_sec.unwrap_or(s.events_per_sec), 2),
+        ev_name,
+        grouped(s.ops_per_sec, 2),
+        ops_name,
+        ms(s.latency_ms.p50),
+        ms(s.latency_ms.p95),
+        ms(s.latency_ms.p99),
+        ms(s.latency_ms.p999),
+        ms(s.latency_ms.max),
+        s.errors,
+        s.retries,
+        s.reconnects
+    );
+
+    o.push_str("<h3>Throughput and latency over time</h3>\n");
+    let ts = time_series_charts(r);
+    if ts.is_empty() {
+        o.push_str("<p class=\"muted\">No intervals were recorded.</p>\n");
+    }
+    charts(o, &ts);
+
+    o.push_str("<h3>Latency percentile spectrum</h3>\n");
+    let mut spectra = Vec::new();
+    if let Ok(resp) = hist::decode(&r.histograms.response) {
+        let name = if s.schedule.mode == LoopMode::OpenLoop {
+            "response time (from intended start)"
+        } else {
+            "response time"
+        };
+        spectra.push(Series::new(name, spectrum(&resp)));
+    }
+    if s.schedule.mode == LoopMode::OpenLoop {
+        if let Ok(svc) = hist::decode(&r.histograms.service) {
+            spectra.push(Series::new("service time (from send)", spectrum(&svc)));
+        }
+    }
+    o.push_str("<div class=\"charts\">\n");
+    if spectra.iter().any(|s| !s.points.is_empty()) {
+        figure(o, &spectrum_chart("Latency by percentile", spectra));
+    } else {
+        o.push_str("<p class=\"muted\">The response-time histogram is empty or unreadable.</p>\n");
+    }
+    let l = &s.latency_ms;
+    o.push_str("<div><table><thead><tr><th scope=\"col\">percentile</th><th scope=\"col\" class=\"n\">latency (ms)</th></tr></thead><tbody>\n");
+    for (p, v) in [
+        ("min", l.min),
+        ("mean", l.mean),
+        ("50%", l.p50),
+        ("90%", l.p90),
+        ("95%", l.p95),
+        ("99%", l.p99),
+        ("99.9%", l.p999),
+        ("99.99%", l.p9999),
+        ("max", l.max),
+    ] {
+        let _ = writeln!(
+            o,
+            "<tr><td>{p}</td><td class=\"n\">{}</td></tr>",
+            grouped(v, 3)
+        );
+    }
+    o.push_str("</tbody></table></div>\n</div>\n");
+
+    if !r.ops.is_empty() {
+        o.push_str("<h3>Per operation</h3>\n<div class=\"scroll\"><table><thead><tr>");
+        for (c, n) in [
+            ("operation", false),
+            ("category", false),
+            ("count", true),
+            ("errors", true),
+            ("avg ms", true),
+            ("p50 ms", true),
+            ("p95 ms", true),
+            ("p99 ms", true),
+            ("p99.9 ms", true),
+            ("max ms", true),
+        ] {
+            let _ = write!(
+                o,
+                "<th scope=\"col\"{}>{c}</th>",
+                if n { " class=\"n\"" } else { "" }
+            );
+        }
+        o.push_str("</tr></thead><tbody>\n");
+        let mut ops: Vec<_> = r.ops.iter().collect();
+        ops.sort_by(|a, b| b.1.count.cmp(&a.1.count).then_with(|| a.0.cmp(b.0)));
+        for (name, op) in ops {
+            let l = &op.latency_ms;
+            let _ = writeln!(
+                o,
+                "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+                h(name),
+                h(&op.category),
+                grouped(op.count as f64, 0),
+                grouped(op.errors as f64, 0),
+                grouped(l.mean, 3),
+                grouped(l.p50, 3),
+                grouped(l.p95, 3),
+                grouped(l.p99, 3),
+                grouped(l.p999, 3),
+                grouped(l.max, 3)
+            );
+        }
+        o.push_str("</tbody></table></div>\n");
+    }
+
+    o.push_str("<h3>Resources</h3>\n");
+    match &r.resources.bottleneck {
+        Some(b) => {
+            let _ = writeln!(
+                o,
+                "<p class=\"hint\"><strong>Bottleneck hint:</strong> {}</p>",
+                h(b)
+            );
+        }
+        None if !r.resources.samples.is_empty() => {
+            o.push_str("<p class=\"muted\">No resource stood out as the bottleneck.</p>\n");
+        }
+        None => {}
+    }
+    let rc = resource_charts(r);
+    if rc.is_empty() {
+        o.push_str("<p class=\"muted\">No resource samples were recorded.</p>\n");
+    }
+    charts(o, &rc);
+    server_counters(o, &r.resources.samples);
+
+    if !r.error_samples.is_empty() {
+        o.push_str("<h3>Errors</h3>\n<div class=\"scroll\"><table><thead><tr><th scope=\"col\">class</th><th scope=\"col\" class=\"n\">count</th><th scope=\"col\">message</th></tr></thead><tbody>\n");
+        for e in &r.error_samples {
+            let _ = writeln!(
+                o,
+                "<tr><td>{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
+                h(&e.class),
+                e.count,
+                h(&e.message)
+            );
+        }
+        o.push_str("</tbody></table></div>\n");
+    }
+
+    environment(o, r, &r.command);
+    o.push_str("</section>\n");
+}
+
+/// Means of the server's own counters over the measured samples.
+pub(super) fn server_counters(o: &mut String, samples: &[ResourceSample]) {
+    let m = measured(samples);
+    let mut sums: BTreeMap<&str, (f64, usize)> = BTreeMap::new();
+    for s in &m {
+        for (k, v) in &s.server {
+            let e = sums.entry(k.as_str()).or_insert((0.0, 0));
+            e.0 += v;
+            e.1 += 1;
+        }
+    }
+    if sums.is_empty() {
+        return;
+    }
+    o.push_str("<div class=\"scroll\"><table><thead><tr><th scope=\"col\">server counter</th><th scope=\"col\" class=\"n\">mean over the run</th></tr></thead><tbody>\n");
+    for (k, (sum, n)) in sums {
+        let _ = writeln!(
+            o,
+            "<tr><td>{}</td><td class=\"n\">{}</td></tr>",
+            h(k),
+            grouped(sum / n as f64, 2)
+        );
+    }
+    o.push_str("</tbody></table></div>\n");
+}
+
+pub(super) fn json_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "–".to_string(),
+        other => other.to_string(),
+    }
+}
+
+pub(super) fn environment(o: &mut String, r: &RunResult, command: &[String]) {
+    let c = &r.config;
+    let e = &r.environment;
+    o.push_str("<h3>Environment and configuration</h3>\n<div class=\"facts\">\n<dl>\n");
+    let fact = |o: &mut String, k: &str, v: String| {
+        let _ = writeln!(o, "<dt>{k}</dt><dd>{}</dd>", breakable(&v));
+    };
+    let host = &e.host;
+    fact(o, "host", host.hostname.clone());
+    fact(
+        o,
+        "OS",
+        format!("{} (kernel {}, {})", host.os, host.kernel, host.arch),
+    );
+    fact(o, "CPU", format!("{} × {}", host.cpus, host.cpu_model));
+    fact(
+        o,
+        "memory",
+        format!(
+            "{} GiB",
+            grouped(host.memory_bytes as f64 / (1u64 << 30) as f64, 1)
+        ),
+    );
+    fact(
+        o,
+        "server",
+        e.server
+            .as_ref()
+            .map(|s| format!("{} {}", s.product, s.version))
+            .unwrap_or_else(|| "not connected".to_string()),
+    );
+    if let Some(pid) = r.resources.server_pid {
+        fact(o, "server process", format!("pid {pid} on this host"));
+    }
+    fact(o, "loadcell", r.loadcell_version.clone());
+    fact(o, "started", r.started_at.clone());
+    fact(o, "ended", r.ended_at.clone());
+    o.push_str("</dl>\n<dl>\n");
+    fact(o, "workload", c.workload.clone());
+    fact(o, "target", c.target.clone());
+    fact(o, "driver", c.driver.clone());
+    fact(o, "threads", c.threads.to_string());
+    fact(o, "clients per thread", c.clients_per_thread.to_string());
+    if let Some(t) = c.time_s {
+        fact(o, "time", format!("{} s", number(t)));
+    }
+    if let Some(n) = c.events {
+        fact(o, "events", n.to_string());
+    }
+    fact(o, "warm-up", format!("{} s", number(c.warmup_s)));
+    match c.rate {
+        Some(rate) => fact(
+            o,
+            "rate",
+            format!(
+                "{}/s ({})",
+                number(rate),
+                c.arrival.as_deref().unwrap_or("uniform")
+            ),
+        ),
+        None => fact(o, "rate", "unlimited (closed loop)".to_string()),
+    }
+    fact(
+        o,
+        "report interval",
+        format!("{} s", number(c.report_interval_s)),
+    );
+    fact(
+        o,
+        "connect timeout",
+        format!("{} s", number(c.connect_timeout_s)),
+    );
+    fact(o, "seed", c.seed.to_string());
+    o.push_str("</dl>\n</div>\n");
+    if !c.workload_options.is_empty() {
+        o.push_str("<div class=\"scroll\"><table><thead><tr><th scope=\"col\">workload option</th><th scope=\"col\">value</th></tr></thead><tbody>\n");
+        for (k, v) in &c.workload_options {
+            let _ = writeln!(o, "<tr><td>{}</td><td>{}</td></tr>", h(k), h(&json_text(v)));
+        }
+        o.push_str("</tbody></table></div>\n");
+    }
+    if !command.is_empty() {
+        let _ = writeln!(
+            o,
+            "<p>Command line:</p>\n<pre><code>{}</code></pre>",
+            h(&shell_join(command))
+        );
+    }
+}

@@ -1,0 +1,403 @@
+use loadcell_record::hist;
+use loadcell_record::result::{LoopMode, RunStatus};
+use serde_json::{json, Value};
+
+use super::*;
+use crate::fixture;
+use crate::svg::Scale;
+
+/// Checks that every non-void element is closed in order; returns the
+/// element names seen.
+fn check_balanced(html: &str) -> Vec<String> {
+    const VOID: [&str; 8] = ["meta", "br", "hr", "img", "input", "link", "col", "wbr"];
+    let mut stack: Vec<String> = Vec::new();
+    let mut seen = Vec::new();
+    let mut rest = html;
+    while let Some(lt) = rest.find('<') {
+        rest = &rest[lt..];
+        if rest.starts_with("<!--") {
+            let end = rest.find("-->").expect("comment closed");
+            rest = &rest[end + 3..];
+            continue;
+        }
+        if rest.starts_with("<!") {
+            rest = &rest[rest.find('>').unwrap() + 1..];
+            continue;
+        }
+        let end = rest.find('>').expect("tag closed");
+        let tag = &rest[1..end];
+        rest = &rest[end + 1..];
+        if let Some(name) = tag.strip_prefix('/') {
+            let top = stack
+                .pop()
+                .unwrap_or_else(|| panic!("</{name}> closes nothing"));
+            assert_eq!(top, name.trim(), "mismatched close tag");
+            continue;
+        }
+        let name: String = tag
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric())
+            .collect();
+        assert!(!name.is_empty(), "bad tag <{tag}>");
+        assert!(!tag.contains('<'), "unescaped < inside <{tag}>");
+        seen.push(name.clone());
+        if tag.ends_with('/') || VOID.contains(&name.as_str()) {
+            continue;
+        }
+        if name == "style" {
+            let close = rest.find("</style>").expect("style closed");
+            rest = &rest[close + "</style>".len()..];
+            continue;
+        }
+        stack.push(name);
+    }
+    assert!(stack.is_empty(), "unclosed: {stack:?}");
+    seen
+}
+
+fn check_self_contained(html: &str) {
+    assert!(
+        !html.contains("http://") && !html.contains("https://"),
+        "no URLs at all"
+    );
+    assert!(!html.to_ascii_lowercase().contains("<script"), "no scripts");
+    assert!(!html.contains("src="), "nothing loaded");
+    assert!(!html.contains("url("), "no CSS fetches");
+    assert!(!html.contains("@import"));
+    for (i, _) in html.match_indices("href=\"") {
+        assert_eq!(&html[i + 6..i + 7], "#", "only in-page links");
+    }
+    assert!(
+        !html.contains("secret@") && !html.contains("hunter2"),
+        "passwords redacted"
+    );
+}
+
+#[test]
+fn a_sliver_of_a_last_interval_is_not_drawn() {
+    let mut r = fixture::run(8, 1000.0);
+    let n = r.intervals.len();
+    let mut sliver = r.intervals[n - 1].clone();
+    sliver.t_s += 0.004;
+    sliver.duration_s = 0.004;
+    sliver.events_per_sec = 250.0;
+    r.intervals.push(sliver);
+    for chart in time_series_charts(&r) {
+        for series in &chart.series {
+            assert_eq!(series.points.len(), n, "{}: {}", chart.title, series.name);
+        }
+    }
+    // A last interval of normal length is drawn.
+    r.intervals[n].duration_s = r.intervals[n - 1].duration_s;
+    assert_eq!(time_series_charts(&r)[0].series[0].points.len(), n + 1);
+}
+
+#[test]
+fn renders_a_run_with_every_section() {
+    let mut r = fixture::run(8, 1000.0);
+    r.labels.insert("instance".into(), "4c16g".into());
+    r.command.push("--target=mysql://root:hunter2@db/x".into());
+    r.config
+        .workload_options
+        .insert("dsn".into(), json!("root:hunter2@db"));
+    r.error_samples.push(loadcell_record::ErrorSample {
+        class: "retryable".into(),
+        message: "deadlock <found> for mysql://u:hunter2@h/d".into(),
+        count: 3,
+    });
+    r.intervals[3].errors = 2;
+    let html = render(&[Input::run("run-8.json", r)]);
+    check_self_contained(&html);
+    let tags = check_balanced(&html);
+    for section in [
+        "id=\"summary\"",
+        "Throughput and latency over time",
+        "Latency percentile spectrum",
+        "Per operation",
+        "Resources",
+        "Bottleneck hint:",
+        "Environment and configuration",
+        "workload option",
+        "Command line:",
+        "MariaDB 10.11.6",
+        "instance=4c16g",
+    ] {
+        assert!(html.contains(section), "missing {section}");
+    }
+    // Charts: QPS and TPS over time (20 statements per transaction),
+    // latency, errors, spectrum, CPU, memory, network and disk.
+    let svgs = tags.iter().filter(|t| *t == "svg").count();
+    let figures = tags.iter().filter(|t| *t == "figure").count();
+    assert_eq!(svgs, figures, "one <svg> per chart, each in a figure");
+    assert_eq!(svgs, 8);
+    assert!(html.contains("99.999%"));
+    assert!(html.contains("root:***@db"), "options are redacted too");
+    assert!(!html.contains("xmlns"));
+}
+
+#[test]
+fn renders_several_runs_with_a_comparison() {
+    let inputs: Vec<Input> = [("2c8g", 1700.0), ("16c64g", 9000.0), ("4c16g", 4000.0)]
+        .iter()
+        .map(|(inst, tps)| {
+            let mut r = fixture::run(64, *tps);
+            r.labels.insert("instance".into(), inst.to_string());
+            // A careless label: secrets in it must not reach the
+            // legend, the ticks or the tables.
+            r.labels
+                .insert("dsn".into(), format!("mysql://u:hunter2@{inst}/db"));
+            Input::run(format!("{inst}.json"), r)
+        })
+        .collect();
+    let html = render(&inputs);
+    check_self_contained(&html);
+    check_balanced(&html);
+    assert!(
+        html.contains("dsn=mysql&#58;//u:***@2c8g/db"),
+        "legend names are redacted"
+    );
+    assert!(html.contains("id=\"compare-runs\""));
+    assert!(html.contains("TPS by instance"));
+    assert!(html.contains("QPS by instance"));
+    assert!(html.contains("Latency by percentile, all runs"));
+    // Categories in natural order on the x axis.
+    let a = html.find(">2c8g<").unwrap();
+    let b = html.find(">4c16g<").unwrap();
+    let c = html.find(">16c64g<").unwrap();
+    assert!(a < b && b < c);
+    // Summary rows in natural order, too.
+    let summary =
+        &html[html.find("id=\"summary\"").unwrap()..html.find("id=\"compare-runs\"").unwrap()];
+    let (a, b, c) = (
+        summary.find("instance=2c8g").unwrap(),
+        summary.find("instance=4c16g").unwrap(),
+        summary.find("instance=16c64g").unwrap(),
+    );
+    assert!(a < b && b < c);
+}
+
+#[test]
+fn renders_sweeps_with_knee_findings_and_error_bars() {
+    let s = fixture::sweep(&[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0], 2);
+    let mut other = fixture::sweep(&[1.0, 4.0, 16.0, 64.0], 1);
+    other.labels.insert("system".into(), "postgres".into());
+    other.analysis = json!({"unexpected": [1, 2, {"deep": "x"}]});
+    other.findings.clear();
+    let html = render(&[
+        Input::sweep("maria.json", s),
+        Input::sweep("pg.json", other),
+    ]);
+    check_self_contained(&html);
+    let tags = check_balanced(&html);
+    assert_eq!(
+        tags.iter().filter(|t| *t == "svg").count(),
+        tags.iter().filter(|t| *t == "figure").count()
+    );
+    assert!(html.contains("id=\"compare-sweeps\""));
+    assert!(html.contains("Throughput by threads"));
+    assert!(html.contains("knee: threads 16"));
+    assert!(html.contains("p99 knee ≈"));
+    assert!(html.contains("USL fit"));
+    assert!(html.contains("throughput stops scaling at 16 threads"));
+    assert!(html.contains("No findings were recorded."));
+    assert!(
+        html.contains("(log scale)"),
+        "1…64 threads step geometrically"
+    );
+    assert!(html.contains(" ± "), "spread over repeats");
+    assert!(html.contains("Mean CPU by threads"));
+    assert!(
+        html.contains("unexpected.2.deep"),
+        "odd analysis shapes are listed, not fatal"
+    );
+    assert!(
+        html.contains("threads 1, 2, 4, 8, 16, 32, 64</strong>: server CPU"),
+        "bottleneck hints by point"
+    );
+}
+
+#[test]
+fn summary_names_a_shared_workload_and_target_once() {
+    let a = fixture::run(8, 100.0);
+    let mut b = fixture::run(16, 200.0);
+    let same = render(&[
+        Input::run("a.json", a.clone()),
+        Input::run("b.json", b.clone()),
+    ]);
+    assert!(same.contains("Every row: workload <strong>oltp_read_write</strong>, target"));
+    assert!(!same.contains(">target</th>"));
+    b.config.target = "postgres://bench:***@10.0.0.2/bench".into();
+    let mixed = render(&[Input::run("a.json", a), Input::run("b.json", b)]);
+    assert!(mixed.contains(">target</th>"));
+    assert!(!mixed.contains(">workload</th>"));
+    check_balanced(&mixed);
+}
+
+#[test]
+fn renders_an_open_loop_key_value_run() {
+    let mut r = fixture::run(4, 2000.0);
+    r.config.workload = "kv".into();
+    r.summary.txn_per_sec = None;
+    r.summary.queries = None;
+    r.summary.ops = r.summary.events;
+    r.summary.ops_per_sec = r.summary.events_per_sec;
+    for i in &mut r.intervals {
+        i.ops = i.events;
+        i.ops_per_sec = i.events_per_sec;
+    }
+    r.summary.schedule.mode = LoopMode::OpenLoop;
+    r.summary.schedule.target_rate = Some(2000.0);
+    r.config.rate = Some(2000.0);
+    r.config.arrival = Some("poisson".into());
+    for s in &mut r.resources.samples {
+        s.server_cpu_pct = None;
+        s.server_rss_bytes = None;
+    }
+    let html = render(&[Input::run("kv.json", r)]);
+    check_self_contained(&html);
+    let tags = check_balanced(&html);
+    assert!(html.contains("target 2000/s"), "the target rate is marked");
+    assert!(html.contains("service time (from send)"));
+    assert!(html.contains("open loop at 2000/s (poisson)"));
+    assert!(html.contains("events/s"));
+    assert!(
+        !html.contains("server process</text>"),
+        "no server series without server samples"
+    );
+    // One throughput chart (ops = events), latency, spectrum, CPU,
+    // memory, network and disk.
+    assert_eq!(tags.iter().filter(|t| *t == "svg").count(), 6);
+}
+
+#[test]
+fn renders_findmax_with_sla_and_best_rate() {
+    let s = fixture::findmax(&[1000.0, 2000.0, 4000.0, 6000.0, 5000.0]);
+    let html = render(&[Input::sweep("findmax.json", s)]);
+    check_self_contained(&html);
+    check_balanced(&html);
+    assert!(html.contains("findmax over rate"));
+    assert!(html.contains("max meeting SLA: 4000/s"));
+    assert!(html.contains("SLA p99 ≤ 10 ms"));
+    assert!(html.contains("SLA missed"));
+    assert!(
+        html.contains("fill=\"#ffffff\""),
+        "failed probes are hollow"
+    );
+}
+
+#[test]
+fn degenerate_inputs_render() {
+    let mut r = fixture::run(1, 10.0);
+    r.intervals.clear();
+    r.resources.samples.clear();
+    r.resources.bottleneck = None;
+    r.histograms.response = "garbage".into();
+    r.status = RunStatus::Partial;
+    r.error = Some("server went away".into());
+    r.environment.server = None;
+    let mut s = fixture::sweep(&[], 1);
+    s.analysis = Value::Null;
+    s.complete = false;
+    let html = render(&[Input::run("bad.json", r), Input::sweep("empty.json", s)]);
+    check_balanced(&html);
+    check_self_contained(&html);
+    assert!(html.contains("No intervals were recorded."));
+    assert!(html.contains("Partial run"));
+    assert!(html.contains("server went away"));
+    assert!(html.contains("not connected"));
+    assert!(html.contains("Incomplete sweep"));
+    let empty = render(&[]);
+    check_balanced(&empty);
+    assert!(empty.contains("No result files were given."));
+}
+
+/// Writes a demonstration page (runs, a sweep, a findmax) to the path
+/// in `LOADCELL_REPORT_DEMO`, for looking at in a browser:
+/// `LOADCELL_REPORT_DEMO=/tmp/demo.html cargo test -p loadcell-report demo -- --ignored`;
+/// with `LOADCELL_REPORT_INPUTS=a.json:b.json`, of those files instead.
+#[test]
+#[ignore]
+fn demo() {
+    let Ok(path) = std::env::var("LOADCELL_REPORT_DEMO") else {
+        return;
+    };
+    // Real files, when given (`LOADCELL_REPORT_INPUTS=a.json:b.json`).
+    if let Ok(files) = std::env::var("LOADCELL_REPORT_INPUTS") {
+        let inputs: Vec<Input> = files
+            .split(':')
+            .map(|f| Input::read(std::path::Path::new(f)).unwrap())
+            .collect();
+        std::fs::write(&path, render(&inputs)).unwrap();
+        std::fs::write(format!("{path}.md"), table::markdown(&inputs)).unwrap();
+        std::fs::write(format!("{path}.csv"), table::csv(&inputs)).unwrap();
+        return;
+    }
+    let mut inputs: Vec<Input> = [("2c8g", 1700.0), ("16c64g", 9000.0), ("4c16g", 4000.0)]
+        .iter()
+        .map(|(inst, tps)| {
+            let mut r = fixture::run(64, *tps);
+            r.labels.insert("instance".into(), inst.to_string());
+            Input::run(format!("{inst}.json"), r)
+        })
+        .collect();
+    inputs.push(Input::sweep(
+        "sweep.json",
+        fixture::sweep(&[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0], 3),
+    ));
+    inputs.push(Input::sweep(
+        "findmax.json",
+        fixture::findmax(&[1000.0, 2000.0, 4000.0, 6000.0, 5000.0]),
+    ));
+    std::fs::write(path, render(&inputs)).unwrap();
+}
+
+#[test]
+fn spectrum_spans_the_percentile_axis() {
+    let hg = fixture::histogram(2.0, 10_000);
+    let s = spectrum(&hg);
+    assert_eq!(s.first().unwrap().0, 1.0);
+    assert_eq!(
+        s.last().unwrap().0,
+        10_000.0,
+        "as far as 10k samples resolve"
+    );
+    assert!(
+        s.windows(2).all(|w| w[1].1 >= w[0].1),
+        "latency never falls with percentile"
+    );
+    assert!((s.last().unwrap().1 - hg.max() as f64 / 1000.0).abs() < 1e-9);
+    assert!(spectrum(&hist::new_histogram()).is_empty());
+}
+
+#[test]
+fn analysis_is_read_tolerantly() {
+    let a = json!({"knee": {"x": 64.0}, "latency_knee": {"throughput": 30000.0}});
+    assert_eq!(throughput_knee(&a), Some(64.0));
+    assert_eq!(latency_knee(&a), Some(30000.0));
+    let b = json!({"scalability": {"marginal_knee": {"x": 32}}, "fits": {"usl": {"lambda": 1.0, "sigma": 0.1, "kappa": 0.0}}});
+    assert_eq!(throughput_knee(&b), Some(32.0));
+    assert_eq!(usl(&b), Some((1.0, 0.1, 0.0)));
+    let c = json!({"knee": null, "latency_knee": "none"});
+    assert_eq!(throughput_knee(&c), None);
+    assert_eq!(latency_knee(&c), None);
+    assert_eq!(usl(&Value::Null), None);
+    assert!((usl_at((100.0, 0.0, 0.0), 8.0) - 800.0).abs() < 1e-9);
+}
+
+#[test]
+fn urls_wrap_at_their_parameters_with_the_password_redacted() {
+    assert_eq!(
+        breakable("redis://u:hunter2@db:6379/?a=1&b=<2>"),
+        "redis&#58;//u:***@db:6379/?<wbr>a=1<wbr>&amp;b=&lt;2&gt;"
+    );
+}
+
+#[test]
+fn geometric_steps_get_a_log_axis() {
+    assert!(geometric(&[1.0, 2.0, 4.0, 8.0, 16.0]));
+    assert!(!geometric(&[10.0, 20.0, 30.0, 40.0]));
+    assert!(!geometric(&[0.0, 2.0, 4.0, 8.0, 16.0]));
+    let a = parameter_axis("threads", &[8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0]);
+    assert_eq!(a.scale, Scale::Log);
+    assert_eq!(a.ticks.as_ref().unwrap().len(), 7);
+}
