@@ -356,7 +356,7 @@ impl RunJob<'_> {
     }
 }
 
-/// A SQL script that can tell whether its data set is there.
+/// A script that can tell whether its data set is there, before any load.
 trait CheckPrepared<C> {
     async fn check_prepared(&self, conn: &mut C) -> Result<(), CheckError>;
 }
@@ -370,6 +370,26 @@ impl<C: SqlConn> CheckPrepared<C> for Oltp {
 impl<C: SqlConn> CheckPrepared<C> for YcsbSql {
     async fn check_prepared(&self, conn: &mut C) -> Result<(), CheckError> {
         self.check(conn).await
+    }
+}
+
+impl<C: KvConn> CheckPrepared<C> for YcsbKv {
+    async fn check_prepared(&self, conn: &mut C) -> Result<(), CheckError> {
+        self.check(conn).await
+    }
+}
+
+impl<C: KvConn> CheckPrepared<C> for DataSetKv {
+    async fn check_prepared(&self, conn: &mut C) -> Result<(), CheckError> {
+        self.check(conn).await
+    }
+}
+
+/// memtier's model needs nothing prepared: its GETs of keys never set are
+/// the misses a cache benchmark measures.
+impl<C: KvConn> CheckPrepared<C> for Kv {
+    async fn check_prepared(&self, _conn: &mut C) -> Result<(), CheckError> {
+        Ok(())
     }
 }
 
@@ -447,8 +467,6 @@ impl RunJob<'_> {
         Ok(())
     }
 
-    /// Prepares if asked (or if the embedded default target is empty),
-    /// checks the data set, then runs.
     fn run_sql<D, S>(
         self,
         info: &'static DriverInfo,
@@ -461,35 +479,11 @@ impl RunJob<'_> {
         D::Conn: SqlConn,
         S: Script<D::Conn> + CheckPrepared<D::Conn> + Send + Sync,
     {
-        self.check_outputs()?;
+        let threads = self.args.threads;
         let timeout = self.args.target.connect_timeout;
-        let endpoint = driver.endpoint();
-        let server = block_on(async {
-            if self.args.prepare {
-                prepare_sql(&driver, &self.spec, self.args.threads, timeout).await?;
-            }
-            let (mut conn, server) = loadcell_engine::connect_once(&*driver, timeout)
-                .await
-                .map_err(|e| connect_error(&endpoint, e))?;
-            match script.check_prepared(&mut conn).await {
-                Ok(()) => {}
-                Err(CheckError::NotPrepared(_)) if self.default_target => {
-                    drop(conn);
-                    eprintln!("Preparing the embedded default target {}", self.target);
-                    prepare_sql(&driver, &self.spec, self.args.threads, timeout).await?;
-                }
-                Err(CheckError::NotPrepared(missing)) => bail!(
-                    "{missing} at {}: run `loadcell prepare {} --target '{}' {}` first, or add --prepare",
-                    self.target,
-                    self.spec.name(),
-                    self.target,
-                    self.spec.prepare_hint()
-                ),
-                Err(CheckError::Driver(e)) => return Err(anyhow!("{e}")),
-            }
-            Ok::<ServerInfo, anyhow::Error>(server)
-        })?;
-        self.execute(info, driver, script, server, seed)
+        let spec = self.spec.clone();
+        let prepare = || prepare_sql(&driver, &spec, threads, timeout);
+        self.run_prepared(info, &driver, script, seed, prepare)
     }
 
     fn run_kv<D, S>(
@@ -502,21 +496,59 @@ impl RunJob<'_> {
     where
         D: Driver,
         D::Conn: KvConn,
-        S: Script<D::Conn> + Send + Sync,
+        S: Script<D::Conn> + CheckPrepared<D::Conn> + Send + Sync,
+    {
+        let threads = self.args.threads;
+        let timeout = self.args.target.connect_timeout;
+        let spec = self.spec.clone();
+        let prepare = || prepare_kv(&driver, info, &spec, threads, timeout);
+        self.run_prepared(info, &driver, script, seed, prepare)
+    }
+
+    /// Prepares if asked (or if the embedded default target is empty),
+    /// checks the data set, then runs.
+    fn run_prepared<D, S, F>(
+        self,
+        info: &'static DriverInfo,
+        driver: &Arc<D>,
+        script: Arc<S>,
+        seed: u64,
+        prepare: impl Fn() -> F,
+    ) -> anyhow::Result<RunResult>
+    where
+        D: Driver,
+        S: Script<D::Conn> + CheckPrepared<D::Conn> + Send + Sync,
+        F: std::future::Future<Output = anyhow::Result<()>>,
     {
         self.check_outputs()?;
         let timeout = self.args.target.connect_timeout;
         let endpoint = driver.endpoint();
         let server = block_on(async {
             if self.args.prepare {
-                prepare_kv(&driver, info, &self.spec, self.args.threads, timeout).await?;
+                prepare().await?;
             }
-            let (_, server) = loadcell_engine::connect_once(&*driver, timeout)
+            let (mut conn, server) = loadcell_engine::connect_once(&**driver, timeout)
                 .await
                 .map_err(|e| connect_error(&endpoint, e))?;
+            match script.check_prepared(&mut conn).await {
+                Ok(()) => {}
+                Err(CheckError::NotPrepared(_)) if self.default_target => {
+                    drop(conn);
+                    eprintln!("Preparing the embedded default target {}", self.target);
+                    prepare().await?;
+                }
+                Err(CheckError::NotPrepared(missing)) => bail!(
+                    "{missing} at {}: run `loadcell prepare {} --target '{}' {}` first, or add --prepare",
+                    self.target,
+                    self.spec.name(),
+                    self.target,
+                    self.spec.prepare_hint()
+                ),
+                Err(CheckError::Driver(e)) => return Err(anyhow!("{e}")),
+            }
             Ok::<ServerInfo, anyhow::Error>(server)
         })?;
-        self.execute(info, driver, script, server, seed)
+        self.execute(info, Arc::clone(driver), script, server, seed)
     }
 }
 

@@ -85,6 +85,7 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
     }
     queries.total = queries.read + queries.write + queries.other;
 
+    let reads_counted = total.hits + total.misses > 0;
     let summary = Summary {
         duration_s: secs,
         ops: total.ops_total(),
@@ -111,8 +112,10 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
             lag_ms: outcome.open_loop.then(|| LatencySummary::of(&total.lag)),
         },
         queries: (ctx.family == Family::Sql).then_some(queries),
-        hits: (ctx.family == Family::Kv).then_some(total.hits),
-        misses: (ctx.family == Family::Kv).then_some(total.misses),
+        // Only reads that could tell a hit from a miss are counted: with
+        // none, there is no hit ratio to give (not 0%).
+        hits: reads_counted.then_some(total.hits),
+        misses: reads_counted.then_some(total.misses),
         client_cpu: outcome.client_cpu,
     };
 

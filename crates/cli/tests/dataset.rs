@@ -115,6 +115,20 @@ fn redis_prepare_run_cleanup() {
     // A key of someone else's, which cleanup must leave alone.
     cli(&["SET", "theirs", "1"]);
 
+    // Not loaded yet: the run is refused before any load, not a run of
+    // misses reported as a success.
+    let mut args = vec!["run", "kv", "--time", "2s"];
+    args.extend(t);
+    let o = loadcell(dir.path(), &args);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!(
+            "data set 't' is not loaded (no key 'loadcell:dataset:t') at {url}: run `loadcell prepare kv --target '{url}' --dataset {file}` first"
+        )),
+        "{}",
+        stderr(&o)
+    );
+
     let mut args = vec!["prepare", "kv", "--threads", "3"];
     args.extend(t);
     let o = stdout(&ok(loadcell(dir.path(), &args)));

@@ -399,7 +399,8 @@ fn sql_server(server: TestServer) {
     ));
     assert_eq!(tables_in_db(&server), vec!["customer_data"]);
 
-    // A usertable loadcell did not create is used but never dropped.
+    // A usertable loadcell did not create is never loaded nor dropped;
+    // empty, it is refused before any load.
     sql(
         &server,
         "CREATE TABLE usertable (YCSB_KEY VARCHAR(255) PRIMARY KEY, FIELD0 TEXT, FIELD1 TEXT)",
@@ -420,11 +421,10 @@ fn sql_server(server: TestServer) {
         "{}",
         stdout(&o)
     );
-    run(
+    refused_as_not_prepared(
         dir.path(),
-        "mix-50-50",
-        100,
-        &["--target", &url, "--field-count", "2"],
+        &["run", "mix-50-50", "--target", &url, "--field-count", "2"],
+        "table usertable holds 0 of 16 records sampled from the 1000 of --record-count",
     );
     ok(loadcell(
         dir.path(),
@@ -544,7 +544,11 @@ fn redis_records() {
         cli(&["HSTRLEN", "user6284781860667377211", "field9"]),
         "100"
     );
-    assert_eq!(cli(&["ZSCORE", "_indices", "user6284781860667377211"]), "0");
+    // Scored as YCSB scores it: Java's "user6284781860667377211".hashCode().
+    assert_eq!(
+        cli(&["ZSCORE", "_indices", "user6284781860667377211"]),
+        "-594971599"
+    );
 
     let r = run(dir.path(), "ycsb-a", 1000, &t);
     assert_exact_mix(&r, "ycsb-a", 1000);
@@ -555,4 +559,358 @@ fn redis_records() {
     assert_eq!(cli(&["ZCARD", "_indices"]), "550");
     let r = run(dir.path(), "ycsb-f", 500, &t);
     assert_exact_mix(&r, "ycsb-f", 500);
+}
+
+/// `loadcell ARGS` that must fail before any load, with one line on stderr
+/// saying what is not there and to run prepare.
+fn refused_as_not_prepared(dir: &Path, args: &[&str], what: &str) {
+    let o = loadcell(dir, args);
+    assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
+    let err = stderr(&o);
+    let line = err
+        .lines()
+        .find(|l| l.contains(what))
+        .unwrap_or_else(|| panic!("{args:?}: no '{what}' in {err}"));
+    assert!(
+        line.contains(&format!("run `loadcell prepare {} --target", args[1]))
+            && line.contains("--prepare"),
+        "{line}"
+    );
+    assert!(!err.contains("Running "), "refused before any load: {err}");
+}
+
+/// A run's result, whatever its errors: the workload's reads of records
+/// that are not there must show as misses and as "not found" errors.
+fn run_with_misses(dir: &Path, workload: &str, events: u64, extra: &[&str]) -> Value {
+    let out = format!("{workload}-{}.json", rand_suffix());
+    let n = events.to_string();
+    let mut args = vec!["run", workload, "--events", &n, "--out", &out];
+    args.extend(extra);
+    let o = ok(loadcell(dir, &args));
+    let r = read_json(&dir.join(&out));
+    assert_valid_result(&r);
+    assert_eq!(s(&r, "/status"), "complete", "{workload}");
+    let text = stdout(&o);
+    let (hits, misses) = (u(&r, "/summary/hits"), u(&r, "/summary/misses"));
+    assert!(
+        misses > 0 && hits > 0,
+        "{workload}: {hits} hits, {misses} misses"
+    );
+    assert!(
+        text.contains(&format!("{hits} hits, {misses} misses")),
+        "{text}"
+    );
+    let samples = r["error_samples"].as_array().unwrap();
+    assert!(
+        samples.iter().all(|e| e["class"] == "not found"),
+        "{samples:?}"
+    );
+    assert!(text.contains("Error (not found, "), "{text}");
+    let sampled: u64 = samples.iter().map(|e| e["count"].as_u64().unwrap()).sum();
+    assert_eq!(u(&r, "/summary/errors"), sampled, "{workload}");
+    r
+}
+
+/// Reads of absent records on a SQL database: refused when the table is
+/// empty, then (a third of the records missing) misses, each a "not found"
+/// error, as are UPDATEs of no row (YCSB's JDBC binding: NOT_FOUND and
+/// UNEXPECTED_STATE).
+fn sql_absent_records(server: TestServer) {
+    let dir = tempfile::tempdir().unwrap();
+    let url = server.url().to_string();
+    let t = ["--target", url.as_str(), "--record-count", "300"];
+    let mut args = vec!["prepare", "ycsb-c"];
+    args.extend(t);
+    ok(loadcell(dir.path(), &args));
+    sql(&server, "DELETE FROM usertable");
+    let mut run = vec!["run", "ycsb-c", "--time", "2s"];
+    run.extend(t);
+    refused_as_not_prepared(
+        dir.path(),
+        &run,
+        "table usertable holds 0 of 16 records sampled from the 300 of --record-count",
+    );
+    ok(loadcell(dir.path(), &args));
+
+    // Every read hits on the records prepared, and the summary says so.
+    let r = run_with_no_errors(dir.path(), "ycsb-c", &t);
+    assert_eq!(u(&r, "/summary/hits"), 1000);
+
+    // 450 records asked for, 300 there.
+    let wider = ["--target", url.as_str(), "--record-count", "450"];
+    let mut extra = wider.to_vec();
+    extra.extend(["--request-distribution", "uniform"]);
+    let r = run_with_misses(dir.path(), "ycsb-a", 1000, &extra);
+    assert_eq!(u(&r, "/ops/read/errors"), u(&r, "/summary/misses"));
+    assert!(
+        u(&r, "/ops/update/errors") > 0,
+        "an UPDATE of no row is an error"
+    );
+    let r = run_with_misses(dir.path(), "ycsb-f", 1000, &extra);
+    let rmw_errors = u(&r, "/ops/read_modify_write/errors");
+    assert!(rmw_errors > 0);
+    assert_eq!(
+        u(&r, "/ops/read/errors") + rmw_errors,
+        u(&r, "/summary/misses")
+    );
+    ok(loadcell(
+        dir.path(),
+        &["cleanup", "ycsb-a", "--target", &url],
+    ));
+}
+
+/// `run WORKLOAD --events 1000` (the text summary) on a fully loaded data
+/// set: no error, every read a hit, shown as such.
+fn run_with_no_errors(dir: &Path, workload: &str, extra: &[&str]) -> Value {
+    let out = format!("{workload}-{}.json", rand_suffix());
+    let mut args = vec!["run", workload, "--events", "1000", "--out", &out];
+    args.extend(extra);
+    let o = ok(loadcell(dir, &args));
+    let r = read_json(&dir.join(&out));
+    assert_eq!(u(&r, "/summary/errors"), 0, "{workload}");
+    assert_eq!(u(&r, "/summary/misses"), 0, "{workload}");
+    let hits = u(&r, "/summary/hits");
+    assert!(
+        stdout(&o).contains(&format!("{hits} hits, 0 misses (100.0% hit)")),
+        "{}",
+        stdout(&o)
+    );
+    r
+}
+
+#[test]
+fn mariadb_absent_records() {
+    sql_absent_records(loadcell_testkit::mariadb().expect("MariaDB starts"));
+}
+
+#[test]
+fn postgres_absent_records() {
+    sql_absent_records(loadcell_testkit::postgres().expect("PostgreSQL starts"));
+}
+
+/// The same on a key-value store: refused when empty, misses and "not
+/// found" errors when records are missing.
+fn kv_absent_records(url: &str, what: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let t = ["--target", url, "--record-count", "300"];
+    let mut run = vec!["run", "ycsb-c", "--time", "2s"];
+    run.extend(t);
+    refused_as_not_prepared(
+        dir.path(),
+        &run,
+        &format!("{what} holds 0 of 16 records sampled from the 300 of --record-count"),
+    );
+    let mut args = vec!["prepare", "ycsb-c"];
+    args.extend(t);
+    ok(loadcell(dir.path(), &args));
+    let r = run_with_no_errors(dir.path(), "ycsb-c", &t);
+    assert_eq!(u(&r, "/summary/hits"), 1000);
+    let wider = [
+        "--target",
+        url,
+        "--record-count",
+        "450",
+        "--request-distribution",
+        "uniform",
+    ];
+    let r = run_with_misses(dir.path(), "ycsb-c", 1000, &wider);
+    assert_eq!(u(&r, "/ops/read/errors"), u(&r, "/summary/misses"));
+}
+
+#[test]
+fn redis_absent_records() {
+    let server = loadcell_testkit::redis().expect("Redis starts");
+    kv_absent_records(server.url(), "the store");
+}
+
+#[test]
+fn memcached_absent_records() {
+    let server = loadcell_testkit::memcached().expect("memcached starts");
+    kv_absent_records(server.url(), "the store");
+}
+
+/// Java's `String.hashCode()`, by which YCSB's Redis binding scores a key.
+fn java_hash_code(s: &str) -> i32 {
+    s.encode_utf16()
+        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)))
+}
+
+/// YCSB's key of record `n` (`insertorder=hashed`): `user` + FNV-1a 64.
+fn ycsb_key(n: u64) -> String {
+    let mut h: u64 = 0xCBF2_9CE4_8422_2325;
+    for byte in n.to_le_bytes() {
+        h ^= u64::from(byte);
+        h = h.wrapping_mul(1_099_511_628_211);
+    }
+    format!("user{}", (h as i64).wrapping_abs())
+}
+
+/// Sends `commands` to Redis in one pipeline; each must answer one line.
+fn redis_pipeline(port: u16, commands: &[Vec<String>]) {
+    let mut request = Vec::new();
+    for args in commands {
+        request.extend(format!("*{}\r\n", args.len()).bytes());
+        for a in args {
+            request.extend(format!("${}\r\n{a}\r\n", a.len()).bytes());
+        }
+    }
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.write_all(&request).unwrap();
+    let mut replies = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while replies.windows(2).filter(|w| w == b"\r\n").count() < commands.len() {
+        let n = c.read(&mut chunk).unwrap();
+        assert!(n > 0, "Redis closed the connection");
+        replies.extend_from_slice(&chunk[..n]);
+    }
+    let text = String::from_utf8_lossy(&replies);
+    assert!(!text.contains('-'), "an error reply: {text}");
+}
+
+/// Records `0..n` written as YCSB's Redis binding writes them
+/// (`site.ycsb.db.RedisClient.insert`): `HMSET key field0 v … field9 v`,
+/// then `ZADD _indices hash(key) key`, hash being Java's hashCode.
+fn write_as_ycsb(port: u16, n: u64) {
+    let mut commands = Vec::new();
+    for i in 0..n {
+        let key = ycsb_key(i);
+        let mut hmset = vec!["HMSET".to_string(), key.clone()];
+        for f in 0..10 {
+            hmset.extend([format!("field{f}"), format!("v{i}-{f}")]);
+        }
+        commands.push(hmset);
+        let score = java_hash_code(&key).to_string();
+        commands.push(vec!["ZADD".into(), "_indices".into(), score, key]);
+    }
+    redis_pipeline(port, &commands);
+}
+
+/// YCSB's scan, `ZRANGEBYSCORE _indices hash(start) +inf LIMIT 0 len`,
+/// worked out from the scores of `keys`: how many records it reads.
+fn ycsb_scan_len(keys: &[String], start: &str, len: usize) -> usize {
+    let from = java_hash_code(start);
+    keys.iter()
+        .filter(|k| java_hash_code(k) >= from)
+        .count()
+        .min(len)
+}
+
+#[test]
+fn redis_scans_read_what_ycsb_reads() {
+    let server = loadcell_testkit::redis().expect("Redis starts");
+    let dir = tempfile::tempdir().unwrap();
+    let url = server.url().to_string();
+    let cli = |args: &[&str]| {
+        loadcell_testkit::redis_cli(server.port, args)
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+
+    // Data YCSB wrote, scanned by loadcell: every scan starts at record 0
+    // (a hot set of one record) and reads up to 5 records. YCSB reads the 5
+    // keys its sorted set holds from hash(record 0) on; loadcell must read
+    // those, and not records 1, 2, 3… by number. Records read have just
+    // been touched: their idle time is below the pause before the run.
+    write_as_ycsb(server.port, 1000);
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let r = run(
+        dir.path(),
+        "ycsb-e",
+        200,
+        &[
+            "--target",
+            &url,
+            "--record-count",
+            "500",
+            "--request-distribution",
+            "hotspot",
+            "--hotspot-data-fraction",
+            "0.002",
+            "--hotspot-opn-fraction",
+            "1",
+            "--max-scan-length",
+            "5",
+        ],
+    );
+    assert_eq!(u(&r, "/ops/scan/count"), 190);
+    let from = java_hash_code(&ycsb_key(0)).to_string();
+    let ycsb_reads = cli(&[
+        "ZRANGEBYSCORE",
+        "_indices",
+        &from,
+        "+inf",
+        "LIMIT",
+        "0",
+        "5",
+    ]);
+    let ycsb_reads: Vec<&str> = ycsb_reads.lines().collect();
+    assert_eq!(ycsb_reads.len(), 5);
+    assert_eq!(
+        ycsb_reads[0],
+        ycsb_key(0),
+        "a scan starts at its own record"
+    );
+    let idle = |key: &str| cli(&["OBJECT", "IDLETIME", key]).parse::<u64>().unwrap();
+    for key in &ycsb_reads {
+        assert!(
+            idle(key) < 3,
+            "{key}, which YCSB's scan reads, was not read"
+        );
+    }
+    // Records by number (the check before the run reads record 0 and
+    // every 33rd, inserts write 500 on).
+    let by_number: Vec<String> = (1..5)
+        .map(ycsb_key)
+        .filter(|k| !ycsb_reads.contains(&k.as_str()))
+        .collect();
+    assert!(!by_number.is_empty());
+    for key in &by_number {
+        assert!(
+            idle(key) >= 3,
+            "{key} was read, though YCSB's scan does not"
+        );
+    }
+
+    // Data loadcell prepared, scanned by YCSB: every key scored by its
+    // hashCode, so a YCSB scan from any record reads what it would read
+    // on data YCSB wrote (with record numbers as scores, one from a key of
+    // positive hash read nothing).
+    cli(&["FLUSHALL"]);
+    ok(loadcell(
+        dir.path(),
+        &[
+            "prepare",
+            "ycsb-e",
+            "--target",
+            &url,
+            "--record-count",
+            "1000",
+        ],
+    ));
+    let keys: Vec<String> = (0..1000).map(ycsb_key).collect();
+    let scored = cli(&["ZRANGE", "_indices", "0", "-1", "WITHSCORES"]);
+    let scored: Vec<&str> = scored.lines().collect();
+    assert_eq!(scored.len(), 2000);
+    for pair in scored.chunks(2) {
+        assert!(keys.iter().any(|k| k == pair[0]), "{}", pair[0]);
+        assert_eq!(pair[1], java_hash_code(pair[0]).to_string(), "{}", pair[0]);
+    }
+    for start in &keys[..50] {
+        let from = java_hash_code(start).to_string();
+        let got = cli(&[
+            "ZRANGEBYSCORE",
+            "_indices",
+            &from,
+            "+inf",
+            "LIMIT",
+            "0",
+            "100",
+        ]);
+        assert_eq!(
+            got.lines().count(),
+            ycsb_scan_len(&keys, start, 100),
+            "{start}"
+        );
+    }
 }

@@ -15,7 +15,66 @@ pub enum KvReply<'a> {
     Miss,
     /// A write or a command succeeded.
     Done,
+    /// A command answered with an array (HGETALL's fields and values,
+    /// ZRANGEBYSCORE's members): empty for a key that is not there.
+    Array(KvArray<'a>),
 }
+
+/// An array reply's elements, still in the driver's encoding in its read
+/// buffer: counting them costs nothing, and only a caller that reads them
+/// (a scan's keys) decodes them, one at a time.
+#[derive(Clone, Copy)]
+pub struct KvArray<'a> {
+    len: usize,
+    encoded: &'a [u8],
+    /// Splits the first element off encoded elements: its bytes if it is a
+    /// string (`None` for a number, a nil or a nested array), and the rest.
+    split: fn(&[u8]) -> (Option<&[u8]>, &[u8]),
+}
+
+impl<'a> KvArray<'a> {
+    /// `len` elements encoded in `encoded`, taken apart by `split`.
+    pub fn new(len: usize, encoded: &'a [u8], split: fn(&[u8]) -> (Option<&[u8]>, &[u8])) -> Self {
+        KvArray {
+            len,
+            encoded,
+            split,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The elements in order: a string's bytes, `None` for anything else.
+    pub fn strings(&self) -> impl Iterator<Item = Option<&'a [u8]>> + 'a {
+        let split = self.split;
+        let mut rest = self.encoded;
+        (0..self.len).map(move |_| {
+            let (element, after) = split(rest);
+            rest = after;
+            element
+        })
+    }
+}
+
+impl std::fmt::Debug for KvArray<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.strings()).finish()
+    }
+}
+
+impl PartialEq for KvArray<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.len == other.len && self.strings().eq(other.strings())
+    }
+}
+
+impl Eq for KvArray<'_> {}
 
 /// Which request a reply answers, and which socket read brought it in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

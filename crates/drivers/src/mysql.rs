@@ -17,7 +17,9 @@
 //! ([`SqlConn::exec`]) encodes COM_STMT_EXECUTE into the write buffer and
 //! sends it with one write; the response is read into the read buffer
 //! (one `read` when it fits) and walked packet by packet without decoding
-//! rows: an OK packet gives the affected rows, a result set is skipped up
+//! rows: an OK packet gives the affected rows (the rows an UPDATE matched,
+//! as with every other driver and with JDBC's Connector/J, not only those
+//! it changed: CLIENT_FOUND_ROWS), a result set is skipped up
 //! to its terminator, counting rows. `mysql_common` parses and builds the
 //! connection-phase packets (handshake, SSL request, auth switch) and does
 //! the scrambles and the RSA encryption of caching_sha2_password.
@@ -981,7 +983,10 @@ impl Session {
             | CapabilityFlags::CLIENT_MULTI_RESULTS
             | CapabilityFlags::CLIENT_PS_MULTI_RESULTS
             | CapabilityFlags::CLIENT_DEPRECATE_EOF
-            | CapabilityFlags::CLIENT_PLUGIN_AUTH)
+            | CapabilityFlags::CLIENT_PLUGIN_AUTH
+            // An UPDATE that writes a row's current values still finds it:
+            // YCSB's update counts a row it matched as done.
+            | CapabilityFlags::CLIENT_FOUND_ROWS)
             & server_caps;
         if s.db.is_some() {
             caps |= CapabilityFlags::CLIENT_CONNECT_WITH_DB;

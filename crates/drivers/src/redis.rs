@@ -52,7 +52,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use loadcell_core::kv::{KvCapabilities, KvConn, KvReply, OnReply, ReplyAt};
+use loadcell_core::kv::{KvArray, KvCapabilities, KvConn, KvReply, OnReply, ReplyAt};
 use loadcell_core::{Driver, DriverError, ErrorClass, ServerInfo, Target};
 use rustls::ClientConfig;
 use tokio::io::ReadBuf;
@@ -667,8 +667,11 @@ enum Reply {
     Bulk(Span),
     /// Null bulk string or null array.
     Nil,
-    /// An array of this many elements (their contents are skipped).
+    /// An array header: this many elements follow.
     Array(usize),
+    /// A whole array (from [`parse_reply`]): its element count and where
+    /// its elements lie, undecoded.
+    Elements(usize, Span),
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -771,14 +774,16 @@ fn parse_header(buf: &[u8], pos: usize) -> ParseResult<Reply> {
     Ok(Parsed::Done(reply, next))
 }
 
-/// One whole reply at `pos` (array contents skipped, without recursion).
+/// One whole reply at `pos`; an array's elements are stepped over (without
+/// recursion), not decoded.
 #[inline]
 fn parse_reply(buf: &[u8], pos: usize) -> ParseResult<Reply> {
-    let (reply, mut pos) = match parse_header(buf, pos)? {
+    let (mut reply, mut pos) = match parse_header(buf, pos)? {
         Parsed::Done(r, next) => (r, next),
         Parsed::Incomplete(n) => return Ok(Parsed::Incomplete(n)),
     };
     if let Reply::Array(n) = reply {
+        let start = pos;
         let mut left = n;
         while left > 0 {
             match parse_header(buf, pos)? {
@@ -792,8 +797,22 @@ fn parse_reply(buf: &[u8], pos: usize) -> ParseResult<Reply> {
                 Parsed::Incomplete(need) => return Ok(Parsed::Incomplete(need)),
             }
         }
+        reply = Reply::Elements(n, Span { start, end: pos });
     }
     Ok(Parsed::Done(reply, pos))
+}
+
+/// Splits the first element off an array's elements (which
+/// [`parse_reply`] has checked are whole): a bulk string's bytes, `None`
+/// for any other value (a nested array is stepped over whole).
+fn split_element(elements: &[u8]) -> (Option<&[u8]>, &[u8]) {
+    match parse_reply(elements, 0) {
+        Ok(Parsed::Done(Reply::Bulk(s), next)) => {
+            (Some(&elements[s.start..s.end]), &elements[next..])
+        }
+        Ok(Parsed::Done(_, next)) => (None, &elements[next..]),
+        Ok(Parsed::Incomplete(_)) | Err(_) => (None, &[]),
+    }
 }
 
 /// An owned reply, for the few commands off the hot path.
@@ -822,7 +841,7 @@ fn parse_value(buf: &[u8], pos: usize, depth: usize) -> ParseResult<Value> {
         Reply::Int(i) => Value::Int(i),
         Reply::Bulk(s) => Value::Bulk(buf[s.start..s.end].to_vec()),
         Reply::Nil => Value::Nil,
-        Reply::Array(n) => {
+        Reply::Array(n) | Reply::Elements(n, _) => {
             let mut items = Vec::with_capacity(n.min(1024));
             for _ in 0..n {
                 match parse_value(buf, pos, depth + 1)? {
@@ -845,6 +864,9 @@ fn kv_reply<'a>(reply: Reply, buf: &'a [u8]) -> KvReply<'a> {
     match reply {
         Reply::Bulk(s) => KvReply::Hit(&buf[s.start..s.end]),
         Reply::Nil => KvReply::Miss,
+        Reply::Elements(n, s) => {
+            KvReply::Array(KvArray::new(n, &buf[s.start..s.end], split_element))
+        }
         _ => KvReply::Done,
     }
 }
@@ -1624,12 +1646,32 @@ mod tests {
         );
         assert_eq!(one(b"$-1\r\n"), Ok(Parsed::Done(Reply::Nil, 5)));
         assert_eq!(one(b"*-1\r\n"), Ok(Parsed::Done(Reply::Nil, 5)));
-        assert_eq!(one(b"*0\r\n"), Ok(Parsed::Done(Reply::Array(0), 4)));
+        assert_eq!(
+            one(b"*0\r\n"),
+            Ok(Parsed::Done(Reply::Elements(0, s(4, 4)), 4))
+        );
         let nested = b"*3\r\n:1\r\n*2\r\n$1\r\na\r\n$-1\r\n+x\r\n+next\r\n";
+        let end = nested.len() - 7;
         assert_eq!(
             one(nested),
-            Ok(Parsed::Done(Reply::Array(3), nested.len() - 7))
+            Ok(Parsed::Done(Reply::Elements(3, s(4, end)), end))
         );
+        // The elements, decoded one at a time: a bulk string's bytes, None
+        // for anything else (a nested array stepped over whole).
+        let KvReply::Array(a) = kv_reply(Reply::Elements(3, s(4, end)), nested) else {
+            panic!()
+        };
+        assert_eq!(a.len(), 3);
+        assert_eq!(a.strings().collect::<Vec<_>>(), [None, None, None]);
+        let members = b"*3\r\n$3\r\nabc\r\n*1\r\n$1\r\nz\r\n$0\r\n\r\n";
+        let Ok(Parsed::Done(reply, _)) = one(members) else {
+            panic!()
+        };
+        let KvReply::Array(a) = kv_reply(reply, members) else {
+            panic!()
+        };
+        let want: [Option<&[u8]>; 3] = [Some(b"abc"), None, Some(b"")];
+        assert_eq!(a.strings().collect::<Vec<_>>(), want);
         // Two replies back to back.
         let two = b"$1\r\nv\r\n+OK\r\n";
         let Ok(Parsed::Done(_, next)) = parse_reply(two, 0) else {

@@ -21,7 +21,7 @@ mod worker;
 pub use collector::{IntervalView, Observer, Phase, RunOutcome};
 pub use control::StopReason;
 pub use plan::{Arrival, EnginePlan, RateSpec};
-pub use script::{BatchClock, Category, Ctx, OpSpec, Script, SessionInfo};
+pub use script::{BatchClock, Category, Ctx, OpSpec, Script, SessionInfo, NOT_FOUND};
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -123,6 +123,10 @@ impl Sinks {
     }
 }
 
+/// The error class of an operation that found no record (see
+/// [`Ctx::not_found`]), beside the driver's classes.
+pub const NOT_FOUND: &str = "not found";
+
 /// Times operations and records them into the worker's stats.
 pub struct Ctx {
     sinks: Rc<Sinks>,
@@ -206,6 +210,16 @@ impl Ctx {
         }
     }
 
+    /// Records that the operation of kind `kind` just timed by [`Ctx::op`]
+    /// found no record to act on (YCSB's NOT_FOUND): one error of that
+    /// kind, sampled under the class [`NOT_FOUND`] with `message`. The
+    /// event goes on: there is nothing to retry, and the connection is fine.
+    pub fn not_found(&mut self, kind: usize, message: &str) {
+        let mut stats = self.stats().borrow_mut();
+        stats.ops[kind].errors += 1;
+        stats.sample_error(NOT_FOUND, message);
+    }
+
     /// Runs one operation of kind `kind` (an index into [`Script::ops`]),
     /// recording how long it took and whether it failed.
     #[inline]
@@ -270,6 +284,27 @@ mod tests {
         // Nothing held: recording again changes nothing.
         ctx.record_held();
         assert_eq!(ctx.stats().borrow().ops[0].count, 2);
+    }
+
+    #[test]
+    fn an_operation_that_found_nothing_is_a_failed_one() {
+        let mut ctx = ctx(2);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        for _ in 0..3 {
+            rt.block_on(ctx.op(1, async { Ok(()) })).unwrap();
+        }
+        ctx.not_found(1, "read: no such record");
+        ctx.not_found(1, "read: no such record");
+        let stats = ctx.stats().borrow();
+        assert_eq!((stats.ops[1].count, stats.ops[1].errors), (3, 2));
+        assert_eq!(stats.op_errors_total(), 2);
+        let sample = &stats.error_samples[0];
+        assert_eq!(
+            (sample.class.as_str(), sample.message.as_str(), sample.count),
+            ("not found", "read: no such record", 2)
+        );
     }
 
     #[test]

@@ -69,13 +69,13 @@ pub fn summary(r: &RunResult, op_order: &[&str]) -> String {
     ] {
         let _ = writeln!(w, "    {label:<37}{n:<6} ({:.2} per sec.)", rate(n, secs));
     }
-    if let (Some(hits), Some(misses)) = (s.hits, s.misses) {
-        let reads = hits + misses;
-        let ratio = if reads > 0 {
-            100.0 * hits as f64 / reads as f64
-        } else {
-            0.0
-        };
+    // No reads counted (results of older versions say 0 and 0): no ratio.
+    let reads = s
+        .hits
+        .zip(s.misses)
+        .filter(|&(hits, misses)| hits + misses > 0);
+    if let Some((hits, misses)) = reads {
+        let ratio = 100.0 * hits as f64 / (hits + misses) as f64;
         let _ = writeln!(
             w,
             "    {:<37}{hits} hits, {misses} misses ({ratio:.1}% hit)",
@@ -199,4 +199,23 @@ fn serde_plain<T: serde::Serialize>(v: &T) -> String {
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixture;
+
+    #[test]
+    fn reads_show_a_hit_ratio_only_when_some_were_counted() {
+        let mut r = fixture::run(4, 1000.0);
+        (r.summary.hits, r.summary.misses) = (Some(990), Some(10));
+        assert!(summary(&r, &[])
+            .contains("reads:                               990 hits, 10 misses (99.0% hit)"));
+        // Nothing counted: no "0 hits, 0 misses (0.0% hit)".
+        (r.summary.hits, r.summary.misses) = (Some(0), Some(0));
+        assert!(!summary(&r, &[]).contains("hits"));
+        (r.summary.hits, r.summary.misses) = (None, None);
+        assert!(!summary(&r, &[]).contains("hits"));
+    }
 }

@@ -23,7 +23,8 @@ use toml::Spanned;
 
 use crate::kv::{flush_all, DataSize, KvOptions, LOAD_BATCH};
 use crate::load::load_in_parallel;
-use crate::oltp::PrepareObserver;
+use crate::oltp::{CheckError, PrepareObserver};
+use crate::NotPrepared;
 
 /// Most fields a hash type may have (HSET's arguments fit on the stack).
 pub const MAX_FIELDS: usize = 64;
@@ -600,6 +601,39 @@ impl<C: KvConn> Script<C> for DataSetKv {
         })
         .await?;
         failure.map_or(Ok(()), Err)
+    }
+}
+
+impl DataSetKv {
+    /// Before a run: the marker must say that a prepare of this very data
+    /// set completed here (a run over keys that are not there would count
+    /// nothing but misses).
+    pub async fn check<C: KvConn>(&self, conn: &mut C) -> Result<(), CheckError> {
+        let set = &self.set;
+        let marker = set.marker_key();
+        let fatal = |message: String| Err(CheckError::Driver(DriverError::fatal(message)));
+        match read_marker(conn, &marker).await? {
+            Some(Ok(r)) if r.types == set.recorded(COMPLETE).types => match r.state.as_str() {
+                COMPLETE => Ok(()),
+                _ => Err(CheckError::NotPrepared(NotPrepared(format!(
+                    "data set '{}' was only partly loaded (its prepare was interrupted)",
+                    set.name
+                )))),
+            },
+            Some(Ok(_)) => fatal(format!(
+                "data set '{}' was loaded here from a different definition than {}: run \
+                 `loadcell cleanup kv --dataset {} --target …`, then prepare it again",
+                set.name, set.path, set.path
+            )),
+            Some(Err(e)) => fatal(format!(
+                "key '{marker}' exists but was not written by loadcell ({e}): rename the data set in {}",
+                set.path
+            )),
+            None => Err(CheckError::NotPrepared(NotPrepared(format!(
+                "data set '{}' is not loaded (no key '{marker}')",
+                set.name
+            )))),
+        }
     }
 }
 

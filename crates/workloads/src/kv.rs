@@ -645,7 +645,7 @@ impl<C: KvConn> Script<C> for Kv {
                                 }
                             }
                             KvReply::Miss => ctx.count_read(false),
-                            KvReply::Done => {}
+                            KvReply::Done | KvReply::Array(_) => {}
                         }
                     }
                 }

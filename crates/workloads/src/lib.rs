@@ -15,9 +15,15 @@ pub mod oltp;
 mod recorder;
 pub mod ycsb;
 
-/// A workload that cannot run because its data set is not there yet.
+/// A workload that cannot run because its data set is not there (yet):
+/// what is missing, e.g. "table sbtest1 does not exist".
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("{what} does not exist")]
-pub struct NotPrepared {
-    pub what: String,
+#[error("{0}")]
+pub struct NotPrepared(pub String);
+
+impl NotPrepared {
+    /// `what` (a table) does not exist.
+    pub fn missing(what: &str) -> NotPrepared {
+        NotPrepared(format!("{what} does not exist"))
+    }
 }

@@ -456,9 +456,9 @@ impl Oltp {
     pub async fn check<C: SqlConn>(&self, conn: &mut C) -> Result<(), CheckError> {
         for t in 1..=self.opts.tables {
             if !table_exists(conn, &format!("sbtest{t}")).await? {
-                return Err(CheckError::NotPrepared(NotPrepared {
-                    what: format!("table sbtest{t}"),
-                }));
+                return Err(CheckError::NotPrepared(NotPrepared::missing(&format!(
+                    "table sbtest{t}"
+                ))));
             }
         }
         Ok(())

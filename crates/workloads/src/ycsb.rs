@@ -29,18 +29,28 @@
 //! instead of drawn at random; a read-modify-write is one operation
 //! (`read_modify_write`, timed from the read to the end of the write).
 //!
+//! Absent records: a read (or read-modify-write) that finds no record is a
+//! miss and a failed operation of class "not found" (YCSB: NOT_FOUND on
+//! JDBC, ERROR on Redis), as is an UPDATE of no row (JDBC's
+//! UNEXPECTED_STATE) and a scan that finds nothing from its start key on
+//! (the start is an inserted record, so it should be there). An update on
+//! a key-value store writes the record whether or not it was there, as
+//! YCSB's Redis binding does. Before a run, [`YcsbSql::check`] and
+//! [`YcsbKv::check`] look for a sample of the records and refuse to start
+//! when most are missing.
+//!
 //! Storage, one wrapper per driver family (the two `Script` impls would
 //! otherwise overlap):
 //! - [`YcsbSql`]: table `usertable` (`YCSB_KEY VARCHAR(255) PRIMARY KEY,
 //!   FIELD0..FIELDn TEXT`, YCSB's JDBC schema), prepared statements; a scan
 //!   is `SELECT * … WHERE YCSB_KEY >= ? ORDER BY YCSB_KEY LIMIT ?`.
 //! - [`YcsbKv`] on drivers with commands (Redis): a hash per record
-//!   (`HSET`/`HGETALL`) and, like YCSB's Redis binding, a sorted set
-//!   `_indices` of every key for scans (`ZADD` on insert). The sorted set is
-//!   scored by key number, so a scan sends `ZRANGEBYSCORE _indices n +inf
-//!   LIMIT 0 len` and, in the same pipeline, `HGETALL` of the records that
-//!   range holds (the key-value family returns no array contents, so the
-//!   keys are derived rather than read back).
+//!   (`HSET`/`HGETALL`) and a sorted set `_indices` of every key for scans,
+//!   exactly as YCSB's Redis binding (`site.ycsb.db.RedisClient`) keeps
+//!   them, so data either tool prepared serves the other: a key's score is
+//!   Java's `String.hashCode()` of it ([`java_string_hash`]), and a scan
+//!   reads `ZRANGEBYSCORE _indices hash(start) +inf LIMIT 0 len`, then
+//!   `HGETALL` of each key that range holds.
 //! - [`YcsbKv`] without commands (memcached): one value per record, the
 //!   fields concatenated (they have a fixed length), `GET`/`SET`; an update
 //!   rewrites the whole record, and there is no scan.
@@ -423,6 +433,31 @@ pub const OPS: [OpSpec; 5] = [
     op("read_modify_write", Category::Write),
 ];
 
+/// Records an operation of kind `op` that found no record: the error's
+/// message names the operation, not the key, so that samples add up.
+fn not_found(ctx: &mut Ctx, op: usize) {
+    let message = match op {
+        READ => "read: no record with the chosen key",
+        UPDATE => "update: no record with the chosen key (0 rows updated)",
+        SCAN => "scan: no record at or after the chosen key",
+        RMW => "read_modify_write: no record with the chosen key",
+        _ => unreachable!("an insert finds no record by design"),
+    };
+    ctx.not_found(op, message);
+}
+
+/// Counts a read (or read-modify-write) as a hit or a miss; a miss is a
+/// failed operation too, as YCSB counts it.
+fn count_read(ctx: &mut Ctx, op: usize, found: bool) {
+    ctx.count_read(found);
+    if !found {
+        not_found(ctx, op);
+    }
+}
+
+/// How many records a run's check looks for.
+const SAMPLED_RECORDS: u64 = 16;
+
 /// YCSB's `Utils.fnvhash64`: FNV-1a over the 8 bytes of the number, low
 /// byte first, then the absolute value as a signed 64-bit number.
 pub fn fnv1a_64(n: u64) -> i64 {
@@ -437,6 +472,15 @@ pub fn fnv1a_64(n: u64) -> i64 {
     }
     // Java's Math.abs: i64::MIN stays negative.
     (h as i64).wrapping_abs()
+}
+
+/// Java's `String.hashCode()`: `s[0]*31^(n-1) + … + s[n-1]` over the UTF-16
+/// code units, in wrapping 32-bit arithmetic. YCSB's Redis binding scores a
+/// key by it in the `_indices` sorted set.
+pub fn java_string_hash(s: &str) -> i32 {
+    s.encode_utf16().fold(0i32, |h, unit| {
+        h.wrapping_mul(31).wrapping_add(i32::from(unit))
+    })
 }
 
 /// Writes the key of record `n` into `buf`: `user` + its hash, as YCSB
@@ -713,6 +757,33 @@ impl Ycsb {
         self.inserted.load(Ordering::Relaxed)
     }
 
+    /// The records a check before a run looks for: the first, the last,
+    /// and others evenly spaced between them.
+    fn sampled_records(&self) -> Vec<u64> {
+        let records = self.opts.record_count;
+        let samples = SAMPLED_RECORDS.min(records);
+        (0..samples)
+            .map(|i| match samples {
+                1 => 0,
+                _ => i * (records - 1) / (samples - 1),
+            })
+            .collect()
+    }
+
+    /// The check's verdict on `store`, which holds `present` of the
+    /// `sampled` records: a data set missing most of them (empty, or
+    /// prepared with far fewer records) is not prepared. A few missing
+    /// (evicted by a cache) still run, each read of them a "not found".
+    fn judge_sample(&self, store: &str, present: usize, sampled: usize) -> Result<(), CheckError> {
+        if 2 * present >= sampled {
+            return Ok(());
+        }
+        Err(CheckError::NotPrepared(NotPrepared(format!(
+            "{store} holds {present} of {sampled} records sampled from the {} of --record-count",
+            self.opts.record_count
+        ))))
+    }
+
     /// The next operation kind: smooth weighted round robin, so every
     /// `total_weight` consecutive operations hold each kind exactly its
     /// weight's number of times, evenly spread.
@@ -932,15 +1003,33 @@ impl YcsbSql {
         &self.core
     }
 
-    /// Before a run: `usertable` must exist with enough fields, and inserts
-    /// continue after the records already there.
+    /// Before a run: `usertable` must exist with enough fields and hold
+    /// most of a sample of the records, and inserts continue after the
+    /// records already there.
     pub async fn check<C: SqlConn>(&self, conn: &mut C) -> Result<(), CheckError> {
         if !table_exists(conn, TABLE).await? {
-            return Err(CheckError::NotPrepared(NotPrepared {
-                what: format!("table {TABLE}"),
-            }));
+            return Err(CheckError::NotPrepared(NotPrepared::missing(&format!(
+                "table {TABLE}"
+            ))));
         }
         check_fields(conn, self.core.opts.field_count).await?;
+        let sampled = self.core.sampled_records();
+        let mut keys = String::new();
+        let mut key = String::new();
+        for (i, &n) in sampled.iter().enumerate() {
+            push_key(&mut key, n);
+            // Keys are `user` and digits: nothing to escape.
+            let _ = write!(keys, "{}'{key}'", if i > 0 { ", " } else { "" });
+        }
+        let present = conn
+            .query_i64(&format!(
+                "SELECT COUNT(*) FROM {TABLE} WHERE YCSB_KEY IN ({keys})"
+            ))
+            .await?
+            .unwrap_or(0)
+            .max(0) as usize;
+        self.core
+            .judge_sample(&format!("table {TABLE}"), present, sampled.len())?;
         if self.core.opts.proportions.insert > 0 {
             let rows = conn
                 .query_i64(&format!("SELECT COUNT(*) FROM {TABLE}"))
@@ -1099,11 +1188,14 @@ impl<C: SqlConn> Script<C> for YcsbSql {
                 let rows = ctx
                     .op(READ, conn.exec(stmt, &[SqlParam::Text(&s.d.key)]))
                     .await?;
-                ctx.count_read(rows > 0);
+                count_read(ctx, READ, rows > 0);
             }
             UPDATE => {
                 let stmt = self.update_stmt(conn, &mut s.update, c.field).await?;
-                ctx.op(UPDATE, self.update(conn, stmt, &mut s.d)).await?;
+                let rows = ctx.op(UPDATE, self.update(conn, stmt, &mut s.d)).await?;
+                if rows == 0 {
+                    not_found(ctx, UPDATE);
+                }
             }
             INSERT => {
                 let stmt = s.insert.as_ref().expect(PREPARED);
@@ -1114,20 +1206,25 @@ impl<C: SqlConn> Script<C> for YcsbSql {
             SCAN => {
                 let stmt = s.scan.as_ref().expect(PREPARED);
                 let params = [SqlParam::Text(&s.d.key), SqlParam::Int(c.len as i64)];
-                ctx.op(SCAN, conn.exec(stmt, &params)).await?;
+                if ctx.op(SCAN, conn.exec(stmt, &params)).await? == 0 {
+                    not_found(ctx, SCAN);
+                }
             }
             _ => {
                 let read = s.read.as_ref().expect(PREPARED);
                 let update = self.update_stmt(conn, &mut s.update, c.field).await?;
                 let d = &mut s.d;
-                let rows = ctx
+                let (read_rows, updated_rows) = ctx
                     .op(RMW, async {
-                        let rows = conn.exec(read, &[SqlParam::Text(&d.key)]).await?;
-                        self.update(conn, update, d).await?;
-                        Ok(rows)
+                        let read_rows = conn.exec(read, &[SqlParam::Text(&d.key)]).await?;
+                        let updated_rows = self.update(conn, update, d).await?;
+                        Ok((read_rows, updated_rows))
                     })
                     .await?;
-                ctx.count_read(rows > 0);
+                ctx.count_read(read_rows > 0);
+                if read_rows == 0 || updated_rows == 0 {
+                    not_found(ctx, RMW);
+                }
             }
         }
         self.core.done(&mut s.d, c);
@@ -1313,27 +1410,51 @@ pub struct YcsbKvSession {
     /// Decimal numbers for command arguments.
     num: Vec<u8>,
     len: Vec<u8>,
+    /// The keys a scan's range holds, end to end, and where each ends.
+    range_keys: Vec<u8>,
+    range_ends: Vec<usize>,
 }
 
-/// Sends everything queued; the first error of any reply fails it.
-/// Returns whether the first reply was a hit (`None` when it carries no
-/// hit or miss, e.g. a write or a hash read).
-async fn flush<C: KvConn>(conn: &mut C) -> Result<Option<bool>, DriverError> {
+/// Whether a reply found what it asked for: a value, or a non-empty array
+/// (a hash's fields). `None` when it cannot tell: a write's reply, or a
+/// driver that stores nothing (the simulator answers commands with Done).
+fn found(reply: &KvReply<'_>) -> Option<bool> {
+    match reply {
+        KvReply::Hit(_) => Some(true),
+        KvReply::Miss => Some(false),
+        KvReply::Array(a) => Some(!a.is_empty()),
+        KvReply::Done => None,
+    }
+}
+
+/// Sends everything queued and calls `on_reply` with each reply's index
+/// and reply; the first error of any reply fails it.
+async fn flush_with<C: KvConn>(
+    conn: &mut C,
+    mut on_reply: impl FnMut(usize, KvReply<'_>),
+) -> Result<(), DriverError> {
     let mut failure = None;
-    let mut first = None;
     conn.flush(&mut |at, reply| match reply {
-        Ok(KvReply::Hit(_)) if at.index == 0 => first = Some(true),
-        Ok(KvReply::Miss) if at.index == 0 => first = Some(false),
-        Ok(_) => {}
+        Ok(reply) => on_reply(at.index, reply),
         Err(e) => {
             failure.get_or_insert(e);
         }
     })
     .await?;
-    match failure {
-        Some(e) => Err(e),
-        None => Ok(first),
-    }
+    failure.map_or(Ok(()), Err)
+}
+
+/// Sends everything queued; returns whether the first reply found its
+/// record (see [`found`]).
+async fn flush<C: KvConn>(conn: &mut C) -> Result<Option<bool>, DriverError> {
+    let mut first = None;
+    flush_with(conn, |index, reply| {
+        if index == 0 {
+            first = found(&reply);
+        }
+    })
+    .await?;
+    Ok(first)
 }
 
 impl YcsbKv {
@@ -1355,7 +1476,72 @@ impl YcsbKv {
             d: Draw::new(&self.core, seed),
             num: Vec::with_capacity(20),
             len: Vec::with_capacity(20),
+            range_keys: Vec::new(),
+            range_ends: Vec::new(),
         }
+    }
+
+    /// Before a run: most of a sample of the records must be there (a
+    /// driver that cannot tell, the simulator, is taken at its word), and
+    /// where the mix scans, in the `_indices` sorted set with YCSB's
+    /// scores.
+    pub async fn check<C: KvConn>(&self, conn: &mut C) -> Result<(), CheckError> {
+        let sampled = self.core.sampled_records();
+        let scans = self.hashes && self.core.opts.needs_scan();
+        let mut key = String::new();
+        for &n in &sampled {
+            push_key(&mut key, n);
+            if self.hashes {
+                let field = self.core.field_names[0].as_bytes();
+                conn.queue_command(&[b"HGET", key.as_bytes(), field])?;
+            } else {
+                conn.queue_get(key.as_bytes());
+            }
+            if scans {
+                conn.queue_command(&[b"ZSCORE", INDEX_KEY.as_bytes(), key.as_bytes()])?;
+            }
+        }
+        let per_record = if scans { 2 } else { 1 };
+        let (mut present, mut unknown, mut indexed, mut misscored) = (0, 0, 0, 0);
+        flush_with(conn, |index, reply| {
+            let n = sampled[index / per_record];
+            if index % per_record == 0 {
+                match found(&reply) {
+                    Some(true) => present += 1,
+                    Some(false) => {}
+                    None => unknown += 1,
+                }
+            } else if let KvReply::Hit(score) = reply {
+                indexed += 1;
+                push_key(&mut key, n);
+                let scored_as_ycsb = std::str::from_utf8(score)
+                    .ok()
+                    .and_then(|s| s.parse::<f64>().ok())
+                    == Some(f64::from(java_string_hash(&key)));
+                misscored += usize::from(!scored_as_ycsb);
+            }
+        })
+        .await?;
+        if unknown > 0 {
+            return Ok(());
+        }
+        self.core
+            .judge_sample("the store", present, sampled.len())?;
+        if scans {
+            if misscored > 0 {
+                return Err(CheckError::NotPrepared(NotPrepared(format!(
+                    "the sorted set {INDEX_KEY} scores {misscored} of {indexed} sampled records \
+                     otherwise than YCSB (by Java's hashCode of the key), so scans would read \
+                     the wrong records (an earlier loadcell scored them by record number)"
+                ))));
+            }
+            self.core.judge_sample(
+                &format!("the sorted set {INDEX_KEY}"),
+                indexed,
+                sampled.len(),
+            )?;
+        }
+        Ok(())
     }
 
     fn queue_read<C: KvConn>(&self, conn: &mut C, key: &str) -> Result<(), DriverError> {
@@ -1398,30 +1584,30 @@ impl YcsbKv {
         conn.queue_command(args)
     }
 
-    /// A new record: every field, and its entry in the scan index.
+    /// A new record (the session's key): every field, and its entry in the
+    /// scan index, scored as YCSB scores it.
     fn queue_insert<C: KvConn>(
         &self,
         conn: &mut C,
         s: &mut YcsbKvSession,
-        n: u64,
     ) -> Result<(), DriverError> {
         self.queue_write(conn, &mut s.d, 0, true)?;
         if self.hashes {
             s.num.clear();
+            let score = java_string_hash(&s.d.key);
             s.num
-                .extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+                .extend_from_slice(itoa::Buffer::new().format(score).as_bytes());
             conn.queue_command(&[b"ZADD", INDEX_KEY.as_bytes(), &s.num, s.d.key.as_bytes()])?;
         }
         Ok(())
     }
 
-    /// `len` records from key number `start` on, in index order: the range
-    /// read from the sorted set, and each record it holds.
-    fn queue_scan<C: KvConn>(
+    /// Queues the read of the range of `len` keys the sorted set holds
+    /// from the session's key's score on (YCSB's scan, first step).
+    fn queue_range<C: KvConn>(
         &self,
         conn: &mut C,
         s: &mut YcsbKvSession,
-        start: u64,
         len: u64,
     ) -> Result<(), DriverError> {
         if !self.hashes {
@@ -1430,8 +1616,11 @@ impl YcsbKv {
             ));
         }
         s.num.clear();
-        s.num
-            .extend_from_slice(itoa::Buffer::new().format(start).as_bytes());
+        s.num.extend_from_slice(
+            itoa::Buffer::new()
+                .format(java_string_hash(&s.d.key))
+                .as_bytes(),
+        );
         s.len.clear();
         s.len
             .extend_from_slice(itoa::Buffer::new().format(len).as_bytes());
@@ -1443,13 +1632,44 @@ impl YcsbKv {
             b"LIMIT",
             b"0",
             &s.len,
-        ])?;
-        let end = (start + len).min(self.core.inserted());
-        for k in start..end {
-            push_key(&mut s.d.key, k);
-            conn.queue_command(&[b"HGETALL", s.d.key.as_bytes()])?;
+        ])
+    }
+
+    /// YCSB's scan: the keys the range from the session's key on holds,
+    /// then every record of them. Returns how many keys the range held
+    /// (`None` if the driver returned no array: the simulator).
+    async fn scan<C: KvConn>(
+        &self,
+        conn: &mut C,
+        s: &mut YcsbKvSession,
+        len: u64,
+    ) -> Result<Option<usize>, DriverError> {
+        self.queue_range(conn, s, len)?;
+        let YcsbKvSession {
+            range_keys,
+            range_ends,
+            ..
+        } = s;
+        range_keys.clear();
+        range_ends.clear();
+        let mut array = false;
+        flush_with(conn, |_, reply| {
+            if let KvReply::Array(keys) = reply {
+                array = true;
+                for key in keys.strings().flatten() {
+                    range_keys.extend_from_slice(key);
+                    range_ends.push(range_keys.len());
+                }
+            }
+        })
+        .await?;
+        let mut start = 0;
+        for &end in range_ends.iter() {
+            conn.queue_command(&[b"HGETALL", &range_keys[start..end]])?;
+            start = end;
         }
-        Ok(())
+        flush(conn).await?;
+        Ok(array.then_some(range_ends.len()))
     }
 }
 
@@ -1479,14 +1699,14 @@ impl<C: KvConn> Script<C> for YcsbKv {
         let all = self.core.opts.write_all_fields;
         match c.op {
             READ => {
-                let hit = ctx
+                let found = ctx
                     .op(READ, async {
                         self.queue_read(conn, &s.d.key)?;
                         flush(conn).await
                     })
                     .await?;
-                if let Some(hit) = hit {
-                    ctx.count_read(hit);
+                if let Some(found) = found {
+                    count_read(ctx, READ, found);
                 }
             }
             UPDATE => {
@@ -1498,31 +1718,32 @@ impl<C: KvConn> Script<C> for YcsbKv {
             }
             INSERT => {
                 ctx.op(INSERT, async {
-                    self.queue_insert(conn, s, c.key)?;
+                    self.queue_insert(conn, s)?;
                     flush(conn).await
                 })
                 .await
                 .inspect_err(|_| self.core.finished(c))?;
             }
             SCAN => {
-                ctx.op(SCAN, async {
-                    self.queue_scan(conn, s, c.key, c.len)?;
-                    flush(conn).await
-                })
-                .await?;
+                let held = ctx.op(SCAN, self.scan(conn, s, c.len)).await?;
+                if held == Some(0) {
+                    not_found(ctx, SCAN);
+                }
             }
             _ => {
-                let hit = ctx
+                // As YCSB: the write goes ahead (creating the record on
+                // Redis) whether or not the read found it.
+                let found = ctx
                     .op(RMW, async {
                         self.queue_read(conn, &s.d.key)?;
-                        let hit = flush(conn).await?;
+                        let found = flush(conn).await?;
                         self.queue_write(conn, &mut s.d, c.field, all)?;
                         flush(conn).await?;
-                        Ok(hit)
+                        Ok(found)
                     })
                     .await?;
-                if let Some(hit) = hit {
-                    ctx.count_read(hit);
+                if let Some(found) = found {
+                    count_read(ctx, RMW, found);
                 }
             }
         }
@@ -1575,7 +1796,7 @@ where
                     let end = (n + BATCH).min(keys.end);
                     for k in n..end {
                         push_key(&mut s.d.key, k);
-                        kv.queue_insert(&mut conn, &mut s, k)?;
+                        kv.queue_insert(&mut conn, &mut s)?;
                     }
                     flush(&mut conn).await?;
                     observer.loaded(end - n);
@@ -1639,6 +1860,46 @@ mod tests {
         let keys: std::collections::HashSet<i64> = (0..100_000).map(fnv1a_64).collect();
         assert_eq!(keys.len(), 100_000);
         assert!(keys.iter().all(|&h| h >= 0));
+    }
+
+    /// Values of `s.hashCode()` printed by Java 17.
+    #[test]
+    fn keys_are_scored_by_java_string_hash_code() {
+        for (s, java) in [
+            ("", 0),
+            ("a", 97),
+            ("user1234", -267_577_715),
+            ("hello world", 1_794_106_052),
+            ("user6284781860667377211", -594_971_599),
+            ("user4052466453699787802", -1_414_300_200),
+            // UTF-16 code units: a character beyond the BMP is two.
+            ("é😀", 1_996_812),
+        ] {
+            assert_eq!(java_string_hash(s), java, "{s:?}");
+        }
+    }
+
+    #[test]
+    fn a_check_samples_the_first_the_last_and_records_between() {
+        let y = ycsb(Preset::C, |o| o.record_count = 1000);
+        let sampled = y.sampled_records();
+        assert_eq!(sampled.len(), 16);
+        assert_eq!((sampled[0], sampled[15]), (0, 999));
+        assert!(sampled.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(
+            ycsb(Preset::C, |o| o.record_count = 3).sampled_records(),
+            [0, 1, 2]
+        );
+        assert_eq!(
+            ycsb(Preset::C, |o| o.record_count = 1).sampled_records(),
+            [0]
+        );
+        assert!(y.judge_sample("t", 8, 16).is_ok(), "a cache may evict some");
+        let e = y.judge_sample("table usertable", 7, 16).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "table usertable holds 7 of 16 records sampled from the 1000 of --record-count"
+        );
     }
 
     #[test]
@@ -2003,7 +2264,7 @@ mod tests {
         let mut s = kv.new_session(1);
         let mut conn = Recorder::default();
         push_key(&mut s.d.key, 7);
-        kv.queue_insert(&mut conn, &mut s, 7).unwrap();
+        kv.queue_insert(&mut conn, &mut s).unwrap();
         let sent = conn.sent();
         let hset = &sent[0];
         assert_eq!(hset[0], "HSET");
@@ -2011,26 +2272,29 @@ mod tests {
         assert_eq!(hset.len(), 2 + 2 * 10);
         assert_eq!(hset[2], "field0");
         assert_eq!(hset[21].len(), 100);
-        assert_eq!(sent[1], ["ZADD", "_indices", "7", &hset[1]]);
+        // Scored by Java's "user4052466453699787802".hashCode(), as YCSB's
+        // Redis binding scores it, not by the record number.
+        let mut k = String::new();
+        push_key(&mut k, 3);
+        assert_eq!(k, "user4052466453699787802");
+        push_key(&mut s.d.key, 3);
         conn.queued.clear();
-        kv.queue_scan(&mut conn, &mut s, 995, 10).unwrap();
+        kv.queue_insert(&mut conn, &mut s).unwrap();
+        assert_eq!(conn.sent()[1], ["ZADD", "_indices", "-1414300200", &k]);
+        conn.queued.clear();
+        kv.queue_range(&mut conn, &mut s, 10).unwrap();
         assert_eq!(
-            conn.sent()[0],
-            [
+            conn.sent(),
+            [[
                 "ZRANGEBYSCORE",
                 "_indices",
-                "995",
+                "-1414300200",
                 "+inf",
                 "LIMIT",
                 "0",
                 "10"
-            ]
+            ]]
         );
-        // Records 995..999 exist; the range ends at the last one.
-        assert_eq!(conn.sent().len(), 1 + 5);
-        let mut k = String::new();
-        push_key(&mut k, 999);
-        assert_eq!(conn.sent()[5], ["HGETALL", &k]);
         conn.queued.clear();
         push_key(&mut s.d.key, 3);
         kv.queue_write(&mut conn, &mut s.d, 4, false).unwrap();
@@ -2044,7 +2308,7 @@ mod tests {
         let mut s = kv.new_session(1);
         let mut conn = Recorder::default();
         push_key(&mut s.d.key, 1);
-        kv.queue_insert(&mut conn, &mut s, 1).unwrap();
+        kv.queue_insert(&mut conn, &mut s).unwrap();
         kv.queue_write(&mut conn, &mut s.d, 3, false).unwrap();
         kv.queue_read(&mut conn, &s.d.key).unwrap();
         assert_eq!(
@@ -2055,6 +2319,6 @@ mod tests {
                 vec!["GET", "user8517097267634966620"],
             ]
         );
-        assert!(kv.queue_scan(&mut conn, &mut s, 0, 5).is_err());
+        assert!(kv.queue_range(&mut conn, &mut s, 5).is_err());
     }
 }
