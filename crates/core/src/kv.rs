@@ -27,14 +27,16 @@ pub enum KvReply<'a> {
 pub struct KvArray<'a> {
     len: usize,
     encoded: &'a [u8],
-    /// Splits the first element off encoded elements: its bytes if it is a
-    /// string (`None` for a number, a nil or a nested array), and the rest.
-    split: fn(&[u8]) -> (Option<&[u8]>, &[u8]),
+    split: SplitElement,
 }
+
+/// Splits the first element off encoded array elements: its bytes if it is
+/// a string (`None` for a number, a nil or a nested array), and the rest.
+pub type SplitElement = fn(&[u8]) -> (Option<&[u8]>, &[u8]);
 
 impl<'a> KvArray<'a> {
     /// `len` elements encoded in `encoded`, taken apart by `split`.
-    pub fn new(len: usize, encoded: &'a [u8], split: fn(&[u8]) -> (Option<&[u8]>, &[u8])) -> Self {
+    pub fn new(len: usize, encoded: &'a [u8], split: SplitElement) -> Self {
         KvArray {
             len,
             encoded,

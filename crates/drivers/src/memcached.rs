@@ -960,6 +960,7 @@ mod tests {
                     Ok(KvReply::Hit(b)) => Got::Hit(b.to_vec()),
                     Ok(KvReply::Miss) => Got::Miss,
                     Ok(KvReply::Done) => Got::Done,
+                    Ok(KvReply::Array(a)) => panic!("memcached answers no arrays: {a:?}"),
                     Err(e) => Got::Err(e.class, e.message),
                 },
             ))

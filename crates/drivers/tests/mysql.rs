@@ -97,6 +97,14 @@ async fn statements_results_and_user_errors() {
     assert_eq!(conn.exec(&range, &two(100, 200)).await.unwrap(), 0);
     assert_eq!(conn.exec(&sum, &two(1, 3)).await.unwrap(), 1);
     assert_eq!(conn.exec(&update, &[SqlParam::Int(3)]).await.unwrap(), 3);
+    // An UPDATE writing a row's current values still counts the row it
+    // found (YCSB takes an UPDATE of 0 rows for a missing record).
+    let same = conn
+        .prepare("UPDATE t SET c = c WHERE id = ?")
+        .await
+        .unwrap();
+    assert_eq!(conn.exec(&same, &[SqlParam::Int(1)]).await.unwrap(), 1);
+    assert_eq!(conn.exec(&same, &[SqlParam::Int(1000)]).await.unwrap(), 0);
     // MariaDB 10.11 caches column definitions: they come with the first
     // execution only, and the later ones above and below still count right.
     assert!(conn.caches_metadata());

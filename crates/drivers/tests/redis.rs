@@ -40,6 +40,8 @@ enum Got {
     Hit(Vec<u8>),
     Miss,
     Done,
+    /// An array's elements: a string's bytes, `None` for anything else.
+    Array(Vec<Option<Vec<u8>>>),
     Err(DriverError),
 }
 
@@ -53,6 +55,9 @@ async fn flush(conn: &mut RedisConn) -> Result<Vec<(usize, Got)>, DriverError> {
                 Ok(KvReply::Hit(v)) => Got::Hit(v.to_vec()),
                 Ok(KvReply::Miss) => Got::Miss,
                 Ok(KvReply::Done) => Got::Done,
+                Ok(KvReply::Array(a)) => {
+                    Got::Array(a.strings().map(|e| e.map(<[u8]>::to_vec)).collect())
+                }
                 Err(e) => Got::Err(e),
             },
         ))
@@ -128,16 +133,20 @@ fn set_get_miss_commands_and_info() {
         conn.queue_command(&[b"LRANGE", b"l", b"0", b"-1"]).unwrap();
         conn.queue_command(&[b"INCR", b"n"]).unwrap();
         conn.queue_command(&[b"PING"]).unwrap();
+        conn.queue_command(&[b"HGETALL", b"missing"]).unwrap();
+        let list = [b"a", b"b", b"c"].map(|e| Some(e.to_vec()));
         assert_eq!(
-            flush_sorted(&mut conn, 7).await,
+            flush_sorted(&mut conn, 8).await,
             vec![
                 Got::Done,
                 Got::Hit(b"v".to_vec()),
                 Got::Miss,
                 Got::Done,
+                Got::Array(list.to_vec()),
                 Got::Done,
                 Got::Done,
-                Got::Done
+                // A key that is not there: an empty array, not a success.
+                Got::Array(vec![]),
             ]
         );
         let err = conn.queue_command(&[]).unwrap_err();
