@@ -913,4 +913,23 @@ fn redis_scans_read_what_ycsb_reads() {
             "{start}"
         );
     }
+
+    // An index scored by record number (an earlier loadcell's prepare):
+    // scans are refused before any load, until prepare scores it again.
+    let by_number: Vec<Vec<String>> = (0..1000)
+        .map(|n| vec!["ZADD".into(), "_indices".into(), n.to_string(), ycsb_key(n)])
+        .collect();
+    redis_pipeline(server.port, &by_number);
+    let t = ["--target", url.as_str(), "--record-count", "1000"];
+    let mut args = vec!["run", "ycsb-e", "--events", "100"];
+    args.extend(t);
+    refused_as_not_prepared(
+        dir.path(),
+        &args,
+        "the sorted set _indices scores 16 of 16 sampled records otherwise than YCSB",
+    );
+    let mut prepare = vec!["prepare", "ycsb-e"];
+    prepare.extend(t);
+    ok(loadcell(dir.path(), &prepare));
+    ok(loadcell(dir.path(), &args));
 }

@@ -1504,7 +1504,6 @@ impl YcsbKv {
         let per_record = if scans { 2 } else { 1 };
         let (mut present, mut unknown, mut indexed, mut misscored) = (0, 0, 0, 0);
         flush_with(conn, |index, reply| {
-            let n = sampled[index / per_record];
             if index % per_record == 0 {
                 match found(&reply) {
                     Some(true) => present += 1,
@@ -1513,7 +1512,7 @@ impl YcsbKv {
                 }
             } else if let KvReply::Hit(score) = reply {
                 indexed += 1;
-                push_key(&mut key, n);
+                push_key(&mut key, sampled[index / per_record]);
                 let scored_as_ycsb = std::str::from_utf8(score)
                     .ok()
                     .and_then(|s| s.parse::<f64>().ok())
