@@ -289,7 +289,13 @@ fn redis_prepare_run_cleanup() {
         dir.path(),
         &["cleanup", "kv", "--dataset", file, "--target", &url],
     )));
-    assert!(o.contains("Deleted the 1000 keys of data set 't'"), "{o}");
+    // Of the cold keys deleted above, the writes put some back (a hash
+    // with the one field written): those are loadcell's too.
+    assert!(
+        o.contains("keys of data set 't' (") && o.contains("loadcell loaded were gone already)"),
+        "{o}"
+    );
+    assert!(!o.contains("not loadcell's"), "{o}");
     assert_eq!(cli(&["DBSIZE"]), "1", "only theirs is left");
     assert_eq!(cli(&["GET", "theirs"]), "1");
     let o = stdout(&ok(loadcell(
@@ -376,6 +382,133 @@ fn memcached_takes_strings_and_refuses_hashes_before_connecting() {
     );
     let o = stdout(&ok(loadcell(dir.path(), &args)));
     assert!(o.contains("Nothing to clean up"), "{o}");
+}
+
+/// Key 0 of each type of [`SET`]: (hash, small string, big string).
+fn first_keys() -> (String, String, String) {
+    (key("t:0:", 34, 0), key("t:1:", 68, 0), key("t:2:", 19, 0))
+}
+
+/// Another writer puts its own values under two of the names loadcell
+/// loaded, and deletes and writes again the data set's marker with the
+/// same bytes (as a copy of the keys would), right after loadcell's
+/// prepare. Cleanup deletes what loadcell wrote, leaves what the other
+/// writer wrote and says so. A marker of an earlier loadcell, whose values
+/// carry no id, has cleanup delete nothing and name the keys.
+#[test]
+fn redis_cleanup_leaves_keys_another_writer_wrote_again() {
+    let server = loadcell_testkit::redis().expect("Redis starts");
+    let dir = tempfile::tempdir().unwrap();
+    let cli = |args: &[&str]| {
+        loadcell_testkit::redis_cli(server.port, args)
+            .unwrap()
+            .trim_end_matches('\n')
+            .to_string()
+    };
+    let file = write(dir.path(), "t.toml", SET);
+    let file = file.to_str().unwrap();
+    let url = server.url().to_string();
+    let marker = "loadcell:dataset:t";
+    let (hash0, small0, _) = first_keys();
+    let loadcell_kv = |cmd: &str| {
+        loadcell(
+            dir.path(),
+            &[cmd, "kv", "--dataset", file, "--target", &url],
+        )
+    };
+
+    ok(loadcell_kv("prepare"));
+    let recorded = cli(&["GET", marker]);
+    cli(&["SET", &small0, "theirs"]);
+    cli(&["DEL", &hash0]);
+    cli(&["HSET", &hash0, "f000000000", "theirs"]);
+    cli(&["DEL", marker]);
+    cli(&["SET", marker, &recorded]);
+    let o = stdout(&ok(loadcell_kv("cleanup")));
+    assert!(o.contains("Deleted the 998 keys of data set 't'"), "{o}");
+    assert!(
+        o.contains("Left 2 keys of data set 't' in place: not loadcell's"),
+        "{o}"
+    );
+    assert_eq!(
+        cli(&["DBSIZE"]),
+        "2",
+        "only the other writer's keys are left"
+    );
+    assert_eq!(cli(&["GET", &small0]), "theirs");
+    assert_eq!(cli(&["HGETALL", &hash0]), "f000000000\ntheirs");
+
+    // An earlier loadcell's marker, without the id.
+    cli(&["DEL", &small0, &hash0]);
+    ok(loadcell_kv("prepare"));
+    let mut earlier: Value = serde_json::from_str(&cli(&["GET", marker])).unwrap();
+    assert!(earlier.as_object_mut().unwrap().remove("id").is_some());
+    cli(&["SET", marker, &earlier.to_string()]);
+    let o = loadcell_kv("cleanup");
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(
+        err.contains("loaded by an earlier loadcell")
+            && err.contains("nothing was deleted")
+            && err.contains("700 keys named 't:1:' and a number")
+            && err.contains(marker),
+        "{err}"
+    );
+    assert_eq!(cli(&["DBSIZE"]), "1001");
+}
+
+/// As on Redis: a key written again by another writer (memcached has no
+/// hashes, so the data set is strings only) and the marker written again
+/// with the same bytes; cleanup deletes only loadcell's values.
+#[test]
+fn memcached_cleanup_leaves_keys_another_writer_wrote_again() {
+    let server = loadcell_testkit::memcached().expect("memcached starts");
+    let port = server.port;
+    let dir = tempfile::tempdir().unwrap();
+    let hash_table = SET.find("[[type]]\nname = \"profile\"").unwrap();
+    let small_table = SET.find("[[type]]\nname = \"small\"").unwrap();
+    let strings = SET[..hash_table].to_string() + &SET[small_table..];
+    let file = write(dir.path(), "s.toml", &strings);
+    let file = file.to_str().unwrap();
+    let url = server.url().to_string();
+    let marker = "loadcell:dataset:t";
+    let small0 = key("t:0:", 68, 0);
+    let loadcell_kv = |cmd: &str| {
+        loadcell(
+            dir.path(),
+            &[cmd, "kv", "--dataset", file, "--target", &url],
+        )
+    };
+
+    ok(loadcell_kv("prepare"));
+    let got = memcached_says(port, &format!("get {marker}\r\n"));
+    let recorded = got.lines().nth(1).expect("the marker's value").to_string();
+    assert_eq!(
+        memcached_says(port, &format!("set {small0} 0 0 6\r\ntheirs\r\n")),
+        "STORED\r\n"
+    );
+    assert_eq!(
+        memcached_says(port, &format!("delete {marker}\r\n")),
+        "DELETED\r\n"
+    );
+    assert_eq!(
+        memcached_says(
+            port,
+            &format!("set {marker} 0 0 {}\r\n{recorded}\r\n", recorded.len())
+        ),
+        "STORED\r\n"
+    );
+    let o = stdout(&ok(loadcell_kv("cleanup")));
+    assert!(o.contains("Deleted the 999 keys of data set 't'"), "{o}");
+    assert!(
+        o.contains("Left 1 key of data set 't' in place: not loadcell's"),
+        "{o}"
+    );
+    assert_eq!(curr_items(port), 1, "only the other writer's key is left");
+    assert_eq!(
+        memcached_says(port, &format!("get {small0}\r\n")),
+        format!("VALUE {small0} 0 6\r\ntheirs\r\nEND\r\n")
+    );
 }
 
 /// Sends one request to memcached and returns its whole reply.

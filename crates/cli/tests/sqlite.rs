@@ -289,6 +289,131 @@ fn prepare_is_idempotent_and_cleanup_drops_only_its_own_tables() {
     assert_eq!(left, vec!["sbtest4".to_string(), "users".to_string()]);
 }
 
+/// Another writer drops loadcell's tables and creates them again under
+/// the same names, right after loadcell's prepare (sysbench's schema, by
+/// hand: sysbench has no SQLite driver; YCSB's JDBC `usertable`). SQLite
+/// keeps nothing that tells a table from its re-creation; loadcell's tag
+/// in the table's CREATE text does. Cleanup leaves the other writer's
+/// tables, saying they are not loadcell's, and drops its own.
+#[test]
+fn cleanup_leaves_tables_another_writer_created_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    let target = format!("sqlite:{}", db.display());
+    let sbtest = "(id INTEGER NOT NULL, k INTEGER DEFAULT '0' NOT NULL, \
+                  c CHAR(120) DEFAULT '' NOT NULL, pad CHAR(60) DEFAULT '' NOT NULL, PRIMARY KEY (id))";
+    ok(loadcell(
+        dir.path(),
+        &[
+            "prepare",
+            "oltp_read_write",
+            "--target",
+            &target,
+            "--tables",
+            "4",
+            "--table-size",
+            "100",
+        ],
+    ));
+    sqlite_exec(
+        &db,
+        &format!(
+            "DROP TABLE sbtest1; DROP TABLE sbtest2; CREATE TABLE sbtest1{sbtest}; \
+             CREATE TABLE sbtest2{sbtest}; INSERT INTO sbtest1 (id) VALUES (7);"
+        ),
+    );
+    // sbtest4 as an earlier loadcell recorded it: no tag.
+    sqlite_exec(
+        &db,
+        "UPDATE loadcell_objects SET identity = NULL WHERE name = 'sbtest4';",
+    );
+    let o = ok(loadcell(
+        dir.path(),
+        &["cleanup", "oltp_read_write", "--target", &target],
+    ));
+    let out = stdout(&o);
+    for t in ["sbtest1", "sbtest2"] {
+        assert!(
+            out.contains(&format!("Leaving table '{t}': it is not loadcell's")),
+            "{out}"
+        );
+    }
+    assert!(out.contains("Dropping table 'sbtest3'"), "{out}");
+    assert!(
+        out.contains("Leaving table 'sbtest4': it was recorded by an earlier loadcell")
+            && out.contains("drop it by hand: DROP TABLE sbtest4"),
+        "{out}"
+    );
+    assert_eq!(
+        sqlite_names(&db),
+        ["loadcell_objects", "sbtest1", "sbtest2", "sbtest4"]
+    );
+    assert_eq!(rusqlite_count(&db, "SELECT MAX(id) FROM sbtest1"), 7);
+    // Prepare neither loads into the earlier loadcell's table nor drops it.
+    let o = ok(loadcell(
+        dir.path(),
+        &[
+            "prepare",
+            "oltp_read_write",
+            "--target",
+            &target,
+            "--tables",
+            "4",
+            "--table-size",
+            "200",
+        ],
+    ));
+    let out = stdout(&o);
+    assert!(
+        out.contains("Table 'sbtest4' was recorded by an earlier loadcell"),
+        "{out}"
+    );
+    assert!(
+        out.contains("'sbtest1' already exists and was not created by loadcell"),
+        "{out}"
+    );
+    assert_eq!(rusqlite_count(&db, "SELECT COUNT(*) FROM sbtest4"), 100);
+    assert_eq!(rusqlite_count(&db, "SELECT COUNT(*) FROM sbtest1"), 1);
+    assert_eq!(rusqlite_count(&db, "SELECT COUNT(*) FROM sbtest3"), 200);
+    sqlite_exec(
+        &db,
+        "DROP TABLE sbtest4; DROP TABLE sbtest1; DROP TABLE sbtest2;",
+    );
+    ok(loadcell(
+        dir.path(),
+        &["cleanup", "oltp_read_write", "--target", &target],
+    ));
+    assert!(sqlite_names(&db).is_empty(), "{:?}", sqlite_names(&db));
+
+    // YCSB's usertable: loadcell's is dropped, another writer's is not.
+    let ycsb = |cmd: &str| {
+        let mut args = vec![cmd, "ycsb-a", "--target", &target];
+        if cmd == "prepare" {
+            args.extend(["--record-count", "100"]);
+        }
+        ok(loadcell(dir.path(), &args))
+    };
+    ycsb("prepare");
+    let out = stdout(&ycsb("cleanup"));
+    assert!(out.contains("Dropping table 'usertable'"), "{out}");
+    assert!(sqlite_names(&db).is_empty(), "{:?}", sqlite_names(&db));
+    ycsb("prepare");
+    sqlite_exec(
+        &db,
+        "DROP TABLE usertable; CREATE TABLE usertable (YCSB_KEY VARCHAR(255) PRIMARY KEY, \
+         FIELD0 TEXT, FIELD1 TEXT, FIELD2 TEXT, FIELD3 TEXT, FIELD4 TEXT, FIELD5 TEXT, \
+         FIELD6 TEXT, FIELD7 TEXT, FIELD8 TEXT, FIELD9 TEXT); \
+         INSERT INTO usertable (YCSB_KEY) VALUES ('theirs');",
+    );
+    let out = stdout(&ycsb("cleanup"));
+    assert!(
+        out.contains("Leaving table 'usertable': it is not loadcell's"),
+        "{out}"
+    );
+    assert_eq!(sqlite_names(&db), ["usertable"]);
+    assert_eq!(rusqlite_count(&db, "SELECT COUNT(*) FROM usertable"), 1);
+}
+
 #[test]
 fn missing_tables_name_the_prepare_command() {
     let dir = tempfile::tempdir().unwrap();

@@ -5,11 +5,21 @@
 //! hot set taking its fraction of the accesses. Keys are derived from the
 //! type and record number, so prepare and run agree without storing
 //! anything; a marker key records what prepare loaded, for cleanup.
+//!
+//! Every value loadcell writes (prepare's and the runs') begins with the
+//! random id `prepare` drew and recorded in the marker (values shorter
+//! than the id, with its first bytes). Cleanup deletes a key only if its
+//! value still carries that id: a key another writer has written since
+//! under the same name is left alone, and so is everything under a marker
+//! whose id the values do not carry. A marker written by an earlier
+//! loadcell has no id, and its values carry none: cleanup deletes nothing
+//! then (it cannot tell loadcell's keys from another writer's) and says
+//! which keys to delete by hand; prepare does not resume loading it.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::rc::Rc;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use loadcell_core::kv::{KvConn, KvReply};
 use loadcell_core::{Driver, DriverError};
@@ -23,6 +33,7 @@ use toml::Spanned;
 
 use crate::kv::{flush_all, DataSize, KvOptions, LOAD_BATCH};
 use crate::load::load_in_parallel;
+use crate::marker::random_id;
 use crate::oltp::{CheckError, PrepareObserver};
 use crate::NotPrepared;
 
@@ -159,6 +170,10 @@ pub struct DataSet {
 struct Recorded {
     state: String,
     types: Vec<RecordedType>,
+    /// The random id every value loadcell writes begins with; `None` in a
+    /// marker of an earlier loadcell, which did not tag its values.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    id: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -174,6 +189,15 @@ struct RecordedType {
 
 const LOADING: &str = "loading";
 const COMPLETE: &str = "complete";
+/// Characters of the id values begin with: 62^16, about 95 bits.
+const ID_LEN: usize = 16;
+
+/// Whether `value` begins with `id` (a value shorter than the id, with as
+/// much of it as fits).
+fn carries_id(value: &[u8], id: &[u8]) -> bool {
+    let n = value.len().min(id.len());
+    n > 0 && value[..n] == id[..n]
+}
 
 impl DataSet {
     pub fn load(path: &Path) -> Result<DataSet, String> {
@@ -367,9 +391,10 @@ impl DataSet {
         format!("loadcell:dataset:{}", self.name)
     }
 
-    fn recorded(&self, state: &str) -> Recorded {
+    fn recorded(&self, state: &str, id: Option<&str>) -> Recorded {
         Recorded {
             state: state.to_string(),
+            id: id.map(str::to_string),
             types: self
                 .types
                 .iter()
@@ -430,13 +455,15 @@ impl DataSet {
     }
 }
 
-/// Alphanumeric bytes to slice values from: as long as the longest value.
-fn value_block(set: &DataSet, rng: &mut SmallRng) -> Vec<u8> {
+/// Alphanumeric bytes to slice values from: as long as the longest value,
+/// and beginning with `id` (alphanumeric too), so that every value, a
+/// prefix of the block, carries it.
+fn value_block(set: &DataSet, rng: &mut SmallRng, id: &[u8]) -> Vec<u8> {
     const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
     let max = set.types.iter().map(|t| t.value.max()).max().unwrap_or(1);
-    (0..max)
-        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())])
-        .collect()
+    let mut block: Vec<u8> = id.iter().copied().take(max).collect();
+    block.extend((block.len()..max).map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())]));
+    block
 }
 
 /// Queues the write of record `n` of type `t`: a SET, or an HSET of
@@ -476,6 +503,9 @@ pub struct DataSetKv {
     opts: KvOptions,
     ops: Vec<OpSpec>,
     total_share: u32,
+    /// The id in the marker, read when the first session opens: the
+    /// run's writes carry it too, so cleanup knows them for loadcell's.
+    id: OnceLock<Vec<u8>>,
 }
 
 pub struct DataSetSession {
@@ -504,7 +534,20 @@ impl DataSetKv {
             opts,
             ops,
             total_share,
+            id: OnceLock::new(),
         }
+    }
+
+    /// The id the data set's values carry (empty if its marker has none).
+    async fn id<C: KvConn>(&self, conn: &mut C) -> Result<&[u8], DriverError> {
+        if let Some(id) = self.id.get() {
+            return Ok(id);
+        }
+        let id = match read_marker(conn, &self.set.marker_key()).await? {
+            Some(Ok(Recorded { id: Some(id), .. })) => id.into_bytes(),
+            _ => Vec::new(),
+        };
+        Ok(self.id.get_or_init(|| id))
     }
 
     /// A type by share, and a record of it: from the hot set with
@@ -542,9 +585,10 @@ impl<C: KvConn> Script<C> for DataSetKv {
         false
     }
 
-    async fn open(&self, _conn: &mut C, info: SessionInfo) -> Result<DataSetSession, DriverError> {
+    async fn open(&self, conn: &mut C, info: SessionInfo) -> Result<DataSetSession, DriverError> {
+        let id = self.id(conn).await?;
         let mut rng = self.opts.session_rng(&info);
-        let data = value_block(&self.set, &mut rng);
+        let data = value_block(&self.set, &mut rng, id);
         Ok(DataSetSession {
             rng,
             cycle: 0,
@@ -613,7 +657,7 @@ impl DataSetKv {
         let marker = set.marker_key();
         let fatal = |message: String| Err(CheckError::Driver(DriverError::fatal(message)));
         match read_marker(conn, &marker).await? {
-            Some(Ok(r)) if r.types == set.recorded(COMPLETE).types => match r.state.as_str() {
+            Some(Ok(r)) if r.types == set.recorded(COMPLETE, None).types => match r.state.as_str() {
                 COMPLETE => Ok(()),
                 _ => Err(CheckError::NotPrepared(NotPrepared(format!(
                     "data set '{}' was only partly loaded (its prepare was interrupted)",
@@ -662,8 +706,9 @@ async fn write_marker<C: KvConn>(
     conn: &mut C,
     set: &DataSet,
     state: &str,
+    id: &str,
 ) -> Result<(), DriverError> {
-    let value = serde_json::to_vec(&set.recorded(state)).expect("serializable");
+    let value = serde_json::to_vec(&set.recorded(state, Some(id))).expect("serializable");
     conn.queue_set(set.marker_key().as_bytes(), &value);
     flush_all(conn).await
 }
@@ -728,8 +773,8 @@ where
         "run `loadcell cleanup kv --dataset {} --target …` first",
         set.path
     );
-    match read_marker(&mut first, &marker).await? {
-        Some(Ok(r)) if r.types == set.recorded(COMPLETE).types => {
+    let id = match read_marker(&mut first, &marker).await? {
+        Some(Ok(r)) if r.types == set.recorded(COMPLETE, None).types => {
             if r.state == COMPLETE {
                 observer.message(&format!(
                     "Data set '{}' is already loaded ({}): nothing to do",
@@ -738,10 +783,20 @@ where
                 ));
                 return Ok(());
             }
+            let Some(id) = r.id else {
+                return Err(DriverError::fatal(format!(
+                    "data set '{}' was partly loaded by an earlier loadcell, which did not tag \
+                     its values: loadcell cannot tell its keys from ones another writer put \
+                     there since, so it does not load over them. {}",
+                    set.name,
+                    delete_by_hand(&r, &marker)
+                )));
+            };
             observer.message(&format!(
                 "Data set '{}' was partly loaded (interrupted): loading it again",
                 set.name
             ));
+            id
         }
         Some(Ok(_)) => {
             return Err(DriverError::fatal(format!(
@@ -766,9 +821,11 @@ where
                 )));
             }
             // Record first, so an interrupted prepare can still be cleaned up.
-            write_marker(&mut first, &set, LOADING).await?;
+            let id = random_id(ID_LEN);
+            write_marker(&mut first, &set, LOADING, &id).await?;
+            id
         }
-    }
+    };
     observer.message(&format!(
         "Loading data set '{}' ({}; shares {}) with {connections} connections",
         set.name,
@@ -777,6 +834,7 @@ where
     ));
     observer.add_total(set.keys);
     let loader = Arc::clone(&set);
+    let block_id: Arc<[u8]> = Arc::from(id.as_bytes());
     load_in_parallel(
         driver,
         set.keys,
@@ -785,9 +843,10 @@ where
         observer,
         move |mut conn, c, _, range, observer| {
             let set = Arc::clone(&loader);
+            let block_id = Arc::clone(&block_id);
             async move {
                 let mut rng = SmallRng::seed_from_u64(c as u64);
-                let data = value_block(&set, &mut rng);
+                let data = value_block(&set, &mut rng, &block_id);
                 let mut key = Vec::with_capacity(MAX_KEY_LEN);
                 // Items are the types' records laid end to end.
                 let (mut t, mut base) = (0, 0);
@@ -812,11 +871,39 @@ where
         },
     )
     .await?;
-    write_marker(&mut first, &set, COMPLETE).await
+    write_marker(&mut first, &set, COMPLETE, &id).await
 }
 
-/// Deletes the keys `prepare` recorded in the data set's marker, then the
-/// marker; nothing else.
+/// What to tell a user whose data set an earlier loadcell loaded: which
+/// keys to delete by hand, if they are loadcell's.
+fn delete_by_hand(r: &Recorded, marker: &str) -> String {
+    let prefixes: Vec<String> = r
+        .types
+        .iter()
+        .map(|t| format!("{} keys named '{}' and a number", t.count, t.prefix))
+        .collect();
+    format!(
+        "If they are loadcell's, delete by hand the {} and the key '{marker}'",
+        prefixes.join(", the ")
+    )
+}
+
+/// What cleanup found at a key it recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Found {
+    /// Gone already (deleted, evicted, expired).
+    Absent,
+    /// A value carrying the data set's id: loadcell wrote it.
+    Ours,
+    /// Someone else's: a value without the id, or a key of another type.
+    Theirs,
+}
+
+/// Deletes the keys `prepare` recorded in the data set's marker whose
+/// values still carry the marker's id, then the marker; nothing else.
+/// Each key's value is read right before its deletion (a batch's reads,
+/// then its deletes); a key another writer has written since under the
+/// same name is left, and so named. Returns the number of keys deleted.
 pub async fn cleanup<C: KvConn>(
     conn: &mut C,
     set: &DataSet,
@@ -838,13 +925,24 @@ pub async fn cleanup<C: KvConn>(
         }
         Some(Ok(r)) => r,
     };
+    let Some(id) = recorded.id.clone() else {
+        return Err(DriverError::fatal(format!(
+            "data set '{}' was loaded by an earlier loadcell, which did not tag the values it \
+             wrote: loadcell cannot tell its keys from ones another writer has put under the \
+             same names since, so nothing was deleted. {}",
+            set.name,
+            delete_by_hand(&recorded, &marker)
+        )));
+    };
     let total: u64 = recorded.types.iter().map(|t| t.count).sum();
     observer.message(&format!(
         "Deleting the {total} keys of data set '{}' that loadcell loaded...",
         set.name
     ));
     observer.add_total(total);
+    let (mut deleted, mut theirs, mut absent) = (0u64, 0u64, 0u64);
     let mut key = Vec::with_capacity(MAX_KEY_LEN);
+    let mut found = Vec::new();
     for r in &recorded.types {
         // Rebuild the keys from what was recorded, not from the file.
         let t = KeyType {
@@ -858,25 +956,101 @@ pub async fn cleanup<C: KvConn>(
             value: DataSize::Fixed(1),
             fields: Vec::new(),
         };
+        // A hash is read field by field: a run's write may have created
+        // it again with one field, and another writer's field in it makes
+        // it theirs.
+        let reads = match r.kind {
+            KeyKind::String => 1,
+            KeyKind::Hash => r.fields.len().max(1),
+        };
+        let batch = (10 * LOAD_BATCH / reads as u64).max(1);
         let mut n = 0;
         while n < t.count {
-            let end = (n + 10 * LOAD_BATCH).min(t.count);
+            let end = (n + batch).min(t.count);
             for k in n..end {
                 t.key(&mut key, k);
-                conn.queue_delete(&key);
+                match t.kind {
+                    KeyKind::String => conn.queue_get(&key),
+                    KeyKind::Hash => {
+                        for f in &r.fields {
+                            conn.queue_command(&[b"HGET", &key, f.as_bytes()])?;
+                        }
+                    }
+                }
+            }
+            found.clear();
+            found.resize((end - n) as usize, Found::Absent);
+            let mut failure = None;
+            conn.flush(&mut |at, reply| {
+                let f = &mut found[at.index / reads];
+                match reply {
+                    Ok(KvReply::Hit(value)) if carries_id(value, id.as_bytes()) => {
+                        if *f == Found::Absent {
+                            *f = Found::Ours;
+                        }
+                    }
+                    Ok(KvReply::Hit(_)) => *f = Found::Theirs,
+                    Ok(_) => {}
+                    // Another writer made it a key of another type.
+                    Err(e)
+                        if e.code.as_deref() == Some("WRONGTYPE")
+                            || e.message.contains("WRONGTYPE") =>
+                    {
+                        *f = Found::Theirs
+                    }
+                    Err(e) => {
+                        failure.get_or_insert(e);
+                    }
+                }
+            })
+            .await?;
+            if let Some(e) = failure {
+                return Err(e);
+            }
+            for (k, f) in (n..end).zip(&found) {
+                match f {
+                    Found::Ours => {
+                        t.key(&mut key, k);
+                        conn.queue_delete(&key);
+                        deleted += 1;
+                    }
+                    Found::Theirs => theirs += 1,
+                    Found::Absent => absent += 1,
+                }
             }
             flush_all(conn).await?;
             observer.loaded(end - n);
             n = end;
         }
     }
-    conn.queue_delete(marker.as_bytes());
-    flush_all(conn).await?;
+    // The marker last, and only if it is still the one read above.
+    match read_marker(conn, &marker).await? {
+        Some(Ok(now)) if now.id.as_deref() == Some(id.as_str()) => {
+            conn.queue_delete(marker.as_bytes());
+            flush_all(conn).await?;
+        }
+        _ => observer.message(&format!(
+            "Leaving key '{marker}': it was written again while cleanup ran"
+        )),
+    }
+    let gone = if absent > 0 {
+        format!(" ({absent} of the {total} loadcell loaded were gone already)")
+    } else {
+        String::new()
+    };
     observer.message(&format!(
-        "Deleted the {total} keys of data set '{}'",
+        "Deleted the {deleted} keys of data set '{}'{gone}",
         set.name
     ));
-    Ok(total)
+    if theirs > 0 {
+        observer.message(&format!(
+            "Left {theirs} key{} of data set '{}' in place: not loadcell's. Their values do not \
+             carry the id loadcell's prepare wrote them with: another writer wrote them since",
+            if theirs == 1 { "" } else { "s" },
+            set.name
+        ));
+    }
+    Ok(deleted)
 }
 
 #[cfg(test)]
@@ -1056,7 +1230,7 @@ value_size = "100-200"
     fn writes_have_the_declared_value_sizes() {
         let set = parse(SMALL).unwrap();
         let mut rng = SmallRng::seed_from_u64(7);
-        let data = value_block(&set, &mut rng);
+        let data = value_block(&set, &mut rng, b"0123456789abcdef");
         let mut conn = Recorder::default();
         let mut key = Vec::new();
         for _ in 0..200 {
@@ -1082,6 +1256,42 @@ value_size = "100-200"
             (100..=110).contains(&short) && (190..=200).contains(&long),
             "{short}..{long}"
         );
+    }
+
+    #[test]
+    fn every_value_carries_the_id_and_markers_of_earlier_versions_have_none() {
+        let set = parse(SMALL).unwrap();
+        let id = random_id(ID_LEN);
+        let data = value_block(&set, &mut SmallRng::seed_from_u64(1), id.as_bytes());
+        assert_eq!(data.len(), 200);
+        assert!(data.iter().all(u8::is_ascii_alphanumeric));
+        // Values are prefixes of the block, down to a single byte.
+        for len in [1, 5, ID_LEN, 200] {
+            assert!(carries_id(&data[..len], id.as_bytes()), "{len}");
+        }
+        assert!(!carries_id(b"theirs", id.as_bytes()));
+        assert!(!carries_id(b"", id.as_bytes()));
+        let other = random_id(ID_LEN);
+        assert!(!carries_id(&data, other.as_bytes()));
+        // A block shorter than the id holds what fits of it.
+        let tiny = SMALL
+            .replace("\"100-200\"", "3")
+            .replace("\"5-9\"", "2")
+            .replace("value_size = 32", "value_size = 3");
+        let data = value_block(
+            &parse(&tiny).unwrap(),
+            &mut SmallRng::seed_from_u64(1),
+            id.as_bytes(),
+        );
+        assert_eq!(data, id.as_bytes()[..3]);
+
+        let recorded = set.recorded(COMPLETE, Some(&id));
+        let json = serde_json::to_string(&recorded).unwrap();
+        assert!(json.contains(&format!("\"id\":\"{id}\"")), "{json}");
+        let earlier = json.replace(&format!(",\"id\":\"{id}\""), "");
+        let earlier: Recorded = serde_json::from_str(&earlier).unwrap();
+        assert_eq!(earlier.id, None);
+        assert_eq!(earlier.types, recorded.types);
     }
 
     #[test]

@@ -2,18 +2,78 @@
 //! created, so that `cleanup` drops exactly those and nothing else. Each
 //! row names a table, the workload family that created it (`oltp`,
 //! `ycsb`), so cleaning up one family leaves the other's tables alone, and
-//! the table's identity as the server gave it at creation (PostgreSQL's
-//! OID, MySQL's creation time; SQLite keeps none). A table of the same
-//! name dropped and created again by another tool (sysbench uses the same
-//! names) has another identity, and is not taken for loadcell's.
+//! the table's tag.
+//!
+//! The tag is `loadcell:` and a random id drawn when `prepare` creates the
+//! table, stored both in the marker row and on the table itself: MySQL's
+//! and MariaDB's table comment (`COMMENT = 'loadcell:…'`), PostgreSQL's
+//! `COMMENT ON TABLE`, and for SQLite a comment in the `CREATE TABLE` text,
+//! which `sqlite_master.sql` keeps verbatim. A table of the same name that
+//! another tool dropped and created again (sysbench uses the same names)
+//! does not carry the tag, however quickly it was re-created, and is left
+//! alone. What the server itself says of a table cannot tell it from its
+//! re-creation: MySQL's `CREATE_TIME` has one-second resolution, a
+//! PostgreSQL OID can be reused, SQLite keeps nothing.
+//!
+//! Markers of an earlier loadcell hold such an identity instead of a tag
+//! (or nothing, for a prepare interrupted before noting it). Those tables
+//! are never dropped nor loaded into: the identity cannot prove the table
+//! is loadcell's (that is the very defect tags fix: sysbench re-creating a
+//! table in the second loadcell created it gets the same `CREATE_TIME`),
+//! and tagging it now would take the same unproven guess. Cleanup and
+//! prepare say so and name the statement to drop the table by hand; the
+//! marker row is kept until the table is gone.
+
+use std::fmt;
 
 use loadcell_core::sql::{Dialect, SqlConn};
 use loadcell_core::DriverError;
+use rand::Rng;
 
 use crate::oltp::PrepareObserver;
 
 /// The table where loadcell records what its `prepare` created.
 pub const MARKER_TABLE: &str = "loadcell_objects";
+
+const TAG_PREFIX: &str = "loadcell:";
+/// Characters of a tag's random id: 62^20, about 119 bits.
+const ID_LEN: usize = 20;
+
+/// What loadcell marks a table it created with: `loadcell:` and a random
+/// id, alphanumeric (safe inside SQL literals and comments).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Tag(String);
+
+impl Tag {
+    /// A fresh tag, from the thread's generator (seeded by the OS).
+    pub(crate) fn new() -> Tag {
+        Tag(format!("{TAG_PREFIX}{}", random_id(ID_LEN)))
+    }
+
+    /// A tag as recorded in the marker table; `None` for anything else
+    /// (an earlier loadcell's identity, an empty one).
+    fn parse(text: &str) -> Option<Tag> {
+        let id = text.strip_prefix(TAG_PREFIX)?;
+        (id.len() == ID_LEN && id.bytes().all(|b| b.is_ascii_alphanumeric()))
+            .then(|| Tag(text.to_string()))
+    }
+}
+
+impl fmt::Display for Tag {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// `len` random alphanumeric characters, from the thread's generator (a
+/// CSPRNG seeded by the OS): an id no other tool reproduces by chance.
+pub(crate) fn random_id(len: usize) -> String {
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    let mut rng = rand::rng();
+    (0..len)
+        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+        .collect()
+}
 
 /// Whether table `name` exists in the connection's current database/schema.
 pub(crate) async fn table_exists<C: SqlConn>(
@@ -35,7 +95,7 @@ pub(crate) async fn table_exists<C: SqlConn>(
 }
 
 /// Creates the marker table if it is not there yet, and gives one made by
-/// an earlier loadcell its `identity` column.
+/// an earlier loadcell its `identity` column (where the tag goes).
 pub(crate) async fn ensure<C: SqlConn>(conn: &mut C) -> Result<(), DriverError> {
     conn.simple(&format!(
         "CREATE TABLE IF NOT EXISTS {MARKER_TABLE} (name VARCHAR(128) NOT NULL PRIMARY KEY, workload VARCHAR(64) NOT NULL, identity VARCHAR(255))"
@@ -61,32 +121,74 @@ pub(crate) async fn ensure<C: SqlConn>(conn: &mut C) -> Result<(), DriverError> 
     Ok(())
 }
 
-/// What the server says table `name` is, `None` if there is no such table
-/// (or the server keeps nothing to tell one from its re-creation).
-async fn identity<C: SqlConn>(conn: &mut C, name: &str) -> Result<Option<String>, DriverError> {
+/// The statement (two for PostgreSQL, run as one implicit transaction)
+/// that creates table `name` carrying `tag`. `definition` is what follows
+/// the name: the column list, and table options for MySQL.
+pub(crate) fn create_sql(dialect: Dialect, name: &str, definition: &str, tag: &Tag) -> String {
+    match dialect {
+        Dialect::MySql => format!("CREATE TABLE {name}{definition} COMMENT = '{tag}'"),
+        Dialect::Postgres => {
+            format!("CREATE TABLE {name}{definition}; COMMENT ON TABLE {name} IS '{tag}'")
+        }
+        // Between the name and the column list: SQLite keeps a comment
+        // there in `sqlite_master.sql` (one after the closing parenthesis
+        // is dropped), and ALTER TABLE leaves it in place.
+        Dialect::Sqlite => format!("CREATE TABLE {name} /* {tag} */ {definition}"),
+    }
+}
+
+/// Whether table `name` carries `tag` (no such table: no).
+async fn carries<C: SqlConn>(conn: &mut C, name: &str, tag: &Tag) -> Result<bool, DriverError> {
     let sql = match conn.dialect() {
         Dialect::MySql => format!(
-            "SELECT CREATE_TIME FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = '{name}'"
+            "SELECT table_comment FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = '{name}'"
         ),
-        Dialect::Postgres => format!("SELECT to_regclass('{name}')::oid::text"),
-        // SQLite keeps nothing that tells a table from its re-creation (a
-        // freed root page is reused); its file is loadcell's own anyway.
-        Dialect::Sqlite => return Ok(None),
+        Dialect::Postgres => format!(
+            "SELECT COALESCE(obj_description(c.oid, 'pg_class'), '') FROM pg_class c \
+             JOIN pg_namespace n ON n.oid = c.relnamespace \
+             WHERE n.nspname = current_schema() AND c.relname = '{name}' AND c.relkind IN ('r', 'p')"
+        ),
+        Dialect::Sqlite => {
+            format!("SELECT COALESCE(sql, '') FROM sqlite_master WHERE type = 'table' AND name = '{name}'")
+        }
     };
-    let first = conn.query_strings(&sql).await?.into_iter().next();
-    Ok(first.filter(|v| !v.is_empty()))
+    let found = conn.query_strings(&sql).await?;
+    Ok(found.iter().any(|text| text.contains(&tag.0)))
+}
+
+/// Creates table `name` (see [`create_sql`]) and checks that the server
+/// kept the tag: a server that dropped it silently would have loadcell
+/// take its own table for someone else's ever after.
+pub(crate) async fn create<C: SqlConn>(
+    conn: &mut C,
+    name: &str,
+    definition: &str,
+    tag: &Tag,
+) -> Result<(), DriverError> {
+    conn.simple(&create_sql(conn.dialect(), name, definition, tag))
+        .await?;
+    if !carries(conn, name, tag).await? {
+        return Err(DriverError::fatal(format!(
+            "the server did not keep the comment '{tag}' loadcell gave table '{name}' to know it \
+             as its own: without it, cleanup would never drop the table"
+        )));
+    }
+    Ok(())
 }
 
 /// Whose table `name` is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Owner {
     /// No such table.
     Nobody,
-    /// Created by loadcell's `prepare`.
-    Loadcell,
+    /// Created by loadcell's `prepare`, which gave it this tag.
+    Loadcell(Tag),
     /// Someone else's: never recorded, or recorded but since dropped and
-    /// created again.
+    /// created again (it does not carry loadcell's tag).
     Other,
+    /// Recorded by an earlier loadcell, without a tag: what it recorded
+    /// cannot prove the table is the one it created.
+    Earlier,
 }
 
 /// Whose table `name` is (the marker table must exist: see [`ensure`]).
@@ -109,10 +211,11 @@ pub(crate) async fn owner<C: SqlConn>(conn: &mut C, name: &str) -> Result<Owner,
     let Some(recorded) = recorded else {
         return Ok(Owner::Other);
     };
-    // An empty identity: a prepare interrupted before it could note it,
-    // or a marker from a loadcell that did not keep identities.
-    if recorded.is_empty() || identity(conn, name).await?.as_deref() == Some(recorded.as_str()) {
-        return Ok(Owner::Loadcell);
+    let Some(tag) = Tag::parse(&recorded) else {
+        return Ok(Owner::Earlier);
+    };
+    if carries(conn, name, &tag).await? {
+        return Ok(Owner::Loadcell(tag));
     }
     forget(conn, name).await?;
     Ok(Owner::Other)
@@ -123,36 +226,80 @@ async fn forget<C: SqlConn>(conn: &mut C, name: &str) -> Result<(), DriverError>
         .await
 }
 
-/// Records that `workload`'s `prepare` is creating table `name`: call it
-/// before creating the table, so an interrupted prepare can still be
-/// cleaned up, and [`created`] after.
+/// Records that `workload`'s `prepare` is creating table `name` with
+/// `tag`: call it before creating the table (with [`create`]), so an
+/// interrupted prepare can still be cleaned up.
 pub(crate) async fn record<C: SqlConn>(
     conn: &mut C,
     name: &str,
     workload: &str,
+    tag: &Tag,
 ) -> Result<(), DriverError> {
     conn.simple(&format!(
-        "INSERT INTO {MARKER_TABLE} (name, workload) VALUES ('{name}', '{workload}')"
+        "INSERT INTO {MARKER_TABLE} (name, workload, identity) VALUES ('{name}', '{workload}', '{tag}')"
     ))
     .await
 }
 
-/// Notes the identity of table `name` once `prepare` has created it (or
-/// altered it: MySQL's creation time changes with an index).
-pub(crate) async fn created<C: SqlConn>(conn: &mut C, name: &str) -> Result<(), DriverError> {
-    if let Some(id) = identity(conn, name).await? {
-        conn.simple(&format!(
-            "UPDATE {MARKER_TABLE} SET identity = '{}' WHERE name = '{name}'",
-            id.replace('\'', "''")
-        ))
-        .await?;
-    }
-    Ok(())
+/// What prepare says of a table an earlier loadcell recorded.
+pub(crate) fn earlier_prepare_message(name: &str) -> String {
+    format!(
+        "Table '{name}' was recorded by an earlier loadcell, whose record cannot tell it from a \
+         table another tool created again under the same name: left as it is. If it is \
+         loadcell's, drop it by hand (DROP TABLE {name}) and prepare again"
+    )
 }
 
-/// Drops every table `workload`'s `prepare` recorded, and nothing else;
-/// drops the marker table itself once it is empty. Returns the names
-/// dropped.
+/// Drops table `name` if it still carries `tag`, checked right before the
+/// drop. PostgreSQL and SQLite check and drop in one transaction, the
+/// table locked, so nothing can replace it in between; MySQL has no
+/// transactional DDL (and LOCK TABLES needs a privilege sysbench's users
+/// may lack), so there the check immediately precedes the DROP.
+async fn drop_if_tagged<C: SqlConn>(
+    conn: &mut C,
+    name: &str,
+    tag: &Tag,
+) -> Result<bool, DriverError> {
+    let drop = format!("DROP TABLE {name}");
+    let (begin, lock) = match conn.dialect() {
+        Dialect::MySql => {
+            if !carries(conn, name, tag).await? {
+                return Ok(false);
+            }
+            conn.simple(&drop).await?;
+            return Ok(true);
+        }
+        Dialect::Postgres => (
+            "BEGIN",
+            Some(format!("LOCK TABLE {name} IN ACCESS EXCLUSIVE MODE")),
+        ),
+        Dialect::Sqlite => ("BEGIN IMMEDIATE", None),
+    };
+    conn.simple(begin).await?;
+    let checked = async {
+        if let Some(lock) = &lock {
+            conn.simple(lock).await?;
+        }
+        if !carries(conn, name, tag).await? {
+            return Ok(false);
+        }
+        conn.simple(&drop).await?;
+        Ok(true)
+    }
+    .await;
+    match checked {
+        Ok(true) => conn.simple("COMMIT").await.map(|()| true),
+        Ok(false) => conn.simple("ROLLBACK").await.map(|()| false),
+        Err(e) => {
+            let _ = conn.simple("ROLLBACK").await;
+            Err(e)
+        }
+    }
+}
+
+/// Drops every table `workload`'s `prepare` recorded that still carries
+/// the tag it was created with, and nothing else; drops the marker table
+/// itself once it is empty. Returns the names dropped.
 pub async fn cleanup<C: SqlConn>(
     conn: &mut C,
     workload: &str,
@@ -169,6 +316,12 @@ pub async fn cleanup<C: SqlConn>(
         ))
         .await?;
     let mut dropped = Vec::new();
+    let not_ours = |name: &str| {
+        format!(
+            "Leaving table '{name}': it is not loadcell's. It does not carry the tag loadcell's \
+             prepare created it with: another tool dropped it and created it again since"
+        )
+    };
     for name in names {
         // Names come from our own marker rows; refuse anything odd.
         if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
@@ -176,15 +329,20 @@ pub async fn cleanup<C: SqlConn>(
             continue;
         }
         match owner(conn, &name).await? {
-            Owner::Loadcell => {
+            Owner::Loadcell(tag) => {
                 observer.message(&format!("Dropping table '{name}'..."));
-                conn.simple(&format!("DROP TABLE {name}")).await?;
+                if drop_if_tagged(conn, &name, &tag).await? {
+                    dropped.push(name.clone());
+                } else {
+                    observer.message(&not_ours(&name));
+                }
                 forget(conn, &name).await?;
-                dropped.push(name.clone());
             }
-            Owner::Other => observer.message(&format!(
-                "Leaving table '{name}': it was dropped and created again since loadcell's \
-                 prepare, not by loadcell"
+            Owner::Other => observer.message(&not_ours(&name)),
+            Owner::Earlier => observer.message(&format!(
+                "Leaving table '{name}': it was recorded by an earlier loadcell, whose record \
+                 cannot tell it from a table another tool created again under the same name. \
+                 If it is loadcell's, drop it by hand: DROP TABLE {name}"
             )),
             Owner::Nobody => {}
         }
@@ -198,4 +356,44 @@ pub async fn cleanup<C: SqlConn>(
         conn.simple(&format!("DROP TABLE {MARKER_TABLE}")).await?;
     }
     Ok(dropped)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_are_random_and_only_tags_parse() {
+        let (a, b) = (Tag::new(), Tag::new());
+        assert_ne!(a, b);
+        assert_eq!(a.0.len(), TAG_PREFIX.len() + ID_LEN);
+        assert_eq!(Tag::parse(&a.0), Some(a.clone()));
+        // An earlier loadcell's identities: MySQL's CREATE_TIME, an OID.
+        for earlier in ["", "2024-05-01 12:00:00", "16384", "loadcell:x'; DROP"] {
+            assert_eq!(Tag::parse(earlier), None, "{earlier}");
+        }
+    }
+
+    #[test]
+    fn every_dialect_puts_the_tag_on_the_table() {
+        let tag = Tag("loadcell:abc".to_string());
+        let def = "(id INTEGER)";
+        assert_eq!(
+            create_sql(
+                Dialect::MySql,
+                "t",
+                &format!("{def} /*! ENGINE = innodb */"),
+                &tag
+            ),
+            "CREATE TABLE t(id INTEGER) /*! ENGINE = innodb */ COMMENT = 'loadcell:abc'"
+        );
+        assert_eq!(
+            create_sql(Dialect::Postgres, "t", def, &tag),
+            "CREATE TABLE t(id INTEGER); COMMENT ON TABLE t IS 'loadcell:abc'"
+        );
+        assert_eq!(
+            create_sql(Dialect::Sqlite, "t", def, &tag),
+            "CREATE TABLE t /* loadcell:abc */ (id INTEGER)"
+        );
+    }
 }

@@ -584,7 +584,8 @@ pub use crate::marker::MARKER_TABLE;
 /// The `workload` column of this family's marker rows.
 const MARKER_WORKLOAD: &str = "oltp";
 
-fn create_table_sql(dialect: Dialect, t: u32, auto_inc: bool) -> String {
+/// What follows `CREATE TABLE sbtestN`: sysbench's columns and engine.
+fn table_definition(dialect: Dialect, auto_inc: bool) -> String {
     let (id_def, engine) = match (dialect, auto_inc) {
         (Dialect::MySql, true) => ("INTEGER NOT NULL AUTO_INCREMENT", " /*! ENGINE = innodb */"),
         (Dialect::MySql, false) => ("INTEGER NOT NULL", " /*! ENGINE = innodb */"),
@@ -592,7 +593,7 @@ fn create_table_sql(dialect: Dialect, t: u32, auto_inc: bool) -> String {
         (Dialect::Postgres, false) | (Dialect::Sqlite, _) => ("INTEGER NOT NULL", ""),
     };
     format!(
-        "CREATE TABLE sbtest{t}(id {id_def}, k INTEGER DEFAULT '0' NOT NULL, \
+        "(id {id_def}, k INTEGER DEFAULT '0' NOT NULL, \
          c CHAR(120) DEFAULT '' NOT NULL, pad CHAR(60) DEFAULT '' NOT NULL, PRIMARY KEY (id)){engine}"
     )
 }
@@ -669,13 +670,20 @@ async fn prepare_table<C: SqlConn>(
     let name = format!("sbtest{t}");
     let owner = marker::owner(conn, &name).await?;
     let mut have = 0u64;
-    if owner == Owner::Other {
-        observer.message(&format!(
-            "Table '{name}' already exists and was not created by loadcell: left as it is"
-        ));
-        return Ok(());
+    match owner {
+        Owner::Other => {
+            observer.message(&format!(
+                "Table '{name}' already exists and was not created by loadcell: left as it is"
+            ));
+            return Ok(());
+        }
+        Owner::Earlier => {
+            observer.message(&marker::earlier_prepare_message(&name));
+            return Ok(());
+        }
+        Owner::Loadcell(_) | Owner::Nobody => {}
     }
-    if owner == Owner::Loadcell {
+    if matches!(owner, Owner::Loadcell(_)) {
         have = conn
             .query_i64(&format!("SELECT COALESCE(MAX(id), 0) FROM {name}"))
             .await?
@@ -693,10 +701,11 @@ async fn prepare_table<C: SqlConn>(
         ));
     } else {
         observer.message(&format!("Creating table '{name}'..."));
-        // Record first, so an interrupted prepare can still be cleaned up.
-        marker::record(conn, &name, MARKER_WORKLOAD).await?;
-        conn.simple(&create_table_sql(dialect, t, opts.auto_inc))
-            .await?;
+        // Record first, so an interrupted prepare can still be cleaned up;
+        // the table carries the same tag from its creation on.
+        let tag = marker::Tag::new();
+        marker::record(conn, &name, MARKER_WORKLOAD, &tag).await?;
+        marker::create(conn, &name, &table_definition(dialect, opts.auto_inc), &tag).await?;
         if rows > 0 {
             observer.message(&format!("Inserting {rows} records into '{name}'"));
         }
@@ -739,23 +748,16 @@ async fn prepare_table<C: SqlConn>(
         .await?;
     }
     let index = format!("k_{t}");
-    let mut altered = owner == Owner::Nobody;
     if opts.create_secondary && !index_exists(conn, &name, &index).await? {
         observer.message(&format!("Creating a secondary index on '{name}'..."));
         conn.simple(&format!("CREATE INDEX {index} ON {name}(k)"))
             .await?;
-        altered = true;
-    }
-    // Last, once the table is as prepare leaves it: creating the index
-    // changes MySQL's CREATE_TIME, the identity it is known by.
-    if altered {
-        marker::created(conn, &name).await?;
     }
     Ok(())
 }
 
-/// Drops every table loadcell's `prepare` recorded for the OLTP suite,
-/// and nothing else. Returns the names dropped.
+/// Drops every table loadcell's `prepare` created for the OLTP suite and
+/// that still carries its tag, and nothing else. Returns the names dropped.
 pub async fn cleanup<C: SqlConn>(
     conn: &mut C,
     observer: &dyn PrepareObserver,

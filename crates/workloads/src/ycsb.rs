@@ -957,8 +957,9 @@ fn update_sql(d: Dialect, fields: impl Iterator<Item = u32>) -> String {
     t.push(" WHERE YCSB_KEY = ").param().sql
 }
 
-fn create_table_sql(dialect: Dialect, fields: u32) -> String {
-    let mut sql = format!("CREATE TABLE {TABLE} (YCSB_KEY VARCHAR(255) PRIMARY KEY");
+/// What follows `CREATE TABLE usertable`: YCSB's JDBC binding's columns.
+fn table_definition(dialect: Dialect, fields: u32) -> String {
+    let mut sql = "(YCSB_KEY VARCHAR(255) PRIMARY KEY".to_string();
     for i in 0..fields {
         let _ = write!(sql, ", FIELD{i} TEXT");
     }
@@ -1256,13 +1257,20 @@ where
     marker::ensure(&mut first).await?;
     let owner = marker::owner(&mut first, TABLE).await?;
     let records = opts.record_count;
-    if owner == Owner::Other {
-        observer.message(&format!(
-            "Table '{TABLE}' already exists and was not created by loadcell: left as it is"
-        ));
-        return Ok(());
+    match owner {
+        Owner::Other => {
+            observer.message(&format!(
+                "Table '{TABLE}' already exists and was not created by loadcell: left as it is"
+            ));
+            return Ok(());
+        }
+        Owner::Earlier => {
+            observer.message(&marker::earlier_prepare_message(TABLE));
+            return Ok(());
+        }
+        Owner::Loadcell(_) | Owner::Nobody => {}
     }
-    let complete = if owner == Owner::Loadcell {
+    let complete = if matches!(owner, Owner::Loadcell(_)) {
         check_fields(&mut first, opts.field_count).await?;
         let have = first
             .query_i64(&format!("SELECT COUNT(*) FROM {TABLE}"))
@@ -1281,12 +1289,12 @@ where
         true
     } else {
         observer.message(&format!("Creating table '{TABLE}'..."));
-        // Record first, so an interrupted prepare can still be cleaned up.
-        marker::record(&mut first, TABLE, MARKER_WORKLOAD).await?;
-        first
-            .simple(&create_table_sql(dialect, opts.field_count))
-            .await?;
-        marker::created(&mut first, TABLE).await?;
+        // Record first, so an interrupted prepare can still be cleaned up;
+        // the table carries the same tag from its creation on.
+        let tag = marker::Tag::new();
+        marker::record(&mut first, TABLE, MARKER_WORKLOAD, &tag).await?;
+        let definition = table_definition(dialect, opts.field_count);
+        marker::create(&mut first, TABLE, &definition, &tag).await?;
         observer.message(&format!("Inserting {records} records into '{TABLE}'"));
         false
     };
@@ -1382,7 +1390,8 @@ async fn load_sql<C: SqlConn>(
     Ok(())
 }
 
-/// Drops `usertable` if loadcell's `prepare` created it, and nothing else.
+/// Drops `usertable` if loadcell's `prepare` created it and it still
+/// carries its tag, and nothing else.
 pub async fn cleanup<C: SqlConn>(
     conn: &mut C,
     observer: &dyn PrepareObserver,
@@ -2252,8 +2261,8 @@ mod tests {
             "UPDATE usertable SET FIELD0 = $1, FIELD1 = $2 WHERE YCSB_KEY = $3"
         );
         assert_eq!(
-            create_table_sql(Dialect::Sqlite, 2),
-            "CREATE TABLE usertable (YCSB_KEY VARCHAR(255) PRIMARY KEY, FIELD0 TEXT, FIELD1 TEXT)"
+            table_definition(Dialect::Sqlite, 2),
+            "(YCSB_KEY VARCHAR(255) PRIMARY KEY, FIELD0 TEXT, FIELD1 TEXT)"
         );
     }
 
