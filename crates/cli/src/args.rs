@@ -77,6 +77,7 @@ Takes every `run` option; exactly one of them gets a comma-separated list.
 Sweep options:
   --repeat N           run each point N times and report mean and spread (default 1)
   --out PATH           the sweep file (default RESULTS_DIR/<UTC time>-sweep-<workload>.json)
+  --json               print the sweep file instead of the table (progress goes to stderr)
 Examples:
   loadcell sweep oltp_read_write --target mysql://root@127.0.0.1/sbtest --threads 1,2,4,8,16,32,64 --time 30s --warmup 5s --repeat 3
   loadcell sweep kv --target redis://127.0.0.1:6379 --threads 2 --clients 25 --pipeline 1,4,16,64 --time 10s";
@@ -91,6 +92,7 @@ Findmax options:
   --min-achieved 95%   the achieved rate must reach this share of the target (default 95%)
   --max-probes N       at most this many probes (default 20)
   --out PATH           the findmax file (default RESULTS_DIR/<UTC time>-findmax-<workload>.json)
+  --json               print the findmax file instead of the table (progress goes to stderr)
 Example:
   loadcell findmax kv --target redis://127.0.0.1:6379 --threads 2 --clients 25 --time 10s --sla 'p99<=2ms'";
 

@@ -358,6 +358,12 @@ pub fn build(a: &PlanArgs, inputs: &[Input]) -> anyhow::Result<PlanView> {
 /// report with its plan section when asked.
 pub fn run(a: &PlanArgs) -> anyhow::Result<()> {
     crate::views::refuse_overwriting_results(&[("--html", &a.html)])?;
+    if a.json && a.html.as_deref() == Some(std::path::Path::new("-")) {
+        return Err(anyhow!(
+            "--json prints the plan on stdout as one JSON document, and --html - would add the \
+             HTML report to it: give --html a file name (e.g. --html plan.html)"
+        ));
+    }
     let inputs = a
         .files
         .iter()

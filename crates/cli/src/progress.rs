@@ -1,5 +1,7 @@
 //! What the user sees while things happen: a progress bar for `prepare`
-//! and live interval lines during `run`.
+//! and live interval lines during `run`, all of it on stderr. Stdout holds
+//! a command's result only (the summary, or with `--json` one JSON
+//! document), whatever was prepared or cleaned up on the way.
 
 use std::fs::File;
 use std::io::{BufWriter, Write as _};
@@ -7,20 +9,22 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use anyhow::Context as _;
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use loadcell_record::{hdrlog, Stats};
 
 use crate::metrics::Exposition;
 use loadcell_engine::{IntervalView, Observer, Phase};
 use loadcell_workloads::oltp::PrepareObserver;
 
+/// Messages and a bar on stderr; the bar is drawn only when stderr is a
+/// terminal (redirected to a file or a pipe, only the messages show).
 pub struct PrepareProgress {
     bar: ProgressBar,
 }
 
 impl PrepareProgress {
     pub fn new() -> PrepareProgress {
-        let bar = ProgressBar::new(0);
+        let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
         bar.set_style(
             ProgressStyle::with_template(
                 "{spinner} [{elapsed_precise}] [{bar:40}] {human_pos}/{human_len} rows ({per_sec}, eta {eta})",
@@ -38,7 +42,7 @@ impl PrepareProgress {
 
 impl PrepareObserver for PrepareProgress {
     fn message(&self, text: &str) {
-        self.bar.suspend(|| println!("{text}"));
+        self.bar.suspend(|| eprintln!("{text}"));
     }
 
     fn add_total(&self, rows: u64) {

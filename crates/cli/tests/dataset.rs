@@ -131,7 +131,7 @@ fn redis_prepare_run_cleanup() {
 
     let mut args = vec!["prepare", "kv", "--threads", "3"];
     args.extend(t);
-    let o = stdout(&ok(loadcell(dir.path(), &args)));
+    let o = stderr(&ok(loadcell(dir.path(), &args)));
     assert!(
         o.contains("Loading data set 't' (1000 keys: 200 profile (hashes of 10 fields), 700 small, 100 big; shares 2:7:1)"),
         "{o}"
@@ -163,7 +163,7 @@ fn redis_prepare_run_cleanup() {
     }
 
     // Idempotent.
-    let o = stdout(&ok(loadcell(dir.path(), &args)));
+    let o = stderr(&ok(loadcell(dir.path(), &args)));
     assert!(
         o.contains("Data set 't' is already loaded") && o.contains("nothing to do"),
         "{o}"
@@ -285,7 +285,7 @@ fn redis_prepare_run_cleanup() {
         stderr(&o)
     );
 
-    let o = stdout(&ok(loadcell(
+    let o = stderr(&ok(loadcell(
         dir.path(),
         &["cleanup", "kv", "--dataset", file, "--target", &url],
     )));
@@ -298,7 +298,7 @@ fn redis_prepare_run_cleanup() {
     assert!(!o.contains("not loadcell's"), "{o}");
     assert_eq!(cli(&["DBSIZE"]), "1", "only theirs is left");
     assert_eq!(cli(&["GET", "theirs"]), "1");
-    let o = stdout(&ok(loadcell(
+    let o = stderr(&ok(loadcell(
         dir.path(),
         &["cleanup", "kv", "--dataset", file, "--target", &url],
     )));
@@ -357,12 +357,12 @@ fn memcached_takes_strings_and_refuses_hashes_before_connecting() {
     );
     let mut args = vec!["prepare", "kv"];
     args.extend(t);
-    let o = stdout(&ok(loadcell(dir.path(), &args)));
+    let o = stderr(&ok(loadcell(dir.path(), &args)));
     assert!(
         o.contains("1000 keys: 875 small, 125 big; shares 7:1"),
         "{o}"
     );
-    let o = stdout(&ok(loadcell(dir.path(), &args)));
+    let o = stderr(&ok(loadcell(dir.path(), &args)));
     assert!(o.contains("nothing to do"), "{o}");
     let mut args = vec!["--ratio", "1:3", "--pipeline", "4", "--events", "250"];
     args.extend(t);
@@ -373,14 +373,14 @@ fn memcached_takes_strings_and_refuses_hashes_before_connecting() {
 
     let mut args = vec!["cleanup", "kv"];
     args.extend(t);
-    let o = stdout(&ok(loadcell(dir.path(), &args)));
+    let o = stderr(&ok(loadcell(dir.path(), &args)));
     assert!(o.contains("Deleted the 1000 keys of data set 't'"), "{o}");
     assert_eq!(curr_items(port), 1, "only theirs is left");
     assert_eq!(
         memcached_says(port, "get theirs\r\n"),
         "VALUE theirs 0 1\r\n1\r\nEND\r\n"
     );
-    let o = stdout(&ok(loadcell(dir.path(), &args)));
+    let o = stderr(&ok(loadcell(dir.path(), &args)));
     assert!(o.contains("Nothing to clean up"), "{o}");
 }
 

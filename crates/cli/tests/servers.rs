@@ -164,9 +164,9 @@ fn suite(server: TestServer, product: &str) {
         &["cleanup", "oltp_read_write", "--target", &url],
     ));
     assert!(
-        stdout(&o).contains("Leaving table 'sbtest3': it is not loadcell's"),
+        stderr(&o).contains("Leaving table 'sbtest3': it is not loadcell's"),
         "{}",
-        stdout(&o)
+        stderr(&o)
     );
     assert_eq!(
         tables_in_db(&server),

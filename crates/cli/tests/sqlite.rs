@@ -214,7 +214,7 @@ fn prepare_is_idempotent_and_cleanup_drops_only_its_own_tables() {
             "2",
         ],
     ));
-    let out = stdout(&o);
+    let out = stderr(&o);
     assert!(out.contains("Creating table 'sbtest3'"), "{out}");
     assert!(
         out.contains("Creating a secondary index on 'sbtest1'"),
@@ -242,7 +242,7 @@ fn prepare_is_idempotent_and_cleanup_drops_only_its_own_tables() {
     };
     // Again: nothing to do.
     let o = prepare("500");
-    assert!(stdout(&o).contains("nothing to do"), "{}", stdout(&o));
+    assert!(stderr(&o).contains("nothing to do"), "{}", stderr(&o));
     // A bigger table size completes the existing tables.
     prepare("800");
     assert_eq!(sqlite("SELECT COUNT(*) FROM sbtest2"), 800);
@@ -251,9 +251,9 @@ fn prepare_is_idempotent_and_cleanup_drops_only_its_own_tables() {
     sqlite_exec(&db, "DROP TABLE sbtest3");
     let o = prepare("800");
     assert!(
-        stdout(&o).contains("Creating table 'sbtest3'"),
+        stderr(&o).contains("Creating table 'sbtest3'"),
         "{}",
-        stdout(&o)
+        stderr(&o)
     );
     assert_eq!(sqlite("SELECT COUNT(*) FROM sbtest3"), 800);
 
@@ -276,9 +276,9 @@ fn prepare_is_idempotent_and_cleanup_drops_only_its_own_tables() {
         ],
     ));
     assert!(
-        stdout(&o).contains("'sbtest4' already exists and was not created by loadcell"),
+        stderr(&o).contains("'sbtest4' already exists and was not created by loadcell"),
         "{}",
-        stdout(&o)
+        stderr(&o)
     );
 
     ok(loadcell(

@@ -109,13 +109,13 @@ fn sqlite_every_workload_with_exact_mixes() {
     args.extend(t);
     let o = ok(loadcell(dir.path(), &args));
     assert!(
-        stdout(&o).contains("Inserting 500 records into 'usertable'"),
+        stderr(&o).contains("Inserting 500 records into 'usertable'"),
         "{}",
-        stdout(&o)
+        stderr(&o)
     );
     // Idempotent.
     let o = ok(loadcell(dir.path(), &args));
-    assert!(stdout(&o).contains("nothing to do"), "{}", stdout(&o));
+    assert!(stderr(&o).contains("nothing to do"), "{}", stderr(&o));
 
     for (workload, _) in WORKLOADS {
         let r = run(dir.path(), workload, 1000, &t);
@@ -204,9 +204,9 @@ fn sqlite_every_workload_with_exact_mixes() {
     args.extend(&t[..2]);
     let o = ok(loadcell(dir.path(), &args));
     assert!(
-        stdout(&o).contains("Dropping table 'usertable'"),
+        stderr(&o).contains("Dropping table 'usertable'"),
         "{}",
-        stdout(&o)
+        stderr(&o)
     );
     let mut args = vec!["run", "ycsb-a", "--events", "10"];
     args.extend(t);
@@ -417,9 +417,9 @@ fn sql_server(server: TestServer) {
         ],
     ));
     assert!(
-        stdout(&o).contains("not created by loadcell"),
+        stderr(&o).contains("not created by loadcell"),
         "{}",
-        stdout(&o)
+        stderr(&o)
     );
     refused_as_not_prepared(
         dir.path(),
