@@ -78,6 +78,24 @@ pub fn thread_cpu() -> Duration {
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
+/// Time the calling thread has spent ready to run but waiting for a CPU
+/// (the run-queue delay of `/proc/thread-self/schedstat`), or `None` where
+/// the kernel does not keep it. With [`thread_cpu`] it tells a thread that
+/// had nothing to do from one that had work but no core to do it on: on a
+/// host busy with other processes a thread that never sleeps gets perhaps
+/// half a core, and is as saturated as one that gets all of it.
+pub fn thread_run_delay() -> Option<Duration> {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    parse_run_delay(&text)
+}
+
+/// The second field of a `schedstat` line: nanoseconds spent waiting on a
+/// run queue.
+fn parse_run_delay(schedstat: &str) -> Option<Duration> {
+    let ns = schedstat.split_whitespace().nth(1)?.parse::<u64>().ok()?;
+    Some(Duration::from_nanos(ns))
+}
+
 /// Serves [`wait_until`] on this thread with a `timerfd` until dropped
 /// (the engine runs one per worker, beside its sessions). Returns at once
 /// where no timerfd can be made; waits then fall back to Tokio's timer and
@@ -237,6 +255,21 @@ impl Timer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn run_delay_is_the_second_schedstat_field() {
+        assert_eq!(
+            parse_run_delay("941510542 1038375367 244\n"),
+            Some(Duration::from_nanos(1_038_375_367))
+        );
+        assert_eq!(parse_run_delay("12"), None);
+        assert_eq!(parse_run_delay(""), None);
+        // Where the kernel keeps it, it never goes backwards.
+        if let Some(before) = thread_run_delay() {
+            std::thread::yield_now();
+            assert!(thread_run_delay().unwrap() >= before);
+        }
+    }
 
     fn runtime() -> tokio::runtime::Runtime {
         tokio::runtime::Builder::new_current_thread()

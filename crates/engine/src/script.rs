@@ -2,7 +2,7 @@
 //! transaction, or a single request) on a session, timing each operation
 //! through [`Ctx`]. The harness does the timing; scripts and drivers don't.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -99,18 +99,22 @@ struct HeldReplies {
 }
 
 /// A worker's stats: one sink per phase, so that an event is counted in
-/// the phase it was claimed in, however late the interval is cut.
+/// the phase it was claimed in, however late the interval is cut; and how
+/// long all of the worker's sessions were waiting on the server.
 #[derive(Debug)]
 pub(crate) struct Sinks {
     pub measured: RefCell<Stats>,
     pub warmup: RefCell<Stats>,
+    pub all_waiting: AllWaiting,
 }
 
 impl Sinks {
-    pub fn new(op_kinds: usize) -> Sinks {
+    /// Stats for `op_kinds` operation kinds, on a worker with `sessions`.
+    pub fn new(op_kinds: usize, sessions: usize) -> Sinks {
         Sinks {
             measured: RefCell::new(Stats::new(op_kinds)),
             warmup: RefCell::new(Stats::new(op_kinds)),
+            all_waiting: AllWaiting::new(sessions),
         }
     }
 
@@ -126,6 +130,63 @@ impl Sinks {
 /// The error class of an operation that found no record (see
 /// [`Ctx::not_found`]), beside the driver's classes.
 pub const NOT_FOUND: &str = "not found";
+
+/// How long every session of a worker was waiting on the server at once:
+/// each with an event in flight (sent, its answer not yet read), or its
+/// connection lost and being made again. A session that is free claims an
+/// overdue event at once, so events that start late while all sessions
+/// wait were held back by the server, not by the client. Worker-local:
+/// two counters and a clock reading the session already has, per event.
+#[derive(Debug)]
+pub(crate) struct AllWaiting {
+    sessions: usize,
+    waiting: Cell<usize>,
+    /// Since when all sessions have been waiting (`None` while one is free).
+    since: Cell<Option<Instant>>,
+    /// All-waiting time not yet taken by [`AllWaiting::take`].
+    total: Cell<Duration>,
+}
+
+impl AllWaiting {
+    pub fn new(sessions: usize) -> AllWaiting {
+        AllWaiting {
+            sessions,
+            waiting: Cell::new(0),
+            since: Cell::new(None),
+            total: Cell::new(Duration::ZERO),
+        }
+    }
+
+    /// A session starts waiting on the server at `at`.
+    #[inline]
+    pub fn start(&self, at: Instant) {
+        let n = self.waiting.get() + 1;
+        self.waiting.set(n);
+        if n == self.sessions {
+            self.since.set(Some(at));
+        }
+    }
+
+    /// A session that was waiting is free again at `at`.
+    #[inline]
+    pub fn end(&self, at: Instant) {
+        if let Some(since) = self.since.take() {
+            self.total
+                .set(self.total.get() + at.saturating_duration_since(since));
+        }
+        self.waiting.set(self.waiting.get().saturating_sub(1));
+    }
+
+    /// The all-waiting time up to `now` since the last call.
+    pub fn take(&self, now: Instant) -> Duration {
+        if let Some(since) = self.since.get() {
+            self.total
+                .set(self.total.get() + now.saturating_duration_since(since));
+            self.since.set(Some(now.max(since)));
+        }
+        self.total.replace(Duration::ZERO)
+    }
+}
 
 /// Times operations and records them into the worker's stats.
 pub struct Ctx {
@@ -243,7 +304,7 @@ mod tests {
     use super::*;
 
     fn ctx(op_kinds: usize) -> Ctx {
-        Ctx::new(Rc::new(Sinks::new(op_kinds)))
+        Ctx::new(Rc::new(Sinks::new(op_kinds, 1)))
     }
 
     #[test]
@@ -305,6 +366,29 @@ mod tests {
             (sample.class.as_str(), sample.message.as_str(), sample.count),
             ("not found", "read: no such record", 2)
         );
+    }
+
+    #[test]
+    fn all_waiting_counts_only_while_every_session_waits() {
+        let w = AllWaiting::new(2);
+        let t0 = Instant::now();
+        let ms = |n: u64| t0 + Duration::from_millis(n);
+        w.start(ms(0));
+        w.end(ms(10));
+        assert_eq!(w.take(ms(10)), Duration::ZERO, "one of two never is all");
+        w.start(ms(20));
+        w.start(ms(30)); // both wait from 30...
+        w.end(ms(80)); // ...to 80
+        w.start(ms(90)); // both again, still at the cut
+        assert_eq!(w.take(ms(100)), Duration::from_millis(60));
+        w.end(ms(130));
+        assert_eq!(
+            w.take(ms(200)),
+            Duration::from_millis(30),
+            "split at the cut"
+        );
+        w.end(ms(210));
+        assert_eq!(w.take(ms(300)), Duration::ZERO);
     }
 
     #[test]

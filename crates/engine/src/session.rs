@@ -11,7 +11,7 @@ use rand::SeedableRng;
 
 use crate::control::StopReason;
 use crate::schedule::{wait_until, Claim};
-use crate::script::{Ctx, Script, SessionInfo, Sinks};
+use crate::script::{AllWaiting, Ctx, Script, SessionInfo, Sinks};
 use crate::worker::Shared;
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(10);
@@ -30,6 +30,37 @@ struct Session<D: Driver, S: Script<D::Conn>> {
     shared: Arc<Shared<D, S>>,
     ctx: Ctx,
     info: SessionInfo,
+    sinks: Rc<Sinks>,
+}
+
+/// A session waiting on the server, from the start of an event to its
+/// end, or through the reconnection when the connection is lost; however
+/// the session stops, it is counted free again.
+struct Waiting<'a> {
+    on: &'a AllWaiting,
+    over: bool,
+}
+
+impl<'a> Waiting<'a> {
+    #[inline]
+    fn start(on: &'a AllWaiting, at: Instant) -> Waiting<'a> {
+        on.start(at);
+        Waiting { on, over: false }
+    }
+
+    #[inline]
+    fn end(mut self, at: Instant) {
+        self.on.end(at);
+        self.over = true;
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        if !self.over {
+            self.on.end(Instant::now());
+        }
+    }
 }
 
 impl<D, S> Session<D, S>
@@ -135,6 +166,7 @@ where
                     Instant::now()
                 }
             };
+            let waiting = Waiting::start(&self.sinks.all_waiting, started);
             loop {
                 let result = shared
                     .script
@@ -150,6 +182,7 @@ where
                             end - started,
                             due.map(|d| started.saturating_duration_since(d)),
                         );
+                        waiting.end(end);
                         break;
                     }
                     Err(e) => e,
@@ -181,7 +214,8 @@ where
                         return;
                     }
                 }
-                // The connection is gone: the event is lost; reconnect.
+                // The connection is gone: the event is lost; reconnect
+                // (still waiting on the server).
                 self.ctx.stats().borrow_mut().failed_events += 1;
                 match self.connect(false).await {
                     Some((c, s)) => {
@@ -209,8 +243,9 @@ where
     };
     Session {
         shared,
-        ctx: Ctx::new(sinks),
+        ctx: Ctx::new(Rc::clone(&sinks)),
         info,
+        sinks,
     }
     .run()
     .await

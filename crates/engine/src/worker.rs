@@ -95,12 +95,19 @@ impl<D, S> Shared<D, S> {
 }
 
 /// Stats cut from a worker: events claimed in the measurement phase and
-/// events claimed during warm-up, kept apart.
+/// events claimed during warm-up, kept apart; and what the worker was
+/// doing meanwhile.
 pub(crate) struct Cut {
     pub measured: Stats,
     pub warmup: Stats,
     /// CPU time this worker thread has used since it started.
     pub cpu: Duration,
+    /// Time it has spent ready to run but waiting for a CPU, since it
+    /// started (`None` where the kernel does not say).
+    pub run_delay: Option<Duration>,
+    /// How long all of its sessions were waiting on the server at once,
+    /// since the last cut.
+    pub all_waiting: Duration,
 }
 
 impl Cut {
@@ -117,6 +124,8 @@ impl Cut {
             measured: swap(&sinks.measured),
             warmup: swap(&sinks.warmup),
             cpu: loadcell_core::clock::thread_cpu(),
+            run_delay: loadcell_core::clock::thread_run_delay(),
+            all_waiting: sinks.all_waiting.take(Instant::now()),
         }
     }
 }
@@ -161,7 +170,9 @@ async fn work<D, S>(
     D: Driver,
     S: Script<D::Conn> + Send + Sync,
 {
-    let sinks = Rc::new(Sinks::new(shared.script.ops().len()));
+    // Sessions are dealt round-robin, so worker loads differ by one at most.
+    let mine = (worker..shared.plan.sessions()).step_by(shared.plan.workers);
+    let sinks = Rc::new(Sinks::new(shared.script.ops().len(), mine.len()));
     let next_seq = Rc::new(Cell::new(0usize));
     let recycled = Rc::new(RefCell::new(recycled));
 
@@ -191,8 +202,7 @@ async fn work<D, S>(
     // Rate-limited sessions wait on this worker's precise timer.
     let timer = tokio::task::spawn_local(loadcell_core::clock::run_timer());
     let mut sessions = JoinSet::new();
-    // Sessions are dealt round-robin, so worker loads differ by one at most.
-    for index in (worker..shared.plan.sessions()).step_by(shared.plan.workers) {
+    for index in mine {
         sessions.spawn_local(run_session(Arc::clone(&shared), Rc::clone(&sinks), index));
     }
     let all_done = async { while sessions.join_next().await.is_some() {} };

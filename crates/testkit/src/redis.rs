@@ -1,7 +1,8 @@
 //! Private Redis servers and clusters on free 127.0.0.1 ports.
 //!
 //! [`redis()`] starts `redis-server --bind 127.0.0.1 --port P --save ''
-//! --appendonly no --dir TMP` (as the `redis` user when run as root), URL
+//! --appendonly no --dir TMP --enable-debug-command local` (as the `redis`
+//! user when run as root; `redis-cli DEBUG SLEEP` stalls it), URL
 //! `redis://127.0.0.1:P`; [`redis_with_password`] adds `requirepass`
 //! (URL `redis://:PASS@127.0.0.1:P`). [`redis_cluster`] starts `n` such
 //! servers with `--cluster-enabled yes`, joins them with `redis-cli
@@ -249,7 +250,10 @@ fn start_redis(
         }
         cmd.args(["--save", "", "--appendonly", "no", "--dir"])
             .arg(&server.data_dir)
-            .args(["--daemonize", "no", "--logfile", ""]);
+            .args(["--daemonize", "no", "--logfile", ""])
+            // DEBUG SLEEP from redis-cli on this host stalls the server on
+            // cue (Redis 7 refuses DEBUG by default).
+            .args(["--enable-debug-command", "local"]);
         if let Some(p) = password {
             cmd.args(["--requirepass", p]);
         }
