@@ -424,7 +424,7 @@ fn redis_cleanup_leaves_keys_another_writer_wrote_again() {
     cli(&["HSET", &hash0, "f000000000", "theirs"]);
     cli(&["DEL", marker]);
     cli(&["SET", marker, &recorded]);
-    let o = stdout(&ok(loadcell_kv("cleanup")));
+    let o = stderr(&ok(loadcell_kv("cleanup")));
     assert!(o.contains("Deleted the 998 keys of data set 't'"), "{o}");
     assert!(
         o.contains("Left 2 keys of data set 't' in place: not loadcell's"),
@@ -498,7 +498,7 @@ fn memcached_cleanup_leaves_keys_another_writer_wrote_again() {
         ),
         "STORED\r\n"
     );
-    let o = stdout(&ok(loadcell_kv("cleanup")));
+    let o = stderr(&ok(loadcell_kv("cleanup")));
     assert!(o.contains("Deleted the 999 keys of data set 't'"), "{o}");
     assert!(
         o.contains("Left 1 key of data set 't' in place: not loadcell's"),

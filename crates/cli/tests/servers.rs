@@ -146,7 +146,7 @@ fn suite(server: TestServer, product: &str) {
     in_one_second(
         || {
             let o = ok(loadcell(dir.path(), &args));
-            let out = stdout(&o);
+            let out = stderr(&o);
             assert!(out.contains("Creating table 'sbtest3'"), "{out}");
             assert!(
                 out.contains("'sbtest2' already exists and was not created by loadcell"),
@@ -245,7 +245,7 @@ fn recreated_by_another_tool(server: TestServer) {
         );
     };
     let cleanup = |workload: &str| {
-        stdout(&ok(loadcell(
+        stderr(&ok(loadcell(
             dir.path(),
             &["cleanup", workload, "--target", &url],
         )))

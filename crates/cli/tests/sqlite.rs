@@ -331,7 +331,7 @@ fn cleanup_leaves_tables_another_writer_created_again() {
         dir.path(),
         &["cleanup", "oltp_read_write", "--target", &target],
     ));
-    let out = stdout(&o);
+    let out = stderr(&o);
     for t in ["sbtest1", "sbtest2"] {
         assert!(
             out.contains(&format!("Leaving table '{t}': it is not loadcell's")),
@@ -363,7 +363,7 @@ fn cleanup_leaves_tables_another_writer_created_again() {
             "200",
         ],
     ));
-    let out = stdout(&o);
+    let out = stderr(&o);
     assert!(
         out.contains("Table 'sbtest4' was recorded by an earlier loadcell"),
         "{out}"
@@ -394,7 +394,7 @@ fn cleanup_leaves_tables_another_writer_created_again() {
         ok(loadcell(dir.path(), &args))
     };
     ycsb("prepare");
-    let out = stdout(&ycsb("cleanup"));
+    let out = stderr(&ycsb("cleanup"));
     assert!(out.contains("Dropping table 'usertable'"), "{out}");
     assert!(sqlite_names(&db).is_empty(), "{:?}", sqlite_names(&db));
     ycsb("prepare");
@@ -405,7 +405,7 @@ fn cleanup_leaves_tables_another_writer_created_again() {
          FIELD6 TEXT, FIELD7 TEXT, FIELD8 TEXT, FIELD9 TEXT); \
          INSERT INTO usertable (YCSB_KEY) VALUES ('theirs');",
     );
-    let out = stdout(&ycsb("cleanup"));
+    let out = stderr(&ycsb("cleanup"));
     assert!(
         out.contains("Leaving table 'usertable': it is not loadcell's"),
         "{out}"
