@@ -84,7 +84,18 @@ fn resolve_target(t: &TargetArgs) -> anyhow::Result<(Target, bool)> {
 }
 
 fn default_sqlite(path: &Path) -> anyhow::Result<Target> {
-    Ok(Target::parse(&format!("sqlite:{}", path.display()))?)
+    // What a URL would read otherwise: '%' as an escape, '?' as the start
+    // of the parameters and '#' as a fragment.
+    let mut escaped = String::new();
+    for c in path.display().to_string().chars() {
+        match c {
+            '%' => escaped.push_str("%25"),
+            '?' => escaped.push_str("%3F"),
+            '#' => escaped.push_str("%23"),
+            c => escaped.push(c),
+        }
+    }
+    Ok(Target::parse(&format!("sqlite:{escaped}"))?)
 }
 
 /// Rejects a workload that the target's driver cannot serve, before any

@@ -1,6 +1,8 @@
 //! The driver trait: how to open a session to a system. What a session can
 //! do is given by the family traits (see [`crate::sql`]).
 
+use std::time::Duration;
+
 use crate::DriverError;
 
 /// Product and version as the server reports them.
@@ -24,6 +26,18 @@ pub trait Driver: Send + Sync + 'static {
 
     async fn connect(&self) -> Result<Self::Conn, DriverError>;
 
+    /// [`Driver::connect`], given up after `timeout` with an error that
+    /// says so. A driver that knows what its connect waits for (the
+    /// server's greeting, the reply to its first message) overrides this to
+    /// say that instead, so that a server that is silent, or that speaks
+    /// another protocol, is named as such rather than as slow.
+    async fn connect_within(&self, timeout: Duration) -> Result<Self::Conn, DriverError> {
+        match tokio::time::timeout(timeout, self.connect()).await {
+            Ok(result) => result,
+            Err(_) => Err(connect_timed_out(&self.endpoint(), timeout)),
+        }
+    }
+
     async fn server_info(&self, conn: &mut Self::Conn) -> Result<ServerInfo, DriverError>;
 
     /// The server's own counters, sampled once per interval on a separate
@@ -36,4 +50,14 @@ pub trait Driver: Send + Sync + 'static {
     ) -> Result<Vec<(String, f64)>, DriverError> {
         Ok(Vec::new())
     }
+}
+
+/// The error for a connect to `endpoint` that did not complete within
+/// `timeout`, when nothing more precise is known (the TCP connection itself
+/// did not complete).
+pub fn connect_timed_out(endpoint: &str, timeout: Duration) -> DriverError {
+    DriverError::connection(format!(
+        "timed out after {} connecting to {endpoint}",
+        humantime::format_duration(timeout)
+    ))
 }

@@ -37,6 +37,7 @@ impl Target {
                 "expected scheme://host:port/... or sqlite:PATH".to_string(),
             ));
         }
+        check_reserved(raw).map_err(&malformed)?;
         if let Some((first, hosts)) = split_host_list(raw).map_err(&malformed)? {
             let url = url::Url::parse(&first).map_err(|e| malformed(e.to_string()))?;
             return Ok(Target {
@@ -45,17 +46,6 @@ impl Target {
             });
         }
         let url = url::Url::parse(raw).map_err(|e| malformed(e.to_string()))?;
-        // An `@` past the authority of a URL without credentials is a
-        // password whose `/`, `?` or `#` cut the authority short: the URL
-        // "parses" with the wrong host, and would be shown unredacted.
-        let after_scheme = raw.split_once("://").map_or("", |(_, rest)| rest);
-        if url.username().is_empty() && url.password().is_none() && after_scheme.contains('@') {
-            return Err(malformed(
-                "an '@' after the host: percent-encode '/', '?', '#' and '@' in the user \
-                 and password (%2F, %3F, %23, %40)"
-                    .to_string(),
-            ));
-        }
         // `scheme://` alone (options aside) means the driver's default host,
         // or none at all for `sim://`; a port, credentials or a database
         // without a host is a typo.
@@ -156,6 +146,72 @@ fn split_host_list(raw: &str) -> Result<Option<(String, Vec<HostPort>)>, String>
     Ok(Some((first_url, hosts)))
 }
 
+/// Refuses, before the URL is parsed, what the parser would misread:
+///
+/// - a `/`, `?` or `#` in the user or password. Each ends the authority,
+///   so that the parser takes what precedes it for the host and port
+///   (`mysql://u:a#b@h:3306/db` fails as "invalid port number";
+///   `mysql://u:12/34@h/db` "parses" with host `u` and port 12). The
+///   message says which part holds the character and how to encode it,
+///   without showing it: the URL's userinfo ends at its last `@`, which
+///   here lies past the authority's end. An `@` in a password is no such
+///   case: the parser takes the last `@` of the authority as the end of the
+///   userinfo, so `u:a@b@h` is user `u`, password `a@b`, host `h`.
+/// - a fragment (`#...`): no target has a use for one, so a `#` there is a
+///   character of a password, database name or path that needed `%23`,
+///   and whatever followed it would be silently dropped.
+///
+/// An `@` in a query parameter's value after a proper `user:password@host`
+/// (`?x=a@b`), or in a URL with no authority at all (`sim://?stall=1s@5s`),
+/// is left alone.
+fn check_reserved(raw: &str) -> Result<(), String> {
+    let Some(scheme_end) = raw.find(':') else {
+        return Ok(());
+    };
+    let after_scheme = &raw[scheme_end + 1..];
+    if let Some(rest) = after_scheme.strip_prefix("//") {
+        let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+        let authority = &rest[..authority_end];
+        let late_at = rest.rfind('@').filter(|&at| at > authority_end);
+        if let (false, Some(at)) = (authority.is_empty(), late_at) {
+            if !(authority.contains('@') && in_query_value(rest, at)) {
+                // The first ':' of the userinfo ends the user name.
+                let part = match rest[..at].find(':') {
+                    Some(colon) if colon < authority_end => "password",
+                    _ => "user name",
+                };
+                return Err(format!(
+                    "the {part} has a character that ends the host part of a URL ('/', '?' \
+                     or '#'): percent-encode it ('/' as %2F, '?' as %3F, '#' as %23, and '%' \
+                     itself as %25)"
+                ));
+            }
+        }
+    }
+    if after_scheme.contains('#') {
+        return Err(
+            "'#' starts a URL fragment, which a target has no use for: write a '#' that is \
+             part of a password, database name or path as %23"
+                .to_string(),
+        );
+    }
+    Ok(())
+}
+
+/// Whether the `@` at `at` in `rest` (the text after `scheme://`) lies in
+/// the value of a query parameter (`?a=1&b=x@y`): after a `?`, before any
+/// `#`, with a `=` between the parameter's start and it.
+fn in_query_value(rest: &str, at: usize) -> bool {
+    let before = &rest[..at];
+    match (before.find('?'), before.find('#')) {
+        (Some(_), None) => {
+            let param_start = before.rfind(['?', '&']).map_or(0, |i| i + 1);
+            before[param_start..].contains('=')
+        }
+        _ => false,
+    }
+}
+
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.redacted())
@@ -171,14 +227,25 @@ impl fmt::Debug for Target {
 /// Where the `user:password` part of the text after `scheme://` ends: at
 /// the authority's last `@`, or, when the authority has none, at the last
 /// `@` anywhere, for a password whose unencoded `/`, `?` or `#` ended the
-/// authority early (`mysql://u:12/34@h/db`).
+/// authority early (`mysql://u:12/34@h/db`), or when that `@` is past the
+/// authority's own and not in a query value (`mysql://u:a@b/c@h/db`). An
+/// empty authority has no userinfo: an `@` past it is in the query
+/// (`sim://?stall=1s@5s`).
 fn userinfo_end(after_scheme: &str) -> Option<usize> {
     let authority_end = after_scheme
         .find(['/', '?', '#'])
         .unwrap_or(after_scheme.len());
-    after_scheme[..authority_end]
-        .rfind('@')
-        .or_else(|| after_scheme.rfind('@'))
+    if authority_end == 0 {
+        return None;
+    }
+    let last = after_scheme.rfind('@');
+    match after_scheme[..authority_end].rfind('@') {
+        None => last,
+        Some(at) => match last {
+            Some(late) if late > authority_end && !in_query_value(after_scheme, late) => Some(late),
+            _ => Some(at),
+        },
+    }
 }
 
 /// `after_scheme` (what follows `scheme://`, or a bare `user:pw@host`) with
@@ -245,6 +312,76 @@ mod tests {
             redact_raw("mysql://u:p@h/db?x=a@b"),
             "mysql://u:***@h/db?x=a@b"
         );
+    }
+
+    #[test]
+    fn reserved_characters_in_the_password_are_named_not_shown() {
+        // '#' and '/' end the authority: the parser would see port "a"
+        // ("invalid port number") or host "u".
+        for (raw, part) in [
+            ("mysql://u:a#b@127.0.0.1:3306/db", "the password"),
+            ("mysql://u:a/b@127.0.0.1:3306/db", "the password"),
+            ("postgres://u:x?y@127.0.0.1:5432/db", "the password"),
+            ("redis://:p#ss@127.0.0.1:6379", "the password"),
+            // (A user name is no secret: it is shown.)
+            ("mysql://us#er:pw@127.0.0.1/db", "the user name"),
+            // After a first '@': a password "a@b/c".
+            ("mysql://u:a@b/c@127.0.0.1/db", "the password"),
+            ("mysql://u:a@b?c@127.0.0.1/db", "the password"),
+            ("redis+cluster://:p#w@h1:7000,h2:7001", "the password"),
+        ] {
+            let e = Target::parse(raw).unwrap_err().to_string();
+            assert!(e.contains(part), "{raw}: {e}");
+            assert!(!e.contains("invalid port"), "{raw}: {e}");
+            for hint in ["percent-encode", "%2F", "%23", "%3F"] {
+                assert!(e.contains(hint), "{raw}: {e}");
+            }
+            for secret in ["a#b", "a/b", "x?y", "p#ss", "b/c", "b?c", "p#w"] {
+                assert!(!e.contains(secret), "{raw}: {e}");
+            }
+        }
+    }
+
+    #[test]
+    fn an_unencoded_at_in_the_password_is_the_last_at_of_the_authority() {
+        let t = Target::parse("mysql://u:a@b@127.0.0.1:3306/db").unwrap();
+        assert_eq!(t.url().host_str(), Some("127.0.0.1"));
+        assert_eq!(t.url().port(), Some(3306));
+        assert_eq!(t.url().username(), "u");
+        assert_eq!(t.url().password(), Some("a%40b"));
+        assert_eq!(t.redacted(), "mysql://u:***@127.0.0.1:3306/db");
+        assert_eq!(
+            redact_raw("mysql://u:a@b@127.0.0.1:3306/db"),
+            "mysql://u:***@127.0.0.1:3306/db"
+        );
+        // The same as %40.
+        let encoded = Target::parse("mysql://u:a%40b@127.0.0.1:3306/db").unwrap();
+        assert_eq!(encoded.url(), t.url());
+    }
+
+    #[test]
+    fn fragments_are_refused() {
+        for raw in [
+            "mysql://u:pw@127.0.0.1:3306/db#1",
+            "redis://127.0.0.1:6379#x",
+            "sqlite:bench#1.db",
+        ] {
+            let e = Target::parse(raw).unwrap_err().to_string();
+            assert!(e.contains("fragment") && e.contains("%23"), "{raw}: {e}");
+            assert!(!e.contains("pw@"), "{raw}: {e}");
+        }
+    }
+
+    #[test]
+    fn an_at_in_a_query_value_is_not_a_password() {
+        // The README's sim URL: no authority, an '@' in a parameter.
+        let raw = "sim://?latency=lognormal:2ms:0.5&concurrency=64&stall=1s@5s&connect=5ms";
+        let t = Target::parse(raw).unwrap();
+        assert_eq!(t.redacted(), raw);
+        assert_eq!(redact_raw(raw), raw);
+        assert!(Target::parse("sim:?stall=1s@5s").is_ok());
+        let t = Target::parse("mysql://u:p@h/db?sslrootcert=/etc/a@b.pem").unwrap();
+        assert_eq!(t.url().host_str(), Some("h"));
     }
 
     #[test]

@@ -9,6 +9,7 @@
 
 pub mod memcached;
 pub mod mysql;
+mod peer;
 pub mod postgres;
 mod read_buffer;
 pub mod redis;

@@ -26,12 +26,12 @@
 
 use std::io;
 use std::sync::Arc;
-use std::time::Duration;
 
 use loadcell_core::kv::{KvCapabilities, KvConn, KvReply, OnReply};
 use loadcell_core::{Driver, DriverError, ErrorClass, ServerInfo, Target};
 use tokio::io::Interest;
 
+use crate::peer::{self, Awaiting, Progress};
 use crate::read_buffer::ReadBuffer;
 use crate::stream::{connect_tcp, Stream};
 use crate::url_text;
@@ -69,8 +69,6 @@ const MAX_LINE: usize = 8 * 1024;
 /// pipeline is written while its replies are read, so that neither side
 /// blocks the other.
 const BATCHED_WRITE: usize = 64 * 1024;
-/// How long `server_info` waits for the answer to `version`.
-const VERSION_TIMEOUT: Duration = Duration::from_secs(10);
 
 const MSG_NO_COMMANDS: &str =
     "memcached does not support arbitrary commands (--command); use --ratio with GET/SET";
@@ -154,6 +152,27 @@ impl MemcachedDriver {
     }
 }
 
+impl MemcachedDriver {
+    /// A connection whose server has answered `version` as memcached does.
+    async fn open(&self, progress: &Progress) -> Result<MemcachedConn, DriverError> {
+        let tcp = connect_tcp(&self.host, self.port)
+            .await
+            .map_err(|e| connect_error(&e, &self.endpoint))?;
+        let mut conn = MemcachedConn {
+            stream: Stream::plain(tcp),
+            endpoint: self.endpoint.clone(),
+            wbuf: Vec::with_capacity(WRITE_BUF),
+            ops: Vec::with_capacity(64),
+            rbuf: ReadBuf::new(),
+            busy: false,
+            version: String::new(),
+        };
+        progress.set(Awaiting::First("memcached reply to `version`"));
+        conn.version = conn.greet().await?;
+        Ok(conn)
+    }
+}
+
 impl Driver for MemcachedDriver {
     type Conn = MemcachedConn;
 
@@ -162,43 +181,29 @@ impl Driver for MemcachedDriver {
     }
 
     async fn connect(&self) -> Result<MemcachedConn, DriverError> {
-        let tcp = connect_tcp(&self.host, self.port)
-            .await
-            .map_err(|e| connect_error(&e, &self.endpoint))?;
-        Ok(MemcachedConn {
-            stream: Stream::plain(tcp),
-            endpoint: self.endpoint.clone(),
-            wbuf: Vec::with_capacity(WRITE_BUF),
-            ops: Vec::with_capacity(64),
-            rbuf: ReadBuf::new(),
-            busy: false,
-        })
+        self.open(&Progress::new()).await
+    }
+
+    async fn connect_within(
+        &self,
+        timeout: std::time::Duration,
+    ) -> Result<MemcachedConn, DriverError> {
+        let progress = Progress::new();
+        peer::within(
+            timeout,
+            &self.endpoint,
+            "memcached",
+            &progress,
+            self.open(&progress),
+        )
+        .await
     }
 
     async fn server_info(&self, conn: &mut MemcachedConn) -> Result<ServerInfo, DriverError> {
-        let line = match tokio::time::timeout(VERSION_TIMEOUT, conn.version()).await {
-            Ok(r) => r?,
-            Err(_) => {
-                // `version` stays unanswered: `busy` keeps the connection
-                // from being used.
-                return Err(DriverError::fatal(format!(
-                    "{} did not answer memcached's `version` within {} s: is it a memcached server?",
-                    self.endpoint,
-                    VERSION_TIMEOUT.as_secs()
-                )));
-            }
-        };
-        match line.strip_prefix("VERSION ") {
-            Some(v) => Ok(ServerInfo {
-                product: "memcached".to_string(),
-                version: v.trim().to_string(),
-            }),
-            None => Err(DriverError::fatal(format!(
-                "{} does not answer like a memcached server: `version` got '{}'",
-                self.endpoint,
-                shown(line.as_bytes())
-            ))),
-        }
+        Ok(ServerInfo {
+            product: "memcached".to_string(),
+            version: conn.version.clone(),
+        })
     }
 
     async fn server_counters(
@@ -260,6 +265,8 @@ pub struct MemcachedConn {
     /// Set while a flush is under way: if its future is dropped half-way,
     /// replies may still be on their way and the connection is unusable.
     busy: bool,
+    /// The server's version, from its answer to `version` at connect.
+    version: String,
 }
 
 impl std::fmt::Debug for MemcachedConn {
@@ -397,10 +404,54 @@ impl MemcachedConn {
         }
     }
 
-    /// Sends `version` and returns the reply line (without `\r\n`).
-    async fn version(&mut self) -> Result<String, DriverError> {
-        let mut lines = self.admin(b"version\r\n", false).await?;
-        Ok(lines.pop().unwrap_or_default())
+    /// Sends `version` and reads the answer, checking from its first byte
+    /// that the server answers as memcached (`VERSION 1.6.21`, or an error
+    /// line memcached sends when it refuses the connection); the version.
+    async fn greet(&mut self) -> Result<String, DriverError> {
+        let ep = &self.endpoint;
+        self.stream
+            .write_all(b"version\r\n")
+            .await
+            .map_err(|e| connect_error(&e, ep))?;
+        loop {
+            let pending = self.rbuf.pending();
+            let nl = pending.iter().position(|&b| b == b'\n');
+            let head = &pending[..nl.unwrap_or(pending.len())];
+            if !version_reply_start_ok(head) || (nl.is_none() && head.len() > MAX_LINE) {
+                return Err(DriverError::fatal(peer::not_answering_as(
+                    ep,
+                    "memcached",
+                    "a memcached reply to `version`",
+                    pending,
+                )));
+            }
+            if nl.is_some() {
+                let used = head.len() + 1;
+                let line = String::from_utf8_lossy(trim_cr(head)).into_owned();
+                return match line.strip_prefix("VERSION ") {
+                    Some(v) => {
+                        self.rbuf.consume(used);
+                        Ok(v.trim().to_string())
+                    }
+                    // Too many connections, out of memory.
+                    None => Err(DriverError::connection(format!(
+                        "memcached at {ep} answered `version` with '{}'",
+                        shown(line.as_bytes())
+                    ))),
+                };
+            }
+            match self.stream.read(self.rbuf.spare()).await {
+                Ok(0) => {
+                    return Err(DriverError::connection(format!(
+                        "{ep} closed the connection without answering `version`: is a memcached \
+                         server listening there?"
+                    )))
+                }
+                Ok(n) => self.rbuf.filled(n),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(connect_error(&e, ep)),
+            }
+        }
     }
 
     /// `stats`: the `STAT name value` lines.
@@ -679,6 +730,14 @@ fn trim_cr(line: &[u8]) -> &[u8] {
 
 /// A reply as text for messages: lossy UTF-8, control characters escaped,
 /// cut at 80 characters.
+/// Whether `head`, the first bytes of the answer to `version` (up to its
+/// end of line, if it has come), can begin a line memcached sends there.
+fn version_reply_start_ok(head: &[u8]) -> bool {
+    ["VERSION ", "ERROR", "SERVER_ERROR ", "CLIENT_ERROR "]
+        .iter()
+        .any(|p| p.as_bytes().starts_with(head) || head.starts_with(p.as_bytes()))
+}
+
 fn shown(bytes: &[u8]) -> String {
     let cut = &bytes[..bytes.len().min(80)];
     let mut s: String = String::from_utf8_lossy(cut).escape_debug().collect();
@@ -828,7 +887,8 @@ mod tests {
         );
         let err = settings("memcached://h:1?").unwrap_err();
         assert!(err.contains("no parameters"), "{err}");
-        assert!(settings("memcached://h:1#x").is_err());
+        // A fragment is refused by Target::parse, for every driver.
+        assert!(Target::parse("memcached://h:1#x").is_err());
         assert!(settings("memcached://h:0").is_err());
         for e in [
             settings("memcached://h/0").unwrap_err(),
@@ -1162,6 +1222,22 @@ mod tests {
             e.message.ends_with("the server closed the connection"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn the_answer_to_version_is_told_from_its_first_bytes() {
+        for ok in [
+            &b""[..],
+            b"VER",
+            b"VERSION 1.6.21",
+            b"SERVER_ERROR out of memory",
+            b"ERROR",
+        ] {
+            assert!(version_reply_start_ok(ok), "{}", shown(ok));
+        }
+        for not in [&b"-ERR"[..], b"+PONG", b"V1", b"\x5b\x00", b"HTTP/1.1"] {
+            assert!(!version_reply_start_ok(not), "{}", shown(not));
+        }
     }
 
     #[test]

@@ -48,6 +48,7 @@ use mysql_common::packets::{
 use mysql_common::proto::MySerialize;
 use rustls::ClientConfig;
 
+use crate::peer::{self, Awaiting, Progress};
 use crate::read_buffer::ReadBuffer;
 use crate::stream::{connect_tcp, Stream, TlsStartError};
 use crate::tls::SslMode;
@@ -209,6 +210,14 @@ impl MysqlDriver {
     }
 }
 
+impl MysqlDriver {
+    async fn open(&self, progress: &Progress) -> Result<MysqlConn, DriverError> {
+        let session =
+            Session::connect(&self.settings, self.tls.as_ref(), &self.ctx, progress).await?;
+        Ok(MysqlConn { session })
+    }
+}
+
 impl Driver for MysqlDriver {
     type Conn = MysqlConn;
 
@@ -217,8 +226,19 @@ impl Driver for MysqlDriver {
     }
 
     async fn connect(&self) -> Result<MysqlConn, DriverError> {
-        let session = Session::connect(&self.settings, self.tls.as_ref(), &self.ctx).await?;
-        Ok(MysqlConn { session })
+        self.open(&Progress::new()).await
+    }
+
+    async fn connect_within(&self, timeout: std::time::Duration) -> Result<MysqlConn, DriverError> {
+        let progress = Progress::new();
+        peer::within(
+            timeout,
+            &self.ctx.endpoint,
+            "MySQL",
+            &progress,
+            self.open(&progress),
+        )
+        .await
     }
 
     async fn server_info(&self, conn: &mut MysqlConn) -> Result<ServerInfo, DriverError> {
@@ -587,6 +607,80 @@ async fn read_packet(stream: &mut Stream, pb: &mut PacketBuf) -> io::Result<Rang
     }
 }
 
+/// The largest greeting accepted: a handshake is about 100 bytes, an ERR
+/// packet sent instead (too many connections, host blocked) a few hundred.
+const MAX_GREETING: usize = 16 * 1024;
+
+/// Whether `b`, the first bytes a server sent, can begin a MySQL greeting:
+/// a packet of sequence 0 and a sane length, holding protocol version 10
+/// (a handshake) or an ERR packet. `None` while too few bytes have come
+/// to tell; `Some(false)` as soon as one rules it out, so that another
+/// protocol's server is found without waiting for a packet's length worth
+/// of bytes it will never send.
+fn greeting_start_ok(b: &[u8]) -> Option<bool> {
+    if b.len() >= 3 && !(1..=MAX_GREETING).contains(&le24(b)) {
+        return Some(false);
+    }
+    if b.len() >= 4 && b[3] != 0 {
+        return Some(false);
+    }
+    match b.get(4) {
+        Some(10 | 0xFF) => Some(true),
+        Some(_) => Some(false),
+        None => None,
+    }
+}
+
+/// The server's first packet, once its first bytes show it is a MySQL
+/// greeting: a handshake or an ERR packet.
+async fn read_greeting(
+    stream: &mut Stream,
+    pb: &mut PacketBuf,
+    ctx: &Ctx,
+) -> Result<Range<usize>, DriverError> {
+    let mut checked = false;
+    loop {
+        if !checked {
+            let first = pb.data.pending();
+            match greeting_start_ok(first) {
+                Some(true) => checked = true,
+                Some(false) => {
+                    return Err(DriverError::fatal(peer::not_answering_as(
+                        &ctx.endpoint,
+                        "MySQL/MariaDB",
+                        "a MySQL handshake",
+                        first,
+                    )))
+                }
+                None => {}
+            }
+        }
+        if checked {
+            if let Some(r) = pb.next() {
+                return Ok(r);
+            }
+        }
+        let n = stream
+            .read(pb.spare())
+            .await
+            .map_err(|e| classify_io(&e, ctx, Phase::Connect))?;
+        if n == 0 {
+            let first = pb.data.pending();
+            return Err(DriverError::connection(format!(
+                "{} closed the connection {}: is a MySQL server listening there?",
+                ctx.endpoint,
+                if first.is_empty() {
+                    "without sending a MySQL handshake".to_string()
+                } else {
+                    format!("after sending {}", peer::quoted(first))
+                }
+            ))
+            .with_code(CR_CONN_HOST_ERROR));
+        }
+        pb.filled(n);
+    }
+}
+
 /// A length-encoded integer at `*pos`, advancing it.
 #[inline]
 fn lenenc(p: &[u8], pos: &mut usize) -> Option<u64> {
@@ -943,12 +1037,14 @@ impl Session {
         s: &Settings,
         tls: Option<&Arc<ClientConfig>>,
         ctx: &Arc<Ctx>,
+        progress: &Progress,
     ) -> Result<Session, DriverError> {
         let io_err = |e: io::Error| classify_io(&e, ctx, Phase::Connect);
         let tcp = connect_tcp(&s.host, s.port).await.map_err(io_err)?;
         let mut stream = Stream::plain(tcp);
         let mut pb = PacketBuf::new(READ_BUF);
-        let r = read_packet(&mut stream, &mut pb).await.map_err(io_err)?;
+        progress.set(Awaiting::First("MySQL handshake"));
+        let r = read_greeting(&mut stream, &mut pb, ctx).await?;
         let p = &pb.bytes()[r];
         if let Some(e) = parse_err(p) {
             return Err(classify_server(e.code, e.message, ctx));
@@ -1028,6 +1124,7 @@ impl Session {
                 let Stream::Plain(tcp, _) = stream else {
                     unreachable!("TLS starts on a plain stream")
                 };
+                progress.set(Awaiting::Tls);
                 stream = Stream::start_tls(tcp, &s.host, config)
                     .await
                     .map_err(|e| match e {
@@ -1067,6 +1164,7 @@ impl Session {
         wbuf.clear();
         put_packet(&mut wbuf, seq, &body);
         stream.write_all(&wbuf).await.map_err(io_err)?;
+        progress.set(Awaiting::Reply("reply to the authentication"));
 
         let mut session = Session {
             stream,
@@ -1700,6 +1798,26 @@ mod tests {
             "{e}"
         );
         assert!(e.message.contains("sslrootcert"), "{e}");
+    }
+
+    #[test]
+    fn the_greeting_is_told_from_its_first_bytes() {
+        // MariaDB's handshake; an ERR packet (host blocked).
+        assert_eq!(greeting_start_ok(b"\x5b\x00\x00\x00\x0a11.8"), Some(true));
+        assert_eq!(
+            greeting_start_ok(b"\x45\x00\x00\x00\xff\x69\x04"),
+            Some(true)
+        );
+        assert_eq!(greeting_start_ok(b""), None);
+        assert_eq!(greeting_start_ok(b"\x5b\x00\x00\x00"), None);
+        // Redis, memcached, HTTP: refused on the third byte, as a length
+        // no greeting has.
+        for other in [&b"-ERR unknown"[..], b"ERROR\r\n", b"HTTP/1.1 400"] {
+            assert_eq!(greeting_start_ok(&other[..3]), Some(false));
+        }
+        // Not sequence 0, not protocol 10.
+        assert_eq!(greeting_start_ok(b"\x5b\x00\x00\x01"), Some(false));
+        assert_eq!(greeting_start_ok(b"\x5b\x00\x00\x00\x09"), Some(false));
     }
 
     #[test]

@@ -35,6 +35,7 @@ use rustls::ClientConfig;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::peer::{self, Awaiting, Progress};
 use crate::read_buffer::ReadBuffer;
 use crate::stream::{connect_tcp, Stream, TlsStartError};
 use crate::tls::{self, SslMode};
@@ -214,7 +215,7 @@ impl PostgresDriver {
         })
     }
 
-    async fn open(&self) -> Result<PostgresConn, Failure> {
+    async fn open(&self, progress: &Progress) -> Result<PostgresConn, Failure> {
         let s = &self.settings;
         let tcp = connect_tcp(&s.host, s.port)
             .await
@@ -223,8 +224,16 @@ impl PostgresDriver {
                 text: e.to_string(),
             })?;
         let stream = match &self.tls {
-            None => Stream::plain(tcp),
-            Some(config) => self.start_tls(tcp, config).await?,
+            None => {
+                progress.set(Awaiting::First("PostgreSQL reply to the startup message"));
+                Stream::plain(tcp)
+            }
+            Some(config) => {
+                progress.set(Awaiting::First("PostgreSQL answer to the TLS request"));
+                let stream = self.start_tls(tcp, config, progress).await?;
+                progress.set(Awaiting::Reply("reply to the startup message"));
+                stream
+            }
         };
         let mut conn = PostgresConn {
             stream,
@@ -235,8 +244,13 @@ impl PostgresDriver {
             broken: None,
             ctx: Arc::clone(&self.ctx),
         };
-        conn.startup(&self.user(), s.dbname.as_deref(), s.password.as_deref())
-            .await?;
+        conn.startup(
+            &self.user(),
+            s.dbname.as_deref(),
+            s.password.as_deref(),
+            progress,
+        )
+        .await?;
         Ok(conn)
     }
 
@@ -246,6 +260,7 @@ impl PostgresDriver {
         &self,
         mut tcp: TcpStream,
         config: &Arc<ClientConfig>,
+        progress: &Progress,
     ) -> Result<Stream, Failure> {
         let mut request = BytesMut::with_capacity(SSL_REQUEST_LEN);
         frontend::ssl_request(&mut request);
@@ -264,13 +279,23 @@ impl PostgresDriver {
                     text: "server does not support TLS".to_string(),
                 })
             }
-            other => {
-                return Err(Failure::Other(format!(
-                    "unexpected answer {:?} to the TLS request from {}",
-                    other as char, self.ctx.endpoint
-                )))
+            _ => {
+                // Not PostgreSQL: what else it sent (a greeting that came
+                // unasked is all there) helps to tell what it is.
+                let mut first = vec![answer[0]];
+                let mut more = [0u8; 64];
+                if let Ok(n) = tcp.try_read(&mut more) {
+                    first.extend_from_slice(&more[..n]);
+                }
+                return Err(Failure::Other(peer::not_answering_as(
+                    &self.ctx.endpoint,
+                    "PostgreSQL",
+                    "an answer to PostgreSQL's TLS request ('S' or 'N')",
+                    &first,
+                )));
             }
         }
+        progress.set(Awaiting::Tls);
         Stream::start_tls(tcp, &self.settings.host, config)
             .await
             .map_err(|e| match e {
@@ -291,9 +316,22 @@ impl Driver for PostgresDriver {
     }
 
     async fn connect(&self) -> Result<PostgresConn, DriverError> {
-        self.open()
+        self.open(&Progress::new())
             .await
             .map_err(|f| describe(f, &self.ctx, Phase::Connect))
+    }
+
+    async fn connect_within(
+        &self,
+        timeout: std::time::Duration,
+    ) -> Result<PostgresConn, DriverError> {
+        let progress = Progress::new();
+        let open = async {
+            self.open(&progress)
+                .await
+                .map_err(|f| describe(f, &self.ctx, Phase::Connect))
+        };
+        peer::within(timeout, &self.ctx.endpoint, "PostgreSQL", &progress, open).await
     }
 
     async fn server_info(&self, conn: &mut PostgresConn) -> Result<ServerInfo, DriverError> {
@@ -432,6 +470,7 @@ impl PostgresConn {
         user: &str,
         dbname: Option<&str>,
         password: Option<&str>,
+        progress: &Progress,
     ) -> Result<(), Failure> {
         let mut params = vec![
             ("user", user),
@@ -445,6 +484,8 @@ impl PostgresConn {
         frontend::startup_message(params, &mut self.wbuf)
             .map_err(|e| Failure::Other(e.to_string()))?;
         self.send_connect().await?;
+        self.first_reply().await?;
+        progress.set(Awaiting::Reply("reply to the authentication"));
 
         let mut scram: Option<ScramSha256> = None;
         loop {
@@ -514,6 +555,38 @@ impl PostgresConn {
                         other as char
                     )))
                 }
+            }
+        }
+    }
+
+    /// Reads until the first bytes of the reply to the startup message
+    /// show that the server speaks PostgreSQL's protocol; an error naming
+    /// what it sent instead as soon as they show it does not.
+    async fn first_reply(&mut self) -> Result<(), Failure> {
+        loop {
+            let first = self.rbuf.pending();
+            match startup_reply_start_ok(first) {
+                Some(true) => return Ok(()),
+                Some(false) => {
+                    return Err(Failure::Other(peer::not_answering_as(
+                        &self.ctx.endpoint,
+                        "PostgreSQL",
+                        "a PostgreSQL message",
+                        first,
+                    )))
+                }
+                None => match self.fill(5).await {
+                    Ok(()) => {}
+                    Err(None) => {
+                        return Err(Failure::Io {
+                            kind: io::ErrorKind::UnexpectedEof,
+                            text: "the server closed the connection without replying to the \
+                                   startup message: is a PostgreSQL server listening there?"
+                                .to_string(),
+                        })
+                    }
+                    Err(Some(e)) => return Err(connect_io(e)),
+                },
             }
         }
     }
@@ -842,6 +915,21 @@ fn frame_at(buf: &[u8], pos: usize) -> Result<Frame, Failure> {
         body: pos + 5..pos + 1 + len,
         next: pos + 1 + len,
     })
+}
+
+/// Whether `b`, the first bytes of the reply to the startup message, can
+/// begin one: an authentication request, an error, a notice or a protocol
+/// version negotiation, of a length PostgreSQL sends there (the bounds
+/// libpq checks). `None` while too few bytes have come to tell.
+fn startup_reply_start_ok(b: &[u8]) -> Option<bool> {
+    let longest = match b.first()? {
+        b'R' | b'v' => 2_000,
+        b'E' | b'N' => 30_000,
+        _ => return Some(false),
+    };
+    let len = b.get(1..5)?;
+    let len = u32::from_be_bytes([len[0], len[1], len[2], len[3]]);
+    Some((4..=longest).contains(&len))
 }
 
 #[cold]
@@ -1339,8 +1427,29 @@ mod tests {
         assert_eq!(s.endpoint(), "[::1]:5433");
         assert_eq!(
             settings("postgres://u:a%2@h/db").unwrap_err(),
-            "bad %-escape in the password"
+            "bad %-escape in the password: a '%' itself is written %25"
         );
+    }
+
+    #[test]
+    fn the_first_reply_is_told_from_its_first_bytes() {
+        // An authentication request, an error (too many clients).
+        assert_eq!(
+            startup_reply_start_ok(b"R\x00\x00\x00\x08\x00\x00\x00\x00"),
+            Some(true)
+        );
+        assert_eq!(
+            startup_reply_start_ok(b"E\x00\x00\x00\x60SFATAL"),
+            Some(true)
+        );
+        // Too few bytes to tell, or already enough to refuse.
+        assert_eq!(startup_reply_start_ok(b""), None);
+        assert_eq!(startup_reply_start_ok(b"R\x00\x00"), None);
+        assert_eq!(startup_reply_start_ok(b"["), Some(false));
+        assert_eq!(startup_reply_start_ok(b"-ERR"), Some(false));
+        assert_eq!(startup_reply_start_ok(b"HTTP/1.1"), Some(false));
+        // memcached's "ERROR": an 'E' with an impossible length.
+        assert_eq!(startup_reply_start_ok(b"ERROR\r\n"), Some(false));
     }
 
     #[test]

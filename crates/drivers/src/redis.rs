@@ -57,6 +57,7 @@ use loadcell_core::{Driver, DriverError, ErrorClass, ServerInfo, Target};
 use rustls::ClientConfig;
 use tokio::io::ReadBuf;
 
+use crate::peer::{self, Awaiting, Progress};
 use crate::read_buffer::ReadBuffer;
 use crate::stream::{connect_tcp, Stream, TlsStartError};
 use crate::tls::{self, SslMode};
@@ -260,11 +261,11 @@ impl RedisDriver {
         self.shared.settings.cluster
     }
 
-    async fn connect_cluster(&self) -> Result<Cluster, DriverError> {
+    async fn connect_cluster(&self, progress: &Progress) -> Result<Cluster, DriverError> {
         let shared = &self.shared;
         let mut last_err = None;
         for (host, port) in &shared.settings.hosts {
-            let mut link = match Link::open(host, *port, shared).await {
+            let mut link = match Link::open(host, *port, shared, progress).await {
                 Ok(l) => l,
                 Err(e) if e.class == ErrorClass::Connection => {
                     last_err = Some(e);
@@ -275,6 +276,7 @@ impl RedisDriver {
             // A seed that drops the connection or answers with a transient
             // error (LOADING, CLUSTERDOWN, max clients) leaves the others
             // to try.
+            progress.set(link.awaiting("Redis reply to CLUSTER SLOTS", "reply to CLUSTER SLOTS"));
             let slots = match link.call(&[b"CLUSTER", b"SLOTS"], Phase::Connect).await {
                 Ok(v) => v,
                 Err(e) if e.class == ErrorClass::Connection => {
@@ -304,9 +306,47 @@ impl RedisDriver {
                     ))
                 })?,
             };
+            // Connections to the other nodes.
+            progress.set(Awaiting::Connection);
             return Cluster::build(Arc::clone(shared), (host.clone(), *port), link, ranges).await;
         }
         Err(last_err.unwrap_or_else(|| DriverError::fatal("no cluster seed in the target")))
+    }
+}
+
+impl RedisDriver {
+    /// A connection whose server has answered as Redis: AUTH and SELECT
+    /// when the target asks for them, else PING, is its first command.
+    async fn open(&self, progress: &Progress) -> Result<RedisConn, DriverError> {
+        if self.shared.settings.cluster {
+            let cluster = self.connect_cluster(progress).await?;
+            return Ok(RedisConn {
+                inner: Inner::Cluster(Box::new(cluster)),
+            });
+        }
+        let (host, port) = &self.shared.settings.hosts[0];
+        let mut link = Link::open(host, *port, &self.shared, progress).await?;
+        if !link.answered {
+            progress.set(link.awaiting("Redis reply to PING", "reply to PING"));
+            if let Value::Error(text) = link.call(&[b"PING"], Phase::Connect).await? {
+                // Any error reply proves the server speaks RESP. Only one
+                // that would stop every command (a password needed, max
+                // clients, loading) fails the connect, not a PING renamed
+                // or denied to the user.
+                let e = reply_error(text.as_bytes(), &link.ep);
+                if e.class != ErrorClass::Fatal || e.code.as_deref() == Some("NOAUTH") {
+                    return Err(e);
+                }
+            }
+        }
+        Ok(RedisConn {
+            inner: Inner::Single(Single {
+                link,
+                wbuf: Vec::with_capacity(8 * 1024),
+                queued: 0,
+                dirty: false,
+            }),
+        })
     }
 }
 
@@ -318,22 +358,13 @@ impl Driver for RedisDriver {
     }
 
     async fn connect(&self) -> Result<RedisConn, DriverError> {
-        if self.shared.settings.cluster {
-            let cluster = self.connect_cluster().await?;
-            return Ok(RedisConn {
-                inner: Inner::Cluster(Box::new(cluster)),
-            });
-        }
-        let (host, port) = &self.shared.settings.hosts[0];
-        let link = Link::open(host, *port, &self.shared).await?;
-        Ok(RedisConn {
-            inner: Inner::Single(Single {
-                link,
-                wbuf: Vec::with_capacity(8 * 1024),
-                queued: 0,
-                dirty: false,
-            }),
-        })
+        self.open(&Progress::new()).await
+    }
+
+    async fn connect_within(&self, timeout: std::time::Duration) -> Result<RedisConn, DriverError> {
+        let progress = Progress::new();
+        let ep = &self.shared.endpoint;
+        peer::within(timeout, ep, "Redis", &progress, self.open(&progress)).await
     }
 
     async fn server_info(&self, conn: &mut RedisConn) -> Result<ServerInfo, DriverError> {
@@ -458,32 +489,46 @@ struct Link {
     need: usize,
     /// `host:port`, for messages.
     ep: Arc<str>,
+    /// The server has sent the first byte of a RESP reply: until then,
+    /// [`Link::call`] checks that the first byte can begin one.
+    answered: bool,
 }
 
 impl Link {
     /// TCP (no Nagle), TLS if configured, AUTH and SELECT if configured.
-    async fn open(host: &str, port: u16, shared: &Shared) -> Result<Link, DriverError> {
+    async fn open(
+        host: &str,
+        port: u16,
+        shared: &Shared,
+        progress: &Progress,
+    ) -> Result<Link, DriverError> {
         let ep: Arc<str> = endpoint(host, port).into();
+        progress.set(Awaiting::Connection);
         let tcp = connect_tcp(host, port)
             .await
             .map_err(|e| io_error(&e, &ep, Phase::Connect))?;
         let stream = match &shared.tls {
             None => Stream::plain(tcp),
-            Some(config) => Stream::start_tls(tcp, host, config)
-                .await
-                .map_err(|e| match e {
-                    TlsStartError::BadName(message) => DriverError::fatal(message),
-                    TlsStartError::Handshake(e) => io_error(&e, &ep, Phase::Connect),
-                })?,
+            Some(config) => {
+                progress.set(Awaiting::Tls);
+                Stream::start_tls(tcp, host, config)
+                    .await
+                    .map_err(|e| match e {
+                        TlsStartError::BadName(message) => DriverError::fatal(message),
+                        TlsStartError::Handshake(e) => io_error(&e, &ep, Phase::Connect),
+                    })?
+            }
         };
         let mut link = Link {
             stream,
             rbuf: ReadBuffer::with_capacity(READ_BUF),
             need: 0,
             ep,
+            answered: false,
         };
         let s = &shared.settings;
         if let Some(password) = &s.password {
+            progress.set(link.awaiting("Redis reply to AUTH", "reply to AUTH"));
             let reply = match &s.user {
                 Some(user) => {
                     link.call(
@@ -510,6 +555,7 @@ impl Link {
         if let Some(db) = s.db {
             let mut digits = [0u8; 20];
             let db_text = format_usize(&mut digits, db as usize);
+            progress.set(link.awaiting("Redis reply to SELECT", "reply to SELECT"));
             if let Value::Error(text) = link.call(&[b"SELECT", db_text], Phase::Connect).await? {
                 let (code, msg) = split_code(&text);
                 return Err(DriverError::fatal(format!(
@@ -524,6 +570,16 @@ impl Link {
 
     fn io_error(&self, e: &io::Error) -> DriverError {
         io_error(e, &self.ep, Phase::Use)
+    }
+
+    /// What a connect waits for once a command is sent: `first` while
+    /// nothing from the server has shown it speaks RESP, else `later`.
+    fn awaiting(&self, first: &'static str, later: &'static str) -> Awaiting {
+        if self.answered {
+            Awaiting::Reply(later)
+        } else {
+            Awaiting::First(first)
+        }
     }
 
     /// The next complete reply in the buffer, consumed; `None` if more bytes
@@ -576,6 +632,20 @@ impl Link {
             return Err(io_err(&e, &self.ep));
         }
         loop {
+            if !self.answered {
+                match self.rbuf.pending().first() {
+                    None => {}
+                    Some(b'+' | b'-' | b':' | b'$' | b'*') => self.answered = true,
+                    Some(_) => {
+                        return Err(DriverError::fatal(peer::not_answering_as(
+                            &self.ep,
+                            "Redis",
+                            "a RESP reply",
+                            self.rbuf.pending(),
+                        )))
+                    }
+                }
+            }
             match parse_value(self.rbuf.received(), self.rbuf.start(), 0) {
                 Ok(Parsed::Done(v, next)) => {
                     self.rbuf.consume_to(next);
@@ -585,6 +655,21 @@ impl Link {
                 Err(why) => return Err(protocol_error(&self.ep, why)),
             }
             if let Err(e) = poll_fn(|cx| self.poll_fill(cx)).await {
+                let closed = matches!(
+                    e.kind(),
+                    io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset
+                );
+                if !self.answered && closed {
+                    let tls = match self.stream {
+                        Stream::Plain(..) => " (if it takes TLS, use rediss://)",
+                        Stream::Tls(_) => "",
+                    };
+                    return Err(DriverError::connection(format!(
+                        "{} closed the connection without a Redis reply: is a Redis server \
+                         listening there?{tls}",
+                        self.ep
+                    )));
+                }
                 return Err(io_err(&e, &self.ep));
             }
         }
@@ -1208,7 +1293,7 @@ impl Cluster {
                 None => {
                     let link = match seed_link.take_if(|_| host == seed.0 && port == seed.1) {
                         Some(l) => l,
-                        None => Link::open(&host, port, &cluster.shared).await?,
+                        None => Link::open(&host, port, &cluster.shared, &Progress::new()).await?,
                     };
                     cluster.add(host, port, link)
                 }
@@ -1255,7 +1340,7 @@ impl Cluster {
         if self.nodes.len() >= usize::from(u16::MAX) {
             return Err(DriverError::fatal("too many cluster nodes"));
         }
-        let link = Link::open(host, port, &self.shared).await?;
+        let link = Link::open(host, port, &self.shared, &Progress::new()).await?;
         Ok(self.add(host.to_string(), port, link))
     }
 

@@ -44,6 +44,9 @@ impl SqliteDriver {
             (Some(host), path) if !host.is_empty() => format!("{host}{path}"),
             (_, path) => path.to_string(),
         };
+        // The URL keeps %-escapes (its own, for a space, and the user's,
+        // for a '#', '?' or '%' in a file name).
+        let path = crate::url_text::percent_decode(&path, "path")?;
         if path.is_empty() {
             return Err("give a file path, as in sqlite:results/bench.db".into());
         }
@@ -213,6 +216,14 @@ mod tests {
         let t = Target::parse("sqlite:x.db?cache=huge").unwrap();
         let err = SqliteDriver::from_target(&t).unwrap_err();
         assert!(err.contains("cache=huge"), "{err}");
+        // %-escapes are file name characters; a space need not be escaped.
+        for (raw, path) in [
+            ("sqlite:my runs/a%23b%3Fc%25.db", "my runs/a#b?c%.db"),
+            ("sqlite:/tmp/x%20y.db", "/tmp/x y.db"),
+        ] {
+            let d = SqliteDriver::from_target(&Target::parse(raw).unwrap()).unwrap();
+            assert_eq!(d.path(), std::path::Path::new(path), "{raw}");
+        }
     }
 
     #[test]

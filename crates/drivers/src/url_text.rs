@@ -27,7 +27,9 @@ pub(crate) fn percent_decode(s: &str, what: &str) -> Result<String, String> {
                 .and_then(|h| std::str::from_utf8(h).ok())
                 .and_then(|h| u8::from_str_radix(h, 16).ok());
             let Some(b) = hex else {
-                return Err(format!("bad %-escape in the {what}"));
+                return Err(format!(
+                    "bad %-escape in the {what}: a '%' itself is written %25"
+                ));
             };
             out.push(b);
             i += 3;
@@ -50,7 +52,7 @@ mod tests {
         assert_eq!(percent_decode("plain", "x").unwrap(), "plain");
         assert_eq!(
             percent_decode("%zz", "user"),
-            Err("bad %-escape in the user".to_string())
+            Err("bad %-escape in the user: a '%' itself is written %25".to_string())
         );
         assert!(percent_decode("%4", "x").is_err());
         assert!(percent_decode("a%2", "x").is_err());

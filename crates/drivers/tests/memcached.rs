@@ -301,14 +301,15 @@ fn a_server_that_is_not_memcached_is_refused() {
         let _ = s.read(&mut buf);
     });
     block_on(async {
+        // The connect itself asks `version`, and refuses the answer.
         let d = driver(&format!("memcached://127.0.0.1:{port}"));
-        let mut conn = d.connect().await.unwrap();
-        let err = d.server_info(&mut conn).await.unwrap_err();
+        let err = d.connect().await.unwrap_err();
         assert_eq!(err.class, ErrorClass::Fatal, "{err}");
         assert!(
-            err.message
-                .contains("does not answer like a memcached server")
-                && err.message.contains("-ERR unknown command"),
+            err.message.contains(&format!(
+                "127.0.0.1:{port} did not answer as a memcached server"
+            )) && err.message.contains("-ERR unknown command")
+                && err.message.contains("a Redis server's reply"),
             "{err}"
         );
     });
@@ -317,15 +318,23 @@ fn a_server_that_is_not_memcached_is_refused() {
 
 #[test]
 fn an_interrupted_flush_makes_the_connection_unusable() {
-    // A listener that accepts and never answers.
+    // A listener that answers `version`, then never again.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
+    let peer = std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        let (mut s, _) = listener.accept().unwrap();
+        let mut buf = [0u8; 64];
+        let _ = s.read(&mut buf);
+        s.write_all(b"VERSION 1.6.0\r\n").unwrap();
+        s
+    });
     block_on(async {
         let mut conn = driver(&format!("memcached://127.0.0.1:{port}"))
             .connect()
             .await
             .unwrap();
-        let (_peer, _) = listener.accept().unwrap();
+        let _peer = peer.join().unwrap();
         conn.queue_get(b"k");
         let wait = std::time::Duration::from_millis(50);
         let dropped = tokio::time::timeout(wait, conn.flush(&mut |_, _| {})).await;

@@ -471,3 +471,37 @@ async fn tls_sessions() {
     assert_error(&err, ErrorClass::Fatal, None);
     assert!(err.message.contains("TLS handshake"), "{err}");
 }
+
+/// A password with every character a URL reserves: '@' may stay as it is
+/// (the host starts after the last '@'), '/', '?', '#' and '%' are
+/// percent-encoded; unencoded, they are refused with a message that names
+/// the password, not its characters.
+#[tokio::test(flavor = "current_thread")]
+async fn passwords_with_reserved_characters() {
+    let server = start();
+    let port = server.port;
+    let mut conn = connect(server.url()).await;
+    // Any user may change its own password.
+    conn.simple("SET PASSWORD = PASSWORD('p@ss#w/rd?%x')")
+        .await
+        .unwrap();
+    drop(conn);
+    for url in [
+        format!("mysql://lc:p@ss%23w%2Frd%3F%25x@127.0.0.1:{port}/loadcell"),
+        format!("mysql://lc:p%40ss%23w%2Frd%3F%25x@127.0.0.1:{port}/loadcell"),
+    ] {
+        let mut conn = connect(&url).await;
+        assert_eq!(conn.query_i64("SELECT 1").await.unwrap(), Some(1));
+    }
+    for raw in [
+        format!("mysql://lc:p@ss#w%2Frd%3F%25x@127.0.0.1:{port}/loadcell"),
+        format!("mysql://lc:p@ss%23w/rd%3F%25x@127.0.0.1:{port}/loadcell"),
+    ] {
+        let e = Target::parse(&raw).unwrap_err().to_string();
+        assert!(
+            e.contains("the password has a character") && e.contains("%23"),
+            "{e}"
+        );
+        assert!(!e.contains("ss#w") && !e.contains("w/rd"), "{e}");
+    }
+}

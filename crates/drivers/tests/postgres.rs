@@ -540,3 +540,26 @@ fn tls_sessions() {
         );
     });
 }
+
+/// A password with every character a URL reserves: '@' may stay as it is,
+/// '/', '?', '#' and '%' are percent-encoded.
+#[test]
+fn passwords_with_reserved_characters() {
+    let server = start();
+    let port = server.port;
+    run(async {
+        let mut conn = connect(&driver(server.url())).await;
+        // A role may change its own password.
+        conn.simple("ALTER ROLE lc PASSWORD 'p@ss#w/rd?%x'")
+            .await
+            .unwrap();
+        drop(conn);
+        for url in [
+            format!("postgres://lc:p@ss%23w%2Frd%3F%25x@127.0.0.1:{port}/loadcell"),
+            format!("postgres://lc:p%40ss%23w%2Frd%3F%25x@127.0.0.1:{port}/loadcell"),
+        ] {
+            let mut conn = connect(&driver(&url)).await;
+            assert_eq!(conn.query_i64("SELECT 1").await.unwrap(), Some(1));
+        }
+    });
+}

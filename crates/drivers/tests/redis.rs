@@ -260,10 +260,13 @@ fn authentication() {
             );
             assert!(!err.to_string().contains(wrong), "{err}");
         }
-        // No password at all: the first request says so.
-        let mut conn = connect(&format!("redis://127.0.0.1:{port}")).await;
-        let got = get(&mut conn, b"k").await;
-        let e = assert_error(&got, ErrorClass::Fatal, "NOAUTH");
+        // No password at all: the connect's PING says so, before any load.
+        let e = driver(&format!("redis://127.0.0.1:{port}"))
+            .connect()
+            .await
+            .unwrap_err();
+        assert_eq!(e.class, ErrorClass::Fatal, "{e}");
+        assert_eq!(e.code.as_deref(), Some("NOAUTH"), "{e}");
         assert!(e.message.contains("authentication failed"), "{e}");
     });
     // A password given to a server without one.
@@ -380,15 +383,17 @@ fn tls_with_certificate_checks() {
             "{err}"
         );
         assert!(err.message.contains("sslrootcert"), "{err}");
-        // Plaintext to a TLS port: the server hangs up.
-        let err = driver(&format!("redis://127.0.0.1:{port}"));
-        let mut conn = err.connect().await.unwrap();
-        conn.queue_get(b"k1");
-        let err = tokio::time::timeout(Duration::from_secs(10), flush(&mut conn))
-            .await
-            .expect("a TLS server hangs up on plaintext")
-            .unwrap_err();
+        // Plaintext to a TLS port: the server hangs up on the connect's
+        // PING.
+        let err = tokio::time::timeout(
+            Duration::from_secs(10),
+            driver(&format!("redis://127.0.0.1:{port}")).connect(),
+        )
+        .await
+        .expect("a TLS server hangs up on plaintext")
+        .unwrap_err();
         assert_eq!(err.class, ErrorClass::Connection, "{err}");
+        assert!(err.message.contains("use rediss://"), "{err}");
     });
 }
 

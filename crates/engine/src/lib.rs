@@ -35,25 +35,32 @@ pub async fn connect_once<D: Driver>(
     timeout: Duration,
 ) -> Result<(D::Conn, ServerInfo), DriverError> {
     let mut conn = connect_with_timeout(driver, timeout).await?;
-    let info = driver.server_info(&mut conn).await?;
+    // The server has answered as the driver's system; a stuck one still
+    // must not hang the run before it starts.
+    let info = match tokio::time::timeout(timeout, driver.server_info(&mut conn)).await {
+        Ok(info) => info?,
+        Err(_) => {
+            return Err(DriverError::new(
+                ErrorClass::Connection,
+                format!(
+                    "{} accepted the connection but did not say what it is (product and \
+                     version) within {}",
+                    driver.endpoint(),
+                    humantime::format_duration(timeout)
+                ),
+            ))
+        }
+    };
     Ok((conn, info))
 }
 
+/// The driver's connect, given up after `timeout` with a message that says
+/// what it was waiting for (see [`Driver::connect_within`]).
 pub(crate) async fn connect_with_timeout<D: Driver>(
     driver: &D,
     timeout: Duration,
 ) -> Result<D::Conn, DriverError> {
-    match tokio::time::timeout(timeout, driver.connect()).await {
-        Ok(result) => result,
-        Err(_) => Err(DriverError::new(
-            ErrorClass::Connection,
-            format!(
-                "timed out after {} connecting to {}",
-                humantime::format_duration(timeout),
-                driver.endpoint()
-            ),
-        )),
-    }
+    driver.connect_within(timeout).await
 }
 
 /// Runs a whole load phase: blocks the calling thread until the run ends,
