@@ -222,9 +222,9 @@ impl InstancePlan {
         else {
             let peak = match (self.peak_throughput, self.peak_nodes) {
                 (Some(x), Some(n)) => format!(
-                    ": predicted peak {} {unit} at {} nodes",
+                    ": predicted peak {} {unit} at {}",
                     text::si(x),
-                    text::count(n.round())
+                    nodes_words(n.round())
                 ),
                 (Some(x), None) => format!(": throughput levels off at {} {unit}", text::si(x)),
                 _ => String::new(),

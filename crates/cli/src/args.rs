@@ -6,7 +6,26 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-const EXAMPLES: &str = "\
+/// clap's default help layout, followed by `$text` as written. clap wraps
+/// `after_help` to the terminal's width (the `wrap_help` feature), which
+/// cuts example command lines in the middle; text in the template itself is
+/// printed verbatim. What `{after-help}` still gives is prose, fine wrapped.
+macro_rules! help_then_verbatim {
+    ($text:expr) => {
+        concat!(
+            "{before-help}{about-with-newline}\n",
+            "{usage-heading} {usage}\n\n",
+            "{all-args}{after-help}\n\n",
+            $text
+        )
+    };
+}
+
+/// The examples under `loadcell --help`, `run --help`, `prepare --help`
+/// and `cleanup --help`: whole command lines, never wrapped.
+macro_rules! examples {
+    () => {
+        "\
 Examples:
   loadcell run oltp_read_write                      # embedded SQLite, prepared on first use
   loadcell prepare oltp_read_write --target mysql://root@127.0.0.1:3306/sbtest --tables 4 --table-size 100000 --threads 4
@@ -17,14 +36,18 @@ Examples:
   loadcell prepare ycsb-a --target postgres://bench:secret@127.0.0.1/bench --record-count 100000
   loadcell run ycsb-a --target postgres://bench:secret@127.0.0.1/bench --record-count 100000 --threads 8 --time 60s
   loadcell run mix-80-20 --target redis://127.0.0.1:6379 --prepare --record-count 1000000 --time 30s
-  loadcell list";
+  loadcell list"
+    };
+}
+
+const EXAMPLES_HELP: &str = help_then_verbatim!(examples!());
 
 #[derive(Debug, Parser)]
 #[command(
     name = "loadcell",
     version,
     about = "Load-test and benchmark data systems: one tool, one result format.",
-    after_help = EXAMPLES
+    help_template = EXAMPLES_HELP
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -34,13 +57,13 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a workload and write a result file.
-    #[command(after_help = EXAMPLES)]
+    #[command(help_template = EXAMPLES_HELP)]
     Run(Box<RunArgs>),
     /// Create and load the data set a workload needs.
-    #[command(after_help = EXAMPLES)]
+    #[command(help_template = EXAMPLES_HELP)]
     Prepare(Box<PrepareArgs>),
     /// Drop what `prepare` created, and nothing else.
-    #[command(after_help = EXAMPLES)]
+    #[command(help_template = EXAMPLES_HELP)]
     Cleanup(CleanupArgs),
     /// List workloads, drivers and their options.
     List,
@@ -48,11 +71,14 @@ pub enum Command {
     Hdr(HdrArgs),
     /// Run a workload once per value of one option given as a list
     /// (e.g. --threads 1,2,4,8) and find where it stops scaling.
-    #[command(after_help = SWEEP_HELP)]
+    #[command(
+        after_help = "Takes every `run` option; exactly one of them gets a comma-separated list.",
+        help_template = SWEEP_HELP
+    )]
     Sweep(MultiArgs),
     /// Find the highest --rate at which the achieved rate holds and a
     /// latency percentile stays under a bound.
-    #[command(after_help = FINDMAX_HELP)]
+    #[command(after_help = "Takes every `run` option except --rate.", help_template = FINDMAX_HELP)]
     Findmax(MultiArgs),
     /// Render result and sweep files as HTML, Markdown or CSV.
     Report(ReportArgs),
@@ -61,29 +87,35 @@ pub enum Command {
     Compare(CompareArgs),
     /// Nodes and dollars a month for a target throughput, per instance
     /// type, from results labelled instance=NAME and nodes=N.
-    #[command(after_help = PLAN_HELP)]
+    #[command(
+        after_help = "Each result (or sweep step) is one cluster: label it --label instance=NAME \
+                      --label nodes=N. Per node count the fastest setting whose p99 meets --latency \
+                      is planned on; repeats are averaged.",
+        help_template = PLAN_HELP
+    )]
     Plan(PlanArgs),
 }
 
-const PLAN_HELP: &str = "\
-Each result (or sweep step) is one cluster: label it --label instance=NAME --label nodes=N.
-Per node count the fastest setting whose p99 meets --latency is planned on; repeats are averaged.
+const PLAN_HELP: &str = help_then_verbatim!(
+    "\
 Examples:
   loadcell plan --prices examples/prices.toml --target-throughput 1M --headroom 30% results/*.json
-  loadcell plan --prices prices.toml --target-throughput 150k --latency 'p99<=2ms' --scaling linear one-node.json";
+  loadcell plan --prices prices.toml --target-throughput 150k --latency 'p99<=2ms' --scaling linear one-node.json"
+);
 
-const SWEEP_HELP: &str = "\
-Takes every `run` option; exactly one of them gets a comma-separated list.
+const SWEEP_HELP: &str = help_then_verbatim!(
+    "\
 Sweep options:
   --repeat N           run each point N times and report mean and spread (default 1)
   --out PATH           the sweep file (default RESULTS_DIR/<UTC time>-sweep-<workload>.json)
   --json               print the sweep file instead of the table (progress goes to stderr)
 Examples:
   loadcell sweep oltp_read_write --target mysql://root@127.0.0.1/sbtest --threads 1,2,4,8,16,32,64 --time 30s --warmup 5s --repeat 3
-  loadcell sweep kv --target redis://127.0.0.1:6379 --threads 2 --clients 25 --pipeline 1,4,16,64 --time 10s";
+  loadcell sweep kv --target redis://127.0.0.1:6379 --threads 2 --clients 25 --pipeline 1,4,16,64 --time 10s"
+);
 
-const FINDMAX_HELP: &str = "\
-Takes every `run` option except --rate.
+const FINDMAX_HELP: &str = help_then_verbatim!(
+    "\
 Findmax options:
   --sla p99<=10ms      the percentile and bound to hold (required)
   --start-rate R       first rate to probe (default 1000)
@@ -94,7 +126,8 @@ Findmax options:
   --out PATH           the findmax file (default RESULTS_DIR/<UTC time>-findmax-<workload>.json)
   --json               print the findmax file instead of the table (progress goes to stderr)
 Example:
-  loadcell findmax kv --target redis://127.0.0.1:6379 --threads 2 --clients 25 --time 10s --sla 'p99<=2ms'";
+  loadcell findmax kv --target redis://127.0.0.1:6379 --threads 2 --clients 25 --time 10s --sla 'p99<=2ms'"
+);
 
 /// `sweep` and `findmax` take `run`'s options (one of them a list), read
 /// as raw words because a list is not a valid value for the typed option.

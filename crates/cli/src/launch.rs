@@ -593,12 +593,12 @@ impl RunJob<'_> {
             metrics,
         };
         eprintln!(
-            "Running {} on {} ({} {}): {} sessions, {}",
+            "Running {} on {} ({} {}): {}, {}",
             self.spec.name(),
             self.target,
             server.product,
             server.version,
-            plan.sessions(),
+            loadcell_core::words::counted(plan.sessions() as u64, "session"),
             match plan.rate {
                 Some(r) => format!("open loop at {} events/s", r.per_sec),
                 None => "closed loop".to_string(),

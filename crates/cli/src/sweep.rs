@@ -107,12 +107,12 @@ fn now() -> String {
 fn step_line(r: &RunResult) -> String {
     let s = &r.summary;
     format!(
-        "{:.1} events/s, {:.1} ops/s, p95 {:.2} ms, p99 {:.2} ms, {} errors{}",
+        "{:.1} events/s, {:.1} ops/s, p95 {:.2} ms, p99 {:.2} ms, {}{}",
         s.events_per_sec,
         s.ops_per_sec,
         s.latency_ms.p95,
         s.latency_ms.p99,
-        s.errors,
+        loadcell_core::words::counted(s.errors, "error"),
         if r.stop_reason == StopReason::Completed {
             ""
         } else {

@@ -271,16 +271,20 @@ fn kv_options(a: &KvArgs) -> Result<KvOptions, String> {
     };
     if !a.command_ratio.is_empty() && a.command_ratio.len() != a.command.len() {
         return Err(format!(
-            "{} --command-ratio values for {} --command templates: give one per command",
+            "{} --command-ratio {} for {} --command {}: give one per command",
             a.command_ratio.len(),
-            a.command.len()
+            loadcell_core::words::plural(a.command_ratio.len() as u64, "value"),
+            a.command.len(),
+            loadcell_core::words::plural(a.command.len() as u64, "template")
         ));
     }
     if !a.command_key_pattern.is_empty() && a.command_key_pattern.len() != a.command.len() {
         return Err(format!(
-            "{} --command-key-pattern values for {} --command templates: give one per command",
+            "{} --command-key-pattern {} for {} --command {}: give one per command",
             a.command_key_pattern.len(),
-            a.command.len()
+            loadcell_core::words::plural(a.command_key_pattern.len() as u64, "value"),
+            a.command.len(),
+            loadcell_core::words::plural(a.command.len() as u64, "template")
         ));
     }
     let commands = a

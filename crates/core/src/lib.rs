@@ -13,6 +13,7 @@ pub mod kv;
 pub mod park;
 pub mod sql;
 pub mod target;
+pub mod words;
 
 pub use driver::{Driver, ServerInfo};
 pub use error::{DriverError, ErrorClass};

@@ -70,7 +70,11 @@ fn notes(p: &InstancePlan, unit: &str) -> String {
     if p.unreachable {
         n.push(match (p.peak_throughput, p.peak_nodes) {
             (Some(x), Some(at)) => {
-                format!("beyond the peak ({} {unit} at {} nodes)", si(x), at.round())
+                format!(
+                    "beyond the peak ({} {unit} at {})",
+                    si(x),
+                    loadcell_core::words::counted(at.round() as u64, "node")
+                )
             }
             (Some(x), None) => format!("beyond the limit ({} {unit})", si(x)),
             _ => "unreachable".into(),

@@ -85,8 +85,10 @@ pub fn summary(r: &RunResult, op_order: &[&str]) -> String {
     if s.errors > s.retries || s.failed_events > 0 {
         let _ = writeln!(
             w,
-            "    {:<37}{:<6} ({} events lost to broken connections)",
-            "failed operations:", s.errors, s.failed_events
+            "    {:<37}{:<6} ({} lost to broken connections)",
+            "failed operations:",
+            s.errors,
+            loadcell_core::words::counted(s.failed_events, "event")
         );
     }
     let _ = writeln!(w);

@@ -827,10 +827,11 @@ where
         }
     };
     observer.message(&format!(
-        "Loading data set '{}' ({}; shares {}) with {connections} connections",
+        "Loading data set '{}' ({}; shares {}) with {}",
         set.name,
         set.describe_counts(),
-        set.shares()
+        set.shares(),
+        loadcell_core::words::counted(connections as u64, "connection")
     ));
     observer.add_total(set.keys);
     let loader = Arc::clone(&set);
@@ -936,7 +937,8 @@ pub async fn cleanup<C: KvConn>(
     };
     let total: u64 = recorded.types.iter().map(|t| t.count).sum();
     observer.message(&format!(
-        "Deleting the {total} keys of data set '{}' that loadcell loaded...",
+        "Deleting the {} of data set '{}' that loadcell loaded...",
+        loadcell_core::words::counted(total, "key"),
         set.name
     ));
     observer.add_total(total);
@@ -1039,14 +1041,15 @@ pub async fn cleanup<C: KvConn>(
         String::new()
     };
     observer.message(&format!(
-        "Deleted the {deleted} keys of data set '{}'{gone}",
+        "Deleted the {} of data set '{}'{gone}",
+        loadcell_core::words::counted(deleted, "key"),
         set.name
     ));
     if theirs > 0 {
         observer.message(&format!(
-            "Left {theirs} key{} of data set '{}' in place: not loadcell's. Their values do not \
+            "Left {} of data set '{}' in place: not loadcell's. Their values do not \
              carry the id loadcell's prepare wrote them with: another writer wrote them since",
-            if theirs == 1 { "" } else { "s" },
+            loadcell_core::words::counted(theirs, "key"),
             set.name
         ));
     }

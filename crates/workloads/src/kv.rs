@@ -710,8 +710,11 @@ where
     let (lo, hi) = (opts.key_min, opts.key_max);
     let span = hi - lo + 1;
     observer.message(&format!(
-        "Loading keys {}{lo}..{}{hi} ({span} keys) with {connections} connections",
-        opts.key_prefix, opts.key_prefix
+        "Loading keys {}{lo}..{}{hi} ({}) with {}",
+        opts.key_prefix,
+        opts.key_prefix,
+        loadcell_core::words::counted(span, "key"),
+        loadcell_core::words::counted(connections as u64, "connection")
     ));
     observer.add_total(span);
     let kv = Rc::new(Kv::new(KvOptions {

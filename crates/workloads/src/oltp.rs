@@ -707,7 +707,10 @@ async fn prepare_table<C: SqlConn>(
         marker::record(conn, &name, MARKER_WORKLOAD, &tag).await?;
         marker::create(conn, &name, &table_definition(dialect, opts.auto_inc), &tag).await?;
         if rows > 0 {
-            observer.message(&format!("Inserting {rows} records into '{name}'"));
+            observer.message(&format!(
+                "Inserting {} into '{name}'",
+                loadcell_core::words::counted(rows, "record")
+            ));
         }
     }
     observer.add_total(rows - have);

@@ -353,9 +353,9 @@ impl YcsbOptions {
         }
         if self.record_bytes() > MAX_RECORD_BYTES {
             return Err(format!(
-                "a record of {} fields of {} bytes is {} bytes; at most {MAX_RECORD_BYTES} \
+                "a record of {} of {} is {} bytes; at most {MAX_RECORD_BYTES} \
                  (lower --field-count or --field-length)",
-                self.field_count,
+                loadcell_core::words::counted(self.field_count as u64, "field"),
                 self.field_length,
                 self.record_bytes()
             ));
@@ -1279,12 +1279,14 @@ where
             .max(0) as u64;
         if have >= records {
             observer.message(&format!(
-                "Table '{TABLE}' already exists with {have} records: nothing to do"
+                "Table '{TABLE}' already exists with {}: nothing to do",
+                loadcell_core::words::counted(have, "record")
             ));
             return Ok(());
         }
         observer.message(&format!(
-            "Table '{TABLE}' exists with {have} of {records} records: loading the missing ones"
+            "Table '{TABLE}' exists with {have} of {}: loading the missing ones",
+            loadcell_core::words::counted(records, "record")
         ));
         true
     } else {
@@ -1295,7 +1297,10 @@ where
         marker::record(&mut first, TABLE, MARKER_WORKLOAD, &tag).await?;
         let definition = table_definition(dialect, opts.field_count);
         marker::create(&mut first, TABLE, &definition, &tag).await?;
-        observer.message(&format!("Inserting {records} records into '{TABLE}'"));
+        observer.message(&format!(
+            "Inserting {} into '{TABLE}'",
+            loadcell_core::words::counted(records, "record")
+        ));
         false
     };
     observer.add_total(records);
@@ -1780,12 +1785,14 @@ where
     let records = opts.record_count;
     let connections = connections.clamp(1, 64).min(records as usize);
     observer.message(&format!(
-        "Loading {records} records ({}) with {connections} connections",
+        "Loading {} ({}) with {}",
+        loadcell_core::words::counted(records, "record"),
         if hashes {
             "hashes, indexed in the sorted set '_indices'"
         } else {
             "one value each"
-        }
+        },
+        loadcell_core::words::counted(connections as u64, "connection")
     ));
     observer.add_total(records);
     let kv = Rc::new(YcsbKv::new(opts.clone(), hashes));

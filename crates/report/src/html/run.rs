@@ -171,7 +171,7 @@ pub fn resource_charts(r: &RunResult) -> Vec<Chart> {
     if cores > 0 && peak >= 25.0 * cores as f64 {
         cpu = cpu.annotate(Annotation::HLine {
             y: 100.0 * cores as f64,
-            label: format!("{cores} cores"),
+            label: loadcell_core::words::counted(cores as u64, "core"),
         });
     }
     let mut out = vec![cpu];
