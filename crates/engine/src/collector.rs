@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use loadcell_core::words::counted;
 use loadcell_core::Driver;
 use loadcell_record::env::CpuTime;
 use loadcell_record::resources::{self, ResourceSample, Sampler};
@@ -691,10 +692,11 @@ where
         let achieved = total.events as f64 / duration.as_secs_f64().max(1e-9);
         if stop_reason == StopReason::Completed && achieved < rate.per_sec * 0.95 {
             warnings.push(format!(
-                "target rate not reached: {achieved:.1} events/s of {:.1} ({:.1}% short); {} events due were never sent. {}",
+                "target rate not reached: {achieved:.1} events/s of {:.1} ({:.1}% short); {} due {} never sent. {}",
                 rate.per_sec,
                 100.0 * (1.0 - achieved / rate.per_sec),
-                total.dropped,
+                counted(total.dropped, "event"),
+                if total.dropped == 1 { "was" } else { "were" },
                 missed_rate_cause(&run_load.shares(), plan.sessions())
             ));
         }

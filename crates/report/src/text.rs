@@ -5,6 +5,7 @@
 
 use std::fmt::Write as _;
 
+use loadcell_core::words::counted;
 use loadcell_record::result::{LoopMode, RunResult, RunStatus};
 
 fn rate(n: u64, secs: f64) -> f64 {
@@ -78,8 +79,10 @@ pub fn summary(r: &RunResult, op_order: &[&str]) -> String {
         let ratio = 100.0 * hits as f64 / (hits + misses) as f64;
         let _ = writeln!(
             w,
-            "    {:<37}{hits} hits, {misses} misses ({ratio:.1}% hit)",
-            "reads:"
+            "    {:<37}{}, {} ({ratio:.1}% hit)",
+            "reads:",
+            counted(hits, "hit"),
+            counted(misses, "miss")
         );
     }
     if s.errors > s.retries || s.failed_events > 0 {
@@ -214,6 +217,8 @@ mod tests {
         (r.summary.hits, r.summary.misses) = (Some(990), Some(10));
         assert!(summary(&r, &[])
             .contains("reads:                               990 hits, 10 misses (99.0% hit)"));
+        (r.summary.hits, r.summary.misses) = (Some(1), Some(1));
+        assert!(summary(&r, &[]).contains("1 hit, 1 miss (50.0% hit)"));
         // Nothing counted: no "0 hits, 0 misses (0.0% hit)".
         (r.summary.hits, r.summary.misses) = (Some(0), Some(0));
         assert!(!summary(&r, &[]).contains("hits"));
