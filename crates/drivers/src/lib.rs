@@ -9,16 +9,11 @@
 
 pub mod memcached;
 pub mod mysql;
-mod peer;
 pub mod postgres;
-mod read_buffer;
 pub mod redis;
-mod send_batch;
 pub mod sim;
 pub mod sqlite;
-mod stream;
-mod tls;
-mod url_text;
+mod transport;
 
 use loadcell_core::kv::{KvCapabilities, KvConn};
 use loadcell_core::sql::SqlConn;

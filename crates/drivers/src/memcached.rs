@@ -31,10 +31,10 @@ use loadcell_core::kv::{KvCapabilities, KvConn, KvReply, OnReply};
 use loadcell_core::{Driver, DriverError, ErrorClass, ServerInfo, Target};
 use tokio::io::Interest;
 
-use crate::peer::{self, Awaiting, Progress};
-use crate::read_buffer::ReadBuffer;
-use crate::stream::{connect_tcp, Stream};
-use crate::url_text;
+use crate::transport::peer::{self, Awaiting, Progress};
+use crate::transport::read_buffer::ReadBuffer;
+use crate::transport::stream::{connect_tcp, Stream};
+use crate::transport::url_text;
 use crate::{DriverInfo, Family};
 
 pub const INFO: DriverInfo = DriverInfo {

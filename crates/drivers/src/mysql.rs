@@ -6,7 +6,7 @@
 //! root, no password, no default database, `sslmode=disable`.
 //!
 //! TLS modes, with libpq's meanings as in `tls.rs` (whose
-//! [`client_config`](crate::tls::client_config) does the verification):
+//! [`client_config`](crate::transport::tls::client_config) does the verification):
 //! `disable`; `prefer` (TLS without verification when the server offers
 //! it, plaintext otherwise); `require` (TLS, no certificate checks, or the
 //! chain checks of `verify-ca` when `sslrootcert` is given); `verify-ca`
@@ -48,11 +48,11 @@ use mysql_common::packets::{
 use mysql_common::proto::MySerialize;
 use rustls::ClientConfig;
 
-use crate::peer::{self, Awaiting, Progress};
-use crate::read_buffer::ReadBuffer;
-use crate::stream::{connect_tcp, Stream, TlsStartError};
-use crate::tls::SslMode;
-use crate::url_text::{self, percent_decode};
+use crate::transport::peer::{self, Awaiting, Progress};
+use crate::transport::read_buffer::ReadBuffer;
+use crate::transport::stream::{connect_tcp, Stream, TlsStartError};
+use crate::transport::tls::SslMode;
+use crate::transport::url_text::{self, percent_decode};
 use crate::{DriverInfo, Family};
 
 pub const INFO: DriverInfo = DriverInfo {
@@ -196,7 +196,7 @@ impl MysqlDriver {
     /// Parses the target and reads `sslrootcert`; makes no connection.
     pub fn from_target(target: &Target) -> Result<MysqlDriver, String> {
         let s = parse_url(target.url())?;
-        let tls = crate::tls::client_config(s.sslmode, s.sslrootcert.as_deref())?;
+        let tls = crate::transport::tls::client_config(s.sslmode, s.sslrootcert.as_deref())?;
         let ctx = Arc::new(Ctx {
             endpoint: s.endpoint(),
             user: s.user.clone(),

@@ -1,6 +1,6 @@
 //! PostgreSQL over loadcell's own wire session: the extended query
 //! protocol with prepared statements, TLS through rustls (see
-//! [`crate::tls`]). Messages are encoded with `postgres-protocol`'s
+//! [`crate::transport::tls`]). Messages are encoded with `postgres-protocol`'s
 //! `frontend` module; SCRAM-SHA-256 and md5 come from its
 //! `authentication` module.
 //!
@@ -35,11 +35,11 @@ use rustls::ClientConfig;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::peer::{self, Awaiting, Progress};
-use crate::read_buffer::ReadBuffer;
-use crate::stream::{connect_tcp, Stream, TlsStartError};
-use crate::tls::{self, SslMode};
-use crate::url_text::{self, percent_decode};
+use crate::transport::peer::{self, Awaiting, Progress};
+use crate::transport::read_buffer::ReadBuffer;
+use crate::transport::stream::{connect_tcp, Stream, TlsStartError};
+use crate::transport::tls::{self, SslMode};
+use crate::transport::url_text::{self, percent_decode};
 use crate::{DriverInfo, Family};
 use loadcell_core::kv::KvCapabilities;
 

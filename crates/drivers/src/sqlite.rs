@@ -46,7 +46,7 @@ impl SqliteDriver {
         };
         // The URL keeps %-escapes (its own, for a space, and the user's,
         // for a '#', '?' or '%' in a file name).
-        let path = crate::url_text::percent_decode(&path, "path")?;
+        let path = crate::transport::url_text::percent_decode(&path, "path")?;
         if path.is_empty() {
             return Err("give a file path, as in sqlite:results/bench.db".into());
         }

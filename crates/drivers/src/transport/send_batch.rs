@@ -305,7 +305,7 @@ mod tests {
     use std::thread;
 
     use super::flush;
-    use crate::stream::Stream;
+    use crate::transport::stream::Stream;
 
     /// A runtime like the engine's workers: batching on, the batch sent
     /// before it parks.

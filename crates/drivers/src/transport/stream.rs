@@ -14,7 +14,7 @@ use rustls::ClientConfig;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest, ReadBuf};
 use tokio::net::TcpStream;
 
-use crate::send_batch::{self, Outgoing};
+use crate::transport::send_batch::{self, Outgoing};
 
 /// A TCP connection with Nagle's algorithm off, so that a request leaves
 /// as soon as it is written.
