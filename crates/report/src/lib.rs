@@ -1,6 +1,7 @@
 //! Reports are views of results: they read `loadcell.result/v1` data and
 //! never need a rerun.
 
+#[cfg(any(test, feature = "test-fixture"))]
 pub mod fixture;
 pub mod html;
 pub mod input;
