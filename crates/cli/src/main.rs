@@ -142,7 +142,7 @@ fn check_family(spec: &WorkloadSpec, target: &Target) -> anyhow::Result<()> {
         }
     }
     if let WorkloadSpec::Kv { opts } = spec {
-        if !opts.commands.is_empty() && !info.kv.commands {
+        if opts.needs_commands() && !info.kv.commands {
             return Err(anyhow!(
                 "{} does not support arbitrary commands (--command); drivers that do: {}",
                 info.name,

@@ -297,6 +297,11 @@ impl Default for KvOptions {
 }
 
 impl KvOptions {
+    /// Whether the workload sends arbitrary commands (a capability).
+    pub fn needs_commands(&self) -> bool {
+        !self.commands.is_empty()
+    }
+
     /// A session's random generator: seeded per session with
     /// `--distinct-client-seed`, otherwise the run's seed for every session,
     /// as memtier does.
@@ -416,11 +421,6 @@ impl Kv {
 
     pub fn options(&self) -> &KvOptions {
         &self.opts
-    }
-
-    /// Whether the workload sends arbitrary commands (a capability).
-    pub fn needs_commands(&self) -> bool {
-        !self.opts.commands.is_empty()
     }
 }
 
