@@ -421,11 +421,21 @@ fn sql_server(server: TestServer) {
         "{}",
         stderr(&o)
     );
-    refused_as_not_prepared(
+    // Not "run prepare", which would leave it alone again.
+    let o = loadcell(
         dir.path(),
         &["run", "mix-50-50", "--target", &url, "--field-count", "2"],
-        "table usertable holds 0 of 16 records sampled from the 1000 of --record-count",
     );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains(
+            "table usertable holds 0 of 16 records sampled from the 1000 of --record-count, \
+             and loadcell did not create it, so `loadcell prepare` will not load it"
+        ) && !err.contains("run `loadcell prepare"),
+        "{err}"
+    );
+    assert!(!err.contains("Running "), "refused before any load: {err}");
     ok(loadcell(
         dir.path(),
         &["cleanup", "mix-read", "--target", &url],

@@ -157,8 +157,25 @@ impl YcsbSql {
             .await?
             .unwrap_or(0)
             .max(0) as usize;
-        self.core
-            .judge_sample(&format!("table {TABLE}"), present, sampled.len())?;
+        if let Err(CheckError::NotPrepared(missing)) =
+            self.core
+                .judge_sample(&format!("table {TABLE}"), present, sampled.len())
+        {
+            // Only loadcell's own table is ever loaded by `prepare`: for
+            // another tool's, saying "run prepare" would send the user in
+            // a circle. (No marker table: loadcell created nothing here.)
+            let ours = table_exists(conn, marker::MARKER_TABLE).await?
+                && matches!(marker::owner(conn, TABLE).await?, Owner::Loadcell(_));
+            if !ours {
+                return Err(CheckError::Driver(DriverError::fatal(format!(
+                    "{}, and loadcell did not create it, so `loadcell prepare` will not load \
+                     it: load it with the tool that created it, or drop it so that prepare \
+                     can create its own",
+                    missing.0
+                ))));
+            }
+            return Err(CheckError::NotPrepared(missing));
+        }
         if self.core.opts.proportions.insert > 0 {
             let rows = conn
                 .query_i64(&format!("SELECT COUNT(*) FROM {TABLE}"))
