@@ -1,0 +1,472 @@
+//! MySQL and MariaDB over loadcell's own wire session: one plain connection
+//! per session (no pool), prepared statements over the binary protocol.
+//!
+//! Target: `mysql://user:pass@host:port/db?sslmode=...&sslrootcert=PATH`
+//! (`mariadb://` is the same). Defaults: host 127.0.0.1, port 3306, user
+//! root, no password, no default database, `sslmode=disable`.
+//!
+//! TLS modes, with libpq's meanings as in `tls.rs` (whose
+//! [`client_config`](crate::transport::tls::client_config) does the verification):
+//! `disable`; `prefer` (TLS without verification when the server offers
+//! it, plaintext otherwise); `require` (TLS, no certificate checks, or the
+//! chain checks of `verify-ca` when `sslrootcert` is given); `verify-ca`
+//! (chain checked against `sslrootcert`, or the webpki roots without it);
+//! `verify-full` (chain and host name).
+//!
+//! The session owns its socket and two reused buffers. The hot path
+//! ([`SqlConn::exec`]) encodes COM_STMT_EXECUTE into the write buffer and
+//! sends it with one write; the response is read into the read buffer
+//! (one `read` when it fits) and walked packet by packet without decoding
+//! rows: an OK packet gives the affected rows (the rows an UPDATE matched,
+//! as with every other driver and with JDBC's Connector/J, not only those
+//! it changed: CLIENT_FOUND_ROWS), a result set is skipped up
+//! to its terminator, counting rows. `mysql_common` parses and builds the
+//! connection-phase packets (handshake, SSL request, auth switch) and does
+//! the scrambles and the RSA encryption of caching_sha2_password.
+//!
+//! Authentication: mysql_native_password and caching_sha2_password (fast
+//! path; full authentication sends the password in clear over TLS, or
+//! RSA-encrypted with the server's public key over plain TCP), including
+//! auth switch requests. Other plugins are a fatal error naming them.
+
+use std::cell::Cell;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use loadcell_core::kv::KvCapabilities;
+use loadcell_core::sql::{
+    integer_from_text, not_an_integer, wrong_param_count, Dialect, SqlConn, SqlParam,
+};
+use loadcell_core::{Driver, DriverError, ServerInfo, Target};
+use rustls::ClientConfig;
+
+use crate::transport::peer::{self, Progress};
+use crate::transport::tls::SslMode;
+use crate::transport::url_text::{self, percent_decode};
+use crate::{DriverInfo, Family};
+
+mod codec;
+mod error;
+mod session;
+#[cfg(test)]
+mod tests;
+
+use codec::*;
+use error::*;
+use session::*;
+
+pub const INFO: DriverInfo = DriverInfo {
+    name: "mysql",
+    schemes: &["mysql", "mariadb"],
+    family: Family::Sql,
+    url_form: "mysql://user:pass@host:port/db[?sslmode=...&sslrootcert=PATH]",
+    about: "MySQL and MariaDB (prepared statements over the binary protocol)",
+    kv: KvCapabilities::NONE,
+    blocking: false,
+};
+
+const DEFAULT_HOST: &str = "127.0.0.1";
+const DEFAULT_PORT: u16 = 3306;
+const DEFAULT_USER: &str = "root";
+const PARAMS: &[&str] = &["sslmode", "sslrootcert"];
+
+/// MySQL client error codes, used for errors seen on the client side so that
+/// they read like the ones the `mysql` client prints.
+const CR_CONN_HOST_ERROR: &str = "2003";
+const CR_SERVER_LOST: &str = "2013";
+
+/// What a connection needs to word its errors.
+#[derive(Debug)]
+struct Ctx {
+    /// `host:port`, for messages.
+    endpoint: String,
+    user: String,
+    sslmode: SslMode,
+}
+
+/// Connection settings parsed from a target URL (no secrets in `Debug`).
+#[derive(Clone, PartialEq, Eq)]
+struct Settings {
+    host: String,
+    port: u16,
+    user: String,
+    password: Option<String>,
+    db: Option<String>,
+    sslmode: SslMode,
+    sslrootcert: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Settings")
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("user", &self.user)
+            .field("password", &self.password.as_ref().map(|_| "***"))
+            .field("db", &self.db)
+            .field("sslmode", &self.sslmode)
+            .field("sslrootcert", &self.sslrootcert)
+            .finish()
+    }
+}
+
+impl Settings {
+    fn endpoint(&self) -> String {
+        url_text::endpoint(&self.host, self.port)
+    }
+}
+
+fn parse_url(url: &url::Url) -> Result<Settings, String> {
+    let host = match url.host() {
+        None => DEFAULT_HOST.to_string(),
+        Some(url::Host::Ipv6(a)) => a.to_string(),
+        Some(url::Host::Ipv4(a)) => a.to_string(),
+        Some(url::Host::Domain("")) => DEFAULT_HOST.to_string(),
+        Some(url::Host::Domain(d)) => percent_decode(d, "host")?,
+    };
+    let port = url.port().unwrap_or(DEFAULT_PORT);
+    let user = match url.username() {
+        "" => DEFAULT_USER.to_string(),
+        u => percent_decode(u, "user")?,
+    };
+    let password = url
+        .password()
+        .map(|p| percent_decode(p, "password"))
+        .transpose()?;
+    let db = match url.path().trim_start_matches('/') {
+        "" => None,
+        p if p.contains('/') => {
+            return Err(format!(
+                "the path must be a single database name, got '{p}'"
+            ))
+        }
+        p => Some(percent_decode(p, "database name")?),
+    };
+
+    let mut sslmode = SslMode::Disable;
+    let mut sslrootcert = None;
+    for (key, value) in url.query_pairs() {
+        match &*key {
+            "sslmode" => sslmode = SslMode::parse(&value)?,
+            "sslrootcert" => {
+                if value.is_empty() {
+                    return Err("sslrootcert needs a path to a PEM file".to_string());
+                }
+                sslrootcert = Some(PathBuf::from(&*value));
+            }
+            other => {
+                return Err(format!(
+                    "unknown parameter '{other}'; accepted: {}",
+                    PARAMS.join(", ")
+                ))
+            }
+        }
+    }
+    Ok(Settings {
+        host,
+        port,
+        user,
+        password,
+        db,
+        sslmode,
+        sslrootcert,
+    })
+}
+
+/// A MySQL/MariaDB target. Cheap to share: the settings and the TLS
+/// configuration are built once.
+pub struct MysqlDriver {
+    settings: Settings,
+    /// `None` for `sslmode=disable`.
+    tls: Option<Arc<ClientConfig>>,
+    ctx: Arc<Ctx>,
+}
+
+impl std::fmt::Debug for MysqlDriver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MysqlDriver")
+            .field("endpoint", &self.ctx.endpoint)
+            .field("user", &self.ctx.user)
+            .field("sslmode", &self.ctx.sslmode)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MysqlDriver {
+    /// Parses the target and reads `sslrootcert`; makes no connection.
+    pub fn from_target(target: &Target) -> Result<MysqlDriver, String> {
+        let s = parse_url(target.url())?;
+        let tls = crate::transport::tls::client_config(s.sslmode, s.sslrootcert.as_deref())?;
+        let ctx = Arc::new(Ctx {
+            endpoint: s.endpoint(),
+            user: s.user.clone(),
+            sslmode: s.sslmode,
+        });
+        Ok(MysqlDriver {
+            settings: s,
+            tls,
+            ctx,
+        })
+    }
+}
+
+impl MysqlDriver {
+    async fn open(&self, progress: &Progress) -> Result<MysqlConn, DriverError> {
+        let session =
+            Session::connect(&self.settings, self.tls.as_ref(), &self.ctx, progress).await?;
+        Ok(MysqlConn { session })
+    }
+}
+
+impl Driver for MysqlDriver {
+    type Conn = MysqlConn;
+
+    fn endpoint(&self) -> String {
+        self.ctx.endpoint.clone()
+    }
+
+    async fn connect(&self) -> Result<MysqlConn, DriverError> {
+        self.open(&Progress::new()).await
+    }
+
+    async fn connect_within(&self, timeout: std::time::Duration) -> Result<MysqlConn, DriverError> {
+        let progress = Progress::new();
+        peer::within(
+            timeout,
+            &self.ctx.endpoint,
+            "MySQL",
+            &progress,
+            self.open(&progress),
+        )
+        .await
+    }
+
+    async fn server_info(&self, conn: &mut MysqlConn) -> Result<ServerInfo, DriverError> {
+        let version = conn
+            .first_value("SELECT VERSION()")
+            .await?
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default();
+        Ok(ServerInfo {
+            product: product_of(&version).to_string(),
+            version,
+        })
+    }
+
+    async fn server_counters(
+        &self,
+        conn: &mut MysqlConn,
+    ) -> Result<Vec<(String, f64)>, DriverError> {
+        const TOTALS: &[&str] = &[
+            "Questions",
+            "Com_commit",
+            "Com_rollback",
+            "Innodb_rows_read",
+            "Innodb_rows_inserted",
+            "Innodb_rows_updated",
+            "Innodb_rows_deleted",
+            "Innodb_buffer_pool_read_requests",
+            "Innodb_buffer_pool_reads",
+            "Innodb_row_lock_waits",
+            "Innodb_data_fsyncs",
+            // MariaDB 10.6+ reports no Innodb_rows_*: rows read, and
+            // rows written per kind, from its server-wide counters.
+            "Rows_read",
+            "Handler_write",
+            "Handler_update",
+            "Handler_delete",
+            "Bytes_received",
+            "Bytes_sent",
+        ];
+        const GAUGES: &[&str] = &["Threads_running", "Threads_connected"];
+        let names: Vec<String> = TOTALS
+            .iter()
+            .chain(GAUGES)
+            .map(|n| format!("'{n}'"))
+            .collect();
+        let sql = format!(
+            "SHOW GLOBAL STATUS WHERE Variable_name IN ({})",
+            names.join(",")
+        );
+        let rows = conn.session.query_text(&sql).await?;
+        let mut out = Vec::new();
+        let (mut requests, mut disk_reads) = (None, None);
+        for row in rows {
+            let mut cols = row.into_iter();
+            let (Some(Some(name)), Some(Some(value))) = (cols.next(), cols.next()) else {
+                continue;
+            };
+            let name = String::from_utf8_lossy(&name).into_owned();
+            let Ok(v) = String::from_utf8_lossy(&value).trim().parse::<f64>() else {
+                continue;
+            };
+            match name.as_str() {
+                "Innodb_buffer_pool_read_requests" => requests = Some(v),
+                "Innodb_buffer_pool_reads" => disk_reads = Some(v),
+                _ => {}
+            }
+            let key = name.to_ascii_lowercase();
+            if GAUGES.contains(&name.as_str()) {
+                out.push((key, v));
+            } else {
+                out.push((format!("{key}_total"), v));
+            }
+        }
+        if let (Some(req), Some(reads)) = (requests, disk_reads) {
+            if req > 0.0 {
+                out.push((
+                    "innodb_buffer_pool_hit_pct_since_start".into(),
+                    100.0 * (1.0 - reads / req),
+                ));
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// "MariaDB" when the version string says so (e.g. `10.11.6-MariaDB-0+deb12u1`).
+fn product_of(version: &str) -> &'static str {
+    if version.to_ascii_lowercase().contains("mariadb") {
+        "MariaDB"
+    } else {
+        "MySQL"
+    }
+}
+
+/// One session's connection.
+pub struct MysqlConn {
+    session: Session,
+}
+
+impl std::fmt::Debug for MysqlConn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MysqlConn")
+            .field("endpoint", &self.session.ctx.endpoint)
+            .field("id", &self.session.id)
+            .finish()
+    }
+}
+
+/// A prepared statement: the server's id and its parameter count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MysqlStmt {
+    id: u32,
+    params: u16,
+    /// The parameter types the server has for this statement (see
+    /// [`param_types`]); `None` before the first execution.
+    bound: Cell<Option<u64>>,
+}
+
+/// The parameter types of an execution, a bit per parameter (set for
+/// text); `None` when there are too many to track, so they are sent
+/// every time.
+fn param_types(params: &[SqlParam<'_>]) -> Option<u64> {
+    if params.len() > 64 {
+        return None;
+    }
+    Some(params.iter().enumerate().fold(0, |bits, (i, p)| match p {
+        SqlParam::Int(_) => bits,
+        SqlParam::Text(_) => bits | 1 << i,
+    }))
+}
+
+impl MysqlConn {
+    /// The server's id for this connection (`CONNECTION_ID()`).
+    pub fn connection_id(&self) -> u32 {
+        self.session.id
+    }
+
+    /// Whether the server leaves column definitions out of a prepared
+    /// statement's repeated executions (MariaDB's metadata caching, 10.6
+    /// and later), as it does for Connector/C.
+    pub fn caches_metadata(&self) -> bool {
+        self.session.framing.cache_metadata
+    }
+
+    /// Closes the connection politely (COM_QUIT). Dropping it works too.
+    pub async fn close(mut self) -> Result<(), DriverError> {
+        self.session.quit().await
+    }
+
+    /// First column of the first row of a text-protocol query (`None` for
+    /// no row or NULL).
+    async fn first_value(&mut self, sql: &str) -> Result<Option<Vec<u8>>, DriverError> {
+        let rows = self.session.query_text(sql).await?;
+        Ok(rows
+            .into_iter()
+            .next()
+            .and_then(|r| r.into_iter().next())
+            .flatten())
+    }
+}
+
+impl SqlConn for MysqlConn {
+    type Stmt = MysqlStmt;
+
+    fn dialect(&self) -> Dialect {
+        Dialect::MySql
+    }
+
+    async fn prepare(&mut self, sql: &str) -> Result<MysqlStmt, DriverError> {
+        self.session.prepare(sql).await
+    }
+
+    async fn exec(
+        &mut self,
+        stmt: &MysqlStmt,
+        params: &[SqlParam<'_>],
+    ) -> Result<u64, DriverError> {
+        if usize::from(stmt.params) != params.len() {
+            return Err(DriverError::fatal(wrong_param_count(
+                stmt.params.into(),
+                params.len(),
+            )));
+        }
+        // Types go with the first execution and whenever they change;
+        // otherwise the server keeps the last ones, as with libmysqlclient.
+        let types = param_types(params);
+        let send_types = types.is_none() || stmt.bound.get() != types;
+        let s = &mut self.session;
+        s.begin()?;
+        encode_execute(&mut s.wbuf, stmt.id, params, send_types);
+        s.send().await?;
+        let result = s.walk_response(false, None).await;
+        if send_types {
+            // After an error the server may or may not have kept the types
+            // sent: send them again next time.
+            stmt.bound.set(if result.is_ok() { types } else { None });
+        }
+        result
+    }
+
+    async fn simple(&mut self, sql: &str) -> Result<(), DriverError> {
+        let s = &mut self.session;
+        s.begin()?;
+        encode_command(&mut s.wbuf, COM_QUERY, sql.as_bytes());
+        s.send().await?;
+        s.walk_response(true, None).await.map(|_| ())
+    }
+
+    async fn query_i64(&mut self, sql: &str) -> Result<Option<i64>, DriverError> {
+        let value = self.first_value(sql).await?;
+        let Some(value) = value else {
+            return Ok(None);
+        };
+        let text = String::from_utf8_lossy(&value);
+        integer_from_text(&text)
+            .map(Some)
+            .ok_or_else(|| DriverError::fatal(not_an_integer(sql, &format!("'{text}'"))))
+    }
+
+    async fn query_strings(&mut self, sql: &str) -> Result<Vec<String>, DriverError> {
+        let rows = self.session.query_text(sql).await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| {
+                let first = r.into_iter().next().flatten().unwrap_or_default();
+                String::from_utf8(first)
+                    .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+            })
+            .collect())
+    }
+}
