@@ -955,39 +955,52 @@ mod tests {
             .enable_time()
             .build()
             .unwrap();
-        rt.block_on(async {
-            let d = driver("sim:?latency=fixed:10ms&concurrency=1");
-            let mut conns = Vec::new();
-            for _ in 0..3 {
-                conns.push(d.connect().await.unwrap());
-            }
-            let start = Instant::now();
-            let flush = |mut c: SimConn| async move {
-                c.queue_get(b"k");
-                let mut hit = false;
-                c.flush(&mut |_, r| hit = matches!(r, Ok(KvReply::Hit(VALUE))))
-                    .await
-                    .unwrap();
-                assert!(hit);
-                start.elapsed()
-            };
-            let mut it = conns.into_iter();
-            let (a, b, c) = tokio::join!(
-                flush(it.next().unwrap()),
-                flush(it.next().unwrap()),
-                flush(it.next().unwrap())
-            );
-            let mut ends = [a, b, c];
-            ends.sort();
-            for (end, want) in ends.iter().zip([10u64, 20, 30]) {
-                let want = Duration::from_millis(want);
-                // Never early; late only by scheduling noise.
-                assert!(
-                    *end >= want && *end < want + Duration::from_millis(5),
-                    "{ends:?}"
+        // Three requests on three connections to a server that serves one
+        // at a time: done at 10, 20 and 30 ms, never earlier. Later only by
+        // scheduling noise, which a busy machine can stretch past the 5 ms
+        // allowed: then the attempt is repeated, up to three times.
+        let mut attempts = Vec::new();
+        for _ in 0..3 {
+            let ends = rt.block_on(async {
+                let d = driver("sim:?latency=fixed:10ms&concurrency=1");
+                let mut conns = Vec::new();
+                for _ in 0..3 {
+                    conns.push(d.connect().await.unwrap());
+                }
+                let start = Instant::now();
+                let flush = |mut c: SimConn| async move {
+                    c.queue_get(b"k");
+                    let mut hit = false;
+                    c.flush(&mut |_, r| hit = matches!(r, Ok(KvReply::Hit(VALUE))))
+                        .await
+                        .unwrap();
+                    assert!(hit);
+                    start.elapsed()
+                };
+                let mut it = conns.into_iter();
+                let (a, b, c) = tokio::join!(
+                    flush(it.next().unwrap()),
+                    flush(it.next().unwrap()),
+                    flush(it.next().unwrap())
                 );
+                let mut ends = [a, b, c];
+                ends.sort();
+                ends
+            });
+            let wants = [10u64, 20, 30].map(Duration::from_millis);
+            for (end, want) in ends.iter().zip(wants) {
+                assert!(*end >= want, "a reply came early: {ends:?}");
             }
-        });
+            if ends
+                .iter()
+                .zip(wants)
+                .all(|(end, want)| *end < want + Duration::from_millis(5))
+            {
+                return;
+            }
+            attempts.push(ends);
+        }
+        panic!("later than 10, 20 and 30 ms by 5 ms or more, three times: {attempts:?}");
     }
 
     #[test]
