@@ -171,21 +171,18 @@ fn check_reserved(raw: &str) -> Result<(), String> {
     let after_scheme = &raw[scheme_end + 1..];
     if let Some(rest) = after_scheme.strip_prefix("//") {
         let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-        let authority = &rest[..authority_end];
-        let late_at = rest.rfind('@').filter(|&at| at > authority_end);
-        if let (false, Some(at)) = (authority.is_empty(), late_at) {
-            if !(authority.contains('@') && in_query_value(rest, at)) {
-                // The first ':' of the userinfo ends the user name.
-                let part = match rest[..at].find(':') {
-                    Some(colon) if colon < authority_end => "password",
-                    _ => "user name",
-                };
-                return Err(format!(
-                    "the {part} has a character that ends the host part of a URL ('/', '?' \
-                     or '#'): percent-encode it ('/' as %2F, '?' as %3F, '#' as %23, and '%' \
-                     itself as %25)"
-                ));
-            }
+        // Userinfo that ends past the authority was cut short by one of them.
+        if let Some(at) = userinfo_end(rest).filter(|&at| at > authority_end) {
+            // The first ':' of the userinfo ends the user name.
+            let part = match rest[..at].find(':') {
+                Some(colon) if colon < authority_end => "password",
+                _ => "user name",
+            };
+            return Err(format!(
+                "the {part} has a character that ends the host part of a URL ('/', '?' \
+                 or '#'): percent-encode it ('/' as %2F, '?' as %3F, '#' as %23, and '%' \
+                 itself as %25)"
+            ));
         }
     }
     if after_scheme.contains('#') {
