@@ -58,8 +58,9 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::fmt::Write as _;
 use std::fs::File;
-use std::io::Write;
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -558,7 +559,7 @@ impl Drop for SimConn {
         }
         let mut lines = String::with_capacity(self.served.len() * 24);
         for (arrival, completion) in &self.served {
-            lines.push_str(&format!("{arrival} {completion}\n"));
+            let _ = writeln!(lines, "{arrival} {completion}");
         }
         // Another connection panicking while writing leaves the file usable.
         let mut file = file.lock().unwrap_or_else(|p| p.into_inner());
