@@ -15,7 +15,8 @@ use loadcell_engine::{Arrival, EnginePlan, RateSpec, Script};
 use loadcell_record::result::{RunResult, StopReason};
 use loadcell_workloads::dataset::{self, DataSetKv};
 use loadcell_workloads::kv::{self, Kv};
-use loadcell_workloads::oltp::{self, CheckError, Oltp};
+use loadcell_workloads::oltp::{self, Oltp};
+use loadcell_workloads::prepare::CheckError;
 use loadcell_workloads::ycsb::{self, YcsbKv, YcsbSql};
 
 use crate::args::RunArgs;

@@ -14,7 +14,7 @@ use loadcell_record::{hdrlog, Stats};
 
 use crate::metrics::Exposition;
 use loadcell_engine::{IntervalView, Observer, Phase};
-use loadcell_workloads::oltp::PrepareObserver;
+use loadcell_workloads::prepare::PrepareObserver;
 
 /// Messages and a bar on stderr; the bar is drawn only when stderr is a
 /// terminal (redirected to a file or a pipe, only the messages show).

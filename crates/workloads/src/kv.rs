@@ -14,8 +14,8 @@ use rand::{Rng, RngCore, SeedableRng};
 use serde_json::{json, Value};
 
 use crate::distribution::{Distribution, RandParams, RandType};
-use crate::load::load_in_parallel;
-use crate::oltp::PrepareObserver;
+use crate::prepare::load::load_in_parallel;
+use crate::prepare::PrepareObserver;
 
 /// How keys are chosen (memtier's `--key-pattern` letters).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -23,9 +23,9 @@ use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 
 use crate::distribution::{Distribution, RandParams, RandType};
-use crate::load::load_in_parallel;
-use crate::marker::{self, table_exists, Owner};
-use crate::NotPrepared;
+use crate::prepare::load::load_in_parallel;
+use crate::prepare::marker::{self, table_exists, Owner};
+use crate::prepare::{CheckError, NotPrepared, PrepareObserver};
 
 /// The eight sysbench OLTP workloads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -465,14 +465,6 @@ impl Oltp {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum CheckError {
-    #[error(transparent)]
-    NotPrepared(NotPrepared),
-    #[error(transparent)]
-    Driver(#[from] DriverError),
-}
-
 /// Preshing's permutation of the 32-bit integers (sysbench's `rand.unique`).
 fn permute(x: u32) -> u32 {
     const P: u32 = 4_294_967_291;
@@ -578,9 +570,6 @@ async fn index_exists<C: SqlConn>(
     Ok(conn.query_i64(&sql).await?.unwrap_or(0) > 0)
 }
 
-/// The table where loadcell records what its `prepare` created, so that
-/// `cleanup` drops exactly that and nothing else.
-pub use crate::marker::MARKER_TABLE;
 /// The `workload` column of this family's marker rows.
 const MARKER_WORKLOAD: &str = "oltp";
 
@@ -600,14 +589,6 @@ fn table_definition(dialect: Dialect, auto_inc: bool) -> String {
 
 /// sysbench flushes a bulk INSERT before it would pass 512 KiB.
 const BULK_INSERT_BYTES: usize = 512 * 1024;
-
-/// What `prepare` tells the user as it goes.
-pub trait PrepareObserver {
-    fn message(&self, text: &str);
-    /// More rows are going to be loaded.
-    fn add_total(&self, rows: u64);
-    fn loaded(&self, rows: u64);
-}
 
 /// Creates and loads `sbtest1..N`, spreading tables over `threads`
 /// connections (a run of consecutive tables each). Idempotent: tables

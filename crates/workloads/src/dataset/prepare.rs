@@ -11,9 +11,9 @@ use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
 use crate::kv::{flush_all, DataSize, LOAD_BATCH};
-use crate::load::load_in_parallel;
-use crate::marker::random_id;
-use crate::oltp::PrepareObserver;
+use crate::prepare::load::load_in_parallel;
+use crate::prepare::marker::random_id;
+use crate::prepare::PrepareObserver;
 
 use super::*;
 

@@ -11,8 +11,8 @@ use rand::rngs::SmallRng;
 use rand::Rng;
 
 use crate::kv::KvOptions;
-use crate::oltp::CheckError;
-use crate::NotPrepared;
+use crate::prepare::CheckError;
+use crate::prepare::NotPrepared;
 
 use super::*;
 

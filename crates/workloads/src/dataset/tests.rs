@@ -4,7 +4,7 @@ use loadcell_engine::Script;
 use rand::SeedableRng;
 
 use super::*;
-use crate::marker::random_id;
+use crate::prepare::marker::random_id;
 use crate::recorder::Recorder;
 
 const RTB: &str = include_str!("../../../../examples/datasets/rtb.toml");

@@ -8,9 +8,9 @@ use loadcell_core::kv::{KvConn, KvReply};
 use loadcell_core::{Driver, DriverError};
 use loadcell_engine::{Ctx, OpSpec, Script, SessionInfo};
 
-use crate::load::load_in_parallel;
-use crate::oltp::{CheckError, PrepareObserver};
-use crate::NotPrepared;
+use crate::prepare::load::load_in_parallel;
+use crate::prepare::NotPrepared;
+use crate::prepare::{CheckError, PrepareObserver};
 
 use super::*;
 

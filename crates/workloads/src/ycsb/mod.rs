@@ -63,8 +63,8 @@ use rand::rngs::SmallRng;
 use rand::{Rng, RngCore, SeedableRng};
 
 use crate::distribution::{Distribution, RandParams, RandType};
-use crate::oltp::CheckError;
-use crate::NotPrepared;
+use crate::prepare::CheckError;
+use crate::prepare::NotPrepared;
 
 mod kv;
 mod options;

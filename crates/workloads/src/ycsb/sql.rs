@@ -9,10 +9,10 @@ use loadcell_core::sql::{Dialect, SqlConn, SqlParam};
 use loadcell_core::{Driver, DriverError, ErrorClass};
 use loadcell_engine::{Ctx, OpSpec, Script, SessionInfo};
 
-use crate::load::load_in_parallel;
-use crate::marker::{self, table_exists, Owner};
-use crate::oltp::{CheckError, PrepareObserver};
-use crate::NotPrepared;
+use crate::prepare::load::load_in_parallel;
+use crate::prepare::marker::{self, table_exists, Owner};
+use crate::prepare::NotPrepared;
+use crate::prepare::{CheckError, PrepareObserver};
 
 use super::*;
 

@@ -30,7 +30,7 @@ use loadcell_core::sql::{Dialect, SqlConn};
 use loadcell_core::DriverError;
 use rand::Rng;
 
-use crate::oltp::PrepareObserver;
+use crate::prepare::PrepareObserver;
 
 /// The table where loadcell records what its `prepare` created.
 pub const MARKER_TABLE: &str = "loadcell_objects";

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use loadcell_core::{Driver, DriverError};
 
-use crate::oltp::PrepareObserver;
+use crate::prepare::PrepareObserver;
 
 /// Splits items `0..total` into one contiguous range per connection and
 /// runs `load(conn, index, connections, range, observer)` for each on its
