@@ -231,9 +231,14 @@ pub struct TargetArgs {
 pub struct PrepareArgs {
     #[command(flatten)]
     pub target: TargetArgs,
-    /// Connections loading tables in parallel.
+    /// Threads of loading sessions, each with --clients connections, as
+    /// in `run` (sysbench's prepare --threads): prepare loads over
+    /// threads x clients connections.
     #[arg(long, value_name = "N", default_value = "1", value_parser = positive_usize, allow_negative_numbers = true)]
     pub threads: usize,
+    /// Loading connections per thread.
+    #[arg(long, value_name = "N", default_value = "1", value_parser = positive_usize, allow_negative_numbers = true)]
+    pub clients: usize,
     #[command(flatten)]
     pub oltp: OltpArgs,
     #[command(flatten)]

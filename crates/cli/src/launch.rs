@@ -7,26 +7,94 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use anyhow::{anyhow, bail, Context as _};
+use loadcell_core::family::{KvFamily, SqlFamily};
 use loadcell_core::kv::KvConn;
 use loadcell_core::sql::SqlConn;
-use loadcell_core::{Driver, DriverError, ErrorClass, ServerInfo, Target};
-use loadcell_drivers::{DriverInfo, Visitor};
+use loadcell_core::{Driver, DriverError, DriverInfo, ErrorClass, ServerInfo, Target};
+use loadcell_drivers::Visitor;
 use loadcell_engine::{Arrival, EnginePlan, RateSpec, Script};
 use loadcell_record::result::{RunResult, StopReason};
-use loadcell_workloads::dataset::{self, DataSetKv};
-use loadcell_workloads::kv::{self, Kv};
-use loadcell_workloads::oltp::{self, Oltp};
+use loadcell_workloads::dataset::DataSetWorkload;
+use loadcell_workloads::kv::KvWorkload;
 use loadcell_workloads::prepare::CheckError;
-use loadcell_workloads::ycsb::{self, YcsbKv, YcsbSql};
+use loadcell_workloads::workload::{CleanupError, Lifecycle, Loading};
+use loadcell_workloads::ycsb::YcsbWorkload;
 
 use crate::args::RunArgs;
 use crate::progress::{HdrLog, Metrics, PrepareProgress, RunObserver};
 use crate::result::{self, ResultContext};
 use crate::workload::WorkloadSpec;
 
-/// The visitor for a family is only called for a workload of that family:
-/// `main` checks families before opening the driver.
-const FAMILY_CHECKED: &str = "workload and driver families are checked before opening";
+/// A job (prepare, run, cleanup): one generic path for any driver and any
+/// workload that runs on its family, monomorphised for both.
+pub trait Job {
+    type Output;
+    fn drive<D, W, F>(self, info: &'static DriverInfo, driver: D, workload: &W) -> Self::Output
+    where
+        D: Driver,
+        W: Lifecycle<D::Conn, F>;
+}
+
+/// Opens the target's driver in a family the workload runs on and hands
+/// the job both.
+pub fn launch<J: Job>(
+    spec: &WorkloadSpec,
+    target: &Target,
+    job: J,
+) -> Result<J::Output, loadcell_drivers::OpenError> {
+    loadcell_drivers::open(target, spec.workload().families(), Launch { spec, job })
+}
+
+struct Launch<'a, J> {
+    spec: &'a WorkloadSpec,
+    job: J,
+}
+
+/// Which workloads run on which family's drivers: each arm only compiles
+/// for a workload that implements its lifecycle on that family, and
+/// `open` hands a workload only drivers of the families it names (a test
+/// checks the two agree).
+macro_rules! families {
+    ($($family:ident $method:ident $conn:ident $marker:ident: [$($variant:ident),+];)+) => {
+        impl<J: Job> Visitor for Launch<'_, J> {
+            type Output = J::Output;
+            $(
+                fn $method<D>(self, info: &'static DriverInfo, driver: D) -> J::Output
+                where
+                    D: Driver,
+                    D::Conn: $conn,
+                {
+                    match self.spec {
+                        $(WorkloadSpec::$variant(w) => self.job.drive::<D, _, $marker>(info, driver, w),)+
+                        #[allow(unreachable_patterns)]
+                        other => unreachable!(
+                            "{} was opened on a {} driver, which it does not name",
+                            other.name(),
+                            stringify!($method)
+                        ),
+                    }
+                }
+            )+
+        }
+
+        /// The families the dispatch above serves each workload on.
+        #[cfg(test)]
+        pub(crate) fn dispatched(spec: &WorkloadSpec) -> Vec<loadcell_core::Family> {
+            let mut families = Vec::new();
+            $(
+                if matches!(spec, $(WorkloadSpec::$variant(_))|+) {
+                    families.push(loadcell_core::Family::$family);
+                }
+            )+
+            families
+        }
+    };
+}
+
+families! {
+    Sql sql SqlConn SqlFamily: [Oltp, Ycsb];
+    Kv kv KvConn KvFamily: [Kv, Dataset, Ycsb];
+}
 
 /// How long in-flight events may finish once the run is told to stop.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
@@ -64,187 +132,63 @@ fn connect_error(endpoint: &str, e: DriverError) -> anyhow::Error {
 }
 
 pub struct PrepareJob {
-    pub spec: WorkloadSpec,
-    pub threads: usize,
-    pub connect_timeout: Duration,
+    pub loading: Loading,
 }
 
-impl Visitor for PrepareJob {
+impl Job for PrepareJob {
     type Output = anyhow::Result<()>;
 
-    fn sql<D>(self, _info: &'static DriverInfo, driver: D) -> anyhow::Result<()>
+    fn drive<D, W, F>(self, info: &'static DriverInfo, driver: D, workload: &W) -> Self::Output
     where
         D: Driver,
-        D::Conn: SqlConn,
+        W: Lifecycle<D::Conn, F>,
     {
-        let driver = Arc::new(driver);
-        block_on(prepare_sql(
-            &driver,
-            &self.spec,
-            self.threads,
-            self.connect_timeout,
-        ))
-    }
-
-    fn kv<D>(self, info: &'static DriverInfo, driver: D) -> anyhow::Result<()>
-    where
-        D: Driver,
-        D::Conn: KvConn,
-    {
-        let driver = Arc::new(driver);
-        block_on(prepare_kv(
-            &driver,
-            info,
-            &self.spec,
-            self.threads,
-            self.connect_timeout,
-        ))
+        block_on(prepare(&Arc::new(driver), info, workload, self.loading))
     }
 }
 
-async fn prepare_kv<D>(
+/// Prepares, showing progress; connection errors say where.
+async fn prepare<D, W, F>(
     driver: &Arc<D>,
     info: &'static DriverInfo,
-    spec: &WorkloadSpec,
-    threads: usize,
-    connect_timeout: Duration,
+    workload: &W,
+    loading: Loading,
 ) -> anyhow::Result<()>
 where
     D: Driver,
-    D::Conn: KvConn,
+    W: Lifecycle<D::Conn, F>,
 {
     let progress = Rc::new(PrepareProgress::new());
-    let result = match spec {
-        WorkloadSpec::Kv { opts } => {
-            kv::prepare(
-                Arc::clone(driver),
-                opts,
-                threads,
-                connect_timeout,
-                progress.clone(),
-            )
-            .await
-        }
-        WorkloadSpec::Dataset { set, .. } => {
-            dataset::prepare(
-                Arc::clone(driver),
-                Arc::clone(set),
-                threads,
-                connect_timeout,
-                progress.clone(),
-            )
-            .await
-        }
-        WorkloadSpec::Ycsb { opts, .. } => {
-            ycsb::prepare_kv(
-                Arc::clone(driver),
-                opts,
-                info.kv.commands,
-                threads,
-                connect_timeout,
-                0,
-                progress.clone(),
-            )
-            .await
-        }
-        WorkloadSpec::Oltp { .. } => unreachable!("{FAMILY_CHECKED}"),
-    };
-    progress.finish();
-    result.map_err(|e| connect_error(&driver.endpoint(), e))
-}
-
-async fn prepare_sql<D>(
-    driver: &Arc<D>,
-    spec: &WorkloadSpec,
-    threads: usize,
-    connect_timeout: Duration,
-) -> anyhow::Result<()>
-where
-    D: Driver,
-    D::Conn: SqlConn,
-{
-    let progress = Rc::new(PrepareProgress::new());
-    let result = match spec {
-        WorkloadSpec::Oltp { kind, opts } => {
-            oltp::prepare(
-                Arc::clone(driver),
-                *kind,
-                opts,
-                threads,
-                connect_timeout,
-                0,
-                progress.clone(),
-            )
-            .await
-        }
-        WorkloadSpec::Ycsb { opts, .. } => {
-            ycsb::prepare_sql(
-                Arc::clone(driver),
-                opts,
-                threads,
-                connect_timeout,
-                0,
-                progress.clone(),
-            )
-            .await
-        }
-        WorkloadSpec::Kv { .. } | WorkloadSpec::Dataset { .. } => {
-            unreachable!("{FAMILY_CHECKED}")
-        }
-    };
+    let result = workload
+        .prepare(Arc::clone(driver), info, loading, progress.clone())
+        .await;
     progress.finish();
     result.map_err(|e| connect_error(&driver.endpoint(), e))
 }
 
 pub struct CleanupJob {
-    pub spec: WorkloadSpec,
     pub connect_timeout: Duration,
 }
 
-impl Visitor for CleanupJob {
+impl Job for CleanupJob {
     type Output = anyhow::Result<()>;
 
-    fn sql<D>(self, _info: &'static DriverInfo, driver: D) -> anyhow::Result<()>
+    fn drive<D, W, F>(self, _info: &'static DriverInfo, driver: D, workload: &W) -> Self::Output
     where
         D: Driver,
-        D::Conn: SqlConn,
+        W: Lifecycle<D::Conn, F>,
     {
         block_on(async {
-            let (mut conn, _) = loadcell_engine::connect_once(&driver, self.connect_timeout)
-                .await
-                .map_err(|e| connect_error(&driver.endpoint(), e))?;
             let progress = PrepareProgress::new();
-            match self.spec {
-                WorkloadSpec::Ycsb { .. } => ycsb::cleanup(&mut conn, &progress).await,
-                _ => oltp::cleanup(&mut conn, &progress).await,
+            let result = workload
+                .cleanup(&driver, self.connect_timeout, &progress)
+                .await;
+            progress.finish();
+            match result {
+                Ok(()) => Ok(()),
+                Err(CleanupError::Refused(why)) => Err(anyhow!(why)),
+                Err(CleanupError::Driver(e)) => Err(connect_error(&driver.endpoint(), e)),
             }
-            .map_err(|e| anyhow!("{e}"))?;
-            progress.finish();
-            Ok(())
-        })
-    }
-
-    fn kv<D>(self, _info: &'static DriverInfo, driver: D) -> anyhow::Result<()>
-    where
-        D: Driver,
-        D::Conn: KvConn,
-    {
-        let WorkloadSpec::Dataset { set, .. } = &self.spec else {
-            bail!(
-                "cleanup is not available for key-value targets: loadcell does not track which keys it wrote, \
-                 and it never deletes data it cannot prove it created (a --dataset is the exception: \
-                 its prepare records what it loaded)"
-            )
-        };
-        block_on(async {
-            let (mut conn, _) = loadcell_engine::connect_once(&driver, self.connect_timeout)
-                .await
-                .map_err(|e| connect_error(&driver.endpoint(), e))?;
-            let progress = PrepareProgress::new();
-            let result = dataset::cleanup(&mut conn, set, &progress).await;
-            progress.finish();
-            result.map_err(|e| anyhow!("{e}"))?;
-            Ok(())
         })
     }
 }
@@ -283,19 +227,20 @@ impl RunJob<'_> {
     /// `--time`, its default.
     fn implied_events(&self) -> Option<u64> {
         match &self.spec {
-            WorkloadSpec::Kv { opts } | WorkloadSpec::Dataset { opts, .. } => {
+            WorkloadSpec::Kv(KvWorkload { opts })
+            | WorkloadSpec::Dataset(DataSetWorkload { opts, .. }) => {
                 let sessions = (self.args.threads * self.args.clients) as u64;
                 self.args
                     .kv
                     .requests
                     .map(|r| r.saturating_mul(sessions).div_ceil(opts.pipeline as u64))
             }
-            WorkloadSpec::Ycsb { opts, .. } => self
+            WorkloadSpec::Ycsb(YcsbWorkload { opts, .. }) => self
                 .args
                 .ycsb
                 .operation_count
                 .or_else(|| self.args.time.is_none().then_some(opts.operation_count)),
-            WorkloadSpec::Oltp { .. } => None,
+            WorkloadSpec::Oltp(_) => None,
         }
     }
 
@@ -357,92 +302,52 @@ impl RunJob<'_> {
     }
 }
 
-/// A script that can tell whether its data set is there, before any load.
-trait CheckPrepared<C> {
-    async fn check_prepared(&self, conn: &mut C) -> Result<(), CheckError>;
-}
-
-impl<C: SqlConn> CheckPrepared<C> for Oltp {
-    async fn check_prepared(&self, conn: &mut C) -> Result<(), CheckError> {
-        self.check(conn).await
-    }
-}
-
-impl<C: SqlConn> CheckPrepared<C> for YcsbSql {
-    async fn check_prepared(&self, conn: &mut C) -> Result<(), CheckError> {
-        self.check(conn).await
-    }
-}
-
-impl<C: KvConn> CheckPrepared<C> for YcsbKv {
-    async fn check_prepared(&self, conn: &mut C) -> Result<(), CheckError> {
-        self.check(conn).await
-    }
-}
-
-impl<C: KvConn> CheckPrepared<C> for DataSetKv {
-    async fn check_prepared(&self, conn: &mut C) -> Result<(), CheckError> {
-        self.check(conn).await
-    }
-}
-
-/// memtier's model needs nothing prepared: its GETs of keys never set are
-/// the misses a cache benchmark measures.
-impl<C: KvConn> CheckPrepared<C> for Kv {
-    async fn check_prepared(&self, _conn: &mut C) -> Result<(), CheckError> {
-        Ok(())
-    }
-}
-
-impl Visitor for RunJob<'_> {
+impl Job for RunJob<'_> {
     type Output = anyhow::Result<RunResult>;
 
-    fn sql<D>(self, info: &'static DriverInfo, driver: D) -> anyhow::Result<RunResult>
+    /// Prepares if asked (or if the embedded default target is empty),
+    /// checks the data set, then runs.
+    fn drive<D, W, F>(self, info: &'static DriverInfo, driver: D, workload: &W) -> Self::Output
     where
         D: Driver,
-        D::Conn: SqlConn,
+        W: Lifecycle<D::Conn, F>,
     {
+        self.check_outputs()?;
         let driver = Arc::new(driver);
         let seed = self.seed();
-        match &self.spec {
-            WorkloadSpec::Oltp { kind, opts } => {
-                let script = Arc::new(Oltp::new(*kind, opts.clone(), seed));
-                self.run_sql(info, driver, script, seed)
+        let script = Arc::new(workload.script(seed, info));
+        let timeout = self.args.target.connect_timeout;
+        let loading = Loading {
+            connections: self.args.threads * self.args.clients,
+            connect_timeout: timeout,
+        };
+        let endpoint = driver.endpoint();
+        let server = block_on(async {
+            if self.args.prepare {
+                prepare(&driver, info, workload, loading).await?;
             }
-            WorkloadSpec::Ycsb { opts, .. } => {
-                let script = Arc::new(YcsbSql::new(opts.clone()));
-                self.run_sql(info, driver, script, seed)
+            let (mut conn, server) = loadcell_engine::connect_once(&*driver, timeout)
+                .await
+                .map_err(|e| connect_error(&endpoint, e))?;
+            match workload.check(&script, &mut conn).await {
+                Ok(()) => {}
+                Err(CheckError::NotPrepared(_)) if self.default_target => {
+                    drop(conn);
+                    eprintln!("Preparing the embedded default target {}", self.target);
+                    prepare(&driver, info, workload, loading).await?;
+                }
+                Err(CheckError::NotPrepared(missing)) => bail!(
+                    "{missing} at {}: run `loadcell prepare {} --target '{}' {}` first, or add --prepare",
+                    self.target,
+                    self.spec.name(),
+                    self.target,
+                    self.spec.prepare_hint()
+                ),
+                Err(CheckError::Driver(e)) => return Err(anyhow!("{e}")),
             }
-            WorkloadSpec::Kv { .. } | WorkloadSpec::Dataset { .. } => {
-                unreachable!("{FAMILY_CHECKED}")
-            }
-        }
-    }
-
-    fn kv<D>(self, info: &'static DriverInfo, driver: D) -> anyhow::Result<RunResult>
-    where
-        D: Driver,
-        D::Conn: KvConn,
-    {
-        let driver = Arc::new(driver);
-        let seed = self.seed();
-        match &self.spec {
-            WorkloadSpec::Kv { opts } => {
-                let script = Arc::new(Kv::new(opts.clone()));
-                self.run_kv(info, driver, script, seed)
-            }
-            WorkloadSpec::Dataset { set, opts } => {
-                let script = Arc::new(DataSetKv::new(Arc::clone(set), opts.clone()));
-                self.run_kv(info, driver, script, seed)
-            }
-            WorkloadSpec::Ycsb { opts, .. } => {
-                // Hashes and a sorted-set index where the driver takes
-                // commands; one value per record where it only gets and sets.
-                let script = Arc::new(YcsbKv::new(opts.clone(), info.kv.commands));
-                self.run_kv(info, driver, script, seed)
-            }
-            WorkloadSpec::Oltp { .. } => unreachable!("{FAMILY_CHECKED}"),
-        }
+            Ok::<ServerInfo, anyhow::Error>(server)
+        })?;
+        self.execute(info, driver, script, server, seed)
     }
 }
 
@@ -468,92 +373,6 @@ impl RunJob<'_> {
         Ok(())
     }
 
-    fn run_sql<D, S>(
-        self,
-        info: &'static DriverInfo,
-        driver: Arc<D>,
-        script: Arc<S>,
-        seed: u64,
-    ) -> anyhow::Result<RunResult>
-    where
-        D: Driver,
-        D::Conn: SqlConn,
-        S: Script<D::Conn> + CheckPrepared<D::Conn> + Send + Sync,
-    {
-        let threads = self.args.threads;
-        let timeout = self.args.target.connect_timeout;
-        let spec = self.spec.clone();
-        let prepare = || prepare_sql(&driver, &spec, threads, timeout);
-        self.run_prepared(info, &driver, script, seed, prepare)
-    }
-
-    fn run_kv<D, S>(
-        self,
-        info: &'static DriverInfo,
-        driver: Arc<D>,
-        script: Arc<S>,
-        seed: u64,
-    ) -> anyhow::Result<RunResult>
-    where
-        D: Driver,
-        D::Conn: KvConn,
-        S: Script<D::Conn> + CheckPrepared<D::Conn> + Send + Sync,
-    {
-        let threads = self.args.threads;
-        let timeout = self.args.target.connect_timeout;
-        let spec = self.spec.clone();
-        let prepare = || prepare_kv(&driver, info, &spec, threads, timeout);
-        self.run_prepared(info, &driver, script, seed, prepare)
-    }
-
-    /// Prepares if asked (or if the embedded default target is empty),
-    /// checks the data set, then runs.
-    fn run_prepared<D, S, F>(
-        self,
-        info: &'static DriverInfo,
-        driver: &Arc<D>,
-        script: Arc<S>,
-        seed: u64,
-        prepare: impl Fn() -> F,
-    ) -> anyhow::Result<RunResult>
-    where
-        D: Driver,
-        S: Script<D::Conn> + CheckPrepared<D::Conn> + Send + Sync,
-        F: std::future::Future<Output = anyhow::Result<()>>,
-    {
-        self.check_outputs()?;
-        let timeout = self.args.target.connect_timeout;
-        let endpoint = driver.endpoint();
-        let server = block_on(async {
-            if self.args.prepare {
-                prepare().await?;
-            }
-            let (mut conn, server) = loadcell_engine::connect_once(&**driver, timeout)
-                .await
-                .map_err(|e| connect_error(&endpoint, e))?;
-            match script.check_prepared(&mut conn).await {
-                Ok(()) => {}
-                Err(CheckError::NotPrepared(_)) if self.default_target => {
-                    drop(conn);
-                    eprintln!("Preparing the embedded default target {}", self.target);
-                    prepare().await?;
-                }
-                Err(CheckError::NotPrepared(missing)) => bail!(
-                    "{missing} at {}: run `loadcell prepare {} --target '{}' {}` first, or add --prepare",
-                    self.target,
-                    self.spec.name(),
-                    self.target,
-                    self.spec.prepare_hint()
-                ),
-                Err(CheckError::Driver(e)) => return Err(anyhow!("{e}")),
-            }
-            Ok::<ServerInfo, anyhow::Error>(server)
-        })?;
-        self.execute(info, Arc::clone(driver), script, server, seed)
-    }
-}
-
-impl RunJob<'_> {
     /// The load phase and the result, the same for every family.
     fn execute<D, S>(
         self,
@@ -610,7 +429,7 @@ impl RunJob<'_> {
         let ctx = ResultContext {
             argv: &self.argv,
             workload: self.spec.name(),
-            workload_options: self.spec.options(),
+            workload_options: self.spec.workload().options(),
             target: &self.target,
             driver: info.name,
             family: info.family,
@@ -640,5 +459,41 @@ impl RunJob<'_> {
         }
         eprintln!("Result written to {}", out.display());
         Ok(result)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use loadcell_workloads::dataset::DataSet;
+    use loadcell_workloads::kv::KvOptions;
+
+    use super::*;
+    use crate::args::{KvArgs, OltpArgs, YcsbArgs};
+    use crate::workload::catalog;
+
+    /// `open` hands a workload drivers of the families it names; the
+    /// dispatch must serve it on exactly those, or a run would reach an
+    /// `unreachable!`.
+    #[test]
+    fn every_workload_is_dispatched_on_the_families_it_names() {
+        let (oltp, kv, ycsb) = (OltpArgs::defaults(), KvArgs::default(), YcsbArgs::default());
+        let mut specs: Vec<WorkloadSpec> = catalog()
+            .into_iter()
+            .map(|(name, _, _)| WorkloadSpec::resolve(name, &oltp, &kv, &ycsb).unwrap())
+            .collect();
+        let set = "name = \"t\"\nkeys = 10\n[[type]]\nname = \"s\"\nkind = \"string\"\nshare = 1\nkey_length = 8\nvalue_size = 8\n";
+        specs.push(WorkloadSpec::Dataset(DataSetWorkload {
+            set: Arc::new(DataSet::parse(set, "t.toml").unwrap()),
+            opts: KvOptions::default(),
+        }));
+        for spec in &specs {
+            assert_eq!(
+                dispatched(spec),
+                spec.workload().families(),
+                "{}",
+                spec.name()
+            );
+        }
+        assert!(specs.iter().any(|s| matches!(s, WorkloadSpec::Kv(_))));
     }
 }

@@ -2,13 +2,13 @@
 
 use std::fmt::Write as _;
 
-use crate::workload::catalog;
+use crate::workload::{catalog, families_label};
 
 pub fn render() -> String {
     let mut o = String::new();
     let _ = writeln!(o, "Workloads:");
-    for (name, family, about) in catalog() {
-        let _ = writeln!(o, "  {name:<24} [{}] {about}", family.as_str());
+    for (name, families, about) in catalog() {
+        let _ = writeln!(o, "  {name:<24} [{}] {about}", families_label(families));
     }
     let _ = writeln!(o);
     let _ = writeln!(o, "Drivers (--target URL):");

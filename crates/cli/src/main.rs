@@ -23,11 +23,12 @@ use anyhow::anyhow;
 use clap::error::ErrorKind;
 use clap::Parser;
 use loadcell_core::Target;
-use loadcell_drivers::{DriverInfo, Family};
+use loadcell_drivers::OpenError;
+use loadcell_workloads::workload::Loading;
 
 use crate::args::{Cli, Command, RunArgs, TargetArgs};
-use crate::launch::{CleanupJob, PrepareJob, RunJob};
-use crate::workload::WorkloadSpec;
+use crate::launch::{launch, CleanupJob, PrepareJob, RunJob};
+use crate::workload::{families_label, WorkloadSpec};
 use loadcell_record::result::RunResult;
 
 fn main() -> ExitCode {
@@ -99,80 +100,34 @@ fn default_sqlite(path: &Path) -> anyhow::Result<Target> {
 }
 
 /// Rejects a workload that the target's driver cannot serve, before any
-/// connection is opened.
-fn check_family(spec: &WorkloadSpec, target: &Target) -> anyhow::Result<()> {
-    let Some(info) = loadcell_drivers::find(target.scheme()) else {
-        return Ok(()); // `open` names the supported schemes.
-    };
-    let needs = spec.needs();
-    if !needs.accepts(info.family) {
-        let fitting: Vec<_> = loadcell_drivers::REGISTRY
+/// connection is opened, naming the drivers that can.
+fn check_driver(spec: &WorkloadSpec, target: &Target) -> anyhow::Result<()> {
+    let workload = spec.workload();
+    let families = workload.families();
+    let fitting = || {
+        let names: Vec<_> = loadcell_drivers::REGISTRY
             .iter()
-            .filter(|d| needs.accepts(d.family))
+            .filter(|d| families.contains(&d.family) && workload.refuses(d).is_none())
             .map(|d| d.name)
             .collect();
-        return Err(anyhow!(
-            "workload {} needs a {} driver ({}), but {}: is a {} driver",
-            spec.name(),
-            needs.as_str(),
-            fitting.join(", "),
-            target.scheme(),
-            info.family.as_str()
-        ));
-    }
-    if let WorkloadSpec::Ycsb { opts, .. } = spec {
-        // Scans need an ordered index: SQL's primary key, or a sorted set
-        // kept with commands. GET/SET-only stores have neither.
-        let can_scan = |d: &DriverInfo| d.family == Family::Sql || d.kv.commands;
-        if opts.needs_scan() && !can_scan(info) {
-            let fitting: Vec<_> = loadcell_drivers::REGISTRY
-                .iter()
-                .filter(|d| can_scan(d))
-                .map(|d| d.name)
-                .collect();
-            let share = 100.0 * opts.proportions.scan as f64 / opts.proportions.total() as f64;
+        names.join(", ")
+    };
+    let info = match loadcell_drivers::find(target.scheme(), families) {
+        Ok(info) => info,
+        Err(OpenError::OtherFamily { scheme, family }) => {
             return Err(anyhow!(
-                "workload {} scans records ({share:.0}% of its operations), and {} cannot scan: \
-                 it only gets and sets single keys, with no ordered index to read a range from; \
-                 drivers that can scan: {}",
-                spec.name(),
-                info.name,
-                fitting.join(", ")
-            ));
+                "workload {} needs a {} driver ({}), but {scheme}: is a {family} driver",
+                workload.name(),
+                families_label(families),
+                fitting(),
+            ))
         }
+        Err(_) => return Ok(()), // `open` names the supported schemes.
+    };
+    match workload.refuses(info) {
+        Some(why) => Err(anyhow!("{why}; drivers that can run it: {}", fitting())),
+        None => Ok(()),
     }
-    if let WorkloadSpec::Kv { opts } = spec {
-        if opts.needs_commands() && !info.kv.commands {
-            return Err(anyhow!(
-                "{} does not support arbitrary commands (--command); drivers that do: {}",
-                info.name,
-                commands_drivers().join(", ")
-            ));
-        }
-    }
-    if let WorkloadSpec::Dataset { set, .. } = spec {
-        if let Some(t) = set.hash_type().filter(|_| !info.kv.commands) {
-            return Err(anyhow!(
-                "data set '{}' ({}) has hash keys (type '{}'), and {} only gets and sets strings: \
-                 hashes need a driver with commands ({}); a data set of strings only runs on {} too",
-                set.name,
-                set.path,
-                t.name,
-                info.name,
-                commands_drivers().join(", "),
-                info.name
-            ));
-        }
-    }
-    Ok(())
-}
-
-fn commands_drivers() -> Vec<&'static str> {
-    loadcell_drivers::REGISTRY
-        .iter()
-        .filter(|d| d.kv.commands)
-        .map(|d| d.name)
-        .collect()
 }
 
 fn dispatch(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
@@ -189,13 +144,14 @@ fn dispatch(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
             let spec = WorkloadSpec::resolve(&a.target.workload, &a.oltp, &a.kv, &a.ycsb)
                 .map_err(|e| anyhow!(e))?;
             let (target, _) = resolve_target(&a.target)?;
-            check_family(&spec, &target)?;
+            check_driver(&spec, &target)?;
             let job = PrepareJob {
-                spec,
-                threads: a.threads,
-                connect_timeout: a.target.connect_timeout,
+                loading: Loading {
+                    connections: a.threads * a.clients,
+                    connect_timeout: a.target.connect_timeout,
+                },
             };
-            loadcell_drivers::open(&target, job)??;
+            launch(&spec, &target, job)??;
             Ok(0)
         }
         Command::Cleanup(a) => {
@@ -212,12 +168,11 @@ fn dispatch(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
             )
             .map_err(|e| anyhow!(e))?;
             let (target, _) = resolve_target(&a.target)?;
-            check_family(&spec, &target)?;
+            check_driver(&spec, &target)?;
             let job = CleanupJob {
-                spec,
                 connect_timeout: a.target.connect_timeout,
             };
-            loadcell_drivers::open(&target, job)??;
+            launch(&spec, &target, job)??;
             Ok(0)
         }
         Command::Run(a) => Ok(launch::exit_code(&run(&a, argv, false)?)),
@@ -243,16 +198,16 @@ fn run(a: &RunArgs, argv: Vec<String>, quiet: bool) -> anyhow::Result<RunResult>
     let spec = WorkloadSpec::resolve(&a.target.workload, &a.oltp, &a.kv, &a.ycsb)
         .map_err(|e| anyhow!(e))?;
     let (target, default_target) = resolve_target(&a.target)?;
-    check_family(&spec, &target)?;
+    check_driver(&spec, &target)?;
     let job = RunJob {
         args: a,
-        spec,
+        spec: spec.clone(),
         target: target.clone(),
         default_target,
         argv,
         quiet,
     };
-    loadcell_drivers::open(&target, job)?
+    launch(&spec, &target, job)?
 }
 
 /// `--workers` is at most the number of sessions: a worker thread with no

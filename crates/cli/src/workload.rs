@@ -1,66 +1,48 @@
 //! Resolves a workload name and its options into a typed spec.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use loadcell_drivers::Family;
-use loadcell_workloads::dataset::DataSet;
+use loadcell_core::Family;
+use loadcell_workloads::dataset::{DataSet, DataSetWorkload};
 use loadcell_workloads::distribution::{RandParams, RandType};
-use loadcell_workloads::kv::{CommandTemplate, DataSize, KeyPattern, KvOptions};
-use loadcell_workloads::oltp::{OltpKind, OltpOptions};
-use loadcell_workloads::ycsb::{Preset, RequestDistribution, YcsbOptions};
+use loadcell_workloads::kv::{CommandTemplate, DataSize, KeyPattern, KvOptions, KvWorkload};
+use loadcell_workloads::oltp::{OltpKind, OltpOptions, OltpWorkload};
+use loadcell_workloads::workload::Workload;
+use loadcell_workloads::ycsb::{Preset, RequestDistribution, YcsbOptions, YcsbWorkload};
 
 use crate::args::{KvArgs, OltpArgs, YcsbArgs};
 
-/// `Dataset` is `kv --dataset FILE`: the file's key types, with the kv
-/// options for the SET:GET ratio, pipeline and seeding.
+/// Every workload, typed. `Dataset` is `kv --dataset FILE`.
 #[derive(Debug, Clone)]
 pub enum WorkloadSpec {
-    Oltp { kind: OltpKind, opts: OltpOptions },
-    Kv { opts: KvOptions },
-    Dataset { set: Arc<DataSet>, opts: KvOptions },
-    Ycsb { preset: Preset, opts: YcsbOptions },
+    Oltp(OltpWorkload),
+    Kv(KvWorkload),
+    Dataset(DataSetWorkload),
+    Ycsb(YcsbWorkload),
 }
 
-/// What drivers a workload can run on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Needs {
-    /// Drivers of one family.
-    Family(Family),
-    /// Any driver that can store records: SQL (`usertable`) and key-value
-    /// (hashes, or one value per record).
-    Records,
-}
-
-impl Needs {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Needs::Family(f) => f.as_str(),
-            Needs::Records => "records",
-        }
-    }
-
-    pub fn accepts(self, family: Family) -> bool {
-        match self {
-            Needs::Family(f) => f == family,
-            Needs::Records => matches!(family, Family::Sql | Family::Kv),
-        }
-    }
+/// The families' names, as `loadcell list` shows what a workload runs on.
+pub fn families_label(families: &[Family]) -> String {
+    let names: Vec<_> = families.iter().map(|f| f.as_str()).collect();
+    names.join(", ")
 }
 
 const KV_ABOUT: &str = "memtier_benchmark-style SET:GET mix or weighted command templates, key patterns, value sizes, pipelining";
 
 /// Every workload: name, the drivers it needs, one line about it.
-pub fn catalog() -> Vec<(&'static str, Needs, &'static str)> {
+pub fn catalog() -> Vec<(&'static str, &'static [Family], &'static str)> {
+    const SQL: &[Family] = &[Family::Sql];
+    const KV: &[Family] = &[Family::Kv];
+    const RECORDS: &[Family] = &[Family::Sql, Family::Kv];
     let mut all: Vec<_> = OltpKind::ALL
         .iter()
-        .map(|(name, _, about)| (*name, Needs::Family(Family::Sql), *about))
+        .map(|(name, _, about)| (*name, SQL, *about))
         .collect();
-    all.push(("kv", Needs::Family(Family::Kv), KV_ABOUT));
+    all.push(("kv", KV, KV_ABOUT));
     all.extend(
         Preset::ALL
             .iter()
-            .map(|(name, _, about)| (*name, Needs::Records, *about)),
+            .map(|(name, _, about)| (*name, RECORDS, *about)),
     );
     all
 }
@@ -81,10 +63,10 @@ impl WorkloadSpec {
         if let Some(kind) = OltpKind::parse(name) {
             refuse(kv.given(), "a key-value option")?;
             refuse(ycsb.given(), "a record workload (ycsb, mix) option")?;
-            return Ok(WorkloadSpec::Oltp {
+            return Ok(WorkloadSpec::Oltp(OltpWorkload {
                 kind,
                 opts: oltp_options(oltp)?,
-            });
+            }));
         }
         if name == "kv" {
             refuse(ycsb.given(), "a record workload (ycsb, mix) option")?;
@@ -106,21 +88,21 @@ impl WorkloadSpec {
                          (with a data set, kv takes --ratio, --pipeline, --requests, --distinct-client-seed and --randomize)"
                     ));
                 }
-                return Ok(WorkloadSpec::Dataset {
+                return Ok(WorkloadSpec::Dataset(DataSetWorkload {
                     set: Arc::new(DataSet::load(path)?),
                     opts: kv_options(kv)?,
-                });
+                }));
             }
-            return Ok(WorkloadSpec::Kv {
+            return Ok(WorkloadSpec::Kv(KvWorkload {
                 opts: kv_options(kv)?,
-            });
+            }));
         }
         if let Some(preset) = Preset::parse(name) {
             refuse(kv.given(), "a key-value (kv workload) option")?;
-            return Ok(WorkloadSpec::Ycsb {
+            return Ok(WorkloadSpec::Ycsb(YcsbWorkload {
                 preset,
                 opts: ycsb_options(preset, ycsb)?,
-            });
+            }));
         }
         let names: Vec<_> = catalog().iter().map(|(n, _, _)| *n).collect();
         Err(format!(
@@ -129,45 +111,35 @@ impl WorkloadSpec {
         ))
     }
 
+    /// The workload, whatever its type, for what does not depend on the
+    /// driver: its name, families, refusals and options.
+    pub fn workload(&self) -> &dyn Workload {
+        match self {
+            WorkloadSpec::Oltp(w) => w,
+            WorkloadSpec::Kv(w) => w,
+            WorkloadSpec::Dataset(w) => w,
+            WorkloadSpec::Ycsb(w) => w,
+        }
+    }
+
     pub fn name(&self) -> &'static str {
-        match self {
-            WorkloadSpec::Oltp { kind, .. } => kind.name(),
-            WorkloadSpec::Kv { .. } | WorkloadSpec::Dataset { .. } => "kv",
-            WorkloadSpec::Ycsb { preset, .. } => preset.name(),
-        }
-    }
-
-    pub fn needs(&self) -> Needs {
-        match self {
-            WorkloadSpec::Oltp { .. } => Needs::Family(Family::Sql),
-            WorkloadSpec::Kv { .. } | WorkloadSpec::Dataset { .. } => Needs::Family(Family::Kv),
-            WorkloadSpec::Ycsb { .. } => Needs::Records,
-        }
-    }
-
-    pub fn options(&self) -> BTreeMap<String, serde_json::Value> {
-        match self {
-            WorkloadSpec::Oltp { opts, .. } => opts.to_map(),
-            WorkloadSpec::Kv { opts } => opts.to_map(),
-            WorkloadSpec::Dataset { set, opts } => set.to_map(opts),
-            WorkloadSpec::Ycsb { opts, .. } => opts.to_map(),
-        }
+        self.workload().name()
     }
 
     /// The options needed to repeat a `prepare` for this spec, for hints.
     pub fn prepare_hint(&self) -> String {
         match self {
-            WorkloadSpec::Oltp { opts, .. } => {
+            WorkloadSpec::Oltp(OltpWorkload { opts, .. }) => {
                 format!("--tables {} --table-size {}", opts.tables, opts.table_size)
             }
-            WorkloadSpec::Kv { opts } => {
+            WorkloadSpec::Kv(KvWorkload { opts }) => {
                 format!(
                     "--key-minimum {} --key-maximum {}",
                     opts.key_min, opts.key_max
                 )
             }
-            WorkloadSpec::Dataset { set, .. } => format!("--dataset {}", set.path),
-            WorkloadSpec::Ycsb { opts, .. } => {
+            WorkloadSpec::Dataset(DataSetWorkload { set, .. }) => format!("--dataset {}", set.path),
+            WorkloadSpec::Ycsb(YcsbWorkload { opts, .. }) => {
                 format!(
                     "--record-count {} --field-count {} --field-length {}",
                     opts.record_count, opts.field_count, opts.field_length

@@ -313,7 +313,7 @@ fn options_of_other_workloads_are_refused() {
     for (workload, _) in WORKLOADS {
         assert!(list.contains(workload), "{list}");
     }
-    assert!(list.contains("[records]"), "{list}");
+    assert!(list.contains("[sql, kv]"), "{list}");
 }
 
 fn tables_in_db(server: &TestServer) -> Vec<String> {

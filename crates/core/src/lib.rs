@@ -9,6 +9,7 @@
 pub mod clock;
 pub mod driver;
 pub mod error;
+pub mod family;
 pub mod kv;
 pub mod park;
 pub mod sql;
@@ -17,4 +18,5 @@ pub mod words;
 
 pub use driver::{Driver, ServerInfo};
 pub use error::{DriverError, ErrorClass};
+pub use family::{DriverInfo, Family};
 pub use target::{Target, TargetError};

@@ -15,88 +15,82 @@ pub mod sim;
 pub mod sqlite;
 mod transport;
 
-use loadcell_core::kv::{KvCapabilities, KvConn};
+use loadcell_core::kv::KvConn;
 use loadcell_core::sql::SqlConn;
 use loadcell_core::{Driver, Target};
 
-/// The families of operations a driver can serve.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Family {
-    Sql,
-    Kv,
-}
+pub use loadcell_core::{DriverInfo, Family};
 
-impl Family {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Family::Sql => "sql",
-            Family::Kv => "kv",
+/// The registry: one row per family, naming the method a [`Visitor`] has
+/// for it, the connection trait its drivers implement, and its drivers
+/// (each a module with an `INFO` and a driver type with `from_target`).
+/// It generates [`REGISTRY`], [`Visitor`] and [`open`].
+macro_rules! registry {
+    ($($family:ident $method:ident $conn:ident: [$($module:ident::$driver:ident),+ $(,)?];)+) => {
+        /// Every driver, in the order `loadcell list` shows them.
+        pub const REGISTRY: &[DriverInfo] = &[$($($module::INFO),+),+];
+
+        /// Called with the concrete driver for a target; generic, so the
+        /// engine is monomorphised per driver and nothing on the hot path
+        /// is dynamic. One method per family.
+        pub trait Visitor {
+            type Output;
+            $(
+                fn $method<D>(self, info: &'static DriverInfo, driver: D) -> Self::Output
+                where
+                    D: Driver,
+                    D::Conn: $conn;
+            )+
         }
-    }
+
+        /// Builds the driver that serves `target`'s scheme in one of
+        /// `families` (no connection is made) and hands it to `visitor`.
+        pub fn open<V: Visitor>(
+            target: &Target,
+            families: &[Family],
+            visitor: V,
+        ) -> Result<V::Output, OpenError> {
+            let scheme = target.scheme();
+            let bad = |reason: String| OpenError::BadTarget {
+                target: target.redacted(),
+                reason,
+            };
+            $($(
+                if families.contains(&Family::$family) && $module::INFO.schemes.contains(&scheme) {
+                    let driver = $module::$driver::from_target(target).map_err(bad)?;
+                    return Ok(visitor.$method(&$module::INFO, driver));
+                }
+            )+)+
+            Err(find(scheme, families).err().expect("a driver found is opened above"))
+        }
+    };
 }
 
-/// What `loadcell list` shows about a driver.
-#[derive(Debug, Clone, Copy)]
-pub struct DriverInfo {
-    pub name: &'static str,
-    pub schemes: &'static [&'static str],
-    pub family: Family,
-    pub url_form: &'static str,
-    pub about: &'static str,
-    /// For key-value drivers: what they support beyond GET and SET.
-    pub kv: KvCapabilities,
-    /// Its calls run to completion on the worker thread without yielding
-    /// (an embedded engine): each session group needs a thread of its own,
-    /// where network drivers' sessions share one worker thread per core.
-    pub blocking: bool,
-}
-
-pub const REGISTRY: &[DriverInfo] = &[
-    sqlite::INFO,
-    mysql::INFO,
-    postgres::INFO,
-    redis::INFO,
-    memcached::INFO,
-    sim::INFO,
-];
-
-/// Called with the concrete driver for a target; generic, so the engine is
-/// monomorphised per driver and nothing on the hot path is dynamic.
-pub trait Visitor {
-    type Output;
-    fn sql<D>(self, info: &'static DriverInfo, driver: D) -> Self::Output
-    where
-        D: Driver,
-        D::Conn: SqlConn;
-
-    fn kv<D>(self, info: &'static DriverInfo, driver: D) -> Self::Output
-    where
-        D: Driver,
-        D::Conn: KvConn;
+registry! {
+    Sql sql SqlConn: [sqlite::SqliteDriver, mysql::MysqlDriver, postgres::PostgresDriver];
+    Kv kv KvConn: [redis::RedisDriver, memcached::MemcachedDriver, sim::SimDriver];
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum OpenError {
     #[error("unsupported target scheme '{scheme}:'; supported: {supported}")]
     UnsupportedScheme { scheme: String, supported: String },
+    /// The scheme names a driver, of a family the workload does not run on.
+    #[error("{scheme}: is a {family} driver")]
+    OtherFamily {
+        scheme: String,
+        family: &'static str,
+    },
     #[error("bad target {target}: {reason}")]
     BadTarget { target: String, reason: String },
 }
 
-pub fn find(scheme: &str) -> Option<&'static DriverInfo> {
-    REGISTRY.iter().find(|d| d.schemes.contains(&scheme))
-}
-
-/// Builds the driver for `target` (no connection is made) and hands it to
-/// `visitor`.
-pub fn open<V: Visitor>(target: &Target, visitor: V) -> Result<V::Output, OpenError> {
-    let bad = |reason: String| OpenError::BadTarget {
-        target: target.redacted(),
-        reason,
-    };
-    let Some(info) = find(target.scheme()) else {
+/// The driver that serves `scheme` in one of `families`.
+pub fn find(scheme: &str, families: &[Family]) -> Result<&'static DriverInfo, OpenError> {
+    let mut serving = REGISTRY.iter().filter(|d| d.schemes.contains(&scheme));
+    let Some(first) = serving.clone().next() else {
         return Err(OpenError::UnsupportedScheme {
-            scheme: target.scheme().to_string(),
+            scheme: scheme.to_string(),
             supported: REGISTRY
                 .iter()
                 .flat_map(|d| d.schemes.iter().map(|s| format!("{s}:")))
@@ -104,22 +98,10 @@ pub fn open<V: Visitor>(target: &Target, visitor: V) -> Result<V::Output, OpenEr
                 .join(", "),
         });
     };
-    Ok(match info.name {
-        "sqlite" => visitor.sql(
-            info,
-            sqlite::SqliteDriver::from_target(target).map_err(bad)?,
-        ),
-        "mysql" => visitor.sql(info, mysql::MysqlDriver::from_target(target).map_err(bad)?),
-        "postgres" => visitor.sql(
-            info,
-            postgres::PostgresDriver::from_target(target).map_err(bad)?,
-        ),
-        "sim" => visitor.kv(info, sim::SimDriver::from_target(target).map_err(bad)?),
-        "redis" => visitor.kv(info, redis::RedisDriver::from_target(target).map_err(bad)?),
-        "memcached" => visitor.kv(
-            info,
-            memcached::MemcachedDriver::from_target(target).map_err(bad)?,
-        ),
-        other => unreachable!("driver '{other}' is registered but not opened"),
-    })
+    serving
+        .find(|d| families.contains(&d.family))
+        .ok_or(OpenError::OtherFamily {
+            scheme: scheme.to_string(),
+            family: first.family.as_str(),
+        })
 }

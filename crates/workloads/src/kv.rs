@@ -3,11 +3,14 @@
 //! fixed, ranged or weighted value sizes, and pipelining. Generic over
 //! [`KvConn`], so it runs on every key-value driver.
 
+use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::time::Duration;
 
+use loadcell_core::family::KvFamily;
 use loadcell_core::kv::{KvConn, KvReply};
-use loadcell_core::{Driver, DriverError};
+use loadcell_core::{Driver, DriverError, DriverInfo, Family};
 use loadcell_engine::{Category, Ctx, OpSpec, Script, SessionInfo};
 use rand::rngs::SmallRng;
 use rand::{Rng, RngCore, SeedableRng};
@@ -15,7 +18,8 @@ use serde_json::{json, Value};
 
 use crate::distribution::{Distribution, RandParams, RandType};
 use crate::prepare::load::load_in_parallel;
-use crate::prepare::PrepareObserver;
+use crate::prepare::{CheckError, PrepareObserver};
+use crate::workload::{CleanupError, Lifecycle, Loading, Workload};
 
 /// How keys are chosen (memtier's `--key-pattern` letters).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -694,19 +698,96 @@ impl Kv {
     }
 }
 
+/// Why `cleanup` deletes nothing on a key-value target but a data set's.
+pub(crate) const UNTRACKED_KEYS: &str =
+    "cleanup is not available for key-value targets: loadcell does not track which keys it wrote, \
+     and it never deletes data it cannot prove it created (a --dataset is the exception: \
+     its prepare records what it loaded)";
+
+/// memtier's model: the `kv` workload without a data set file.
+#[derive(Debug, Clone)]
+pub struct KvWorkload {
+    pub opts: KvOptions,
+}
+
+impl Workload for KvWorkload {
+    fn name(&self) -> &'static str {
+        "kv"
+    }
+
+    fn families(&self) -> &'static [Family] {
+        &[Family::Kv]
+    }
+
+    fn refuses(&self, driver: &DriverInfo) -> Option<String> {
+        (self.opts.needs_commands() && !driver.kv.commands).then(|| {
+            format!(
+                "{} does not support arbitrary commands (--command)",
+                driver.name
+            )
+        })
+    }
+
+    fn options(&self) -> BTreeMap<String, Value> {
+        self.opts.to_map()
+    }
+}
+
+impl<C: KvConn> Lifecycle<C, KvFamily> for KvWorkload {
+    type Script = Kv;
+
+    fn script(&self, _seed: u64, _driver: &DriverInfo) -> Kv {
+        Kv::new(self.opts.clone())
+    }
+
+    /// memtier's model needs nothing prepared: its GETs of keys never set
+    /// are the misses a cache benchmark measures.
+    async fn check(&self, _script: &Kv, _conn: &mut C) -> Result<(), CheckError> {
+        Ok(())
+    }
+
+    async fn prepare<D>(
+        &self,
+        driver: Arc<D>,
+        _info: &DriverInfo,
+        loading: Loading,
+        observer: Rc<dyn PrepareObserver>,
+    ) -> Result<(), DriverError>
+    where
+        D: Driver<Conn = C>,
+    {
+        prepare(driver, &self.opts, loading, observer).await
+    }
+
+    async fn cleanup<D>(
+        &self,
+        _driver: &D,
+        _connect_timeout: Duration,
+        _observer: &dyn PrepareObserver,
+    ) -> Result<(), CleanupError>
+    where
+        D: Driver<Conn = C>,
+    {
+        Err(CleanupError::Refused(UNTRACKED_KEYS.to_string()))
+    }
+}
+
 /// Loads every key of the range once (pipelined SETs of the configured
-/// sizes), spread over `connections` connections.
-pub async fn prepare<D>(
+/// sizes), spread over the loading connections.
+async fn prepare<D>(
     driver: Arc<D>,
     opts: &KvOptions,
-    connections: usize,
-    connect_timeout: std::time::Duration,
+    loading: Loading,
     observer: Rc<dyn PrepareObserver>,
 ) -> Result<(), DriverError>
 where
     D: Driver,
     D::Conn: KvConn,
 {
+    let Loading {
+        connections,
+        connect_timeout,
+    } = loading;
     let (lo, hi) = (opts.key_min, opts.key_max);
     let span = hi - lo + 1;
     observer.message(&format!(

@@ -12,4 +12,5 @@ pub mod oltp;
 pub mod prepare;
 #[cfg(test)]
 mod recorder;
+pub mod workload;
 pub mod ycsb;

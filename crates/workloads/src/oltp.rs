@@ -14,9 +14,11 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
+use loadcell_core::family::SqlFamily;
 use loadcell_core::sql::{Dialect, SqlConn, SqlParam};
-use loadcell_core::{Driver, DriverError, ErrorClass};
+use loadcell_core::{Driver, DriverError, DriverInfo, ErrorClass, Family};
 use loadcell_engine::{Category, Ctx, OpSpec, Script, SessionInfo};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -26,6 +28,7 @@ use crate::distribution::{Distribution, RandParams, RandType};
 use crate::prepare::load::load_in_parallel;
 use crate::prepare::marker::{self, table_exists, Owner};
 use crate::prepare::{CheckError, NotPrepared, PrepareObserver};
+use crate::workload::{CleanupError, Lifecycle, Loading, Workload};
 
 /// The eight sysbench OLTP workloads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -590,23 +593,82 @@ fn table_definition(dialect: Dialect, auto_inc: bool) -> String {
 /// sysbench flushes a bulk INSERT before it would pass 512 KiB.
 const BULK_INSERT_BYTES: usize = 512 * 1024;
 
-/// Creates and loads `sbtest1..N`, spreading tables over `threads`
+/// An OLTP workload: one of sysbench's scripts, with its options.
+#[derive(Debug, Clone)]
+pub struct OltpWorkload {
+    pub kind: OltpKind,
+    pub opts: OltpOptions,
+}
+
+impl Workload for OltpWorkload {
+    fn name(&self) -> &'static str {
+        self.kind.name()
+    }
+
+    fn families(&self) -> &'static [Family] {
+        &[Family::Sql]
+    }
+
+    fn options(&self) -> BTreeMap<String, Value> {
+        self.opts.to_map()
+    }
+}
+
+impl<C: SqlConn> Lifecycle<C, SqlFamily> for OltpWorkload {
+    type Script = Oltp;
+
+    fn script(&self, seed: u64, _driver: &DriverInfo) -> Oltp {
+        Oltp::new(self.kind, self.opts.clone(), seed)
+    }
+
+    async fn check(&self, script: &Oltp, conn: &mut C) -> Result<(), CheckError> {
+        script.check(conn).await
+    }
+
+    async fn prepare<D>(
+        &self,
+        driver: Arc<D>,
+        _info: &DriverInfo,
+        loading: Loading,
+        observer: Rc<dyn PrepareObserver>,
+    ) -> Result<(), DriverError>
+    where
+        D: Driver<Conn = C>,
+    {
+        prepare(driver, self.kind, &self.opts, loading, observer).await
+    }
+
+    async fn cleanup<D>(
+        &self,
+        driver: &D,
+        connect_timeout: Duration,
+        observer: &dyn PrepareObserver,
+    ) -> Result<(), CleanupError>
+    where
+        D: Driver<Conn = C>,
+    {
+        let (mut conn, _) = loadcell_engine::connect_once(driver, connect_timeout).await?;
+        marker::cleanup(&mut conn, MARKER_WORKLOAD, observer).await?;
+        Ok(())
+    }
+}
+
+/// Creates and loads `sbtest1..N`, spreading tables over the loading
 /// connections (a run of consecutive tables each). Idempotent: tables
 /// loadcell created and fully loaded are left alone, partly loaded ones are
 /// completed, and tables it did not create are never touched.
-pub async fn prepare<D>(
+async fn prepare<D>(
     driver: Arc<D>,
     kind: OltpKind,
     opts: &OltpOptions,
-    threads: usize,
-    connect_timeout: std::time::Duration,
-    seed: u64,
+    loading: Loading,
     observer: Rc<dyn PrepareObserver>,
 ) -> Result<(), DriverError>
 where
     D: Driver,
     D::Conn: SqlConn,
 {
+    let connect_timeout = loading.connect_timeout;
     let (mut first, _) = loadcell_engine::connect_once(&*driver, connect_timeout).await?;
     marker::ensure(&mut first).await?;
     drop(first);
@@ -617,17 +679,17 @@ where
         opts.table_size
     };
     let opts = opts.clone();
-    let threads = threads.clamp(1, opts.tables as usize);
+    let connections = loading.connections.clamp(1, opts.tables as usize);
     load_in_parallel(
         driver,
         u64::from(opts.tables),
-        threads,
+        connections,
         connect_timeout,
         observer,
         move |mut conn, i, _, tables, observer| {
             let opts = opts.clone();
             async move {
-                let mut rng = SmallRng::seed_from_u64(seed ^ i as u64);
+                let mut rng = SmallRng::seed_from_u64(i as u64);
                 for t in tables {
                     prepare_table(&mut conn, t as u32 + 1, rows, &opts, &mut rng, &*observer)
                         .await?;
@@ -738,15 +800,6 @@ async fn prepare_table<C: SqlConn>(
             .await?;
     }
     Ok(())
-}
-
-/// Drops every table loadcell's `prepare` created for the OLTP suite and
-/// that still carries its tag, and nothing else. Returns the names dropped.
-pub async fn cleanup<C: SqlConn>(
-    conn: &mut C,
-    observer: &dyn PrepareObserver,
-) -> Result<Vec<String>, DriverError> {
-    marker::cleanup(conn, MARKER_WORKLOAD, observer).await
 }
 
 #[cfg(test)]

@@ -34,10 +34,11 @@ mod prepare;
 mod script;
 #[cfg(test)]
 mod tests;
+mod workload;
 
 use prepare::*;
-pub use prepare::{cleanup, prepare};
 pub use script::{DataSetKv, DataSetSession};
+pub use workload::DataSetWorkload;
 
 /// Most fields a hash type may have (HSET's arguments fit on the stack).
 pub const MAX_FIELDS: usize = 64;

@@ -14,6 +14,7 @@ use crate::kv::{flush_all, DataSize, LOAD_BATCH};
 use crate::prepare::load::load_in_parallel;
 use crate::prepare::marker::random_id;
 use crate::prepare::PrepareObserver;
+use crate::workload::Loading;
 
 use super::*;
 
@@ -89,20 +90,23 @@ pub(super) async fn first_existing<C: KvConn>(
 }
 
 /// Loads every key of the data set (pipelined, [`LOAD_BATCH`] keys a
-/// batch) over `connections` connections. Idempotent: a data set this
+/// batch) over the loading connections. Idempotent: a data set this
 /// prepare completed is left alone, a partly loaded one is loaded again,
 /// and keys loadcell did not write are never overwritten.
-pub async fn prepare<D>(
+pub(super) async fn prepare<D>(
     driver: Arc<D>,
     set: Arc<DataSet>,
-    connections: usize,
-    connect_timeout: std::time::Duration,
+    loading: Loading,
     observer: Rc<dyn PrepareObserver>,
 ) -> Result<(), DriverError>
 where
     D: Driver,
     D::Conn: KvConn,
 {
+    let Loading {
+        connections,
+        connect_timeout,
+    } = loading;
     let (mut first, _) = loadcell_engine::connect_once(&*driver, connect_timeout).await?;
     let marker = set.marker_key();
     let cleanup_hint = format!(
@@ -241,7 +245,7 @@ pub(super) enum Found {
 /// Each key's value is read right before its deletion (a batch's reads,
 /// then its deletes); a key another writer has written since under the
 /// same name is left, and so named. Returns the number of keys deleted.
-pub async fn cleanup<C: KvConn>(
+pub(super) async fn cleanup<C: KvConn>(
     conn: &mut C,
     set: &DataSet,
     observer: &dyn PrepareObserver,

@@ -11,6 +11,7 @@ use loadcell_engine::{Ctx, OpSpec, Script, SessionInfo};
 use crate::prepare::load::load_in_parallel;
 use crate::prepare::NotPrepared;
 use crate::prepare::{CheckError, PrepareObserver};
+use crate::workload::Loading;
 
 use super::*;
 
@@ -373,24 +374,23 @@ impl<C: KvConn> Script<C> for YcsbKv {
 }
 
 /// Loads records `0..record_count` (pipelined, 100 records a batch),
-/// spread over `connections` connections. Records already there are
+/// spread over the loading connections. Records already there are
 /// overwritten with new values.
-pub async fn prepare_kv<D>(
+pub(super) async fn prepare_kv<D>(
     driver: Arc<D>,
     opts: &YcsbOptions,
     hashes: bool,
-    connections: usize,
-    connect_timeout: std::time::Duration,
-    seed: u64,
+    loading: Loading,
     observer: Rc<dyn PrepareObserver>,
 ) -> Result<(), DriverError>
 where
     D: Driver,
     D::Conn: KvConn,
 {
+    let connect_timeout = loading.connect_timeout;
     const BATCH: u64 = 100;
     let records = opts.record_count;
-    let connections = connections.clamp(1, 64).min(records as usize);
+    let connections = loading.connections.clamp(1, 64).min(records as usize);
     observer.message(&format!(
         "Loading {} ({}) with {}",
         loadcell_core::words::counted(records, "record"),
@@ -412,7 +412,7 @@ where
         move |mut conn, c, _, keys, observer| {
             let kv = Rc::clone(&kv);
             async move {
-                let mut s = kv.new_session(session_seed(seed, c));
+                let mut s = kv.new_session(load_seed(c));
                 let mut n = keys.start;
                 while n < keys.end {
                     let end = (n + BATCH).min(keys.end);

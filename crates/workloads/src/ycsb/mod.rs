@@ -71,11 +71,14 @@ mod options;
 mod sql;
 #[cfg(test)]
 mod tests;
+mod workload;
 
-pub use kv::{prepare_kv, YcsbKv, YcsbKvSession};
+use kv::prepare_kv;
+pub use kv::{YcsbKv, YcsbKvSession};
 pub use options::*;
 use sql::*;
-pub use sql::{cleanup, prepare_sql, YcsbSql, YcsbSqlSession};
+pub use sql::{YcsbSql, YcsbSqlSession};
+pub use workload::YcsbWorkload;
 
 const READ: usize = 0;
 const UPDATE: usize = 1;

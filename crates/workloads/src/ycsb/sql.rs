@@ -13,6 +13,7 @@ use crate::prepare::load::load_in_parallel;
 use crate::prepare::marker::{self, table_exists, Owner};
 use crate::prepare::NotPrepared;
 use crate::prepare::{CheckError, PrepareObserver};
+use crate::workload::Loading;
 
 use super::*;
 
@@ -382,21 +383,23 @@ impl<C: SqlConn> Script<C> for YcsbSql {
 pub(super) const BULK_INSERT_BYTES: usize = 512 * 1024;
 
 /// Creates and loads `usertable` with records `0..record_count`, spread
-/// over `threads` connections (one for SQLite). Idempotent: a table
+/// over the loading connections (one for SQLite). Idempotent: a table
 /// loadcell created and fully loaded is left alone, a partly loaded one is
 /// completed, and a table it did not create is never touched.
-pub async fn prepare_sql<D>(
+pub(super) async fn prepare_sql<D>(
     driver: Arc<D>,
     opts: &YcsbOptions,
-    threads: usize,
-    connect_timeout: std::time::Duration,
-    seed: u64,
+    loading: Loading,
     observer: Rc<dyn PrepareObserver>,
 ) -> Result<(), DriverError>
 where
     D: Driver,
     D::Conn: SqlConn,
 {
+    let Loading {
+        connections,
+        connect_timeout,
+    } = loading;
     let (mut first, _) = loadcell_engine::connect_once(&*driver, connect_timeout).await?;
     let dialect = first.dialect();
     marker::ensure(&mut first).await?;
@@ -450,23 +453,23 @@ where
     };
     observer.add_total(records);
     // SQLite has one writer at a time: more connections only wait.
-    let threads = if dialect == Dialect::Sqlite {
+    let connections = if dialect == Dialect::Sqlite {
         1
     } else {
-        threads.clamp(1, 64).min(records as usize)
+        connections.clamp(1, 64).min(records as usize)
     };
     drop(first);
     let ycsb = Rc::new(Ycsb::new(opts.clone()));
     load_in_parallel(
         driver,
         records,
-        threads,
+        connections,
         connect_timeout,
         observer,
         move |mut conn, i, _, keys, observer| {
             let ycsb = Rc::clone(&ycsb);
             async move {
-                let mut d = Draw::new(&ycsb, session_seed(seed, i));
+                let mut d = Draw::new(&ycsb, load_seed(i));
                 load_sql(&mut conn, &ycsb, &mut d, keys, complete, &*observer).await
             }
         },
@@ -475,8 +478,8 @@ where
 }
 
 /// A loading connection's seed, apart from every other connection's.
-pub(super) fn session_seed(seed: u64, connection: usize) -> u64 {
-    seed ^ (connection as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+pub(super) fn load_seed(connection: usize) -> u64 {
+    (connection as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
 /// Inserts records `keys` with multi-row INSERTs; `skip_existing` makes the
@@ -542,7 +545,7 @@ pub(super) async fn load_sql<C: SqlConn>(
 
 /// Drops `usertable` if loadcell's `prepare` created it and it still
 /// carries its tag, and nothing else.
-pub async fn cleanup<C: SqlConn>(
+pub(super) async fn cleanup<C: SqlConn>(
     conn: &mut C,
     observer: &dyn PrepareObserver,
 ) -> Result<Vec<String>, DriverError> {

@@ -1,0 +1,46 @@
+//! Families of systems: what a connection can do (the family traits
+//! [`crate::sql::SqlConn`], [`crate::kv::KvConn`]), which a workload
+//! names to say what it runs on, and the facts about each driver that a
+//! workload checks before anything connects.
+
+use crate::kv::KvCapabilities;
+
+/// The families of operations a driver can serve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    Sql,
+    Kv,
+}
+
+impl Family {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Family::Sql => "sql",
+            Family::Kv => "kv",
+        }
+    }
+}
+
+/// Type-level names of the families: a workload that runs on several
+/// (YCSB on SQL and on key-value) implements its lifecycle once per family,
+/// and the marker keeps those implementations apart.
+pub enum SqlFamily {}
+/// See [`SqlFamily`].
+pub enum KvFamily {}
+
+/// What `loadcell list` shows about a driver, and what workloads check
+/// before anything connects.
+#[derive(Debug, Clone, Copy)]
+pub struct DriverInfo {
+    pub name: &'static str,
+    pub schemes: &'static [&'static str],
+    pub family: Family,
+    pub url_form: &'static str,
+    pub about: &'static str,
+    /// For key-value drivers: what they support beyond GET and SET.
+    pub kv: KvCapabilities,
+    /// Its calls run to completion on the worker thread without yielding
+    /// (an embedded engine): each session group needs a thread of its own,
+    /// where network drivers' sessions share one worker thread per core.
+    pub blocking: bool,
+}

@@ -1,0 +1,132 @@
+//! YCSB's record workloads as a workload: on SQL drivers (`usertable`)
+//! and on key-value drivers (a hash per record where the driver takes
+//! commands, one value per record where it only gets and sets).
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use loadcell_core::family::{KvFamily, SqlFamily};
+use loadcell_core::kv::KvConn;
+use loadcell_core::sql::SqlConn;
+use loadcell_core::{Driver, DriverError, DriverInfo, Family};
+use serde_json::Value;
+
+use super::{cleanup, prepare_kv, prepare_sql, Preset, YcsbKv, YcsbOptions, YcsbSql};
+use crate::prepare::{CheckError, PrepareObserver};
+use crate::workload::{CleanupError, Lifecycle, Loading, Workload};
+
+#[derive(Debug, Clone)]
+pub struct YcsbWorkload {
+    pub preset: Preset,
+    pub opts: YcsbOptions,
+}
+
+impl Workload for YcsbWorkload {
+    fn name(&self) -> &'static str {
+        self.preset.name()
+    }
+
+    fn families(&self) -> &'static [Family] {
+        &[Family::Sql, Family::Kv]
+    }
+
+    /// Scans need an ordered index: SQL's primary key, or a sorted set kept
+    /// with commands. GET/SET-only stores have neither.
+    fn refuses(&self, driver: &DriverInfo) -> Option<String> {
+        let can_scan = driver.family == Family::Sql || driver.kv.commands;
+        (self.opts.needs_scan() && !can_scan).then(|| {
+            let share =
+                100.0 * self.opts.proportions.scan as f64 / self.opts.proportions.total() as f64;
+            format!(
+                "workload {} scans records ({share:.0}% of its operations), and {} cannot scan: \
+                 it only gets and sets single keys, with no ordered index to read a range from",
+                self.name(),
+                driver.name
+            )
+        })
+    }
+
+    fn options(&self) -> BTreeMap<String, Value> {
+        self.opts.to_map()
+    }
+}
+
+impl<C: SqlConn> Lifecycle<C, SqlFamily> for YcsbWorkload {
+    type Script = YcsbSql;
+
+    fn script(&self, _seed: u64, _driver: &DriverInfo) -> YcsbSql {
+        YcsbSql::new(self.opts.clone())
+    }
+
+    async fn check(&self, script: &YcsbSql, conn: &mut C) -> Result<(), CheckError> {
+        script.check(conn).await
+    }
+
+    async fn prepare<D>(
+        &self,
+        driver: Arc<D>,
+        _info: &DriverInfo,
+        loading: Loading,
+        observer: Rc<dyn PrepareObserver>,
+    ) -> Result<(), DriverError>
+    where
+        D: Driver<Conn = C>,
+    {
+        prepare_sql(driver, &self.opts, loading, observer).await
+    }
+
+    async fn cleanup<D>(
+        &self,
+        driver: &D,
+        connect_timeout: Duration,
+        observer: &dyn PrepareObserver,
+    ) -> Result<(), CleanupError>
+    where
+        D: Driver<Conn = C>,
+    {
+        let (mut conn, _) = loadcell_engine::connect_once(driver, connect_timeout).await?;
+        cleanup(&mut conn, observer).await?;
+        Ok(())
+    }
+}
+
+impl<C: KvConn> Lifecycle<C, KvFamily> for YcsbWorkload {
+    type Script = YcsbKv;
+
+    /// Hashes and a sorted-set index where the driver takes commands; one
+    /// value per record where it only gets and sets.
+    fn script(&self, _seed: u64, driver: &DriverInfo) -> YcsbKv {
+        YcsbKv::new(self.opts.clone(), driver.kv.commands)
+    }
+
+    async fn check(&self, script: &YcsbKv, conn: &mut C) -> Result<(), CheckError> {
+        script.check(conn).await
+    }
+
+    async fn prepare<D>(
+        &self,
+        driver: Arc<D>,
+        info: &DriverInfo,
+        loading: Loading,
+        observer: Rc<dyn PrepareObserver>,
+    ) -> Result<(), DriverError>
+    where
+        D: Driver<Conn = C>,
+    {
+        prepare_kv(driver, &self.opts, info.kv.commands, loading, observer).await
+    }
+
+    async fn cleanup<D>(
+        &self,
+        _driver: &D,
+        _connect_timeout: Duration,
+        _observer: &dyn PrepareObserver,
+    ) -> Result<(), CleanupError>
+    where
+        D: Driver<Conn = C>,
+    {
+        Err(CleanupError::Refused(crate::kv::UNTRACKED_KEYS.to_string()))
+    }
+}
