@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::workload::WorkloadArgs;
+
 /// clap's default help layout, followed by `$text` as written. clap wraps
 /// `after_help` to the terminal's width (the `wrap_help` feature), which
 /// cuts example command lines in the middle; text in the template itself is
@@ -240,11 +242,7 @@ pub struct PrepareArgs {
     #[arg(long, value_name = "N", default_value = "1", value_parser = positive_usize, allow_negative_numbers = true)]
     pub clients: usize,
     #[command(flatten)]
-    pub oltp: OltpArgs,
-    #[command(flatten)]
-    pub kv: KvArgs,
-    #[command(flatten)]
-    pub ycsb: YcsbArgs,
+    pub workload: WorkloadArgs,
 }
 
 #[derive(Debug, Args)]
@@ -320,299 +318,21 @@ pub struct RunArgs {
     #[arg(long = "label", value_name = "KEY=VALUE", value_parser = label)]
     pub labels: Vec<(String, String)>,
     #[command(flatten)]
-    pub oltp: OltpArgs,
-    #[command(flatten)]
-    pub kv: KvArgs,
-    #[command(flatten)]
-    pub ycsb: YcsbArgs,
+    pub workload: WorkloadArgs,
 }
 
-/// YCSB's options for the record workloads (`ycsb-a` … `ycsb-f`, `mix-*`);
-/// YCSB's property names (`--recordcount`) work too. Unset options take
-/// the workload's defaults.
-#[derive(Debug, Clone, Default, Args)]
-#[command(next_help_heading = "Record workload options (ycsb-a..ycsb-f, mix-*; YCSB names)")]
-pub struct YcsbArgs {
-    /// Records prepare loads and run reads (default 1000).
-    #[arg(long, alias = "recordcount", value_name = "N", value_parser = positive_u64, allow_negative_numbers = true)]
-    pub record_count: Option<u64>,
-    /// Operations a run performs when neither --time nor --events is given
-    /// (default 1000); also sizes the key space inserts grow into.
-    #[arg(long, alias = "operationcount", value_name = "N", value_parser = positive_u64, allow_negative_numbers = true)]
-    pub operation_count: Option<u64>,
-    /// Fields per record (default 10).
-    #[arg(long, alias = "fieldcount", value_name = "N", value_parser = positive_u32, allow_negative_numbers = true)]
-    pub field_count: Option<u32>,
-    /// Bytes per field (default 100; 10 for the mix-* workloads).
-    #[arg(long, alias = "fieldlength", value_name = "BYTES", value_parser = positive_usize, allow_negative_numbers = true)]
-    pub field_length: Option<usize>,
-    /// Which records operations choose: uniform, zipfian, latest or hotspot
-    /// (default: the workload's).
-    #[arg(long, alias = "requestdistribution", value_name = "KIND")]
-    pub request_distribution: Option<String>,
-    /// Longest scan in records; lengths are uniform from 1 (default 1000, 100
-    /// for ycsb-e, as in YCSB).
-    #[arg(long, alias = "maxscanlength", value_name = "N", value_parser = positive_u64, allow_negative_numbers = true)]
-    pub max_scan_length: Option<u64>,
-    /// hotspot: the fraction of records that are hot (default 0.2).
-    #[arg(
-        long,
-        alias = "hotspotdatafraction",
-        value_name = "FRACTION",
-        allow_negative_numbers = true
-    )]
-    pub hotspot_data_fraction: Option<f64>,
-    /// hotspot: the fraction of operations on hot records (default 0.8).
-    #[arg(
-        long,
-        alias = "hotspotopnfraction",
-        value_name = "FRACTION",
-        allow_negative_numbers = true
-    )]
-    pub hotspot_opn_fraction: Option<f64>,
-    /// Updates write every field instead of one (default off; on for mix-*).
-    #[arg(long, alias = "writeallfields", value_name = "on|off", value_parser = on_off)]
-    pub write_all_fields: Option<bool>,
-}
-
-impl YcsbArgs {
-    /// The options given on the command line, by their flag names, so a
-    /// workload that does not take them can say so.
-    pub fn given(&self) -> Vec<&'static str> {
-        [
-            (self.record_count.is_some(), "--record-count"),
-            (self.operation_count.is_some(), "--operation-count"),
-            (self.field_count.is_some(), "--field-count"),
-            (self.field_length.is_some(), "--field-length"),
-            (
-                self.request_distribution.is_some(),
-                "--request-distribution",
-            ),
-            (self.max_scan_length.is_some(), "--max-scan-length"),
-            (
-                self.hotspot_data_fraction.is_some(),
-                "--hotspot-data-fraction",
-            ),
-            (
-                self.hotspot_opn_fraction.is_some(),
-                "--hotspot-opn-fraction",
-            ),
-            (self.write_all_fields.is_some(), "--write-all-fields"),
-        ]
-        .into_iter()
-        .filter_map(|(set, name)| set.then_some(name))
-        .collect()
-    }
-}
-
-/// memtier_benchmark's options for the `kv` workload. Unset options take
-/// memtier's defaults.
-#[derive(Debug, Clone, Default, Args)]
-#[command(next_help_heading = "Key-value workload options (memtier_benchmark names)")]
-pub struct KvArgs {
-    /// SET:GET ratio (default 1:10).
-    #[arg(long, value_name = "SET:GET")]
-    pub ratio: Option<String>,
-    /// Key prefix (default "memtier-").
-    #[arg(long, value_name = "PREFIX")]
-    pub key_prefix: Option<String>,
-    /// Lowest key number (default 0).
-    #[arg(long, value_name = "N")]
-    pub key_minimum: Option<u64>,
-    /// Highest key number (default 10000000).
-    #[arg(long, value_name = "N")]
-    pub key_maximum: Option<u64>,
-    /// SET:GET key patterns: R random, S sequential, G gaussian, P parallel per client, Z zipfian (default R:R).
-    #[arg(long, value_name = "SET:GET")]
-    pub key_pattern: Option<String>,
-    /// Median key for G (default: middle of the range).
-    #[arg(long, value_name = "KEY")]
-    pub key_median: Option<f64>,
-    /// Standard deviation for G (default: range / 6).
-    #[arg(long, value_name = "N")]
-    pub key_stddev: Option<f64>,
-    /// Exponent for Z (default 1).
-    #[arg(long, value_name = "EXP")]
-    pub key_zipf_exp: Option<f64>,
-    /// Value size in bytes (default 32).
-    #[arg(short = 'd', long, value_name = "BYTES", allow_negative_numbers = true)]
-    pub data_size: Option<i64>,
-    /// Value sizes uniformly in a range.
-    #[arg(long, value_name = "MIN-MAX")]
-    pub data_size_range: Option<String>,
-    /// Value sizes with weights.
-    #[arg(long, value_name = "SIZE:WEIGHT,...")]
-    pub data_size_list: Option<String>,
-    /// Random bytes in values instead of 'x'.
-    #[arg(long)]
-    pub random_data: bool,
-    /// A different random seed for every connection (memtier's default is one seed for all).
-    #[arg(long)]
-    pub distinct_client_seed: bool,
-    /// Seed from the clock (the default when --seed is not given).
-    #[arg(long)]
-    pub randomize: bool,
-    /// Requests per client instead of a time limit.
-    #[arg(long, value_name = "N", value_parser = positive_u64, allow_negative_numbers = true)]
-    pub requests: Option<u64>,
-    /// Requests in flight per connection (sent together, replies read in order).
-    #[arg(long, value_name = "N", value_parser = positive_usize, allow_negative_numbers = true)]
-    pub pipeline: Option<usize>,
-    /// An arbitrary command, e.g. 'hset __key__ f1 __data__' (repeatable).
-    #[arg(long, value_name = "TEMPLATE")]
-    pub command: Vec<String>,
-    /// Weight of each --command, in order (default 1 each).
-    #[arg(long, value_name = "N")]
-    pub command_ratio: Vec<u32>,
-    /// Key pattern of each --command, in order (default R).
-    #[arg(long, value_name = "R|S|G|P|Z")]
-    pub command_key_pattern: Vec<String>,
-    /// Derive values from their keys and check every GET hit returns the bytes that were SET.
-    #[arg(long)]
-    pub verify: bool,
-    /// A mixed data set file (TOML: key types, shares, hot set) instead of one key range.
-    #[arg(long, value_name = "FILE")]
-    pub dataset: Option<PathBuf>,
-}
-
-impl KvArgs {
-    /// The options given on the command line, by their flag names, so a
-    /// workload that does not take them can say so.
-    pub fn given(&self) -> Vec<&'static str> {
-        let mut given = Vec::new();
-        let mut note = |set: bool, name: &'static str| {
-            if set {
-                given.push(name);
-            }
-        };
-        note(self.ratio.is_some(), "--ratio");
-        note(self.key_prefix.is_some(), "--key-prefix");
-        note(self.key_minimum.is_some(), "--key-minimum");
-        note(self.key_maximum.is_some(), "--key-maximum");
-        note(self.key_pattern.is_some(), "--key-pattern");
-        note(self.key_median.is_some(), "--key-median");
-        note(self.key_stddev.is_some(), "--key-stddev");
-        note(self.key_zipf_exp.is_some(), "--key-zipf-exp");
-        note(self.data_size.is_some(), "--data-size");
-        note(self.data_size_range.is_some(), "--data-size-range");
-        note(self.data_size_list.is_some(), "--data-size-list");
-        note(self.random_data, "--random-data");
-        note(self.distinct_client_seed, "--distinct-client-seed");
-        note(self.randomize, "--randomize");
-        note(self.pipeline.is_some(), "--pipeline");
-        note(self.requests.is_some(), "--requests");
-        note(!self.command.is_empty(), "--command");
-        note(!self.command_ratio.is_empty(), "--command-ratio");
-        note(
-            !self.command_key_pattern.is_empty(),
-            "--command-key-pattern",
-        );
-        note(self.verify, "--verify");
-        note(self.dataset.is_some(), "--dataset");
-        given
-    }
-}
-
-/// sysbench's OLTP options; underscore spellings are accepted too.
-#[derive(Debug, Clone, Args)]
-#[command(next_help_heading = "OLTP workload options (sysbench names and defaults)")]
-pub struct OltpArgs {
-    /// Number of tables.
-    #[arg(long, value_name = "N", default_value = "1", value_parser = positive_u32, allow_negative_numbers = true)]
-    pub tables: u32,
-    /// Rows per table.
-    #[arg(long, alias = "table_size", value_name = "N", default_value = "10000", value_parser = positive_u64, allow_negative_numbers = true)]
-    pub table_size: u64,
-    /// Rows per range query.
-    #[arg(long, alias = "range_size", value_name = "N", default_value = "100", value_parser = positive_u64, allow_negative_numbers = true)]
-    pub range_size: u64,
-    #[arg(long, alias = "point_selects", value_name = "N", default_value = "10")]
-    pub point_selects: u32,
-    #[arg(long, alias = "simple_ranges", value_name = "N", default_value = "1")]
-    pub simple_ranges: u32,
-    #[arg(long, alias = "sum_ranges", value_name = "N", default_value = "1")]
-    pub sum_ranges: u32,
-    #[arg(long, alias = "order_ranges", value_name = "N", default_value = "1")]
-    pub order_ranges: u32,
-    #[arg(long, alias = "distinct_ranges", value_name = "N", default_value = "1")]
-    pub distinct_ranges: u32,
-    #[arg(long, alias = "index_updates", value_name = "N", default_value = "1")]
-    pub index_updates: u32,
-    #[arg(
-        long,
-        alias = "non_index_updates",
-        value_name = "N",
-        default_value = "1"
-    )]
-    pub non_index_updates: u32,
-    #[arg(long, alias = "delete_inserts", value_name = "N", default_value = "1")]
-    pub delete_inserts: u32,
-    /// Run the range queries at all.
-    #[arg(long, alias = "range_selects", value_name = "on|off", default_value = "on", value_parser = on_off)]
-    pub range_selects: bool,
-    /// Leave out BEGIN/COMMIT.
-    #[arg(long, alias = "skip_trx", value_name = "on|off", default_value = "off", num_args = 0..=1, default_missing_value = "on", value_parser = on_off)]
-    pub skip_trx: bool,
-    /// Let the database assign ids (off: oltp_insert uses unique random ids).
-    #[arg(long, alias = "auto_inc", value_name = "on|off", default_value = "on", value_parser = on_off)]
-    pub auto_inc: bool,
-    /// Create the secondary index k_N on prepare.
-    #[arg(long, alias = "create_secondary", value_name = "on|off", default_value = "on", value_parser = on_off)]
-    pub create_secondary: bool,
-    /// Id distribution: uniform, gaussian, special (sysbench 1.0's default), zipfian, pareto.
-    #[arg(
-        long,
-        alias = "rand_type",
-        value_name = "TYPE",
-        default_value = "special"
-    )]
-    pub rand_type: String,
-    #[arg(long, alias = "rand_spec_iter", value_name = "N", default_value = "12")]
-    pub rand_spec_iter: u32,
-    #[arg(long, alias = "rand_spec_pct", value_name = "PCT", default_value = "1")]
-    pub rand_spec_pct: f64,
-    #[arg(
-        long,
-        alias = "rand_spec_res",
-        value_name = "PCT",
-        default_value = "75"
-    )]
-    pub rand_spec_res: f64,
-    #[arg(
-        long,
-        alias = "rand_zipfian_exp",
-        value_name = "EXP",
-        default_value = "0.8"
-    )]
-    pub rand_zipfian_exp: f64,
-    #[arg(long, alias = "rand_pareto_h", value_name = "H", default_value = "0.2")]
-    pub rand_pareto_h: f64,
-}
-
-impl OltpArgs {
-    /// The defaults, as if no OLTP option had been given.
-    pub fn defaults() -> OltpArgs {
-        #[derive(Parser)]
-        struct Only {
-            #[command(flatten)]
-            oltp: OltpArgs,
-        }
-        Only::parse_from(["loadcell"]).oltp
-    }
-}
-
-fn positive_usize(s: &str) -> Result<usize, String> {
+pub(crate) fn positive_usize(s: &str) -> Result<usize, String> {
     match s.parse::<i64>() {
         Ok(n) if n > 0 => Ok(n as usize),
         _ => Err("must be a whole number greater than 0".into()),
     }
 }
 
-fn positive_u32(s: &str) -> Result<u32, String> {
+pub(crate) fn positive_u32(s: &str) -> Result<u32, String> {
     positive_u64(s).and_then(|n| u32::try_from(n).map_err(|_| "is too large".into()))
 }
 
-fn positive_u64(s: &str) -> Result<u64, String> {
+pub(crate) fn positive_u64(s: &str) -> Result<u64, String> {
     match s.parse::<i64>() {
         Ok(n) if n > 0 => Ok(n as u64),
         _ => Err("must be a whole number greater than 0".into()),
@@ -658,7 +378,7 @@ fn positive_duration(s: &str) -> Result<Duration, String> {
     }
 }
 
-fn on_off(s: &str) -> Result<bool, String> {
+pub(crate) fn on_off(s: &str) -> Result<bool, String> {
     match s {
         "on" | "true" | "yes" | "1" => Ok(true),
         "off" | "false" | "no" | "0" => Ok(false),

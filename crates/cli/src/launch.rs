@@ -14,11 +14,8 @@ use loadcell_core::{Driver, DriverError, DriverInfo, ErrorClass, ServerInfo, Tar
 use loadcell_drivers::Visitor;
 use loadcell_engine::{Arrival, EnginePlan, RateSpec, Script};
 use loadcell_record::result::{RunResult, StopReason};
-use loadcell_workloads::dataset::DataSetWorkload;
-use loadcell_workloads::kv::KvWorkload;
 use loadcell_workloads::prepare::CheckError;
 use loadcell_workloads::workload::{CleanupError, Lifecycle, Loading};
-use loadcell_workloads::ycsb::YcsbWorkload;
 
 use crate::args::RunArgs;
 use crate::progress::{HdrLog, Metrics, PrepareProgress, RunObserver};
@@ -220,28 +217,10 @@ pub struct RunJob<'a> {
 }
 
 impl RunJob<'_> {
-    /// An event limit the workload's own options imply: memtier's
-    /// `--requests` (per connection) as a total event count (with
-    /// `--pipeline N` an event is a batch of N requests); YCSB's
-    /// `--operation-count` (one operation per event), given or, without
-    /// `--time`, its default.
     fn implied_events(&self) -> Option<u64> {
-        match &self.spec {
-            WorkloadSpec::Kv(KvWorkload { opts })
-            | WorkloadSpec::Dataset(DataSetWorkload { opts, .. }) => {
-                let sessions = (self.args.threads * self.args.clients) as u64;
-                self.args
-                    .kv
-                    .requests
-                    .map(|r| r.saturating_mul(sessions).div_ceil(opts.pipeline as u64))
-            }
-            WorkloadSpec::Ycsb(YcsbWorkload { opts, .. }) => self
-                .args
-                .ycsb
-                .operation_count
-                .or_else(|| self.args.time.is_none().then_some(opts.operation_count)),
-            WorkloadSpec::Oltp(_) => None,
-        }
+        let sessions = (self.args.threads * self.args.clients) as u64;
+        self.spec
+            .implied_events(&self.args.workload, sessions, self.args.time.is_some())
     }
 
     fn seed(&self) -> u64 {
@@ -464,22 +443,21 @@ impl RunJob<'_> {
 
 #[cfg(test)]
 mod tests {
-    use loadcell_workloads::dataset::DataSet;
+    use loadcell_workloads::dataset::{DataSet, DataSetWorkload};
     use loadcell_workloads::kv::KvOptions;
 
     use super::*;
-    use crate::args::{KvArgs, OltpArgs, YcsbArgs};
-    use crate::workload::catalog;
+    use crate::workload::{catalog, WorkloadArgs};
 
     /// `open` hands a workload drivers of the families it names; the
     /// dispatch must serve it on exactly those, or a run would reach an
     /// `unreachable!`.
     #[test]
     fn every_workload_is_dispatched_on_the_families_it_names() {
-        let (oltp, kv, ycsb) = (OltpArgs::defaults(), KvArgs::default(), YcsbArgs::default());
+        let args = WorkloadArgs::defaults();
         let mut specs: Vec<WorkloadSpec> = catalog()
             .into_iter()
-            .map(|(name, _, _)| WorkloadSpec::resolve(name, &oltp, &kv, &ycsb).unwrap())
+            .map(|(name, _, _)| WorkloadSpec::resolve(name, &args).unwrap())
             .collect();
         let set = "name = \"t\"\nkeys = 10\n[[type]]\nname = \"s\"\nkind = \"string\"\nshare = 1\nkey_length = 8\nvalue_size = 8\n";
         specs.push(WorkloadSpec::Dataset(DataSetWorkload {

@@ -21,19 +21,19 @@ use std::process::ExitCode;
 
 use anyhow::anyhow;
 use clap::error::ErrorKind;
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 use loadcell_core::Target;
 use loadcell_drivers::OpenError;
 use loadcell_workloads::workload::Loading;
 
 use crate::args::{Cli, Command, RunArgs, TargetArgs};
 use crate::launch::{launch, CleanupJob, PrepareJob, RunJob};
-use crate::workload::{families_label, WorkloadSpec};
+use crate::workload::{families_label, WorkloadArgs, WorkloadSpec};
 use loadcell_record::result::RunResult;
 
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().collect();
-    let cli = match Cli::try_parse_from(&argv) {
+    let cli = match parse_cli(&argv) {
         Ok(cli) => cli,
         Err(e) => return clap_error(e),
     };
@@ -44,6 +44,20 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// Parses a command line, noting which workload options it gave (clap's
+/// own record of where each value came from).
+fn parse_cli(argv: &[String]) -> Result<Cli, clap::Error> {
+    let matches = Cli::command().try_get_matches_from(argv)?;
+    let mut cli = Cli::from_arg_matches(&matches)?;
+    let sub = matches.subcommand().map(|(_, m)| m);
+    match (&mut cli.command, sub) {
+        (Command::Run(a), Some(m)) => a.workload.note_given(m),
+        (Command::Prepare(a), Some(m)) => a.workload.note_given(m),
+        _ => {}
+    }
+    Ok(cli)
 }
 
 /// Help and version print as usual; usage errors print one line that says
@@ -141,8 +155,8 @@ fn dispatch(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
             Ok(0)
         }
         Command::Prepare(a) => {
-            let spec = WorkloadSpec::resolve(&a.target.workload, &a.oltp, &a.kv, &a.ycsb)
-                .map_err(|e| anyhow!(e))?;
+            let spec =
+                WorkloadSpec::resolve(&a.target.workload, &a.workload).map_err(|e| anyhow!(e))?;
             let (target, _) = resolve_target(&a.target)?;
             check_driver(&spec, &target)?;
             let job = PrepareJob {
@@ -157,16 +171,10 @@ fn dispatch(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
         Command::Cleanup(a) => {
             // Validates the workload name; cleanup itself is driven by
             // what prepare recorded.
-            let spec = WorkloadSpec::resolve(
-                &a.target.workload,
-                &crate::args::OltpArgs::defaults(),
-                &crate::args::KvArgs {
-                    dataset: a.dataset.clone(),
-                    ..Default::default()
-                },
-                &crate::args::YcsbArgs::default(),
-            )
-            .map_err(|e| anyhow!(e))?;
+            let mut workload = WorkloadArgs::defaults();
+            workload.kv.dataset = a.dataset.clone();
+            let spec =
+                WorkloadSpec::resolve(&a.target.workload, &workload).map_err(|e| anyhow!(e))?;
             let (target, _) = resolve_target(&a.target)?;
             check_driver(&spec, &target)?;
             let job = CleanupJob {
@@ -195,8 +203,7 @@ fn dispatch(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
 fn run(a: &RunArgs, argv: Vec<String>, quiet: bool) -> anyhow::Result<RunResult> {
     check_server_pid(a)?;
     check_workers(a)?;
-    let spec = WorkloadSpec::resolve(&a.target.workload, &a.oltp, &a.kv, &a.ycsb)
-        .map_err(|e| anyhow!(e))?;
+    let spec = WorkloadSpec::resolve(&a.target.workload, &a.workload).map_err(|e| anyhow!(e))?;
     let (target, default_target) = resolve_target(&a.target)?;
     check_driver(&spec, &target)?;
     let job = RunJob {
@@ -256,7 +263,7 @@ fn parse_run(argv: &[String]) -> anyhow::Result<RunArgs> {
         .into_iter()
         .chain(argv.iter().cloned())
         .collect();
-    match Cli::try_parse_from(&full) {
+    match parse_cli(&full) {
         Ok(Cli {
             command: Command::Run(a),
         }) => Ok(*a),

@@ -89,7 +89,15 @@ fn options_of_another_workload_are_refused_not_ignored() {
     for flag in ["--random-data", "--distinct-client-seed", "--randomize"] {
         fails_with(
             &["run", "oltp_read_write", flag],
-            &[flag, "is a key-value option"],
+            &[flag, "is a key-value (kv workload) option"],
+        );
+    }
+    // Options of a family with defaults are refused too, even at their
+    // default value: clap says whether the command line gave them.
+    for (workload, flag) in [("kv", "--tables"), ("ycsb-a", "--table-size")] {
+        fails_with(
+            &["run", workload, "--target", "sim://", flag, "1"],
+            &[flag, "is an OLTP (sysbench) option"],
         );
     }
     fails_with(
@@ -98,7 +106,7 @@ fn options_of_another_workload_are_refused_not_ignored() {
     );
     fails_with(
         &["run", "oltp_point_select", "--command-ratio", "2"],
-        &["--command-ratio", "is a key-value option"],
+        &["--command-ratio", "is a key-value (kv workload) option"],
     );
     let rtb = concat!(
         env!("CARGO_MANIFEST_DIR"),

@@ -1,0 +1,221 @@
+//! Workloads on the command line: each family's options (their own file
+//! and `run --help` heading), which options the user gave (clap's record),
+//! and the resolution of a workload name and its options into a typed,
+//! validated [`WorkloadSpec`].
+
+mod kv;
+mod oltp;
+mod ycsb;
+
+use clap::{ArgMatches, Args, Command, Parser};
+use loadcell_core::Family;
+use loadcell_workloads::dataset::DataSetWorkload;
+use loadcell_workloads::kv::KvWorkload;
+use loadcell_workloads::oltp::{OltpKind, OltpWorkload};
+use loadcell_workloads::workload::Workload;
+use loadcell_workloads::ycsb::{Preset, YcsbWorkload};
+
+pub use kv::KvArgs;
+pub use oltp::OltpArgs;
+pub use ycsb::YcsbArgs;
+
+/// Every workload, typed. `Dataset` is `kv --dataset FILE`.
+#[derive(Debug, Clone)]
+pub enum WorkloadSpec {
+    Oltp(OltpWorkload),
+    Kv(KvWorkload),
+    Dataset(DataSetWorkload),
+    Ycsb(YcsbWorkload),
+}
+
+/// Every family's workload options, each group under its own heading.
+#[derive(Debug, Clone, Args)]
+pub struct WorkloadArgs {
+    #[command(flatten)]
+    pub oltp: OltpArgs,
+    #[command(flatten)]
+    pub kv: KvArgs,
+    #[command(flatten)]
+    pub ycsb: YcsbArgs,
+    /// The options the command line gave, by flag (`--ratio`), as clap
+    /// recorded them: a workload refuses another family's options.
+    #[arg(skip)]
+    given: Vec<String>,
+}
+
+impl WorkloadArgs {
+    /// Every option at its default, none given.
+    pub fn defaults() -> WorkloadArgs {
+        #[derive(Parser)]
+        struct Only {
+            #[command(flatten)]
+            workload: WorkloadArgs,
+        }
+        Only::parse_from(["loadcell"]).workload
+    }
+
+    /// Notes which options `matches` (a command's) took from the command line.
+    pub fn note_given(&mut self, matches: &ArgMatches) {
+        self.given = flags::<WorkloadArgs>()
+            .into_iter()
+            .filter(|(id, _)| {
+                matches.value_source(id) == Some(clap::parser::ValueSource::CommandLine)
+            })
+            .map(|(_, flag)| flag)
+            .collect();
+    }
+
+    /// The options of group `A` the command line gave, in declaration order.
+    fn given_in<A: Args>(&self) -> Vec<String> {
+        flags::<A>()
+            .into_iter()
+            .map(|(_, flag)| flag)
+            .filter(|flag| self.given.contains(flag))
+            .collect()
+    }
+}
+
+/// The (id, `--flag`) of every option of group `A`.
+fn flags<A: Args>() -> Vec<(String, String)> {
+    A::augment_args(Command::new("group"))
+        .get_arguments()
+        .filter_map(|a| Some((a.get_id().to_string(), format!("--{}", a.get_long()?))))
+        .collect()
+}
+
+/// The families' names, as `loadcell list` shows what a workload runs on.
+pub fn families_label(families: &[Family]) -> String {
+    let names: Vec<_> = families.iter().map(|f| f.as_str()).collect();
+    names.join(", ")
+}
+
+/// Every workload: name, the families it runs on, one line about it.
+pub fn catalog() -> Vec<(&'static str, &'static [Family], &'static str)> {
+    let mut all = oltp::catalog();
+    all.extend(kv::catalog());
+    all.extend(ycsb::catalog());
+    all
+}
+
+impl WorkloadSpec {
+    pub fn resolve(name: &str, args: &WorkloadArgs) -> Result<WorkloadSpec, String> {
+        let refuse = |given: Vec<String>, what: &str| match given.first() {
+            Some(flag) => Err(format!(
+                "{flag} is {what}; workload {name} does not take it (see `loadcell list`)"
+            )),
+            None => Ok(()),
+        };
+        let oltp_given = || args.given_in::<OltpArgs>();
+        let kv_given = || args.given_in::<KvArgs>();
+        let ycsb_given = || args.given_in::<YcsbArgs>();
+        if let Some(kind) = OltpKind::parse(name) {
+            refuse(kv_given(), kv::WHAT)?;
+            refuse(ycsb_given(), ycsb::WHAT)?;
+            return Ok(WorkloadSpec::Oltp(OltpWorkload {
+                kind,
+                opts: oltp::options(&args.oltp)?,
+            }));
+        }
+        if name == "kv" {
+            refuse(oltp_given(), oltp::WHAT)?;
+            refuse(ycsb_given(), ycsb::WHAT)?;
+            return kv::resolve(&args.kv, &kv_given());
+        }
+        if let Some(preset) = Preset::parse(name) {
+            refuse(oltp_given(), oltp::WHAT)?;
+            refuse(kv_given(), kv::WHAT)?;
+            return Ok(WorkloadSpec::Ycsb(YcsbWorkload {
+                preset,
+                opts: ycsb::options(preset, &args.ycsb)?,
+            }));
+        }
+        let names: Vec<_> = catalog().iter().map(|(n, _, _)| *n).collect();
+        Err(format!(
+            "unknown workload '{name}'; valid workloads: {}",
+            names.join(", ")
+        ))
+    }
+
+    /// The workload, whatever its type, for what does not depend on the
+    /// driver: its name, families, refusals and options.
+    pub fn workload(&self) -> &dyn Workload {
+        match self {
+            WorkloadSpec::Oltp(w) => w,
+            WorkloadSpec::Kv(w) => w,
+            WorkloadSpec::Dataset(w) => w,
+            WorkloadSpec::Ycsb(w) => w,
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.workload().name()
+    }
+
+    /// The options needed to repeat a `prepare` for this spec, for hints.
+    pub fn prepare_hint(&self) -> String {
+        match self {
+            WorkloadSpec::Oltp(w) => oltp::prepare_hint(&w.opts),
+            WorkloadSpec::Kv(w) => kv::prepare_hint(&w.opts),
+            WorkloadSpec::Dataset(w) => format!("--dataset {}", w.set.path),
+            WorkloadSpec::Ycsb(w) => ycsb::prepare_hint(&w.opts),
+        }
+    }
+
+    /// An event limit the workload's own options imply, for `sessions`
+    /// sessions and a run with or without `--time`.
+    pub fn implied_events(&self, args: &WorkloadArgs, sessions: u64, timed: bool) -> Option<u64> {
+        match self {
+            WorkloadSpec::Oltp(_) => None,
+            WorkloadSpec::Kv(KvWorkload { opts })
+            | WorkloadSpec::Dataset(DataSetWorkload { opts, .. }) => {
+                kv::implied_events(&args.kv, opts, sessions)
+            }
+            WorkloadSpec::Ycsb(w) => ycsb::implied_events(&args.ycsb, &w.opts, timed),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, FromArgMatches, Parser};
+
+    use super::*;
+
+    /// What a command line gave, as `main` notes it.
+    fn given(args: &[&str]) -> WorkloadArgs {
+        #[derive(Parser)]
+        struct Only {
+            #[command(flatten)]
+            workload: WorkloadArgs,
+        }
+        let argv = std::iter::once("loadcell").chain(args.iter().copied());
+        let matches = Only::command().get_matches_from(argv);
+        let mut only = Only::from_arg_matches(&matches).unwrap();
+        only.workload.note_given(&matches);
+        only.workload
+    }
+
+    #[test]
+    fn options_given_come_from_the_command_line_not_from_their_values() {
+        // --tables at its default value was still given, and is refused.
+        let err = WorkloadSpec::resolve("kv", &given(&["--tables", "1"])).unwrap_err();
+        assert_eq!(
+            err,
+            "--tables is an OLTP (sysbench) option; workload kv does not take it (see `loadcell list`)"
+        );
+        let err = WorkloadSpec::resolve("ycsb-a", &given(&["-d", "64"])).unwrap_err();
+        assert!(err.starts_with("--data-size is a key-value"), "{err}");
+        let err =
+            WorkloadSpec::resolve("oltp_read_only", &given(&["--record-count", "5"])).unwrap_err();
+        assert!(
+            err.starts_with("--record-count is a record workload"),
+            "{err}"
+        );
+        // Defaults are not "given": every workload takes an empty command line.
+        for (name, _, _) in catalog() {
+            WorkloadSpec::resolve(name, &given(&[])).unwrap();
+        }
+        let spec = WorkloadSpec::resolve("kv", &given(&["--pipeline", "4"])).unwrap();
+        assert!(matches!(spec, WorkloadSpec::Kv(KvWorkload { opts }) if opts.pipeline == 4));
+    }
+}

@@ -1,0 +1,101 @@
+//! The record workloads' options (YCSB's names and defaults): parsed,
+//! validated into [`YcsbOptions`], listed.
+
+use clap::Args;
+use loadcell_core::Family;
+use loadcell_workloads::ycsb::{Preset, RequestDistribution, YcsbOptions};
+
+use crate::args::{on_off, positive_u32, positive_u64, positive_usize};
+
+/// YCSB's options for the record workloads (`ycsb-a` … `ycsb-f`, `mix-*`);
+/// YCSB's property names (`--recordcount`) work too. Unset options take
+/// the workload's defaults.
+#[derive(Debug, Clone, Default, Args)]
+#[command(next_help_heading = "Record workload options (ycsb-a..ycsb-f, mix-*; YCSB names)")]
+pub struct YcsbArgs {
+    /// Records prepare loads and run reads (default 1000).
+    #[arg(long, alias = "recordcount", value_name = "N", value_parser = positive_u64, allow_negative_numbers = true)]
+    pub record_count: Option<u64>,
+    /// Operations a run performs when neither --time nor --events is given
+    /// (default 1000); also sizes the key space inserts grow into.
+    #[arg(long, alias = "operationcount", value_name = "N", value_parser = positive_u64, allow_negative_numbers = true)]
+    pub operation_count: Option<u64>,
+    /// Fields per record (default 10).
+    #[arg(long, alias = "fieldcount", value_name = "N", value_parser = positive_u32, allow_negative_numbers = true)]
+    pub field_count: Option<u32>,
+    /// Bytes per field (default 100; 10 for the mix-* workloads).
+    #[arg(long, alias = "fieldlength", value_name = "BYTES", value_parser = positive_usize, allow_negative_numbers = true)]
+    pub field_length: Option<usize>,
+    /// Which records operations choose: uniform, zipfian, latest or hotspot
+    /// (default: the workload's).
+    #[arg(long, alias = "requestdistribution", value_name = "KIND")]
+    pub request_distribution: Option<String>,
+    /// Longest scan in records; lengths are uniform from 1 (default 1000, 100
+    /// for ycsb-e, as in YCSB).
+    #[arg(long, alias = "maxscanlength", value_name = "N", value_parser = positive_u64, allow_negative_numbers = true)]
+    pub max_scan_length: Option<u64>,
+    /// hotspot: the fraction of records that are hot (default 0.2).
+    #[arg(
+        long,
+        alias = "hotspotdatafraction",
+        value_name = "FRACTION",
+        allow_negative_numbers = true
+    )]
+    pub hotspot_data_fraction: Option<f64>,
+    /// hotspot: the fraction of operations on hot records (default 0.8).
+    #[arg(
+        long,
+        alias = "hotspotopnfraction",
+        value_name = "FRACTION",
+        allow_negative_numbers = true
+    )]
+    pub hotspot_opn_fraction: Option<f64>,
+    /// Updates write every field instead of one (default off; on for mix-*).
+    #[arg(long, alias = "writeallfields", value_name = "on|off", value_parser = on_off)]
+    pub write_all_fields: Option<bool>,
+}
+
+pub(super) fn options(preset: Preset, a: &YcsbArgs) -> Result<YcsbOptions, String> {
+    let d = preset.options();
+    let opts = YcsbOptions {
+        request_distribution: match &a.request_distribution {
+            Some(r) => RequestDistribution::parse(r)?,
+            None => d.request_distribution,
+        },
+        record_count: a.record_count.unwrap_or(d.record_count),
+        operation_count: a.operation_count.unwrap_or(d.operation_count),
+        field_count: a.field_count.unwrap_or(d.field_count),
+        field_length: a.field_length.unwrap_or(d.field_length),
+        max_scan_length: a.max_scan_length.unwrap_or(d.max_scan_length),
+        hotspot_data_fraction: a.hotspot_data_fraction.unwrap_or(d.hotspot_data_fraction),
+        hotspot_opn_fraction: a.hotspot_opn_fraction.unwrap_or(d.hotspot_opn_fraction),
+        write_all_fields: a.write_all_fields.unwrap_or(d.write_all_fields),
+        ..d
+    };
+    opts.validate()?;
+    Ok(opts)
+}
+
+/// How a workload names these options when it refuses them.
+pub(super) const WHAT: &str = "a record workload (ycsb, mix) option";
+
+pub(super) fn catalog() -> Vec<(&'static str, &'static [Family], &'static str)> {
+    Preset::ALL
+        .iter()
+        .map(|(name, _, about)| (*name, &[Family::Sql, Family::Kv][..], *about))
+        .collect()
+}
+
+pub(super) fn prepare_hint(opts: &YcsbOptions) -> String {
+    format!(
+        "--record-count {} --field-count {} --field-length {}",
+        opts.record_count, opts.field_count, opts.field_length
+    )
+}
+
+/// YCSB's `--operation-count` (one operation per event), given or, without
+/// `--time`, its default.
+pub(super) fn implied_events(a: &YcsbArgs, opts: &YcsbOptions, timed: bool) -> Option<u64> {
+    a.operation_count
+        .or_else(|| (!timed).then_some(opts.operation_count))
+}
