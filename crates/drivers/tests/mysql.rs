@@ -8,6 +8,8 @@ use loadcell_core::{Driver, DriverError, ErrorClass, Target};
 use loadcell_drivers::mysql::{MysqlConn, MysqlDriver};
 use loadcell_testkit::TestServer;
 
+mod sql_catalog;
+
 fn start() -> TestServer {
     loadcell_testkit::mariadb().unwrap_or_else(|e| panic!("cannot start MariaDB: {e}"))
 }
@@ -286,6 +288,13 @@ async fn statements_results_and_user_errors() {
     let alias = url.replacen("mysql://", "mariadb://", 1);
     let mut c = connect(&alias).await;
     assert_eq!(c.query_i64("SELECT 2").await.unwrap(), Some(2));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn catalog_questions() {
+    let server = start();
+    let mut conn = connect(server.url()).await;
+    sql_catalog::catalog_questions_are_answered(&mut conn, " /*! ENGINE = innodb */").await;
 }
 
 /// Deadlocks and lock wait timeouts are retryable; a killed session is a

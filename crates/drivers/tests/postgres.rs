@@ -12,6 +12,8 @@ use loadcell_core::{Driver, DriverError, ErrorClass, Target};
 use loadcell_drivers::postgres::{PostgresConn, PostgresDriver};
 use loadcell_testkit::TestServer;
 
+mod sql_catalog;
+
 /// Driver futures are not `Send`: run them as the engine does, on a
 /// current-thread runtime inside a `LocalSet`.
 fn run<F: Future>(f: F) -> F::Output {
@@ -280,6 +282,16 @@ fn statements_types_and_errors() {
 
         // A ROLLBACK with no transaction is only a warning.
         conn.simple("ROLLBACK").await.unwrap();
+    });
+}
+
+#[test]
+fn catalog_questions() {
+    let server = start();
+    let d = driver(server.url());
+    run(async {
+        let mut conn = connect(&d).await;
+        sql_catalog::catalog_questions_are_answered(&mut conn, "").await;
     });
 }
 
