@@ -347,12 +347,6 @@ impl Oltp {
         }
     }
 
-    /// Statements per event, BEGIN and COMMIT included (20 for read_write
-    /// with defaults, 6 for write_only).
-    pub fn queries_per_event(&self) -> u32 {
-        (0..OPS.len()).map(|op| self.count(op)).sum()
-    }
-
     fn insert_uses_auto_inc(&self) -> bool {
         self.kind == OltpKind::Insert && self.opts.auto_inc
     }
@@ -736,6 +730,13 @@ mod tests {
 
     fn oltp(kind: OltpKind, opts: OltpOptions) -> Oltp {
         Oltp::new(kind, opts, 1)
+    }
+
+    impl Oltp {
+        /// Statements per event, BEGIN and COMMIT included.
+        fn queries_per_event(&self) -> u32 {
+            (0..OPS.len()).map(|op| self.count(op)).sum()
+        }
     }
 
     #[test]
