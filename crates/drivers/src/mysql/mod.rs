@@ -371,21 +371,11 @@ fn param_types(params: &[SqlParam<'_>]) -> Option<u64> {
 }
 
 impl MysqlConn {
-    /// The server's id for this connection (`CONNECTION_ID()`).
-    pub fn connection_id(&self) -> u32 {
-        self.session.id
-    }
-
     /// Whether the server leaves column definitions out of a prepared
     /// statement's repeated executions (MariaDB's metadata caching, 10.6
     /// and later), as it does for Connector/C.
     pub fn caches_metadata(&self) -> bool {
         self.session.framing.cache_metadata
-    }
-
-    /// Closes the connection politely (COM_QUIT). Dropping it works too.
-    pub async fn close(mut self) -> Result<(), DriverError> {
-        self.session.quit().await
     }
 
     /// First column of the first row of a text-protocol query (`None` for

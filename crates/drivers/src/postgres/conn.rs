@@ -62,11 +62,6 @@ impl PostgresStatement {
 }
 
 impl PostgresConn {
-    /// Whether the session runs over TLS.
-    pub fn is_tls(&self) -> bool {
-        matches!(self.stream, Stream::Tls(_))
-    }
-
     /// Startup message, authentication, then the server's parameters up
     /// to the first ReadyForQuery.
     pub(super) async fn startup(
