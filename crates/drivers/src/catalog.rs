@@ -3,6 +3,11 @@
 use loadcell_core::sql::SqlConn;
 use loadcell_core::DriverError;
 
+/// Whether the `SELECT COUNT(*)` query `sql` counts anything.
+pub(crate) async fn counts_any<C: SqlConn>(conn: &mut C, sql: &str) -> Result<bool, DriverError> {
+    Ok(conn.query_i64(sql).await?.unwrap_or(0) > 0)
+}
+
 /// Whether table `table` exists and its comment contains `comment`.
 pub(crate) async fn comment_contains<C: SqlConn>(
     conn: &mut C,

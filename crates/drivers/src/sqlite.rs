@@ -197,20 +197,20 @@ impl SqlConn for SqliteConn {
     async fn table_exists(&mut self, table: &str) -> Result<bool, DriverError> {
         let sql =
             format!("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = '{table}'");
-        Ok(self.query_i64(&sql).await?.unwrap_or(0) > 0)
+        catalog::counts_any(self, &sql).await
     }
 
     async fn column_exists(&mut self, table: &str, column: &str) -> Result<bool, DriverError> {
         let sql =
             format!("SELECT COUNT(*) FROM pragma_table_info('{table}') WHERE name = '{column}'");
-        Ok(self.query_i64(&sql).await?.unwrap_or(0) > 0)
+        catalog::counts_any(self, &sql).await
     }
 
     /// An index's name is unique in the whole file, whatever its table.
     async fn index_exists(&mut self, _table: &str, index: &str) -> Result<bool, DriverError> {
         let sql =
             format!("SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = '{index}'");
-        Ok(self.query_i64(&sql).await?.unwrap_or(0) > 0)
+        catalog::counts_any(self, &sql).await
     }
 
     /// SQLite has no table comments: an SQL comment between the name and

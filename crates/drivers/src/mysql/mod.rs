@@ -464,21 +464,21 @@ impl SqlConn for MysqlConn {
         let sql = format!(
             "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = '{table}'"
         );
-        Ok(self.query_i64(&sql).await?.unwrap_or(0) > 0)
+        catalog::counts_any(self, &sql).await
     }
 
     async fn column_exists(&mut self, table: &str, column: &str) -> Result<bool, DriverError> {
         let sql = format!(
             "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = '{table}' AND column_name = '{column}'"
         );
-        Ok(self.query_i64(&sql).await?.unwrap_or(0) > 0)
+        catalog::counts_any(self, &sql).await
     }
 
     async fn index_exists(&mut self, table: &str, index: &str) -> Result<bool, DriverError> {
         let sql = format!(
             "SELECT COUNT(*) FROM information_schema.statistics WHERE table_schema = DATABASE() AND table_name = '{table}' AND index_name = '{index}'"
         );
-        Ok(self.query_i64(&sql).await?.unwrap_or(0) > 0)
+        catalog::counts_any(self, &sql).await
     }
 
     /// The comment is a table option: it goes after `definition`'s own.

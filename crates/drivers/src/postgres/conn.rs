@@ -461,21 +461,21 @@ impl SqlConn for PostgresConn {
         let sql = format!(
             "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = '{table}'"
         );
-        Ok(self.query_i64(&sql).await?.unwrap_or(0) > 0)
+        catalog::counts_any(self, &sql).await
     }
 
     async fn column_exists(&mut self, table: &str, column: &str) -> Result<bool, DriverError> {
         let sql = format!(
             "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = '{table}' AND column_name = '{column}'"
         );
-        Ok(self.query_i64(&sql).await?.unwrap_or(0) > 0)
+        catalog::counts_any(self, &sql).await
     }
 
     async fn index_exists(&mut self, table: &str, index: &str) -> Result<bool, DriverError> {
         let sql = format!(
             "SELECT COUNT(*) FROM pg_indexes WHERE schemaname = current_schema() AND tablename = '{table}' AND indexname = '{index}'"
         );
-        Ok(self.query_i64(&sql).await?.unwrap_or(0) > 0)
+        catalog::counts_any(self, &sql).await
     }
 
     /// Two statements in one simple query: one implicit transaction, so
