@@ -54,6 +54,47 @@ pub trait SqlConn {
 
     /// Runs a query and returns the first column of every row as text.
     async fn query_strings(&mut self, sql: &str) -> Result<Vec<String>, DriverError>;
+
+    // The catalog, asked in the driver's own dialect so that workloads
+    // need not know where each server keeps it. Names and comments are
+    // loadcell's own (identifiers, alphanumeric text with `:`) and go into
+    // the SQL as they are. Tables are looked for in the connection's
+    // current database (MySQL), schema (PostgreSQL) or file (SQLite).
+
+    /// Whether table `table` exists.
+    async fn table_exists(&mut self, table: &str) -> Result<bool, DriverError>;
+
+    /// Whether table `table` has a column `column`.
+    async fn column_exists(&mut self, table: &str, column: &str) -> Result<bool, DriverError>;
+
+    /// Whether table `table` has an index `index`.
+    async fn index_exists(&mut self, table: &str, index: &str) -> Result<bool, DriverError>;
+
+    /// Creates table `table` carrying `comment`: `definition` is what
+    /// follows the name (the column list, then any table options). The
+    /// comment survives ALTER TABLE, so [`SqlConn::table_comment`] finds it
+    /// for as long as the table lives, and never on a table created again
+    /// under the same name.
+    async fn create_commented_table(
+        &mut self,
+        table: &str,
+        definition: &str,
+        comment: &str,
+    ) -> Result<(), DriverError>;
+
+    /// The comment on table `table`: `None` if there is no such table, an
+    /// empty string if it has none.
+    async fn table_comment(&mut self, table: &str) -> Result<Option<String>, DriverError>;
+
+    /// Drops table `table` if its comment contains `comment`, checked right
+    /// before the drop, so that a table created again under the same name
+    /// is left alone; whether it was dropped. The table must exist: a
+    /// server that locks it for the check fails on a missing one.
+    async fn drop_table_if_commented(
+        &mut self,
+        table: &str,
+        comment: &str,
+    ) -> Result<bool, DriverError>;
 }
 
 /// An integer from the text a server sends for a number: an integer type,

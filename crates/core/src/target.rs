@@ -83,11 +83,6 @@ impl Target {
         }
     }
 
-    /// Whether the URL names more than one host.
-    pub fn is_host_list(&self) -> bool {
-        self.multi.is_some()
-    }
-
     /// The URL with any password replaced by `***`.
     pub fn redacted(&self) -> String {
         if let Some((raw, _)) = &self.multi {
@@ -410,7 +405,7 @@ mod tests {
     fn host_lists() {
         let t = Target::parse("redis+cluster://:pw@10.0.0.1:7000,h2:7001,[::1]:7002/?x=1").unwrap();
         assert_eq!(t.scheme(), "redis+cluster");
-        assert!(t.is_host_list());
+        assert!(t.multi.is_some());
         assert_eq!(
             t.hosts(),
             vec![
@@ -438,12 +433,12 @@ mod tests {
 
         // One host: hosts() is that host; no list.
         let t = Target::parse("redis://u:p@h:6380/2").unwrap();
-        assert!(!t.is_host_list());
+        assert!(t.multi.is_none());
         assert_eq!(t.hosts(), vec![("h".to_string(), Some(6380))]);
         assert!(Target::parse("sqlite:x.db").unwrap().hosts().is_empty());
         // A comma in the password is not a host list.
         let t = Target::parse("redis://u:a,b@h:1").unwrap();
-        assert!(!t.is_host_list());
+        assert!(t.multi.is_none());
     }
 
     #[test]

@@ -7,6 +7,7 @@
 
 #![allow(async_fn_in_trait)]
 
+mod catalog;
 pub mod memcached;
 pub mod mysql;
 pub mod postgres;

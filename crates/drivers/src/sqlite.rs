@@ -11,7 +11,7 @@ use loadcell_core::{Driver, DriverError, ServerInfo, Target};
 use rusqlite::types::ValueRef;
 use rusqlite::{ErrorCode, OpenFlags};
 
-use crate::{DriverInfo, Family};
+use crate::{catalog, DriverInfo, Family};
 use loadcell_core::kv::KvCapabilities;
 
 pub const INFO: DriverInfo = DriverInfo {
@@ -193,7 +193,73 @@ impl SqlConn for SqliteConn {
             .map_err(classify)?;
         rows.map(|r| r.map_err(classify)).collect()
     }
+
+    async fn table_exists(&mut self, table: &str) -> Result<bool, DriverError> {
+        let sql =
+            format!("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = '{table}'");
+        catalog::counts_any(self, &sql).await
+    }
+
+    async fn column_exists(&mut self, table: &str, column: &str) -> Result<bool, DriverError> {
+        let sql =
+            format!("SELECT COUNT(*) FROM pragma_table_info('{table}') WHERE name = '{column}'");
+        catalog::counts_any(self, &sql).await
+    }
+
+    /// An index's name is unique in the whole file, whatever its table.
+    async fn index_exists(&mut self, _table: &str, index: &str) -> Result<bool, DriverError> {
+        let sql =
+            format!("SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = '{index}'");
+        catalog::counts_any(self, &sql).await
+    }
+
+    /// SQLite has no table comments: an SQL comment between the name and
+    /// the column list stands in (see [`name_comment`]).
+    async fn create_commented_table(
+        &mut self,
+        table: &str,
+        definition: &str,
+        comment: &str,
+    ) -> Result<(), DriverError> {
+        self.simple(&format!(
+            "CREATE TABLE {table} /* {comment} */ {definition}"
+        ))
+        .await
+    }
+
+    async fn table_comment(&mut self, table: &str) -> Result<Option<String>, DriverError> {
+        let sql = format!(
+            "SELECT COALESCE(sql, '') FROM sqlite_master WHERE type = 'table' AND name = '{table}'"
+        );
+        let found = self.query_strings(&sql).await?.into_iter().next();
+        Ok(found.map(|create| name_comment(&create).to_string()))
+    }
+
+    /// BEGIN IMMEDIATE takes the write lock: nothing can replace the table
+    /// between the check and the drop.
+    async fn drop_table_if_commented(
+        &mut self,
+        table: &str,
+        comment: &str,
+    ) -> Result<bool, DriverError> {
+        catalog::drop_in_transaction(self, "BEGIN IMMEDIATE", None, table, comment).await
+    }
 }
+
+/// The comment between a table's name and its column list in its CREATE
+/// TABLE text, which `sqlite_master.sql` keeps verbatim (one after the
+/// closing parenthesis is dropped), and ALTER TABLE leaves in place;
+/// empty if there is none.
+fn name_comment(create: &str) -> &str {
+    let head = create.split('(').next().unwrap_or_default();
+    head.split_once("/*")
+        .and_then(|(_, rest)| rest.split_once("*/"))
+        .map_or("", |(comment, _)| comment.trim())
+}
+
+#[cfg(test)]
+#[path = "../tests/sql_catalog/mod.rs"]
+mod sql_catalog;
 
 #[cfg(test)]
 mod tests {
@@ -290,6 +356,30 @@ mod tests {
             assert_eq!(err.class, ErrorClass::Retryable, "{err}");
             c.simple("COMMIT").await.unwrap();
         });
+    }
+
+    #[test]
+    fn catalog_questions() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = Target::parse(&format!("sqlite:{}", dir.path().join("c.db").display())).unwrap();
+        let d = SqliteDriver::from_target(&t).unwrap();
+        block_on(async {
+            let mut c = d.connect().await.unwrap();
+            super::sql_catalog::catalog_questions_are_answered(&mut c, "").await;
+        });
+    }
+
+    #[test]
+    fn the_comment_is_the_one_between_name_and_columns() {
+        assert_eq!(
+            name_comment("CREATE TABLE t /* loadcell:x */ (id INTEGER)"),
+            "loadcell:x"
+        );
+        assert_eq!(
+            name_comment("CREATE TABLE t(id INTEGER /* not this */)"),
+            ""
+        );
+        assert_eq!(name_comment("CREATE TABLE t (id INTEGER)"), "");
     }
 
     #[test]

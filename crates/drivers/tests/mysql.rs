@@ -8,6 +8,8 @@ use loadcell_core::{Driver, DriverError, ErrorClass, Target};
 use loadcell_drivers::mysql::{MysqlConn, MysqlDriver};
 use loadcell_testkit::TestServer;
 
+mod sql_catalog;
+
 fn start() -> TestServer {
     loadcell_testkit::mariadb().unwrap_or_else(|e| panic!("cannot start MariaDB: {e}"))
 }
@@ -232,7 +234,6 @@ async fn statements_results_and_user_errors() {
     assert_error(&err, ErrorClass::Fatal, Some("1062"));
     // The connection is still good after all that.
     assert_eq!(conn.exec(&range, &two(1, 2)).await.unwrap(), 2);
-    conn.close().await.unwrap();
 
     // Wrong password: fatal, says what to check, does not echo the secret.
     let port = server.port;
@@ -288,6 +289,13 @@ async fn statements_results_and_user_errors() {
     assert_eq!(c.query_i64("SELECT 2").await.unwrap(), Some(2));
 }
 
+#[tokio::test(flavor = "current_thread")]
+async fn catalog_questions() {
+    let server = start();
+    let mut conn = connect(server.url()).await;
+    sql_catalog::catalog_questions_are_answered(&mut conn, " /*! ENGINE = innodb */").await;
+}
+
 /// Deadlocks and lock wait timeouts are retryable; a killed session is a
 /// connection error.
 #[tokio::test(flavor = "current_thread")]
@@ -341,7 +349,11 @@ async fn lock_conflicts_are_retryable() {
     assert_eq!(b.exec(&upd_b, &[SqlParam::Int(1)]).await.unwrap(), 1);
 
     // A session killed by an administrator.
-    let victim = b.connection_id();
+    let victim = b
+        .query_i64("SELECT CONNECTION_ID()")
+        .await
+        .unwrap()
+        .unwrap();
     a.simple(&format!("KILL CONNECTION {victim}"))
         .await
         .unwrap_or_else(|e| {
@@ -448,7 +460,6 @@ async fn tls_sessions() {
             assert_eq!(n, 1);
         }
         assert_eq!(conn.exec(&select, &[SqlParam::Int(9)]).await.unwrap(), 10);
-        conn.close().await.unwrap();
     }
     // Plaintext still works against the same server.
     let mut plain = connect(&url).await;

@@ -12,6 +12,8 @@ use loadcell_core::{Driver, DriverError, ErrorClass, Target};
 use loadcell_drivers::postgres::{PostgresConn, PostgresDriver};
 use loadcell_testkit::TestServer;
 
+mod sql_catalog;
+
 /// Driver futures are not `Send`: run them as the engine does, on a
 /// current-thread runtime inside a `LocalSet`.
 fn run<F: Future>(f: F) -> F::Output {
@@ -51,6 +53,15 @@ fn assert_class(e: &DriverError, class: ErrorClass, code: Option<&str>) {
     if code.is_some() {
         assert_eq!(e.code.as_deref(), code, "{e}");
     }
+}
+
+/// Whether the server says this session is encrypted.
+async fn session_is_tls(conn: &mut PostgresConn) -> bool {
+    let ssl = conn
+        .query_strings("SELECT ssl::text FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
+        .await
+        .unwrap();
+    ssl == ["true"]
 }
 
 const C_VALUE: &str = "68487932199-96439406143-93774651418-41631865787-96406072701-20604855487-25459966574-28203206787-41238978918-19503783441";
@@ -284,6 +295,16 @@ fn statements_types_and_errors() {
 }
 
 #[test]
+fn catalog_questions() {
+    let server = start();
+    let d = driver(server.url());
+    run(async {
+        let mut conn = connect(&d).await;
+        sql_catalog::catalog_questions_are_answered(&mut conn, "").await;
+    });
+}
+
+#[test]
 fn deadlock_and_lock_errors_are_retryable() {
     let server = start();
     let d = driver(server.url());
@@ -469,7 +490,7 @@ fn tls_sessions() {
         // sslmode=require: encrypted, the certificate not checked.
         let d = driver(&format!("{url}?sslmode=require"));
         let mut conn = connect(&d).await;
-        assert!(conn.is_tls());
+        assert!(session_is_tls(&mut conn).await);
         let info = d.server_info(&mut conn).await.unwrap();
         assert!(!info.version.is_empty());
         let ssl = conn
@@ -515,7 +536,7 @@ fn tls_sessions() {
 
         // prefer: TLS when the server has it.
         let mut conn = connect(&driver(&format!("{url}?sslmode=prefer"))).await;
-        assert!(conn.is_tls());
+        assert!(session_is_tls(&mut conn).await);
         assert_eq!(conn.query_i64("SELECT 1").await.unwrap(), Some(1));
 
         // verify-full against the test CA (the certificate is for
@@ -525,7 +546,7 @@ fn tls_sessions() {
             ca.display()
         ));
         let mut conn = connect(&d).await;
-        assert!(conn.is_tls());
+        assert!(session_is_tls(&mut conn).await);
         assert_eq!(conn.query_i64("SELECT 2").await.unwrap(), Some(2));
         let e = connect_err(&driver(&format!("{url}?sslmode=verify-ca"))).await;
         assert_class(&e, ErrorClass::Fatal, None);
@@ -533,7 +554,7 @@ fn tls_sessions() {
 
         // Without TLS the same server still answers.
         let mut conn = connect(&driver(&url)).await;
-        assert!(!conn.is_tls());
+        assert!(!session_is_tls(&mut conn).await);
         assert_eq!(
             conn.query_i64("SELECT COUNT(*) FROM t").await.unwrap(),
             Some(2000)

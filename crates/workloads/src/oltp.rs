@@ -26,7 +26,7 @@ use serde_json::{json, Value};
 
 use crate::distribution::{Distribution, RandParams, RandType};
 use crate::prepare::load::load_in_parallel;
-use crate::prepare::marker::{self, table_exists, Owner};
+use crate::prepare::marker::{self, Owner};
 use crate::prepare::{CheckError, NotPrepared, PrepareObserver};
 use crate::workload::{CleanupError, Lifecycle, Loading, Workload};
 
@@ -350,12 +350,6 @@ impl Oltp {
         }
     }
 
-    /// Statements per event, BEGIN and COMMIT included (20 for read_write
-    /// with defaults, 6 for write_only).
-    pub fn queries_per_event(&self) -> u32 {
-        (0..OPS.len()).map(|op| self.count(op)).sum()
-    }
-
     fn insert_uses_auto_inc(&self) -> bool {
         self.kind == OltpKind::Insert && self.opts.auto_inc
     }
@@ -458,7 +452,7 @@ impl Oltp {
     /// Fails with [`NotPrepared`] (wrapped as fatal) if a table is missing.
     pub async fn check<C: SqlConn>(&self, conn: &mut C) -> Result<(), CheckError> {
         for t in 1..=self.opts.tables {
-            if !table_exists(conn, &format!("sbtest{t}")).await? {
+            if !conn.table_exists(&format!("sbtest{t}")).await? {
                 return Err(CheckError::NotPrepared(NotPrepared::missing(&format!(
                     "table sbtest{t}"
                 ))));
@@ -552,25 +546,6 @@ impl<C: SqlConn> Script<C> for Oltp {
             other => other,
         }
     }
-}
-
-async fn index_exists<C: SqlConn>(
-    conn: &mut C,
-    table: &str,
-    index: &str,
-) -> Result<bool, DriverError> {
-    let sql = match conn.dialect() {
-        Dialect::MySql => format!(
-            "SELECT COUNT(*) FROM information_schema.statistics WHERE table_schema = DATABASE() AND table_name = '{table}' AND index_name = '{index}'"
-        ),
-        Dialect::Postgres => format!(
-            "SELECT COUNT(*) FROM pg_indexes WHERE schemaname = current_schema() AND tablename = '{table}' AND indexname = '{index}'"
-        ),
-        Dialect::Sqlite => {
-            format!("SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = '{index}'")
-        }
-    };
-    Ok(conn.query_i64(&sql).await?.unwrap_or(0) > 0)
 }
 
 /// The `workload` column of this family's marker rows.
@@ -794,7 +769,7 @@ async fn prepare_table<C: SqlConn>(
         .await?;
     }
     let index = format!("k_{t}");
-    if opts.create_secondary && !index_exists(conn, &name, &index).await? {
+    if opts.create_secondary && !conn.index_exists(&name, &index).await? {
         observer.message(&format!("Creating a secondary index on '{name}'..."));
         conn.simple(&format!("CREATE INDEX {index} ON {name}(k)"))
             .await?;
@@ -808,6 +783,13 @@ mod tests {
 
     fn oltp(kind: OltpKind, opts: OltpOptions) -> Oltp {
         Oltp::new(kind, opts, 1)
+    }
+
+    impl Oltp {
+        /// Statements per event, BEGIN and COMMIT included.
+        fn queries_per_event(&self) -> u32 {
+            (0..OPS.len()).map(|op| self.count(op)).sum()
+        }
     }
 
     #[test]

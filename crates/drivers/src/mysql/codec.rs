@@ -24,7 +24,6 @@ pub(super) const MAX_PACKET: u32 = 1 << 30;
 /// utf8mb4_general_ci.
 pub(super) const UTF8MB4_GENERAL_CI: u8 = 45;
 
-pub(super) const COM_QUIT: u8 = 0x01;
 pub(super) const COM_QUERY: u8 = 0x03;
 pub(super) const COM_STMT_PREPARE: u8 = 0x16;
 pub(super) const COM_STMT_EXECUTE: u8 = 0x17;
@@ -289,7 +288,7 @@ pub(super) fn frame_command(buf: &mut Vec<u8>) {
     }
 }
 
-/// A text command (COM_QUERY, COM_STMT_PREPARE, COM_QUIT) into `buf`.
+/// A text command (COM_QUERY, COM_STMT_PREPARE) into `buf`.
 pub(super) fn encode_command(buf: &mut Vec<u8>, command: u8, arg: &[u8]) {
     buf.clear();
     buf.reserve(5 + arg.len());

@@ -43,7 +43,7 @@ use rustls::ClientConfig;
 use crate::transport::peer::{self, Progress};
 use crate::transport::tls::SslMode;
 use crate::transport::url_text::{self, percent_decode};
-use crate::{DriverInfo, Family};
+use crate::{catalog, DriverInfo, Family};
 
 mod codec;
 mod error;
@@ -371,21 +371,11 @@ fn param_types(params: &[SqlParam<'_>]) -> Option<u64> {
 }
 
 impl MysqlConn {
-    /// The server's id for this connection (`CONNECTION_ID()`).
-    pub fn connection_id(&self) -> u32 {
-        self.session.id
-    }
-
     /// Whether the server leaves column definitions out of a prepared
     /// statement's repeated executions (MariaDB's metadata caching, 10.6
     /// and later), as it does for Connector/C.
     pub fn caches_metadata(&self) -> bool {
         self.session.framing.cache_metadata
-    }
-
-    /// Closes the connection politely (COM_QUIT). Dropping it works too.
-    pub async fn close(mut self) -> Result<(), DriverError> {
-        self.session.quit().await
     }
 
     /// First column of the first row of a text-protocol query (`None` for
@@ -468,5 +458,60 @@ impl SqlConn for MysqlConn {
                     .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
             })
             .collect())
+    }
+
+    async fn table_exists(&mut self, table: &str) -> Result<bool, DriverError> {
+        let sql = format!(
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = '{table}'"
+        );
+        catalog::counts_any(self, &sql).await
+    }
+
+    async fn column_exists(&mut self, table: &str, column: &str) -> Result<bool, DriverError> {
+        let sql = format!(
+            "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = '{table}' AND column_name = '{column}'"
+        );
+        catalog::counts_any(self, &sql).await
+    }
+
+    async fn index_exists(&mut self, table: &str, index: &str) -> Result<bool, DriverError> {
+        let sql = format!(
+            "SELECT COUNT(*) FROM information_schema.statistics WHERE table_schema = DATABASE() AND table_name = '{table}' AND index_name = '{index}'"
+        );
+        catalog::counts_any(self, &sql).await
+    }
+
+    /// The comment is a table option: it goes after `definition`'s own.
+    async fn create_commented_table(
+        &mut self,
+        table: &str,
+        definition: &str,
+        comment: &str,
+    ) -> Result<(), DriverError> {
+        self.simple(&format!(
+            "CREATE TABLE {table}{definition} COMMENT = '{comment}'"
+        ))
+        .await
+    }
+
+    async fn table_comment(&mut self, table: &str) -> Result<Option<String>, DriverError> {
+        let sql = format!(
+            "SELECT table_comment FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = '{table}'"
+        );
+        Ok(self.query_strings(&sql).await?.into_iter().next())
+    }
+
+    /// MySQL has no transactional DDL (and LOCK TABLES needs a privilege
+    /// sysbench's users may lack): the check immediately precedes the DROP.
+    async fn drop_table_if_commented(
+        &mut self,
+        table: &str,
+        comment: &str,
+    ) -> Result<bool, DriverError> {
+        if !catalog::comment_contains(self, table, comment).await? {
+            return Ok(false);
+        }
+        self.simple(&format!("DROP TABLE {table}")).await?;
+        Ok(true)
     }
 }

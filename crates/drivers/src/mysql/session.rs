@@ -447,14 +447,4 @@ impl Session {
             bound: Cell::new(None),
         })
     }
-
-    /// COM_QUIT, then closes the stream.
-    pub(super) async fn quit(&mut self) -> Result<(), DriverError> {
-        self.begin()?;
-        encode_command(&mut self.wbuf, COM_QUIT, &[]);
-        self.send().await?;
-        let _ = self.stream.shutdown().await;
-        self.state = State::Broken;
-        Ok(())
-    }
 }

@@ -823,7 +823,7 @@ async fn authentication_plugins() {
             }
             _ => {
                 let mut conn = result.unwrap_or_else(|e| panic!("{script:?}: {e}"));
-                assert_eq!(conn.connection_id(), 77);
+                assert_eq!(conn.session.id, 77);
                 conn.simple("SET @x = 1").await.unwrap();
                 let seen = server.await.unwrap();
                 assert_eq!(seen.last().map(String::as_str), Some("query"), "{script:?}");

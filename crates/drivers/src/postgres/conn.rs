@@ -13,6 +13,7 @@ use postgres_protocol::authentication::md5_hash;
 use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256};
 use postgres_protocol::message::frontend;
 
+use crate::catalog;
 use crate::transport::peer::{self, Awaiting, Progress};
 use crate::transport::read_buffer::ReadBuffer;
 use crate::transport::stream::Stream;
@@ -61,11 +62,6 @@ impl PostgresStatement {
 }
 
 impl PostgresConn {
-    /// Whether the session runs over TLS.
-    pub fn is_tls(&self) -> bool {
-        matches!(self.stream, Stream::Tls(_))
-    }
-
     /// Startup message, authentication, then the server's parameters up
     /// to the first ReadyForQuery.
     pub(super) async fn startup(
@@ -459,5 +455,60 @@ impl SqlConn for PostgresConn {
             .into_iter()
             .map(Option::unwrap_or_default)
             .collect())
+    }
+
+    async fn table_exists(&mut self, table: &str) -> Result<bool, DriverError> {
+        let sql = format!(
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = '{table}'"
+        );
+        catalog::counts_any(self, &sql).await
+    }
+
+    async fn column_exists(&mut self, table: &str, column: &str) -> Result<bool, DriverError> {
+        let sql = format!(
+            "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = '{table}' AND column_name = '{column}'"
+        );
+        catalog::counts_any(self, &sql).await
+    }
+
+    async fn index_exists(&mut self, table: &str, index: &str) -> Result<bool, DriverError> {
+        let sql = format!(
+            "SELECT COUNT(*) FROM pg_indexes WHERE schemaname = current_schema() AND tablename = '{table}' AND indexname = '{index}'"
+        );
+        catalog::counts_any(self, &sql).await
+    }
+
+    /// Two statements in one simple query: one implicit transaction, so
+    /// the table never exists without its comment.
+    async fn create_commented_table(
+        &mut self,
+        table: &str,
+        definition: &str,
+        comment: &str,
+    ) -> Result<(), DriverError> {
+        self.simple(&format!(
+            "CREATE TABLE {table}{definition}; COMMENT ON TABLE {table} IS '{comment}'"
+        ))
+        .await
+    }
+
+    /// Ordinary and partitioned tables (`relkind` r, p): not views.
+    async fn table_comment(&mut self, table: &str) -> Result<Option<String>, DriverError> {
+        let sql = format!(
+            "SELECT COALESCE(obj_description(c.oid, 'pg_class'), '') FROM pg_class c \
+             JOIN pg_namespace n ON n.oid = c.relnamespace \
+             WHERE n.nspname = current_schema() AND c.relname = '{table}' AND c.relkind IN ('r', 'p')"
+        );
+        Ok(self.query_strings(&sql).await?.into_iter().next())
+    }
+
+    /// The table is locked for the check, in the transaction that drops it.
+    async fn drop_table_if_commented(
+        &mut self,
+        table: &str,
+        comment: &str,
+    ) -> Result<bool, DriverError> {
+        let lock = format!("LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE");
+        catalog::drop_in_transaction(self, "BEGIN", Some(&lock), table, comment).await
     }
 }

@@ -262,11 +262,6 @@ impl RedisDriver {
         })
     }
 
-    /// Whether the target is a Redis Cluster (`redis+cluster://`).
-    pub fn is_cluster(&self) -> bool {
-        self.shared.settings.cluster
-    }
-
     async fn connect_cluster(&self, progress: &Progress) -> Result<Cluster, DriverError> {
         let shared = &self.shared;
         let mut last_err = None;

@@ -300,12 +300,12 @@ fn driver_endpoint_has_no_secret() {
     let t = Target::parse("redis://:hunter2@10.1.2.3:6390/1").unwrap();
     let d = RedisDriver::from_target(&t).unwrap();
     assert_eq!(d.endpoint(), "10.1.2.3:6390");
-    assert!(!d.is_cluster());
+    assert!(!d.shared.settings.cluster);
     assert!(!format!("{d:?}").contains("hunter2"));
     let t = Target::parse("redis+cluster://:hunter2@a:1,b:2").unwrap();
     let d = RedisDriver::from_target(&t).unwrap();
     assert_eq!(d.endpoint(), "a:1,b:2");
-    assert!(d.is_cluster());
+    assert!(d.shared.settings.cluster);
     assert!(d.shared.tls.is_none());
     let t = Target::parse("rediss://h:1").unwrap();
     let d = RedisDriver::from_target(&t).unwrap();

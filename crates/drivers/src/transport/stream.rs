@@ -176,12 +176,4 @@ impl Stream {
             });
         }
     }
-
-    pub(crate) async fn shutdown(&mut self) -> io::Result<()> {
-        self.finish_send().await?;
-        match self {
-            Stream::Plain(s, _) => s.shutdown().await,
-            Stream::Tls(s) => s.shutdown().await,
-        }
-    }
 }

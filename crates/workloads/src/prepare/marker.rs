@@ -5,15 +5,19 @@
 //! the table's tag.
 //!
 //! The tag is `loadcell:` and a random id drawn when `prepare` creates the
-//! table, stored both in the marker row and on the table itself: MySQL's
-//! and MariaDB's table comment (`COMMENT = 'loadcell:…'`), PostgreSQL's
-//! `COMMENT ON TABLE`, and for SQLite a comment in the `CREATE TABLE` text,
-//! which `sqlite_master.sql` keeps verbatim. A table of the same name that
+//! table, stored both in the marker row and on the table itself, as the
+//! comment each SQL driver gives a table it creates
+//! ([`SqlConn::create_commented_table`]): MySQL's and MariaDB's table
+//! comment (`COMMENT = 'loadcell:…'`), PostgreSQL's `COMMENT ON TABLE`,
+//! and for SQLite a comment in the `CREATE TABLE` text, which
+//! `sqlite_master.sql` keeps verbatim. A table of the same name that
 //! another tool dropped and created again (sysbench uses the same names)
 //! does not carry the tag, however quickly it was re-created, and is left
-//! alone. What the server itself says of a table cannot tell it from its
-//! re-creation: MySQL's `CREATE_TIME` has one-second resolution, a
-//! PostgreSQL OID can be reused, SQLite keeps nothing.
+//! alone, down to the drop itself, which checks the tag right before
+//! ([`SqlConn::drop_table_if_commented`]). What the server itself says of
+//! a table cannot tell it from its re-creation: MySQL's `CREATE_TIME` has
+//! one-second resolution, a PostgreSQL OID can be reused, SQLite keeps
+//! nothing.
 //!
 //! Markers of an earlier loadcell hold such an identity instead of a tag
 //! (or nothing, for a prepare interrupted before noting it). Those tables
@@ -26,7 +30,7 @@
 
 use std::fmt;
 
-use loadcell_core::sql::{Dialect, SqlConn};
+use loadcell_core::sql::SqlConn;
 use loadcell_core::DriverError;
 use rand::Rng;
 
@@ -48,6 +52,10 @@ impl Tag {
     /// A fresh tag, from the thread's generator (seeded by the OS).
     pub(crate) fn new() -> Tag {
         Tag(format!("{TAG_PREFIX}{}", random_id(ID_LEN)))
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        &self.0
     }
 
     /// A tag as recorded in the marker table; `None` for anything else
@@ -75,25 +83,6 @@ pub(crate) fn random_id(len: usize) -> String {
         .collect()
 }
 
-/// Whether table `name` exists in the connection's current database/schema.
-pub(crate) async fn table_exists<C: SqlConn>(
-    conn: &mut C,
-    name: &str,
-) -> Result<bool, DriverError> {
-    let sql = match conn.dialect() {
-        Dialect::MySql => format!(
-            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = '{name}'"
-        ),
-        Dialect::Postgres => format!(
-            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = '{name}'"
-        ),
-        Dialect::Sqlite => {
-            format!("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = '{name}'")
-        }
-    };
-    Ok(conn.query_i64(&sql).await?.unwrap_or(0) > 0)
-}
-
 /// Creates the marker table if it is not there yet, and gives one made by
 /// an earlier loadcell its `identity` column (where the tag goes).
 pub(crate) async fn ensure<C: SqlConn>(conn: &mut C) -> Result<(), DriverError> {
@@ -101,18 +90,7 @@ pub(crate) async fn ensure<C: SqlConn>(conn: &mut C) -> Result<(), DriverError> 
         "CREATE TABLE IF NOT EXISTS {MARKER_TABLE} (name VARCHAR(128) NOT NULL PRIMARY KEY, workload VARCHAR(64) NOT NULL, identity VARCHAR(255))"
     ))
     .await?;
-    let has_identity = match conn.dialect() {
-        Dialect::MySql => format!(
-            "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = '{MARKER_TABLE}' AND column_name = 'identity'"
-        ),
-        Dialect::Postgres => format!(
-            "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = '{MARKER_TABLE}' AND column_name = 'identity'"
-        ),
-        Dialect::Sqlite => {
-            format!("SELECT COUNT(*) FROM pragma_table_info('{MARKER_TABLE}') WHERE name = 'identity'")
-        }
-    };
-    if conn.query_i64(&has_identity).await?.unwrap_or(0) == 0 {
+    if !conn.column_exists(MARKER_TABLE, "identity").await? {
         conn.simple(&format!(
             "ALTER TABLE {MARKER_TABLE} ADD COLUMN identity VARCHAR(255)"
         ))
@@ -121,42 +99,16 @@ pub(crate) async fn ensure<C: SqlConn>(conn: &mut C) -> Result<(), DriverError> 
     Ok(())
 }
 
-/// The statement (two for PostgreSQL, run as one implicit transaction)
-/// that creates table `name` carrying `tag`. `definition` is what follows
-/// the name: the column list, and table options for MySQL.
-pub(crate) fn create_sql(dialect: Dialect, name: &str, definition: &str, tag: &Tag) -> String {
-    match dialect {
-        Dialect::MySql => format!("CREATE TABLE {name}{definition} COMMENT = '{tag}'"),
-        Dialect::Postgres => {
-            format!("CREATE TABLE {name}{definition}; COMMENT ON TABLE {name} IS '{tag}'")
-        }
-        // Between the name and the column list: SQLite keeps a comment
-        // there in `sqlite_master.sql` (one after the closing parenthesis
-        // is dropped), and ALTER TABLE leaves it in place.
-        Dialect::Sqlite => format!("CREATE TABLE {name} /* {tag} */ {definition}"),
-    }
-}
-
 /// Whether table `name` carries `tag` (no such table: no).
 async fn carries<C: SqlConn>(conn: &mut C, name: &str, tag: &Tag) -> Result<bool, DriverError> {
-    let sql = match conn.dialect() {
-        Dialect::MySql => format!(
-            "SELECT table_comment FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = '{name}'"
-        ),
-        Dialect::Postgres => format!(
-            "SELECT COALESCE(obj_description(c.oid, 'pg_class'), '') FROM pg_class c \
-             JOIN pg_namespace n ON n.oid = c.relnamespace \
-             WHERE n.nspname = current_schema() AND c.relname = '{name}' AND c.relkind IN ('r', 'p')"
-        ),
-        Dialect::Sqlite => {
-            format!("SELECT COALESCE(sql, '') FROM sqlite_master WHERE type = 'table' AND name = '{name}'")
-        }
-    };
-    let found = conn.query_strings(&sql).await?;
-    Ok(found.iter().any(|text| text.contains(&tag.0)))
+    Ok(conn
+        .table_comment(name)
+        .await?
+        .is_some_and(|comment| comment.contains(tag.as_str())))
 }
 
-/// Creates table `name` (see [`create_sql`]) and checks that the server
+/// Creates table `name` carrying `tag` (`definition` is what follows the
+/// name: the column list, and table options) and checks that the server
 /// kept the tag: a server that dropped it silently would have loadcell
 /// take its own table for someone else's ever after.
 pub(crate) async fn create<C: SqlConn>(
@@ -165,7 +117,7 @@ pub(crate) async fn create<C: SqlConn>(
     definition: &str,
     tag: &Tag,
 ) -> Result<(), DriverError> {
-    conn.simple(&create_sql(conn.dialect(), name, definition, tag))
+    conn.create_commented_table(name, definition, tag.as_str())
         .await?;
     if !carries(conn, name, tag).await? {
         return Err(DriverError::fatal(format!(
@@ -202,7 +154,7 @@ pub(crate) async fn owner<C: SqlConn>(conn: &mut C, name: &str) -> Result<Owner,
         .await?
         .into_iter()
         .next();
-    if !table_exists(conn, name).await? {
+    if !conn.table_exists(name).await? {
         if recorded.is_some() {
             forget(conn, name).await?;
         }
@@ -250,53 +202,6 @@ pub(crate) fn earlier_prepare_message(name: &str) -> String {
     )
 }
 
-/// Drops table `name` if it still carries `tag`, checked right before the
-/// drop. PostgreSQL and SQLite check and drop in one transaction, the
-/// table locked, so nothing can replace it in between; MySQL has no
-/// transactional DDL (and LOCK TABLES needs a privilege sysbench's users
-/// may lack), so there the check immediately precedes the DROP.
-async fn drop_if_tagged<C: SqlConn>(
-    conn: &mut C,
-    name: &str,
-    tag: &Tag,
-) -> Result<bool, DriverError> {
-    let drop = format!("DROP TABLE {name}");
-    let (begin, lock) = match conn.dialect() {
-        Dialect::MySql => {
-            if !carries(conn, name, tag).await? {
-                return Ok(false);
-            }
-            conn.simple(&drop).await?;
-            return Ok(true);
-        }
-        Dialect::Postgres => (
-            "BEGIN",
-            Some(format!("LOCK TABLE {name} IN ACCESS EXCLUSIVE MODE")),
-        ),
-        Dialect::Sqlite => ("BEGIN IMMEDIATE", None),
-    };
-    conn.simple(begin).await?;
-    let checked = async {
-        if let Some(lock) = &lock {
-            conn.simple(lock).await?;
-        }
-        if !carries(conn, name, tag).await? {
-            return Ok(false);
-        }
-        conn.simple(&drop).await?;
-        Ok(true)
-    }
-    .await;
-    match checked {
-        Ok(true) => conn.simple("COMMIT").await.map(|()| true),
-        Ok(false) => conn.simple("ROLLBACK").await.map(|()| false),
-        Err(e) => {
-            let _ = conn.simple("ROLLBACK").await;
-            Err(e)
-        }
-    }
-}
-
 /// Drops every table `workload`'s `prepare` recorded that still carries
 /// the tag it was created with, and nothing else; drops the marker table
 /// itself once it is empty. Returns the names dropped.
@@ -305,7 +210,7 @@ pub async fn cleanup<C: SqlConn>(
     workload: &str,
     observer: &dyn PrepareObserver,
 ) -> Result<Vec<String>, DriverError> {
-    if !table_exists(conn, MARKER_TABLE).await? {
+    if !conn.table_exists(MARKER_TABLE).await? {
         observer.message("Nothing to clean up: no tables were created by loadcell here");
         return Ok(Vec::new());
     }
@@ -331,7 +236,7 @@ pub async fn cleanup<C: SqlConn>(
         match owner(conn, &name).await? {
             Owner::Loadcell(tag) => {
                 observer.message(&format!("Dropping table '{name}'..."));
-                if drop_if_tagged(conn, &name, &tag).await? {
+                if conn.drop_table_if_commented(&name, tag.as_str()).await? {
                     dropped.push(name.clone());
                 } else {
                     observer.message(&not_ours(&name));
@@ -372,28 +277,5 @@ mod tests {
         for earlier in ["", "2024-05-01 12:00:00", "16384", "loadcell:x'; DROP"] {
             assert_eq!(Tag::parse(earlier), None, "{earlier}");
         }
-    }
-
-    #[test]
-    fn every_dialect_puts_the_tag_on_the_table() {
-        let tag = Tag("loadcell:abc".to_string());
-        let def = "(id INTEGER)";
-        assert_eq!(
-            create_sql(
-                Dialect::MySql,
-                "t",
-                &format!("{def} /*! ENGINE = innodb */"),
-                &tag
-            ),
-            "CREATE TABLE t(id INTEGER) /*! ENGINE = innodb */ COMMENT = 'loadcell:abc'"
-        );
-        assert_eq!(
-            create_sql(Dialect::Postgres, "t", def, &tag),
-            "CREATE TABLE t(id INTEGER); COMMENT ON TABLE t IS 'loadcell:abc'"
-        );
-        assert_eq!(
-            create_sql(Dialect::Sqlite, "t", def, &tag),
-            "CREATE TABLE t /* loadcell:abc */ (id INTEGER)"
-        );
     }
 }

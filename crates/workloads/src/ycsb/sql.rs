@@ -10,7 +10,7 @@ use loadcell_core::{Driver, DriverError, ErrorClass};
 use loadcell_engine::{Ctx, OpSpec, Script, SessionInfo};
 
 use crate::prepare::load::load_in_parallel;
-use crate::prepare::marker::{self, table_exists, Owner};
+use crate::prepare::marker::{self, Owner};
 use crate::prepare::NotPrepared;
 use crate::prepare::{CheckError, PrepareObserver};
 use crate::workload::Loading;
@@ -137,7 +137,7 @@ impl YcsbSql {
     /// most of a sample of the records, and inserts continue after the
     /// records already there.
     pub async fn check<C: SqlConn>(&self, conn: &mut C) -> Result<(), CheckError> {
-        if !table_exists(conn, TABLE).await? {
+        if !conn.table_exists(TABLE).await? {
             return Err(CheckError::NotPrepared(NotPrepared::missing(&format!(
                 "table {TABLE}"
             ))));
@@ -165,7 +165,7 @@ impl YcsbSql {
             // Only loadcell's own table is ever loaded by `prepare`: for
             // another tool's, saying "run prepare" would send the user in
             // a circle. (No marker table: loadcell created nothing here.)
-            let ours = table_exists(conn, marker::MARKER_TABLE).await?
+            let ours = conn.table_exists(marker::MARKER_TABLE).await?
                 && matches!(marker::owner(conn, TABLE).await?, Owner::Loadcell(_));
             if !ours {
                 return Err(CheckError::Driver(DriverError::fatal(format!(
