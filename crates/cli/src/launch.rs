@@ -11,7 +11,7 @@ use loadcell_core::kv::KvConn;
 use loadcell_core::sql::SqlConn;
 use loadcell_core::{Driver, DriverError, ErrorClass, ServerInfo, Target};
 use loadcell_drivers::{DriverInfo, Visitor};
-use loadcell_engine::{Arrival, EnginePlan, RateSpec, Script};
+use loadcell_engine::{Arrival, RateSpec, RunSpec, Script};
 use loadcell_record::result::{RunResult, StopReason};
 use loadcell_workloads::dataset::{self, DataSetKv};
 use loadcell_workloads::kv::{self, Kv};
@@ -326,9 +326,9 @@ impl RunJob<'_> {
         loadcell_record::resources::find_listener(url.port()?)
     }
 
-    fn plan(&self, seed: u64, info: &DriverInfo) -> EnginePlan {
+    fn plan(&self, seed: u64, info: &DriverInfo) -> RunSpec {
         let a = self.args;
-        EnginePlan {
+        RunSpec {
             threads: a.threads,
             clients: a.clients,
             workers: workers(a, info),

@@ -7,7 +7,7 @@ use std::time::SystemTime;
 
 use loadcell_core::{ServerInfo, Target};
 use loadcell_drivers::Family;
-use loadcell_engine::{Category, EnginePlan, OpSpec, RunOutcome};
+use loadcell_engine::{Category, OpSpec, RunOutcome, RunSpec};
 use loadcell_record::env::HostInfo;
 use loadcell_record::file::Destination;
 use loadcell_record::hist::{self, LatencySummary};
@@ -24,7 +24,7 @@ pub struct ResultContext<'a> {
     pub driver: &'a str,
     pub family: Family,
     pub server: Option<ServerInfo>,
-    pub plan: &'a EnginePlan,
+    pub plan: &'a RunSpec,
     pub labels: BTreeMap<String, String>,
     pub ops: &'a [OpSpec],
     pub transactional: bool,

@@ -71,7 +71,7 @@ where
     async fn open(&self) -> Result<(D::Conn, S::Session), DriverError> {
         let shared = &self.shared;
         let mut conn =
-            crate::connect_with_timeout(&*shared.driver, shared.plan.connect_timeout).await?;
+            crate::connect_with_timeout(&*shared.driver, shared.spec.connect_timeout).await?;
         let session = shared.script.open(&mut conn, self.info).await?;
         Ok((conn, session))
     }
@@ -109,14 +109,14 @@ where
                     return None;
                 }
                 Err(e) => {
-                    if lost_at.elapsed() >= shared.plan.reconnect_timeout {
+                    if lost_at.elapsed() >= shared.spec.reconnect_timeout {
                         self.note_error(&e);
                         shared.control.stop(
                             StopReason::ServerUnreachable,
                             Some(format!(
                                 "could not (re)connect to {} for {}: {e}",
                                 shared.driver.endpoint(),
-                                humantime::format_duration(shared.plan.reconnect_timeout)
+                                humantime::format_duration(shared.spec.reconnect_timeout)
                             )),
                         );
                         return None;
@@ -237,9 +237,9 @@ where
 {
     let info = SessionInfo {
         index,
-        count: shared.plan.sessions(),
-        seed: session_seed(shared.plan.seed, index),
-        run_seed: shared.plan.seed,
+        count: shared.spec.sessions(),
+        seed: session_seed(shared.spec.seed, index),
+        run_seed: shared.spec.seed,
     };
     Session {
         shared,

@@ -1,4 +1,6 @@
-//! What the engine is asked to do, already validated.
+//! What the engine is asked to run, already validated: the sessions,
+//! schedule, phases and limits of one run. (Not a "plan": that is capacity
+//! planning's word, `loadcell plan`.)
 
 use std::time::Duration;
 
@@ -26,8 +28,9 @@ pub struct RateSpec {
     pub arrival: Arrival,
 }
 
+/// One run's sessions, schedule, phases and limits.
 #[derive(Debug, Clone)]
-pub struct EnginePlan {
+pub struct RunSpec {
     /// Session groups (sysbench's and memtier's threads).
     pub threads: usize,
     /// Sessions (connections) per group.
@@ -54,7 +57,7 @@ pub struct EnginePlan {
     pub server_pid: Option<u32>,
 }
 
-impl EnginePlan {
+impl RunSpec {
     pub fn sessions(&self) -> usize {
         self.threads * self.clients
     }
