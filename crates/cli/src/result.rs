@@ -12,8 +12,8 @@ use loadcell_record::env::HostInfo;
 use loadcell_record::file::Destination;
 use loadcell_record::hist::{self, LatencySummary};
 use loadcell_record::result::{
-    Environment, Histograms, LoopMode, OpSummary, QueryCounts, Resources, RunConfig, RunResult,
-    Schedule, ServerDescription, Summary, SCHEMA_ID,
+    counted_rate, Environment, Histograms, LoopMode, OpSummary, QueryCounts, Resources, RunConfig,
+    RunResult, Schedule, ServerDescription, Summary, SCHEMA_ID,
 };
 
 pub struct ResultContext<'a> {
@@ -74,18 +74,14 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
         }
         ops.insert(
             spec.name.to_string(),
-            OpSummary {
-                category: spec.category.as_str().to_string(),
-                count: op.count,
-                errors: op.errors,
-                latency_ms: LatencySummary::of(&op.latency),
-            },
+            OpSummary::of(spec.category.as_str(), op, secs),
         );
         op_histograms.insert(spec.name.to_string(), hist::encode(&op.latency));
     }
     queries.total = queries.read + queries.write + queries.other;
 
     let reads_counted = total.hits + total.misses > 0;
+    let (items, items_per_sec) = counted_rate(total.items_total(), secs);
     let summary = Summary {
         duration_s: secs,
         ops: total.ops_total(),
@@ -116,6 +112,8 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
         // none, there is no hit ratio to give (not 0%).
         hits: reads_counted.then_some(total.hits),
         misses: reads_counted.then_some(total.misses),
+        items,
+        items_per_sec,
         client_cpu: outcome.client_cpu,
     };
 

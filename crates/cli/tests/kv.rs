@@ -410,3 +410,35 @@ fn results_of_the_same_second_never_replace_each_other() {
         assert_valid_result(&read_json(&dir.path().join("res").join(f)));
     }
 }
+
+/// No workload's operations carry items yet; a result whose do, written
+/// through the result types, still matches the schema, and a run without
+/// items has none of the fields.
+#[test]
+fn a_result_with_items_matches_the_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    ok(loadcell(
+        dir.path(),
+        &[
+            "run",
+            "kv",
+            "--target",
+            "sim://",
+            "--requests",
+            "20",
+            "--out",
+            "r.json",
+        ],
+    ));
+    let plain = read_json(&dir.path().join("r.json"));
+    assert!(plain["summary"].get("items").is_none(), "{plain:#}");
+    let mut r: loadcell_record::result::RunResult = serde_json::from_value(plain).unwrap();
+    (r.summary.items, r.summary.items_per_sec) = (Some(40), Some(400.0));
+    let op = r.ops.values_mut().next().unwrap();
+    (op.items, op.items_per_sec) = (Some(40), Some(400.0));
+    let interval = &mut r.intervals[0];
+    (interval.items, interval.items_per_sec) = (Some(40), Some(400.0));
+    let with_items = serde_json::to_value(&r).unwrap();
+    assert_eq!(with_items["summary"]["items"], 40);
+    assert_valid_result(&with_items);
+}

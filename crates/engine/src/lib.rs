@@ -16,6 +16,8 @@ pub mod schedule;
 pub mod script;
 mod session;
 pub mod spec;
+#[cfg(test)]
+mod tests;
 mod worker;
 
 pub use collector::{IntervalView, Observer, Phase, RunOutcome};

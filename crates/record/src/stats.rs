@@ -15,6 +15,9 @@ pub const MAX_ERROR_SAMPLES: usize = 10;
 pub struct OpStats {
     pub count: u64,
     pub errors: u64,
+    /// What the operations carried (documents indexed, points written, rows
+    /// polled), as the script counted them; 0 for kinds that carry none.
+    pub items: u64,
     /// Time the operation itself took.
     pub latency: Micros,
 }
@@ -24,6 +27,7 @@ impl OpStats {
         OpStats {
             count: 0,
             errors: 0,
+            items: 0,
             latency: new_histogram(),
         }
     }
@@ -106,6 +110,7 @@ impl Stats {
         for op in &mut self.ops {
             op.count = 0;
             op.errors = 0;
+            op.items = 0;
             clear(&mut op.latency);
         }
         self.error_samples.clear();
@@ -166,6 +171,16 @@ impl Stats {
         }
     }
 
+    /// Counts `n` items carried by an operation of kind `kind`.
+    #[inline]
+    pub fn add_items(&mut self, kind: usize, n: u64) {
+        self.ops[kind].items += n;
+    }
+
+    pub fn items_total(&self) -> u64 {
+        self.ops.iter().map(|o| o.items).sum()
+    }
+
     pub fn ops_total(&self) -> u64 {
         self.ops.iter().map(|o| o.count).sum()
     }
@@ -190,6 +205,7 @@ impl Stats {
         for (mine, theirs) in self.ops.iter_mut().zip(&other.ops) {
             mine.count += theirs.count;
             mine.errors += theirs.errors;
+            mine.items += theirs.items;
             add(&mut mine.latency, &theirs.latency);
         }
         for s in &other.error_samples {
@@ -228,6 +244,8 @@ mod tests {
         a.record_op(0, Duration::from_millis(1), true);
         b.record_op(0, Duration::from_millis(3), false);
         b.record_op(1, Duration::from_millis(5), true);
+        a.add_items(1, 40);
+        b.add_items(1, 2);
         a.record_event(Duration::from_millis(4), Duration::from_millis(2), None);
         b.record_event(
             Duration::from_millis(9),
@@ -242,12 +260,15 @@ mod tests {
         assert_eq!(a.response.len(), 2);
         assert_eq!(a.lag.len(), 1);
         assert_eq!(a.ops[1].latency.len(), 1);
+        assert_eq!((a.ops[0].items, a.ops[1].items), (0, 42));
+        assert_eq!(a.items_total(), 42);
     }
 
     #[test]
     fn reset_leaves_empty_stats_of_the_same_shape() {
         let mut a = Stats::new(3);
         a.record_op(2, Duration::from_micros(10), false);
+        a.add_items(2, 9);
         a.record_event(
             Duration::from_millis(4),
             Duration::from_millis(2),

@@ -114,6 +114,25 @@ pub fn render(stats: &Stats, ops: &[&str], workload: &str, target: &str) -> Stri
             op.errors
         );
     }
+    // Only workloads whose operations carry items (documents, points,
+    // rows) have the family at all.
+    if stats.items_total() > 0 {
+        let _ = writeln!(
+            o,
+            "# HELP loadcell_op_items_total Items the operations carried (documents, points, rows), by kind."
+        );
+        let _ = writeln!(o, "# TYPE loadcell_op_items_total counter");
+        for (name, op) in ops.iter().zip(&stats.ops) {
+            if op.items > 0 {
+                let _ = writeln!(
+                    o,
+                    "loadcell_op_items_total{{op=\"{}\"}} {}",
+                    label(name),
+                    op.items
+                );
+            }
+        }
+    }
     let _ = writeln!(
         o,
         "# HELP loadcell_op_latency_seconds Time each operation took, by kind."
@@ -185,5 +204,19 @@ mod tests {
             text.contains("loadcell_op_latency_seconds_count{op=\"set\"} 0"),
             "{text}"
         );
+        assert!(!text.contains("items"), "{text}");
+    }
+
+    #[test]
+    fn items_are_counted_for_the_kinds_that_carry_them() {
+        let mut st = Stats::new(2);
+        st.record_op(1, Duration::from_millis(2), true);
+        st.add_items(1, 500);
+        let text = render(&st, &["get", "bulk"], "bulk", "sim://");
+        assert!(
+            text.contains("# TYPE loadcell_op_items_total counter\nloadcell_op_items_total{op=\"bulk\"} 500\n"),
+            "{text}"
+        );
+        assert!(!text.contains("op_items_total{op=\"get\"}"), "{text}");
     }
 }

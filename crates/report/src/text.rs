@@ -70,6 +70,14 @@ pub fn summary(r: &RunResult, op_order: &[&str]) -> String {
     ] {
         let _ = writeln!(w, "    {label:<37}{n:<6} ({:.2} per sec.)", rate(n, secs));
     }
+    if let Some(items) = s.items {
+        let _ = writeln!(
+            w,
+            "    {:<37}{items:<6} ({:.2} per sec.)",
+            "items:",
+            rate(items, secs)
+        );
+    }
     // No reads counted (results of older versions say 0 and 0): no ratio.
     let reads = s
         .hits
@@ -224,5 +232,14 @@ mod tests {
         assert!(!summary(&r, &[]).contains("hits"));
         (r.summary.hits, r.summary.misses) = (None, None);
         assert!(!summary(&r, &[]).contains("hits"));
+    }
+
+    #[test]
+    fn items_get_a_line_only_when_the_run_carried_some() {
+        let mut r = fixture::run(4, 1000.0);
+        assert!(!summary(&r, &[]).contains("items:"));
+        (r.summary.items, r.summary.items_per_sec) = (Some(25_000), Some(2500.0));
+        let line = format!("    {:<37}25000  (2500.00 per sec.)\n", "items:");
+        assert!(summary(&r, &[]).contains(&line), "{}", summary(&r, &[]));
     }
 }
