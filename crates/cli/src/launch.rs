@@ -349,6 +349,7 @@ impl RunJob<'_> {
             }),
             interval: a.report_interval.unwrap_or(Duration::from_secs(1)),
             connect_timeout: a.target.connect_timeout,
+            connection_policy: a.connection_policy,
             reconnect_timeout: a.reconnect_timeout,
             drain_timeout: DRAIN_TIMEOUT,
             seed,

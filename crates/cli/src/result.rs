@@ -15,6 +15,7 @@ use loadcell_record::result::{
     counted_rate, Environment, Histograms, LoopMode, OpSummary, QueryCounts, Resources, RunConfig,
     RunResult, Schedule, ServerDescription, Summary, SCHEMA_ID,
 };
+use loadcell_record::OpStats;
 
 pub struct ResultContext<'a> {
     pub argv: &'a [String],
@@ -63,6 +64,10 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
     let mut queries = QueryCounts::default();
     let mut ops = BTreeMap::new();
     let mut op_histograms = BTreeMap::new();
+    let mut add_op = |name: &str, category: Category, op: &OpStats| {
+        ops.insert(name.to_string(), OpSummary::of(category.as_str(), op, secs));
+        op_histograms.insert(name.to_string(), hist::encode(&op.latency));
+    };
     for (spec, op) in ctx.ops.iter().zip(&total.ops) {
         if op.count == 0 {
             continue;
@@ -72,11 +77,12 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
             Category::Write => queries.write += op.count,
             Category::Other => queries.other += op.count,
         }
-        ops.insert(
-            spec.name.to_string(),
-            OpSummary::of(spec.category.as_str(), op, secs),
-        );
-        op_histograms.insert(spec.name.to_string(), hist::encode(&op.latency));
+        add_op(spec.name, spec.category, op);
+    }
+    // Connects made inside events (a policy that churns connections): an
+    // operation kind of their own, but no query.
+    if total.connects.count > 0 {
+        add_op("connect", Category::Other, &total.connects);
     }
     queries.total = queries.read + queries.write + queries.other;
 
@@ -145,6 +151,7 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
             arrival: plan.rate.map(|r| r.arrival.as_str().to_string()),
             report_interval_s: plan.interval.as_secs_f64(),
             connect_timeout_s: plan.connect_timeout.as_secs_f64(),
+            connection_policy: Some(plan.connection_policy.to_string()),
             seed: plan.seed,
             workload_options: ctx.workload_options.clone(),
         },

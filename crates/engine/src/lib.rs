@@ -23,7 +23,7 @@ mod worker;
 pub use collector::{IntervalView, Observer, Phase, RunOutcome};
 pub use control::StopReason;
 pub use script::{BatchClock, Category, Ctx, OpSpec, Script, SessionInfo, NOT_FOUND};
-pub use spec::{Arrival, RateSpec, RunSpec};
+pub use spec::{Arrival, ConnectionPolicy, RateSpec, RunSpec};
 
 use std::sync::Arc;
 use std::time::Duration;

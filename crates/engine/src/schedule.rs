@@ -227,6 +227,7 @@ mod tests {
             rate,
             interval: Duration::from_secs(1),
             connect_timeout: Duration::from_secs(5),
+            connection_policy: Default::default(),
             reconnect_timeout: Duration::from_secs(5),
             drain_timeout: Duration::from_secs(5),
             seed: 1,

@@ -299,12 +299,29 @@ impl Ctx {
         kind: usize,
         operation: impl Future<Output = Result<T, DriverError>>,
     ) -> Result<T, DriverError> {
+        self.timed(operation, |stats, took, ok| stats.record_op(kind, took, ok))
+            .await
+    }
+
+    /// Connects inside an event, recording how long it took and whether
+    /// it failed as the operation kind `connect`.
+    pub(crate) async fn connect<C>(
+        &mut self,
+        connecting: impl Future<Output = Result<C, DriverError>>,
+    ) -> Result<C, DriverError> {
+        self.timed(connecting, Stats::record_connect).await
+    }
+
+    #[inline]
+    async fn timed<T>(
+        &mut self,
+        operation: impl Future<Output = Result<T, DriverError>>,
+        record: impl FnOnce(&mut Stats, Duration, bool),
+    ) -> Result<T, DriverError> {
         let start = Instant::now();
         let result = operation.await;
         let took = start.elapsed();
-        self.stats()
-            .borrow_mut()
-            .record_op(kind, took, result.is_ok());
+        record(&mut self.stats().borrow_mut(), took, result.is_ok());
         result
     }
 }

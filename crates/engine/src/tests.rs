@@ -8,7 +8,8 @@ use std::time::Duration;
 use loadcell_core::{Driver, DriverError, ServerInfo};
 
 use crate::{
-    Category, Ctx, IntervalView, Observer, OpSpec, Phase, RunOutcome, RunSpec, Script, SessionInfo,
+    Category, ConnectionPolicy, Ctx, IntervalView, Observer, OpSpec, Phase, RunOutcome, RunSpec,
+    Script, SessionInfo,
 };
 
 /// A driver whose connections are nothing but a count of connects.
@@ -106,6 +107,7 @@ fn spec(clients: usize, time: Option<Duration>, events: Option<u64>) -> RunSpec 
         rate: None,
         interval: Duration::from_millis(50),
         connect_timeout: Duration::from_secs(1),
+        connection_policy: ConnectionPolicy::Persistent,
         reconnect_timeout: Duration::from_secs(1),
         drain_timeout: Duration::from_secs(1),
         seed: 1,
@@ -114,7 +116,14 @@ fn spec(clients: usize, time: Option<Duration>, events: Option<u64>) -> RunSpec 
 }
 
 fn run(spec: &RunSpec, seen: &mut Seen) -> RunOutcome {
-    crate::run(Arc::new(Counting::default()), Arc::new(Bulk), spec, seen)
+    run_counting(spec, seen).0
+}
+
+/// A run, and how many connections the driver made.
+fn run_counting(spec: &RunSpec, seen: &mut Seen) -> (RunOutcome, u64) {
+    let driver = Arc::new(Counting::default());
+    let outcome = crate::run(Arc::clone(&driver), Arc::new(Bulk), spec, seen);
+    (outcome, driver.connects.load(Ordering::Relaxed))
 }
 
 #[test]
@@ -139,4 +148,40 @@ fn items_are_counted_across_interval_cuts_and_left_out_of_the_warm_up() {
     assert_eq!(seen.measured_items, bulk.items);
     // The warm-up carried items too, and none of them is in the total.
     assert!(seen.warmup_items > 0);
+}
+
+#[test]
+fn a_new_connection_per_event_is_one_timed_connect_per_event() {
+    let mut spec = spec(2, Some(Duration::from_millis(200)), None);
+    spec.connection_policy = ConnectionPolicy::NewPerEvent;
+    let (outcome, made) = run_counting(&spec, &mut Seen::default());
+    let total = &outcome.total;
+    assert!(total.events > 20, "{} events", total.events);
+    assert_eq!(total.connects.count, total.events);
+    assert_eq!(total.connects.errors, 0);
+    assert_eq!(total.connects.latency.len(), total.events);
+    // Not a workload operation, and not a reconnect after a loss.
+    assert_eq!(total.ops_total(), total.events);
+    assert_eq!(total.reconnects, 0);
+    // Besides the events' connects: the collector's monitoring connection,
+    // and events cut off at the deadline after connecting.
+    assert!(made > total.connects.count, "{made}");
+    assert!(made <= total.connects.count + 1 + 2, "{made}");
+}
+
+#[test]
+fn a_new_connection_every_n_events_is_timed_once_per_n() {
+    let mut spec = spec(1, None, Some(10));
+    spec.connection_policy = "every:3".parse().unwrap();
+    let outcome = run(&spec, &mut Seen::default());
+    assert_eq!(outcome.total.events, 10);
+    // Events 1, 4, 7 and 10 connect.
+    assert_eq!(outcome.total.connects.count, 4);
+}
+
+#[test]
+fn persistent_sessions_time_no_connects() {
+    let outcome = run(&spec(2, None, Some(20)), &mut Seen::default());
+    assert_eq!(outcome.total.events, 20);
+    assert_eq!(outcome.total.connects.count, 0);
 }

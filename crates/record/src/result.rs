@@ -98,6 +98,10 @@ pub struct RunConfig {
     pub arrival: Option<String>,
     pub report_interval_s: f64,
     pub connect_timeout_s: f64,
+    /// When sessions opened new connections: `persistent`, `per-event` or
+    /// `every:N`; absent in files from before it could be chosen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connection_policy: Option<String>,
     pub seed: u64,
     /// Every workload option as resolved, defaults included.
     pub workload_options: BTreeMap<String, serde_json::Value>,

@@ -134,6 +134,7 @@ pub fn run(threads: usize, tps: f64) -> RunResult {
             arrival: None,
             report_interval_s: 1.0,
             connect_timeout_s: 5.0,
+            connection_policy: Some("persistent".to_string()),
             seed: 42,
             workload_options: BTreeMap::from([
                 ("tables".to_string(), serde_json::json!(4)),

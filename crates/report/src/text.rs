@@ -17,7 +17,8 @@ fn rate(n: u64, secs: f64) -> f64 {
 }
 
 /// Renders the summary. `op_order` lists operation kinds in the
-/// workload's own order; kinds that never ran are left out.
+/// workload's own order, and kinds it does not name (`connect`, timed by
+/// the engine) follow; kinds that never ran are left out.
 pub fn summary(r: &RunResult, op_order: &[&str]) -> String {
     let s = &r.summary;
     let secs = s.duration_s;
@@ -151,9 +152,12 @@ pub fn summary(r: &RunResult, op_order: &[&str]) -> String {
     }
     let _ = writeln!(w);
 
+    let unnamed = r.ops.keys().map(String::as_str);
     let rows: Vec<_> = op_order
         .iter()
-        .filter_map(|name| r.ops.get(*name).map(|op| (name, op)))
+        .copied()
+        .chain(unnamed.filter(|name| !op_order.contains(name)))
+        .filter_map(|name| r.ops.get(name).map(|op| (name, op)))
         .filter(|(_, op)| op.count > 0)
         .collect();
     if !rows.is_empty() {
@@ -232,6 +236,19 @@ mod tests {
         assert!(!summary(&r, &[]).contains("hits"));
         (r.summary.hits, r.summary.misses) = (None, None);
         assert!(!summary(&r, &[]).contains("hits"));
+    }
+
+    #[test]
+    fn operations_the_workload_does_not_name_follow_its_own() {
+        let mut r = fixture::run(4, 1000.0);
+        let connect = r.ops["commit"].clone();
+        r.ops.insert("connect".into(), connect);
+        let text = summary(&r, &["point_select", "index_update", "commit"]);
+        let at = |op: &str| text.find(&format!("\n    {op:<18} ")).unwrap();
+        assert!(
+            at("point_select") < at("commit") && at("commit") < at("connect"),
+            "{text}"
+        );
     }
 
     #[test]
