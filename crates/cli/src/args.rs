@@ -289,6 +289,12 @@ pub struct RunArgs {
     /// Print a line of live statistics this often (e.g. 1s).
     #[arg(long, value_name = "DURATION", value_parser = positive_duration)]
     pub report_interval: Option<Duration>,
+    /// When sessions open new connections: persistent (once, kept),
+    /// per-event (connect, run the event, close: ab without -k) or every:N
+    /// (every N events). Connects made during the run are timed as the
+    /// operation `connect`, inside their event's latency.
+    #[arg(long, value_name = "POLICY", default_value = "persistent")]
+    pub connection_policy: loadcell_engine::ConnectionPolicy,
     /// Give up on a lost server after failing to reconnect for this long.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = positive_duration)]
     pub reconnect_timeout: Duration,

@@ -12,7 +12,7 @@ use loadcell_core::kv::KvConn;
 use loadcell_core::sql::SqlConn;
 use loadcell_core::{Driver, DriverError, DriverInfo, ErrorClass, ServerInfo, Target};
 use loadcell_drivers::Visitor;
-use loadcell_engine::{Arrival, EnginePlan, RateSpec, Script};
+use loadcell_engine::{Arrival, RunSpec, RateSpec, Script};
 use loadcell_record::result::{RunResult, StopReason};
 use loadcell_workloads::prepare::CheckError;
 use loadcell_workloads::workload::{CleanupError, Lifecycle, Loading};
@@ -250,9 +250,9 @@ impl RunJob<'_> {
         loadcell_record::resources::find_listener(url.port()?)
     }
 
-    fn plan(&self, seed: u64, info: &DriverInfo) -> EnginePlan {
+    fn plan(&self, seed: u64, info: &DriverInfo) -> RunSpec {
         let a = self.args;
-        EnginePlan {
+        RunSpec {
             threads: a.threads,
             clients: a.clients,
             workers: workers(a, info),
@@ -273,6 +273,7 @@ impl RunJob<'_> {
             }),
             interval: a.report_interval.unwrap_or(Duration::from_secs(1)),
             connect_timeout: a.target.connect_timeout,
+            connection_policy: a.connection_policy,
             reconnect_timeout: a.reconnect_timeout,
             drain_timeout: DRAIN_TIMEOUT,
             seed,

@@ -7,14 +7,15 @@ use std::time::SystemTime;
 
 use loadcell_core::{ServerInfo, Target};
 use loadcell_drivers::Family;
-use loadcell_engine::{Category, EnginePlan, OpSpec, RunOutcome};
+use loadcell_engine::{Category, OpSpec, RunOutcome, RunSpec};
 use loadcell_record::env::HostInfo;
 use loadcell_record::file::Destination;
 use loadcell_record::hist::{self, LatencySummary};
 use loadcell_record::result::{
-    Environment, Histograms, LoopMode, OpSummary, QueryCounts, Resources, RunConfig, RunResult,
-    Schedule, ServerDescription, Summary, SCHEMA_ID,
+    counted_rate, Environment, Histograms, LoopMode, OpSummary, QueryCounts, Resources, RunConfig,
+    RunResult, Schedule, ServerDescription, Summary, SCHEMA_ID,
 };
+use loadcell_record::OpStats;
 
 pub struct ResultContext<'a> {
     pub argv: &'a [String],
@@ -24,7 +25,7 @@ pub struct ResultContext<'a> {
     pub driver: &'a str,
     pub family: Family,
     pub server: Option<ServerInfo>,
-    pub plan: &'a EnginePlan,
+    pub plan: &'a RunSpec,
     pub labels: BTreeMap<String, String>,
     pub ops: &'a [OpSpec],
     pub transactional: bool,
@@ -63,6 +64,10 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
     let mut queries = QueryCounts::default();
     let mut ops = BTreeMap::new();
     let mut op_histograms = BTreeMap::new();
+    let mut add_op = |name: &str, category: Category, op: &OpStats| {
+        ops.insert(name.to_string(), OpSummary::of(category.as_str(), op, secs));
+        op_histograms.insert(name.to_string(), hist::encode(&op.latency));
+    };
     for (spec, op) in ctx.ops.iter().zip(&total.ops) {
         if op.count == 0 {
             continue;
@@ -72,20 +77,17 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
             Category::Write => queries.write += op.count,
             Category::Other => queries.other += op.count,
         }
-        ops.insert(
-            spec.name.to_string(),
-            OpSummary {
-                category: spec.category.as_str().to_string(),
-                count: op.count,
-                errors: op.errors,
-                latency_ms: LatencySummary::of(&op.latency),
-            },
-        );
-        op_histograms.insert(spec.name.to_string(), hist::encode(&op.latency));
+        add_op(spec.name, spec.category, op);
+    }
+    // Connects made inside events (a policy that churns connections): an
+    // operation kind of their own, but no query.
+    if total.connects.count > 0 {
+        add_op("connect", Category::Other, &total.connects);
     }
     queries.total = queries.read + queries.write + queries.other;
 
     let reads_counted = total.hits + total.misses > 0;
+    let (items, items_per_sec) = counted_rate(total.items_total(), secs);
     let summary = Summary {
         duration_s: secs,
         ops: total.ops_total(),
@@ -116,6 +118,8 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
         // none, there is no hit ratio to give (not 0%).
         hits: reads_counted.then_some(total.hits),
         misses: reads_counted.then_some(total.misses),
+        items,
+        items_per_sec,
         client_cpu: outcome.client_cpu,
     };
 
@@ -147,6 +151,7 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
             arrival: plan.rate.map(|r| r.arrival.as_str().to_string()),
             report_interval_s: plan.interval.as_secs_f64(),
             connect_timeout_s: plan.connect_timeout.as_secs_f64(),
+            connection_policy: Some(plan.connection_policy.to_string()),
             seed: plan.seed,
             workload_options: ctx.workload_options.clone(),
         },

@@ -410,3 +410,83 @@ fn results_of_the_same_second_never_replace_each_other() {
         assert_valid_result(&read_json(&dir.path().join("res").join(f)));
     }
 }
+
+/// No workload's operations carry items yet; a result whose do, written
+/// through the result types, still matches the schema, and a run without
+/// items has none of the fields.
+#[test]
+fn a_result_with_items_matches_the_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    ok(loadcell(
+        dir.path(),
+        &[
+            "run",
+            "kv",
+            "--target",
+            "sim://",
+            "--requests",
+            "20",
+            "--out",
+            "r.json",
+        ],
+    ));
+    let plain = read_json(&dir.path().join("r.json"));
+    assert!(plain["summary"].get("items").is_none(), "{plain:#}");
+    let mut r: loadcell_record::result::RunResult = serde_json::from_value(plain).unwrap();
+    (r.summary.items, r.summary.items_per_sec) = (Some(40), Some(400.0));
+    let op = r.ops.values_mut().next().unwrap();
+    (op.items, op.items_per_sec) = (Some(40), Some(400.0));
+    let interval = &mut r.intervals[0];
+    (interval.items, interval.items_per_sec) = (Some(40), Some(400.0));
+    let with_items = serde_json::to_value(&r).unwrap();
+    assert_eq!(with_items["summary"]["items"], 40);
+    assert_valid_result(&with_items);
+}
+
+/// A connection policy that churns connections times each connect as the
+/// operation `connect`, in the same result as the requests.
+#[test]
+fn connection_policies_time_their_connects() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |policy: &str, threads: &str, out: &str| {
+        let o = ok(loadcell(
+            dir.path(),
+            &[
+                "run",
+                "kv",
+                "--target",
+                "sim://?latency=fixed:1ms&concurrency=4",
+                "--threads",
+                threads,
+                "--requests",
+                "10",
+                "--connection-policy",
+                policy,
+                "--out",
+                out,
+            ],
+        ));
+        let r = read_json(&dir.path().join(out));
+        assert_valid_result(&r);
+        assert_eq!(s(&r, "/config/connection_policy"), policy);
+        (r, stdout(&o))
+    };
+
+    let (r, text) = run("per-event", "4", "per-event.json");
+    assert_eq!(u(&r, "/summary/events"), 40);
+    assert_eq!(u(&r, "/ops/connect/count"), 40, "{r:#}");
+    assert_eq!(u(&r, "/ops/connect/errors"), 0);
+    assert!(r["histograms"]["ops"]["connect"].is_string());
+    // Connects are not requests: the summary counts the workload's own.
+    assert_eq!(u(&r, "/summary/ops"), 40);
+    assert_eq!(u(&r, "/summary/reconnects"), 0);
+    assert!(text.contains("\n    connect "), "{text}");
+
+    // Ten events a session, a new connection every four: at 1, 5 and 9.
+    let (r, _) = run("every:4", "1", "every.json");
+    assert_eq!(u(&r, "/ops/connect/count"), 3, "{r:#}");
+
+    let (r, text) = run("persistent", "2", "persistent.json");
+    assert!(r["ops"].get("connect").is_none(), "{r:#}");
+    assert!(!text.contains("\n    connect "), "{text}");
+}

@@ -16,9 +16,9 @@ use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::mpsc;
 
 use crate::control::{Control, StopReason};
-use crate::plan::EnginePlan;
 use crate::schedule::Schedule;
 use crate::script::Script;
+use crate::spec::RunSpec;
 use crate::worker::{self, Gate, Report, Shared};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -350,7 +350,7 @@ struct Pending {
 pub(crate) fn run<D, S>(
     driver: Arc<D>,
     script: Arc<S>,
-    plan: &EnginePlan,
+    spec: &RunSpec,
     observer: &mut dyn Observer,
 ) -> RunOutcome
 where
@@ -361,7 +361,7 @@ where
         .enable_all()
         .build()
         .expect("a current-thread runtime can always be built");
-    runtime.block_on(collect(driver, script, plan, observer))
+    runtime.block_on(collect(driver, script, spec, observer))
 }
 
 /// Resolves at SIGINT or SIGTERM (never, if they could not be caught).
@@ -377,7 +377,7 @@ async fn interrupted(interrupts: &mut Option<Signal>, terminates: &mut Option<Si
 async fn collect<D, S>(
     driver: Arc<D>,
     script: Arc<S>,
-    plan: &EnginePlan,
+    spec: &RunSpec,
     observer: &mut dyn Observer,
 ) -> RunOutcome
 where
@@ -388,8 +388,8 @@ where
     let shared = Arc::new(Shared {
         driver,
         script,
-        plan: plan.clone(),
-        schedule: Schedule::new(plan),
+        spec: spec.clone(),
+        schedule: Schedule::new(spec),
         control: Control::default(),
         gate: Gate::default(),
     });
@@ -398,7 +398,7 @@ where
     let mut handles = Vec::new();
     // Per worker: where its stats go back once merged and emptied.
     let mut give_back = Vec::new();
-    for w in 0..plan.workers {
+    for w in 0..spec.workers {
         let (back_tx, back_rx) = mpsc::unbounded_channel();
         match worker::spawn(Arc::clone(&shared), w, tx.clone(), back_rx) {
             Ok(h) => {
@@ -423,7 +423,7 @@ where
     // The run's clock starts once every session is connected (or has
     // given up, which stops the run), or at Ctrl-C.
     tokio::select! {
-        _ = shared.gate.all_ready(plan.sessions()) => {}
+        _ = shared.gate.all_ready(spec.sessions()) => {}
         _ = shared.control.stopped() => {}
         _ = interrupted(&mut interrupts, &mut terminates) => {
             shared.control.stop(StopReason::Interrupted, None);
@@ -437,7 +437,7 @@ where
 
     let deadline = shared.schedule.deadline();
     let measure_start = shared.schedule.measure_start();
-    let mut cpu_at_measure = if plan.warmup.is_zero() {
+    let mut cpu_at_measure = if spec.warmup.is_zero() {
         Some(cpu_at_start)
     } else {
         None
@@ -457,11 +457,11 @@ where
     let mut saturation = Saturation::default();
     let mut run_load = RunLoad::default();
     let mut warnings = Vec::new();
-    let mut sampler = Sampler::new(plan.server_pid);
+    let mut sampler = Sampler::new(spec.server_pid);
     let mut samples = Vec::new();
     // A connection of its own for server counters; without one, samples
     // simply go without them.
-    let mut monitor = crate::connect_with_timeout(&*shared.driver, plan.connect_timeout)
+    let mut monitor = crate::connect_with_timeout(&*shared.driver, spec.connect_timeout)
         .await
         .ok();
     let mut intervals = Vec::new();
@@ -550,7 +550,7 @@ where
                 (None, Some((b, _))) => b,
                 (None, None) => last_end,
             };
-            let phase = if end <= measure_start && !plan.warmup.is_zero() {
+            let phase = if end <= measure_start && !spec.warmup.is_zero() {
                 Phase::Warmup
             } else {
                 Phase::Measure
@@ -608,8 +608,8 @@ where
                 duration,
                 elapsed: end - start,
                 stats: shown,
-                rate: plan.rate.map(|r| r.per_sec),
-                sessions: plan.sessions(),
+                rate: spec.rate.map(|r| r.per_sec),
+                sessions: spec.sessions(),
             };
             for warning in saturation.check(&watched) {
                 observer.warning(&warning);
@@ -688,7 +688,7 @@ where
     total.dropped += shared.schedule.unclaimed_before(schedule_end);
 
     let duration = run_end.saturating_duration_since(measure_start);
-    if let Some(rate) = plan.rate {
+    if let Some(rate) = spec.rate {
         let achieved = total.events as f64 / duration.as_secs_f64().max(1e-9);
         if stop_reason == StopReason::Completed && achieved < rate.per_sec * 0.95 {
             warnings.push(format!(
@@ -697,12 +697,12 @@ where
                 100.0 * (1.0 - achieved / rate.per_sec),
                 counted(total.dropped, "event"),
                 if total.dropped == 1 { "was" } else { "were" },
-                missed_rate_cause(&run_load.shares(), plan.sessions())
+                missed_rate_cause(&run_load.shares(), spec.sessions())
             ));
         }
     }
 
-    let bottleneck = resources::diagnose(&samples, plan.workers);
+    let bottleneck = resources::diagnose(&samples, spec.workers);
     RunOutcome {
         stop_reason,
         error,

@@ -12,23 +12,25 @@
 
 mod collector;
 pub mod control;
-pub mod plan;
 pub mod schedule;
 pub mod script;
 mod session;
+pub mod spec;
+#[cfg(test)]
+mod tests;
 mod worker;
 
 pub use collector::{IntervalView, Observer, Phase, RunOutcome};
 pub use control::StopReason;
-pub use plan::{Arrival, EnginePlan, RateSpec};
 pub use script::{BatchClock, Category, Ctx, OpSpec, Script, SessionInfo, NOT_FOUND};
+pub use spec::{Arrival, ConnectionPolicy, RateSpec, RunSpec};
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use loadcell_core::{Driver, DriverError, ErrorClass, ServerInfo};
 
-/// Connects once with the plan's timeout, before any load is sent, so that
+/// Connects once with the spec's timeout, before any load is sent, so that
 /// bad credentials or an unreachable server fail fast with a clear message.
 pub async fn connect_once<D: Driver>(
     driver: &D,
@@ -68,12 +70,12 @@ pub(crate) async fn connect_with_timeout<D: Driver>(
 pub fn run<D, S>(
     driver: Arc<D>,
     script: Arc<S>,
-    plan: &EnginePlan,
+    spec: &RunSpec,
     observer: &mut dyn Observer,
 ) -> RunOutcome
 where
     D: Driver,
     S: Script<D::Conn> + Send + Sync,
 {
-    collector::run(driver, script, plan, observer)
+    collector::run(driver, script, spec, observer)
 }

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use rand::rngs::SmallRng;
 use rand::Rng;
 
-use crate::plan::{Arrival, EnginePlan};
+use crate::spec::{Arrival, RunSpec};
 
 pub use loadcell_core::clock::wait_until;
 
@@ -64,8 +64,8 @@ struct Begun {
 }
 
 impl Schedule {
-    pub fn new(plan: &EnginePlan) -> Schedule {
-        let rate = match plan.rate {
+    pub fn new(spec: &RunSpec) -> Schedule {
+        let rate = match spec.rate {
             None => Rate::Closed,
             Some(r) => {
                 let gap_ns = 1e9 / r.per_sec;
@@ -83,9 +83,9 @@ impl Schedule {
         };
         Schedule {
             begun: OnceLock::new(),
-            warmup: plan.warmup,
-            time: plan.time,
-            events_limit: plan.events,
+            warmup: spec.warmup,
+            time: spec.time,
+            events_limit: spec.events,
             measured_claims: AtomicU64::new(0),
             rate,
         }
@@ -207,17 +207,17 @@ fn exponential(rng: &mut SmallRng, mean_ns: f64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::RateSpec;
+    use crate::spec::RateSpec;
     use rand::SeedableRng;
 
-    fn begun(plan: &EnginePlan, start: Instant) -> Schedule {
-        let s = Schedule::new(plan);
+    fn begun(spec: &RunSpec, start: Instant) -> Schedule {
+        let s = Schedule::new(spec);
         s.begin(start);
         s
     }
 
-    fn plan(rate: Option<RateSpec>, time: Option<Duration>, events: Option<u64>) -> EnginePlan {
-        EnginePlan {
+    fn spec(rate: Option<RateSpec>, time: Option<Duration>, events: Option<u64>) -> RunSpec {
+        RunSpec {
             workers: 1,
             threads: 1,
             clients: 1,
@@ -227,6 +227,7 @@ mod tests {
             rate,
             interval: Duration::from_secs(1),
             connect_timeout: Duration::from_secs(5),
+            connection_policy: Default::default(),
             reconnect_timeout: Duration::from_secs(5),
             drain_timeout: Duration::from_secs(5),
             seed: 1,
@@ -241,7 +242,7 @@ mod tests {
             per_sec: 1000.0,
             arrival: Arrival::Uniform,
         };
-        let s = begun(&plan(Some(rate), Some(Duration::from_secs(1)), None), start);
+        let s = begun(&spec(Some(rate), Some(Duration::from_secs(1)), None), start);
         let mut rng = SmallRng::seed_from_u64(1);
         let mut dues = Vec::new();
         while let Claim::Due(d) = s.claim(start, &mut rng) {
@@ -261,7 +262,7 @@ mod tests {
             arrival: Arrival::Poisson,
         };
         let s = begun(
-            &plan(Some(rate), Some(Duration::from_secs(10)), None),
+            &spec(Some(rate), Some(Duration::from_secs(10)), None),
             start,
         );
         let mut rng = SmallRng::seed_from_u64(7);
@@ -291,7 +292,7 @@ mod tests {
             per_sec: 100.0,
             arrival: Arrival::Uniform,
         };
-        let s = begun(&plan(Some(rate), Some(Duration::from_secs(1)), None), start);
+        let s = begun(&spec(Some(rate), Some(Duration::from_secs(1)), None), start);
         let mut rng = SmallRng::seed_from_u64(1);
         for _ in 0..40 {
             assert!(matches!(s.claim(start, &mut rng), Claim::Due(_)));
@@ -306,7 +307,7 @@ mod tests {
     #[test]
     fn events_limit_counts_only_measured_claims() {
         let start = Instant::now();
-        let mut p = plan(None, None, Some(3));
+        let mut p = spec(None, None, Some(3));
         p.warmup = Duration::from_secs(1);
         let s = begun(&p, start);
         let mut rng = SmallRng::seed_from_u64(1);
@@ -327,7 +328,7 @@ mod tests {
             per_sec: 10.0,
             arrival: Arrival::Uniform,
         };
-        let mut p = plan(Some(rate), None, Some(3));
+        let mut p = spec(Some(rate), None, Some(3));
         p.warmup = Duration::from_secs(1);
         let s = begun(&p, start);
         let mut rng = SmallRng::seed_from_u64(1);
@@ -346,7 +347,7 @@ mod tests {
             per_sec: 1e12,
             arrival: Arrival::Poisson,
         };
-        let s = begun(&plan(Some(rate), None, None), start);
+        let s = begun(&spec(Some(rate), None, None), start);
         // An hour at 10^12/s: 3.6e15 arrivals, counted without drawing them.
         let n = s.unclaimed_before(start + Duration::from_secs(3600));
         assert!((n as f64 / 3.6e15 - 1.0).abs() < 1e-9, "{n}");
@@ -355,7 +356,7 @@ mod tests {
     #[test]
     fn closed_loop_stops_at_the_deadline() {
         let start = Instant::now();
-        let s = begun(&plan(None, Some(Duration::from_secs(1)), None), start);
+        let s = begun(&spec(None, Some(Duration::from_secs(1)), None), start);
         let mut rng = SmallRng::seed_from_u64(1);
         assert_eq!(s.claim(start, &mut rng), Claim::Now);
         assert_eq!(

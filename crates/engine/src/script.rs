@@ -281,6 +281,16 @@ impl Ctx {
         stats.sample_error(NOT_FOUND, message);
     }
 
+    /// Counts `n` items (documents indexed, points written, rows polled)
+    /// carried by the operation of kind `kind` just timed by [`Ctx::op`].
+    /// Called after the operation, so a poll can count what it brought
+    /// back; a plain add into the worker's stats, so scripts whose
+    /// operations carry nothing never pay for it.
+    #[inline]
+    pub fn items(&mut self, kind: usize, n: u64) {
+        self.stats().borrow_mut().add_items(kind, n);
+    }
+
     /// Runs one operation of kind `kind` (an index into [`Script::ops`]),
     /// recording how long it took and whether it failed.
     #[inline]
@@ -289,12 +299,29 @@ impl Ctx {
         kind: usize,
         operation: impl Future<Output = Result<T, DriverError>>,
     ) -> Result<T, DriverError> {
+        self.timed(operation, |stats, took, ok| stats.record_op(kind, took, ok))
+            .await
+    }
+
+    /// Connects inside an event, recording how long it took and whether
+    /// it failed as the operation kind `connect`.
+    pub(crate) async fn connect<C>(
+        &mut self,
+        connecting: impl Future<Output = Result<C, DriverError>>,
+    ) -> Result<C, DriverError> {
+        self.timed(connecting, Stats::record_connect).await
+    }
+
+    #[inline]
+    async fn timed<T>(
+        &mut self,
+        operation: impl Future<Output = Result<T, DriverError>>,
+        record: impl FnOnce(&mut Stats, Duration, bool),
+    ) -> Result<T, DriverError> {
         let start = Instant::now();
         let result = operation.await;
         let took = start.elapsed();
-        self.stats()
-            .borrow_mut()
-            .record_op(kind, took, result.is_ok());
+        record(&mut self.stats().borrow_mut(), took, result.is_ok());
         result
     }
 }
@@ -366,6 +393,18 @@ mod tests {
             (sample.class.as_str(), sample.message.as_str(), sample.count),
             ("not found", "read: no such record", 2)
         );
+    }
+
+    #[test]
+    fn items_are_counted_per_kind_in_the_phase_of_their_event() {
+        let mut ctx = ctx(2);
+        ctx.items(1, 500);
+        ctx.items(1, 20);
+        ctx.set_measured(false);
+        ctx.items(1, 7);
+        let (measured, warmup) = (ctx.sinks.measured.borrow(), ctx.sinks.warmup.borrow());
+        assert_eq!((measured.ops[0].items, measured.ops[1].items), (0, 520));
+        assert_eq!(warmup.ops[1].items, 7);
     }
 
     #[test]

@@ -70,10 +70,37 @@ where
 {
     async fn open(&self) -> Result<(D::Conn, S::Session), DriverError> {
         let shared = &self.shared;
-        let mut conn =
-            crate::connect_with_timeout(&*shared.driver, shared.plan.connect_timeout).await?;
-        let session = shared.script.open(&mut conn, self.info).await?;
+        let conn =
+            crate::connect_with_timeout(&*shared.driver, shared.spec.connect_timeout).await?;
+        self.start(conn).await
+    }
+
+    /// Opens a connection inside an event, under a policy that churns
+    /// them, the connect timed as the operation kind `connect`. The connect
+    /// is part of the event and of its latency, as a user of a client
+    /// without keep-alive waits for it before every request: the cost of
+    /// new connections is what such a run measures.
+    async fn open_in_event(&mut self) -> Result<(D::Conn, S::Session), DriverError> {
+        let shared = &self.shared;
+        let connecting = crate::connect_with_timeout(&*shared.driver, shared.spec.connect_timeout);
+        let conn = self.ctx.connect(connecting).await?;
+        self.start(conn).await
+    }
+
+    /// The script's session on a new connection.
+    async fn start(&self, mut conn: D::Conn) -> Result<(D::Conn, S::Session), DriverError> {
+        let session = self.shared.script.open(&mut conn, self.info).await?;
         Ok((conn, session))
+    }
+
+    /// Runs an event on a connection opened for it (see
+    /// [`Session::open_in_event`]), keeping the connection in `opened`.
+    async fn open_and_run(
+        &mut self,
+        opened: &mut Option<(D::Conn, S::Session)>,
+    ) -> Result<(), DriverError> {
+        let (conn, session) = opened.insert(self.open_in_event().await?);
+        self.shared.script.event(conn, session, &mut self.ctx).await
     }
 
     fn note_error(&self, e: &DriverError) {
@@ -109,14 +136,14 @@ where
                     return None;
                 }
                 Err(e) => {
-                    if lost_at.elapsed() >= shared.plan.reconnect_timeout {
+                    if lost_at.elapsed() >= shared.spec.reconnect_timeout {
                         self.note_error(&e);
                         shared.control.stop(
                             StopReason::ServerUnreachable,
                             Some(format!(
                                 "could not (re)connect to {} for {}: {e}",
                                 shared.driver.endpoint(),
-                                humantime::format_duration(shared.plan.reconnect_timeout)
+                                humantime::format_duration(shared.spec.reconnect_timeout)
                             )),
                         );
                         return None;
@@ -130,10 +157,21 @@ where
 
     async fn run(mut self) {
         let shared = Arc::clone(&self.shared);
+        // Held apart from `self`, which connecting inside an event borrows.
+        let sinks = Rc::clone(&self.sinks);
         let mut rng = SmallRng::seed_from_u64(self.info.seed);
-        let opened = self.connect(true).await;
+        // How many events a connection serves (`None`: as many as it
+        // lasts), and how many the current one has served.
+        let churn = shared.spec.connection_policy.events_per_connection();
+        let mut served = 0;
+        // A session that churns connections makes even its first one in
+        // an event, measured like the others.
+        let opened = match churn {
+            None => self.connect(true).await.map(Some),
+            Some(_) => Some(None),
+        };
         shared.gate.ready();
-        let Some((mut conn, mut session)) = opened else {
+        let Some(mut opened) = opened else {
             return;
         };
         shared.gate.opened().await;
@@ -166,12 +204,14 @@ where
                     Instant::now()
                 }
             };
-            let waiting = Waiting::start(&self.sinks.all_waiting, started);
+            let waiting = Waiting::start(&sinks.all_waiting, started);
             loop {
-                let result = shared
-                    .script
-                    .event(&mut conn, &mut session, &mut self.ctx)
-                    .await;
+                let result = match &mut opened {
+                    Some((conn, session)) => {
+                        shared.script.event(conn, session, &mut self.ctx).await
+                    }
+                    None => self.open_and_run(&mut opened).await,
+                };
                 self.ctx.record_held();
                 let e = match result {
                     Ok(()) => {
@@ -183,6 +223,15 @@ where
                             due.map(|d| started.saturating_duration_since(d)),
                         );
                         waiting.end(end);
+                        if let Some(limit) = churn {
+                            served += 1;
+                            if served == limit {
+                                // Closed now, as a client without
+                                // keep-alive closes after its request.
+                                opened = None;
+                                served = 0;
+                            }
+                        }
                         break;
                     }
                     Err(e) => e,
@@ -191,7 +240,11 @@ where
                 match e.class {
                     ErrorClass::Retryable => {
                         self.ctx.stats().borrow_mut().retries += 1;
-                        let recovered = shared.script.recover(&mut conn, &mut session).await;
+                        let recovered = match &mut opened {
+                            Some((conn, session)) => shared.script.recover(conn, session).await,
+                            // The script's open failed: the retry opens again.
+                            None => Ok(()),
+                        };
                         if shared.control.is_stopped() {
                             return;
                         }
@@ -217,10 +270,12 @@ where
                 // The connection is gone: the event is lost; reconnect
                 // (still waiting on the server).
                 self.ctx.stats().borrow_mut().failed_events += 1;
+                // (A churning session's connect that failed is made again
+                // here too, with the back-off, and serves a full turn.)
                 match self.connect(false).await {
-                    Some((c, s)) => {
-                        conn = c;
-                        session = s;
+                    Some(reopened) => {
+                        opened = Some(reopened);
+                        served = 0;
                     }
                     None => return,
                 }
@@ -237,9 +292,9 @@ where
 {
     let info = SessionInfo {
         index,
-        count: shared.plan.sessions(),
-        seed: session_seed(shared.plan.seed, index),
-        run_seed: shared.plan.seed,
+        count: shared.spec.sessions(),
+        seed: session_seed(shared.spec.seed, index),
+        run_seed: shared.spec.seed,
     };
     Session {
         shared,

@@ -18,15 +18,15 @@ use tokio::task::{JoinSet, LocalSet};
 
 use crate::collector::Phase;
 use crate::control::Control;
-use crate::plan::EnginePlan;
 use crate::schedule::Schedule;
 use crate::script::{Script, Sinks};
 use crate::session::run_session;
+use crate::spec::RunSpec;
 
 pub(crate) struct Shared<D, S> {
     pub driver: Arc<D>,
     pub script: Arc<S>,
-    pub plan: EnginePlan,
+    pub spec: RunSpec,
     pub schedule: Schedule,
     pub control: Control,
     pub gate: Gate,
@@ -77,8 +77,8 @@ impl<D, S> Shared<D, S> {
     /// into intervals ending exactly at its end, so no interval straddles
     /// the phases. `None` once past the deadline.
     pub fn boundary(&self, k: usize) -> Option<(Instant, Phase)> {
-        let iv = self.plan.interval;
-        let warmup = self.plan.warmup;
+        let iv = self.spec.interval;
+        let warmup = self.spec.warmup;
         let warmup_intervals = warmup.as_nanos().div_ceil(iv.as_nanos()) as usize;
         if k < warmup_intervals {
             let t = (iv * (k as u32 + 1)).min(warmup);
@@ -171,7 +171,7 @@ async fn work<D, S>(
     S: Script<D::Conn> + Send + Sync,
 {
     // Sessions are dealt round-robin, so worker loads differ by one at most.
-    let mine = (worker..shared.plan.sessions()).step_by(shared.plan.workers);
+    let mine = (worker..shared.spec.sessions()).step_by(shared.spec.workers);
     let sinks = Rc::new(Sinks::new(shared.script.ops().len(), mine.len()));
     let next_seq = Rc::new(Cell::new(0usize));
     let recycled = Rc::new(RefCell::new(recycled));
@@ -208,7 +208,7 @@ async fn work<D, S>(
     let all_done = async { while sessions.join_next().await.is_some() {} };
     let drained = async {
         shared.control.stopped().await;
-        tokio::time::sleep(shared.plan.drain_timeout).await;
+        tokio::time::sleep(shared.spec.drain_timeout).await;
     };
     tokio::select! {
         _ = all_done => {}

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::env::{CpuTime, HostInfo};
 use crate::hist::LatencySummary;
-use crate::stats::{ErrorSample, Stats};
+use crate::stats::{ErrorSample, OpStats, Stats};
 
 pub const SCHEMA_ID: &str = "loadcell.result/v1";
 
@@ -98,6 +98,10 @@ pub struct RunConfig {
     pub arrival: Option<String>,
     pub report_interval_s: f64,
     pub connect_timeout_s: f64,
+    /// When sessions opened new connections: `persistent`, `per-event` or
+    /// `every:N`; absent in files from before it could be chosen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connection_policy: Option<String>,
     pub seed: u64,
     /// Every workload option as resolved, defaults included.
     pub workload_options: BTreeMap<String, serde_json::Value>,
@@ -181,7 +185,25 @@ pub struct Summary {
     pub hits: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub misses: Option<u64>,
+    /// Items the operations carried (documents, points, rows), over every
+    /// kind; absent when none carried any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub items: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub items_per_sec: Option<f64>,
     pub client_cpu: CpuTime,
+}
+
+/// `n` and `n / secs`, when there is something to count: fields that only
+/// some workloads fill stay out of the others' results.
+pub fn counted_rate(n: u64, secs: f64) -> (Option<u64>, Option<f64>) {
+    if n == 0 {
+        return (None, None);
+    }
+    (
+        Some(n),
+        Some(if secs > 0.0 { n as f64 / secs } else { 0.0 }),
+    )
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -190,8 +212,28 @@ pub struct OpSummary {
     pub category: String,
     pub count: u64,
     pub errors: u64,
+    /// Items these operations carried; absent for kinds that carry none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub items: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub items_per_sec: Option<f64>,
     /// Time the operation itself took.
     pub latency_ms: LatencySummary,
+}
+
+impl OpSummary {
+    /// Summarises operations of one kind measured over `secs`.
+    pub fn of(category: &str, op: &OpStats, secs: f64) -> OpSummary {
+        let (items, items_per_sec) = counted_rate(op.items, secs);
+        OpSummary {
+            category: category.to_string(),
+            count: op.count,
+            errors: op.errors,
+            items,
+            items_per_sec,
+            latency_ms: LatencySummary::of(&op.latency),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -214,6 +256,11 @@ pub struct Interval {
     pub errors: u64,
     pub retries: u64,
     pub reconnects: u64,
+    /// Items carried in this interval; absent when none were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub items: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub items_per_sec: Option<f64>,
     pub latency_ms: IntervalLatency,
     /// This interval's response-time histogram (same encoding as
     /// `histograms`), so interval logs can be exported later.
@@ -231,6 +278,7 @@ impl Interval {
             }
         };
         let l = LatencySummary::of(&s.response);
+        let (items, items_per_sec) = counted_rate(s.items_total(), duration_s);
         Interval {
             t_s,
             duration_s,
@@ -241,6 +289,8 @@ impl Interval {
             errors: s.op_errors_total(),
             retries: s.retries,
             reconnects: s.reconnects,
+            items,
+            items_per_sec,
             latency_ms: IntervalLatency {
                 p50: l.p50,
                 p95: l.p95,
@@ -289,5 +339,37 @@ impl RunResult {
         }
         serde_json::from_value(value)
             .map_err(|e| format!("{} is not a valid {SCHEMA_ID} file: {e}", path.display()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn items_are_summarised_only_where_operations_carried_some() {
+        let mut s = Stats::new(2);
+        s.record_op(0, Duration::from_millis(1), true);
+        s.record_op(1, Duration::from_millis(1), true);
+        s.add_items(1, 300);
+
+        let interval = Interval::from_stats(2.0, 2.0, &s);
+        assert_eq!(
+            (interval.items, interval.items_per_sec),
+            (Some(300), Some(150.0))
+        );
+        let carried = OpSummary::of("write", &s.ops[1], 2.0);
+        assert_eq!(
+            (carried.items, carried.items_per_sec),
+            (Some(300), Some(150.0))
+        );
+
+        // Nothing carried: the fields are left out of the file.
+        let plain = serde_json::to_value(OpSummary::of("read", &s.ops[0], 2.0)).unwrap();
+        assert!(plain.get("items").is_none() && plain.get("items_per_sec").is_none());
+        let quiet = serde_json::to_value(Interval::from_stats(1.0, 1.0, &Stats::new(2))).unwrap();
+        assert!(quiet.get("items").is_none(), "{quiet}");
     }
 }

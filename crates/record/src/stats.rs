@@ -15,6 +15,9 @@ pub const MAX_ERROR_SAMPLES: usize = 10;
 pub struct OpStats {
     pub count: u64,
     pub errors: u64,
+    /// What the operations carried (documents indexed, points written, rows
+    /// polled), as the script counted them; 0 for kinds that carry none.
+    pub items: u64,
     /// Time the operation itself took.
     pub latency: Micros,
 }
@@ -24,6 +27,7 @@ impl OpStats {
         OpStats {
             count: 0,
             errors: 0,
+            items: 0,
             latency: new_histogram(),
         }
     }
@@ -58,6 +62,10 @@ pub struct Stats {
     pub lag: Micros,
     /// Indexed by the workload's operation kinds.
     pub ops: Vec<OpStats>,
+    /// Connects made inside events, under a connection policy that opens
+    /// new connections during the run: not the workload's operations, so
+    /// not in [`Stats::ops_total`].
+    pub connects: OpStats,
     pub error_samples: Vec<ErrorSample>,
     /// Errors seen beyond the distinct messages kept.
     pub unsampled_errors: u64,
@@ -82,6 +90,7 @@ impl Stats {
             service: new_histogram(),
             lag: new_histogram(),
             ops: (0..op_kinds).map(|_| OpStats::new()).collect(),
+            connects: OpStats::new(),
             error_samples: Vec::new(),
             unsampled_errors: 0,
             hits: 0,
@@ -103,9 +112,10 @@ impl Stats {
         for h in [&mut self.response, &mut self.service, &mut self.lag] {
             clear(h);
         }
-        for op in &mut self.ops {
+        for op in self.ops.iter_mut().chain([&mut self.connects]) {
             op.count = 0;
             op.errors = 0;
+            op.items = 0;
             clear(&mut op.latency);
         }
         self.error_samples.clear();
@@ -117,6 +127,14 @@ impl Stats {
     #[inline]
     pub fn record_op(&mut self, kind: usize, took: Duration, ok: bool) {
         self.record_ops(kind, took, 1, u64::from(!ok));
+    }
+
+    #[inline]
+    pub fn record_connect(&mut self, took: Duration, ok: bool) {
+        let connects = &mut self.connects;
+        connects.count += 1;
+        connects.errors += u64::from(!ok);
+        record(&mut connects.latency, took);
     }
 
     /// Records `count` operations of one kind that took the same time,
@@ -166,6 +184,16 @@ impl Stats {
         }
     }
 
+    /// Counts `n` items carried by an operation of kind `kind`.
+    #[inline]
+    pub fn add_items(&mut self, kind: usize, n: u64) {
+        self.ops[kind].items += n;
+    }
+
+    pub fn items_total(&self) -> u64 {
+        self.ops.iter().map(|o| o.items).sum()
+    }
+
     pub fn ops_total(&self) -> u64 {
         self.ops.iter().map(|o| o.count).sum()
     }
@@ -187,9 +215,11 @@ impl Stats {
         if self.ops.len() < other.ops.len() {
             self.ops.resize_with(other.ops.len(), OpStats::new);
         }
-        for (mine, theirs) in self.ops.iter_mut().zip(&other.ops) {
+        let kinds = self.ops.iter_mut().zip(&other.ops);
+        for (mine, theirs) in kinds.chain([(&mut self.connects, &other.connects)]) {
             mine.count += theirs.count;
             mine.errors += theirs.errors;
+            mine.items += theirs.items;
             add(&mut mine.latency, &theirs.latency);
         }
         for s in &other.error_samples {
@@ -228,6 +258,10 @@ mod tests {
         a.record_op(0, Duration::from_millis(1), true);
         b.record_op(0, Duration::from_millis(3), false);
         b.record_op(1, Duration::from_millis(5), true);
+        a.add_items(1, 40);
+        b.add_items(1, 2);
+        a.record_connect(Duration::from_millis(2), true);
+        b.record_connect(Duration::from_millis(8), false);
         a.record_event(Duration::from_millis(4), Duration::from_millis(2), None);
         b.record_event(
             Duration::from_millis(9),
@@ -242,12 +276,18 @@ mod tests {
         assert_eq!(a.response.len(), 2);
         assert_eq!(a.lag.len(), 1);
         assert_eq!(a.ops[1].latency.len(), 1);
+        assert_eq!((a.ops[0].items, a.ops[1].items), (0, 42));
+        assert_eq!(a.items_total(), 42);
+        assert_eq!((a.connects.count, a.connects.errors), (2, 1));
+        assert_eq!(a.connects.latency.len(), 2);
     }
 
     #[test]
     fn reset_leaves_empty_stats_of_the_same_shape() {
         let mut a = Stats::new(3);
         a.record_op(2, Duration::from_micros(10), false);
+        a.add_items(2, 9);
+        a.record_connect(Duration::from_millis(1), false);
         a.record_event(
             Duration::from_millis(4),
             Duration::from_millis(2),

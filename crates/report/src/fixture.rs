@@ -56,6 +56,8 @@ pub fn run(threads: usize, tps: f64) -> RunResult {
                 errors: 0,
                 retries: 0,
                 reconnects: 0,
+                items: None,
+                items_per_sec: None,
                 latency_ms: IntervalLatency {
                     p50: l.p50,
                     p95: l.p95,
@@ -88,6 +90,8 @@ pub fn run(threads: usize, tps: f64) -> RunResult {
         category: category.to_string(),
         count,
         errors: 0,
+        items: None,
+        items_per_sec: None,
         latency_ms: LatencySummary::of(&histogram(median_ms / 20.0, 100)),
     };
     let ops_map = BTreeMap::from([
@@ -130,6 +134,7 @@ pub fn run(threads: usize, tps: f64) -> RunResult {
             arrival: None,
             report_interval_s: 1.0,
             connect_timeout_s: 5.0,
+            connection_policy: Some("persistent".to_string()),
             seed: 42,
             workload_options: BTreeMap::from([
                 ("tables".to_string(), serde_json::json!(4)),
@@ -181,6 +186,8 @@ pub fn run(threads: usize, tps: f64) -> RunResult {
             }),
             hits: None,
             misses: None,
+            items: None,
+            items_per_sec: None,
             client_cpu: CpuTime {
                 user_s: 1.5,
                 sys_s: 0.5,

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use loadcell_record::{Micros, Stats};
+use loadcell_record::{Micros, OpStats, Stats};
 
 /// Bucket bounds in seconds.
 const BUCKETS: [f64; 17] = [
@@ -45,8 +45,16 @@ fn histogram(o: &mut String, name: &str, labels: &str, h: &Micros) {
     let _ = writeln!(o, "{name}_count{braces} {}", h.len());
 }
 
-/// Renders cumulative `stats`; `ops[i]` names operation kind `i`.
+/// Renders cumulative `stats`; `ops[i]` names operation kind `i`. Connects
+/// made inside events count as the kind `connect`, once there are some.
 pub fn render(stats: &Stats, ops: &[&str], workload: &str, target: &str) -> String {
+    let connects = (stats.connects.count > 0).then_some(("connect", &stats.connects));
+    let kinds: Vec<(&str, &OpStats)> = ops
+        .iter()
+        .copied()
+        .zip(&stats.ops)
+        .chain(connects)
+        .collect();
     let mut o = String::new();
     let _ = writeln!(o, "# HELP loadcell_info The run being measured.");
     let _ = writeln!(o, "# TYPE loadcell_info gauge");
@@ -93,7 +101,7 @@ pub fn render(stats: &Stats, ops: &[&str], workload: &str, target: &str) -> Stri
         "# HELP loadcell_ops_total Operations completed, by kind."
     );
     let _ = writeln!(o, "# TYPE loadcell_ops_total counter");
-    for (name, op) in ops.iter().zip(&stats.ops) {
+    for (name, op) in &kinds {
         let _ = writeln!(
             o,
             "loadcell_ops_total{{op=\"{}\"}} {}",
@@ -106,7 +114,7 @@ pub fn render(stats: &Stats, ops: &[&str], workload: &str, target: &str) -> Stri
         "# HELP loadcell_op_errors_total Failed operations, by kind."
     );
     let _ = writeln!(o, "# TYPE loadcell_op_errors_total counter");
-    for (name, op) in ops.iter().zip(&stats.ops) {
+    for (name, op) in &kinds {
         let _ = writeln!(
             o,
             "loadcell_op_errors_total{{op=\"{}\"}} {}",
@@ -114,12 +122,31 @@ pub fn render(stats: &Stats, ops: &[&str], workload: &str, target: &str) -> Stri
             op.errors
         );
     }
+    // Only workloads whose operations carry items (documents, points,
+    // rows) have the family at all.
+    if stats.items_total() > 0 {
+        let _ = writeln!(
+            o,
+            "# HELP loadcell_op_items_total Items the operations carried (documents, points, rows), by kind."
+        );
+        let _ = writeln!(o, "# TYPE loadcell_op_items_total counter");
+        for (name, op) in &kinds {
+            if op.items > 0 {
+                let _ = writeln!(
+                    o,
+                    "loadcell_op_items_total{{op=\"{}\"}} {}",
+                    label(name),
+                    op.items
+                );
+            }
+        }
+    }
     let _ = writeln!(
         o,
         "# HELP loadcell_op_latency_seconds Time each operation took, by kind."
     );
     let _ = writeln!(o, "# TYPE loadcell_op_latency_seconds histogram");
-    for (name, op) in ops.iter().zip(&stats.ops) {
+    for (name, op) in &kinds {
         histogram(
             &mut o,
             "loadcell_op_latency_seconds",
@@ -185,5 +212,35 @@ mod tests {
             text.contains("loadcell_op_latency_seconds_count{op=\"set\"} 0"),
             "{text}"
         );
+        assert!(!text.contains("items"), "{text}");
+    }
+
+    #[test]
+    fn items_are_counted_for_the_kinds_that_carry_them() {
+        let mut st = Stats::new(2);
+        st.record_op(1, Duration::from_millis(2), true);
+        st.add_items(1, 500);
+        let text = render(&st, &["get", "bulk"], "bulk", "sim://");
+        assert!(
+            text.contains("# TYPE loadcell_op_items_total counter\nloadcell_op_items_total{op=\"bulk\"} 500\n"),
+            "{text}"
+        );
+        assert!(!text.contains("op_items_total{op=\"get\"}"), "{text}");
+    }
+
+    #[test]
+    fn connects_made_in_events_are_a_kind_of_their_own() {
+        let mut st = Stats::new(1);
+        assert!(!render(&st, &["get"], "kv", "sim://").contains("op=\"connect\""));
+        st.record_connect(Duration::from_micros(300), true);
+        st.record_connect(Duration::from_micros(300), false);
+        let text = render(&st, &["get"], "kv", "sim://");
+        for line in [
+            "loadcell_ops_total{op=\"connect\"} 2",
+            "loadcell_op_errors_total{op=\"connect\"} 1",
+            "loadcell_op_latency_seconds_bucket{op=\"connect\",le=\"0.0005\"} 2",
+        ] {
+            assert!(text.contains(line), "{line}: {text}");
+        }
     }
 }

@@ -17,7 +17,8 @@ fn rate(n: u64, secs: f64) -> f64 {
 }
 
 /// Renders the summary. `op_order` lists operation kinds in the
-/// workload's own order; kinds that never ran are left out.
+/// workload's own order, and kinds it does not name (`connect`, timed by
+/// the engine) follow; kinds that never ran are left out.
 pub fn summary(r: &RunResult, op_order: &[&str]) -> String {
     let s = &r.summary;
     let secs = s.duration_s;
@@ -69,6 +70,14 @@ pub fn summary(r: &RunResult, op_order: &[&str]) -> String {
         ("reconnects:", s.reconnects),
     ] {
         let _ = writeln!(w, "    {label:<37}{n:<6} ({:.2} per sec.)", rate(n, secs));
+    }
+    if let Some(items) = s.items {
+        let _ = writeln!(
+            w,
+            "    {:<37}{items:<6} ({:.2} per sec.)",
+            "items:",
+            rate(items, secs)
+        );
     }
     // No reads counted (results of older versions say 0 and 0): no ratio.
     let reads = s
@@ -143,9 +152,12 @@ pub fn summary(r: &RunResult, op_order: &[&str]) -> String {
     }
     let _ = writeln!(w);
 
+    let unnamed = r.ops.keys().map(String::as_str);
     let rows: Vec<_> = op_order
         .iter()
-        .filter_map(|name| r.ops.get(*name).map(|op| (name, op)))
+        .copied()
+        .chain(unnamed.filter(|name| !op_order.contains(name)))
+        .filter_map(|name| r.ops.get(name).map(|op| (name, op)))
         .filter(|(_, op)| op.count > 0)
         .collect();
     if !rows.is_empty() {
@@ -224,5 +236,27 @@ mod tests {
         assert!(!summary(&r, &[]).contains("hits"));
         (r.summary.hits, r.summary.misses) = (None, None);
         assert!(!summary(&r, &[]).contains("hits"));
+    }
+
+    #[test]
+    fn operations_the_workload_does_not_name_follow_its_own() {
+        let mut r = fixture::run(4, 1000.0);
+        let connect = r.ops["commit"].clone();
+        r.ops.insert("connect".into(), connect);
+        let text = summary(&r, &["point_select", "index_update", "commit"]);
+        let at = |op: &str| text.find(&format!("\n    {op:<18} ")).unwrap();
+        assert!(
+            at("point_select") < at("commit") && at("commit") < at("connect"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn items_get_a_line_only_when_the_run_carried_some() {
+        let mut r = fixture::run(4, 1000.0);
+        assert!(!summary(&r, &[]).contains("items:"));
+        (r.summary.items, r.summary.items_per_sec) = (Some(25_000), Some(2500.0));
+        let line = format!("    {:<37}25000  (2500.00 per sec.)\n", "items:");
+        assert!(summary(&r, &[]).contains(&line), "{}", summary(&r, &[]));
     }
 }

@@ -276,11 +276,14 @@ pub(super) fn run_section(o: &mut String, idx: usize, name: &str, r: &RunResult)
     let (ev_name, ops_name) = throughput_names(r);
     let _ = writeln!(
         o,
-        "<p>{} {} · {} {} · p50 {} ms · p95 {} ms · p99 {} ms · p99.9 {} ms · max {} ms · errors {} · retries {} · reconnects {}</p>",
+        "<p>{} {} · {} {}{} · p50 {} ms · p95 {} ms · p99 {} ms · p99.9 {} ms · max {} ms · errors {} · retries {} · reconnects {}</p>",
         grouped(s.txn_per_sec.unwrap_or(s.events_per_sec), 2),
         ev_name,
         grouped(s.ops_per_sec, 2),
         ops_name,
+        s.items_per_sec
+            .map(|n| format!(" · {} items/s", grouped(n, 2)))
+            .unwrap_or_default(),
         ms(s.latency_ms.p50),
         ms(s.latency_ms.p95),
         ms(s.latency_ms.p99),
@@ -341,19 +344,25 @@ pub(super) fn run_section(o: &mut String, idx: usize, name: &str, r: &RunResult)
     o.push_str("</tbody></table></div>\n</div>\n");
 
     if !r.ops.is_empty() {
+        // Items only for runs whose operations carried some.
+        let with_items = r.ops.values().any(|op| op.items.is_some());
         o.push_str("<h3>Per operation</h3>\n<div class=\"scroll\"><table><thead><tr>");
-        for (c, n) in [
-            ("operation", false),
-            ("category", false),
-            ("count", true),
-            ("errors", true),
-            ("avg ms", true),
-            ("p50 ms", true),
-            ("p95 ms", true),
-            ("p99 ms", true),
-            ("p99.9 ms", true),
-            ("max ms", true),
+        for (c, n, shown) in [
+            ("operation", false, true),
+            ("category", false, true),
+            ("count", true, true),
+            ("errors", true, true),
+            ("items/s", true, with_items),
+            ("avg ms", true, true),
+            ("p50 ms", true, true),
+            ("p95 ms", true, true),
+            ("p99 ms", true, true),
+            ("p99.9 ms", true, true),
+            ("max ms", true, true),
         ] {
+            if !shown {
+                continue;
+            }
             let _ = write!(
                 o,
                 "<th scope=\"col\"{}>{c}</th>",
@@ -365,13 +374,20 @@ pub(super) fn run_section(o: &mut String, idx: usize, name: &str, r: &RunResult)
         ops.sort_by(|a, b| b.1.count.cmp(&a.1.count).then_with(|| a.0.cmp(b.0)));
         for (name, op) in ops {
             let l = &op.latency_ms;
+            let items = if with_items {
+                let per_sec = op.items_per_sec.map(|n| grouped(n, 2)).unwrap_or_default();
+                format!("<td class=\"n\">{per_sec}</td>")
+            } else {
+                String::new()
+            };
             let _ = writeln!(
                 o,
-                "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+                "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>{}<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
                 h(name),
                 h(&op.category),
                 grouped(op.count as f64, 0),
                 grouped(op.errors as f64, 0),
+                items,
                 grouped(l.mean, 3),
                 grouped(l.p50, 3),
                 grouped(l.p95, 3),

@@ -136,6 +136,36 @@ fn renders_a_run_with_every_section() {
 }
 
 #[test]
+fn items_per_second_show_beside_ops_per_second_only_when_carried() {
+    let mut r = fixture::run(8, 1000.0);
+    let html = render(&[Input::run("run.json", r.clone())]);
+    assert!(!html.contains("items/s"));
+
+    (r.summary.items, r.summary.items_per_sec) = Some((10_000, 1000.0)).unzip();
+    let update = r.ops.get_mut("index_update").unwrap();
+    (update.items, update.items_per_sec) = (Some(10_000), Some(1000.0));
+    let html = render(&[Input::run("run.json", r)]);
+    check_balanced(&html);
+    assert!(html.contains(" QPS · 1,000.00 items/s · p50 "), "{html}");
+    assert!(html.contains("<th scope=\"col\" class=\"n\">items/s</th>"));
+    let row = |op: &str| {
+        let start = html.find(&format!("<tr><td>{op}</td>")).unwrap();
+        html[start..start + html[start..].find("</tr>").unwrap()].to_string()
+    };
+    assert!(
+        row("index_update").contains("<td class=\"n\">1,000.00</td>"),
+        "{}",
+        row("index_update")
+    );
+    // A kind that carries nothing gets an empty cell, not a zero.
+    assert!(
+        row("commit").contains("<td class=\"n\"></td>"),
+        "{}",
+        row("commit")
+    );
+}
+
+#[test]
 fn renders_several_runs_with_a_comparison() {
     let inputs: Vec<Input> = [("2c8g", 1700.0), ("16c64g", 9000.0), ("4c16g", 4000.0)]
         .iter()

@@ -1,0 +1,187 @@
+//! Whole runs of the engine against a driver and a script made for the
+//! test: what a run records, end to end.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use loadcell_core::{Driver, DriverError, ServerInfo};
+
+use crate::{
+    Category, ConnectionPolicy, Ctx, IntervalView, Observer, OpSpec, Phase, RunOutcome, RunSpec,
+    Script, SessionInfo,
+};
+
+/// A driver whose connections are nothing but a count of connects.
+#[derive(Default)]
+struct Counting {
+    connects: AtomicU64,
+}
+
+impl Driver for Counting {
+    type Conn = ();
+
+    fn endpoint(&self) -> String {
+        "counting".to_string()
+    }
+
+    async fn connect(&self) -> Result<(), DriverError> {
+        self.connects.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    async fn server_info(&self, _conn: &mut ()) -> Result<ServerInfo, DriverError> {
+        Ok(ServerInfo {
+            product: "counting".to_string(),
+            version: "1".to_string(),
+        })
+    }
+}
+
+/// Each event is one `bulk` operation of 1 ms carrying `ITEMS` items.
+struct Bulk;
+
+const ITEMS: u64 = 3;
+
+impl Script<()> for Bulk {
+    type Session = ();
+
+    fn ops(&self) -> &[OpSpec] {
+        &[OpSpec {
+            name: "bulk",
+            category: Category::Write,
+        }]
+    }
+
+    fn transactional(&self) -> bool {
+        false
+    }
+
+    async fn open(&self, _conn: &mut (), _session: SessionInfo) -> Result<(), DriverError> {
+        Ok(())
+    }
+
+    async fn event(
+        &self,
+        _conn: &mut (),
+        _session: &mut (),
+        ctx: &mut Ctx,
+    ) -> Result<(), DriverError> {
+        ctx.op(0, async {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            Ok(())
+        })
+        .await?;
+        ctx.items(0, ITEMS);
+        Ok(())
+    }
+}
+
+/// Items seen live, per phase.
+#[derive(Default)]
+struct Seen {
+    warmup_items: u64,
+    measured_items: u64,
+}
+
+impl Observer for Seen {
+    fn interval(&mut self, view: &IntervalView<'_>) {
+        let items = view.stats.items_total();
+        match view.phase {
+            Phase::Warmup => self.warmup_items += items,
+            Phase::Measure => self.measured_items += items,
+        }
+    }
+
+    fn warning(&mut self, _message: &str) {}
+}
+
+fn spec(clients: usize, time: Option<Duration>, events: Option<u64>) -> RunSpec {
+    RunSpec {
+        threads: 1,
+        clients,
+        workers: 1,
+        time,
+        events,
+        warmup: Duration::ZERO,
+        rate: None,
+        interval: Duration::from_millis(50),
+        connect_timeout: Duration::from_secs(1),
+        connection_policy: ConnectionPolicy::Persistent,
+        reconnect_timeout: Duration::from_secs(1),
+        drain_timeout: Duration::from_secs(1),
+        seed: 1,
+        server_pid: None,
+    }
+}
+
+fn run(spec: &RunSpec, seen: &mut Seen) -> RunOutcome {
+    run_counting(spec, seen).0
+}
+
+/// A run, and how many connections the driver made.
+fn run_counting(spec: &RunSpec, seen: &mut Seen) -> (RunOutcome, u64) {
+    let driver = Arc::new(Counting::default());
+    let outcome = crate::run(Arc::clone(&driver), Arc::new(Bulk), spec, seen);
+    (outcome, driver.connects.load(Ordering::Relaxed))
+}
+
+#[test]
+fn items_are_counted_across_interval_cuts_and_left_out_of_the_warm_up() {
+    let mut spec = spec(2, Some(Duration::from_millis(300)), None);
+    spec.warmup = Duration::from_millis(100);
+    let mut seen = Seen::default();
+    let outcome = run(&spec, &mut seen);
+
+    let bulk = &outcome.total.ops[0];
+    assert!(bulk.count > 50, "{} bulk operations", bulk.count);
+    assert_eq!(bulk.items, ITEMS * bulk.count);
+    assert_eq!(outcome.total.items_total(), bulk.items);
+    // Cut into several intervals, whose items add up to the total.
+    assert!(
+        outcome.intervals.len() >= 4,
+        "{:?}",
+        outcome.intervals.len()
+    );
+    let per_interval: u64 = outcome.intervals.iter().filter_map(|i| i.items).sum();
+    assert_eq!(per_interval, bulk.items);
+    assert_eq!(seen.measured_items, bulk.items);
+    // The warm-up carried items too, and none of them is in the total.
+    assert!(seen.warmup_items > 0);
+}
+
+#[test]
+fn a_new_connection_per_event_is_one_timed_connect_per_event() {
+    let mut spec = spec(2, Some(Duration::from_millis(200)), None);
+    spec.connection_policy = ConnectionPolicy::NewPerEvent;
+    let (outcome, made) = run_counting(&spec, &mut Seen::default());
+    let total = &outcome.total;
+    assert!(total.events > 20, "{} events", total.events);
+    assert_eq!(total.connects.count, total.events);
+    assert_eq!(total.connects.errors, 0);
+    assert_eq!(total.connects.latency.len(), total.events);
+    // Not a workload operation, and not a reconnect after a loss.
+    assert_eq!(total.ops_total(), total.events);
+    assert_eq!(total.reconnects, 0);
+    // Besides the events' connects: the collector's monitoring connection,
+    // and events cut off at the deadline after connecting.
+    assert!(made > total.connects.count, "{made}");
+    assert!(made <= total.connects.count + 1 + 2, "{made}");
+}
+
+#[test]
+fn a_new_connection_every_n_events_is_timed_once_per_n() {
+    let mut spec = spec(1, None, Some(10));
+    spec.connection_policy = "every:3".parse().unwrap();
+    let outcome = run(&spec, &mut Seen::default());
+    assert_eq!(outcome.total.events, 10);
+    // Events 1, 4, 7 and 10 connect.
+    assert_eq!(outcome.total.connects.count, 4);
+}
+
+#[test]
+fn persistent_sessions_time_no_connects() {
+    let outcome = run(&spec(2, None, Some(20)), &mut Seen::default());
+    assert_eq!(outcome.total.events, 20);
+    assert_eq!(outcome.total.connects.count, 0);
+}
