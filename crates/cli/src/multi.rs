@@ -10,7 +10,9 @@ use loadcell_record::result::StopReason;
 use loadcell_record::sweep::SweepResult;
 use loadcell_report::input::Input;
 
-use crate::sweep::{self, FindmaxPlan, Sla};
+use loadcell_analysis::findmax::FindmaxPlan;
+
+use crate::sweep;
 use crate::{check_server_pid, check_workers, parse_run, run};
 
 /// Takes `names` (with their values) out of `raw`; the rest is returned.
@@ -188,7 +190,7 @@ pub fn findmax(raw: &[String], argv: Vec<String>) -> anyhow::Result<i32> {
         .map(|v| pct(v, "--min-achieved"))
         .transpose()?
         .unwrap_or(0.95);
-    let sla = Sla::parse(
+    let sla = sweep::parse_sla(
         own.get("--sla")
             .ok_or_else(|| anyhow!("findmax needs --sla, e.g. --sla 'p99<=10ms'"))?,
         min_achieved,
@@ -229,7 +231,7 @@ pub fn findmax(raw: &[String], argv: Vec<String>) -> anyhow::Result<i32> {
         .iter()
         .map(|x| loadcell_core::target::redact_raw(x))
         .collect();
-    let result = sweep::findmax(&run_argv, &sla, &plan, labels, command, &mut run_step)?;
+    let result = sweep::findmax(&run_argv, &sla, plan, labels, command, &mut run_step)?;
     finish(
         result,
         own.get("--out"),
