@@ -331,30 +331,6 @@ pub fn compare(
     })
 }
 
-/// Parses `5%`, or a fraction such as `0.05`. A bare number of 1 or more
-/// is refused rather than guessed at: `5` could mean 5% or 500%.
-pub fn parse_threshold(s: &str) -> Result<f64, String> {
-    let t = s.trim();
-    let v = match t.strip_suffix('%') {
-        Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
-        None => match t.parse::<f64>() {
-            Ok(v) if v >= 1.0 => {
-                return Err(format!(
-                    "'{s}' is ambiguous: write it as a percentage such as {s}%"
-                ))
-            }
-            other => other,
-        },
-    }
-    .map_err(|_| format!("'{s}' is not a threshold: use a percentage such as 5%"))?;
-    if !(v > 0.0 && v < 10.0) {
-        return Err(format!(
-            "'{s}': the threshold must be above 0% and below 1000%"
-        ));
-    }
-    Ok(v)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -387,19 +363,5 @@ mod tests {
         assert!(point_test(&a, &c, events).unwrap().significant);
         // Two runs a side: nothing to test.
         assert!(point_test(&a[..2], &b[..2], events).is_none());
-    }
-
-    #[test]
-    fn thresholds_are_percentages_or_fractions_never_a_guess() {
-        assert_eq!(parse_threshold("5%"), Ok(0.05));
-        assert_eq!(parse_threshold(" 2.5 % "), Ok(0.025));
-        assert_eq!(parse_threshold("0.05"), Ok(0.05));
-        assert_eq!(
-            parse_threshold("5"),
-            Err("'5' is ambiguous: write it as a percentage such as 5%".to_string())
-        );
-        for bad in ["0%", "-1%", "1000%", "x"] {
-            assert!(parse_threshold(bad).is_err(), "{bad}");
-        }
     }
 }

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
-use anyhow::{anyhow, bail};
+use anyhow::bail;
 use loadcell_analysis::findmax::{FindmaxPlan, FindmaxSearch, Sla};
 use loadcell_record::result::{RunResult, StopReason};
 use loadcell_record::sweep::{PointStats, SweepKind, SweepPoint, SweepResult, SWEEP_SCHEMA_ID};
@@ -203,30 +203,6 @@ pub fn sweep(
     })
 }
 
-/// Parses `p99<=10ms`, `p99.9<=250us`, `p50<=1s`.
-pub fn parse_sla(s: &str, min_achieved: f64) -> anyhow::Result<Sla> {
-    let bad = || anyhow!("--sla '{s}' must look like p99<=10ms (a percentile, <=, and a duration)");
-    let (p, bound) = s.split_once("<=").ok_or_else(bad)?;
-    let percentile: f64 = p
-        .trim()
-        .strip_prefix('p')
-        .ok_or_else(bad)?
-        .parse()
-        .map_err(|_| bad())?;
-    if !(percentile > 0.0 && percentile < 100.0) {
-        bail!("--sla '{s}': the percentile must be between 0 and 100, e.g. p99");
-    }
-    let bound = humantime::parse_duration(bound.trim()).map_err(|_| bad())?;
-    if bound.is_zero() {
-        bail!("--sla '{s}': the bound must be greater than 0");
-    }
-    Ok(Sla {
-        percentile,
-        bound_ms: bound.as_secs_f64() * 1000.0,
-        min_achieved,
-    })
-}
-
 /// The run's latency at the SLA's percentile, from its histogram.
 pub fn latency_ms(sla: &Sla, r: &RunResult) -> f64 {
     loadcell_record::hist::decode(&r.histograms.response)
@@ -383,15 +359,5 @@ mod tests {
         // The first step failing is the command's own error: nothing to keep.
         let mut failing = |_: &[String]| -> anyhow::Result<RunResult> { anyhow::bail!("no") };
         assert!(sweep(&a, 1, BTreeMap::new(), Vec::new(), &mut failing).is_err());
-    }
-
-    #[test]
-    fn sla_parses() {
-        let s = parse_sla("p99<=10ms", 0.95).unwrap();
-        assert_eq!((s.percentile, s.bound_ms), (99.0, 10.0));
-        assert_eq!(parse_sla("p99.9<=250us", 0.95).unwrap().bound_ms, 0.25);
-        assert!(parse_sla("99<=10ms", 0.95).is_err());
-        assert!(parse_sla("p99<10ms", 0.95).is_err());
-        assert!(parse_sla("p100<=1s", 0.95).is_err());
     }
 }
