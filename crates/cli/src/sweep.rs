@@ -360,4 +360,47 @@ mod tests {
         let mut failing = |_: &[String]| -> anyhow::Result<RunResult> { anyhow::bail!("no") };
         assert!(sweep(&a, 1, BTreeMap::new(), Vec::new(), &mut failing).is_err());
     }
+
+    #[test]
+    fn findmax_runs_the_probes_analysis_asks_for_and_stores_its_answer() {
+        // A system that keeps up with at most 5000 events/s: 5250/s still
+        // achieves 95% of its target.
+        let mut step = |argv: &[String]| {
+            let rate: f64 = argv[argv.iter().position(|a| a == "--rate").unwrap() + 1]
+                .parse()
+                .unwrap();
+            Ok(loadcell_report::fixture::run(4, rate.min(5000.0)))
+        };
+        let sla = Sla {
+            percentile: 99.0,
+            bound_ms: 60_000.0,
+            min_achieved: 0.95,
+        };
+        let plan = FindmaxPlan {
+            start_rate: 1000.0,
+            max_rate: None,
+            precision: 0.05,
+            max_probes: 20,
+        };
+        let r = findmax(
+            &argv("kv --time 1s"),
+            &sla,
+            plan,
+            BTreeMap::new(),
+            Vec::new(),
+            &mut step,
+        )
+        .unwrap();
+        let rates: Vec<f64> = r.points.iter().map(|p| p.value).collect();
+        assert_eq!(
+            rates,
+            [1000.0, 2000.0, 4000.0, 5000.0, 5250.0, 5500.0, 6000.0, 8000.0]
+        );
+        let outcome = r.analysis.findmax.as_ref().unwrap();
+        assert_eq!(outcome.best_rate, Some(5250.0));
+        assert_eq!(outcome.lowest_failing_rate, Some(5500.0));
+        assert_eq!(outcome.probes, r.points.len());
+        assert!(r.complete);
+        assert!(r.findings[0].starts_with("highest rate meeting p99 <= 60000 ms: 5250.0 events/s"));
+    }
 }
