@@ -7,6 +7,9 @@
 //!   scaling (contention, coherency) and where throughput peaks.
 //! - [`compare`]: whether two runs differ, with a t-test that accounts for
 //!   autocorrelation between interval samples, and a regression gate.
+//! - [`sweep`]: what a sweep file stores of its points: both knees and the
+//!   USL fit, and for [`findmax`] (the search for the highest rate meeting
+//!   an SLA) the search's answer.
 //! - [`plan`]: nodes and dollars per month needed for a target throughput,
 //!   per instance type, from measured node-count scaling.
 //! - [`stats`]: the special functions underneath (Student-t distribution,
@@ -19,10 +22,12 @@
 
 pub mod compare;
 mod error;
+pub mod findmax;
 pub mod knee;
 mod linalg;
 pub mod plan;
 pub mod stats;
+pub mod sweep;
 mod text;
 pub mod usl;
 

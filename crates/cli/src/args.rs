@@ -170,13 +170,13 @@ pub struct PlanArgs {
     #[arg(long, value_name = "PATH")]
     pub prices: PathBuf,
     /// Throughput to plan for, in the results' unit (TPS, or ops/s): 1000000, 150k, 1M.
-    #[arg(long, value_name = "PER_SEC", value_parser = crate::plan::parse_throughput, allow_negative_numbers = true)]
+    #[arg(long, value_name = "PER_SEC", value_parser = crate::values::throughput, allow_negative_numbers = true)]
     pub target_throughput: f64,
     /// Bound on the measured p99 at the planned node count, e.g. p99<=2ms.
-    #[arg(long, value_name = "p99<=DURATION", value_parser = crate::plan::parse_latency)]
+    #[arg(long, value_name = "p99<=DURATION", value_parser = crate::values::p99_bound)]
     pub latency: Option<f64>,
     /// Share of capacity kept free, in [0%, 100%).
-    #[arg(long, value_name = "PCT", default_value = "0%", value_parser = crate::plan::parse_headroom, allow_hyphen_values = true)]
+    #[arg(long, value_name = "PCT", default_value = "0%", value_parser = crate::values::headroom, allow_hyphen_values = true)]
     pub headroom: f64,
     /// Scaling over node count: fit (the USL, needs 3 or more node counts),
     /// linear or usl:SIGMA:KAPPA; INSTANCE=MODEL for one type (repeatable).
@@ -196,7 +196,7 @@ pub struct CompareArgs {
     #[arg(required = true, num_args = 2.., value_name = "FILE")]
     pub files: Vec<PathBuf>,
     /// Exit with status 3 if throughput or p99 is worse by more than this (e.g. 5%).
-    #[arg(long, value_name = "PCT", value_parser = crate::compare::parse_threshold)]
+    #[arg(long, value_name = "PCT", value_parser = crate::values::threshold)]
     pub fail_if_regressed: Option<f64>,
     /// Print the comparison as JSON.
     #[arg(long)]
@@ -225,7 +225,7 @@ pub struct TargetArgs {
     #[arg(long, value_name = "DIR", default_value = "results")]
     pub results_dir: PathBuf,
     /// Give up connecting after this long (e.g. 5s, 500ms).
-    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = positive_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = crate::values::positive_duration)]
     pub connect_timeout: Duration,
 }
 
@@ -236,10 +236,10 @@ pub struct PrepareArgs {
     /// Threads of loading sessions, each with --clients connections, as
     /// in `run` (sysbench's prepare --threads): prepare loads over
     /// threads x clients connections.
-    #[arg(long, value_name = "N", default_value = "1", value_parser = positive_usize, allow_negative_numbers = true)]
+    #[arg(long, value_name = "N", default_value = "1", value_parser = crate::values::positive_usize, allow_negative_numbers = true)]
     pub threads: usize,
     /// Loading connections per thread.
-    #[arg(long, value_name = "N", default_value = "1", value_parser = positive_usize, allow_negative_numbers = true)]
+    #[arg(long, value_name = "N", default_value = "1", value_parser = crate::values::positive_usize, allow_negative_numbers = true)]
     pub clients: usize,
     #[command(flatten)]
     pub workload: WorkloadArgs,
@@ -260,34 +260,34 @@ pub struct RunArgs {
     pub target: TargetArgs,
     /// Threads of sessions, each with --clients sessions (sysbench's and
     /// memtier's threads); they run on --workers OS threads.
-    #[arg(long, value_name = "N", default_value = "1", value_parser = positive_usize, allow_negative_numbers = true)]
+    #[arg(long, value_name = "N", default_value = "1", value_parser = crate::values::positive_usize, allow_negative_numbers = true)]
     pub threads: usize,
     /// Sessions (connections) per thread.
-    #[arg(long, value_name = "N", default_value = "1", value_parser = positive_usize, allow_negative_numbers = true)]
+    #[arg(long, value_name = "N", default_value = "1", value_parser = crate::values::positive_usize, allow_negative_numbers = true)]
     pub clients: usize,
     /// OS threads the sessions are spread over. Default: one per core, at
     /// most --threads (SQLite, whose calls block: --threads).
-    #[arg(long, value_name = "N", value_parser = positive_usize, allow_negative_numbers = true)]
+    #[arg(long, value_name = "N", value_parser = crate::values::positive_usize, allow_negative_numbers = true)]
     pub workers: Option<usize>,
     /// Measure for this long (30s, 5m; plain numbers are seconds).
     /// Default 10s, or no time limit when --events is given.
-    #[arg(long, value_name = "DURATION", value_parser = positive_duration, allow_hyphen_values = true)]
+    #[arg(long, value_name = "DURATION", value_parser = crate::values::positive_duration, allow_hyphen_values = true)]
     pub time: Option<Duration>,
     /// Stop after this many measured events (transactions).
-    #[arg(long, value_name = "N", value_parser = positive_u64, allow_negative_numbers = true)]
+    #[arg(long, value_name = "N", value_parser = crate::values::positive_u64, allow_negative_numbers = true)]
     pub events: Option<u64>,
     /// Run this long first, unmeasured.
-    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = duration, allow_hyphen_values = true)]
+    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = crate::values::duration, allow_hyphen_values = true)]
     pub warmup: Duration,
     /// Total target rate in events per second, open loop: latency counts
     /// from each event's intended start. Without it, runs closed loop.
-    #[arg(long, value_name = "PER_SEC", value_parser = positive_f64, allow_negative_numbers = true)]
+    #[arg(long, value_name = "PER_SEC", value_parser = crate::values::positive_f64, allow_negative_numbers = true)]
     pub rate: Option<f64>,
     /// Arrival process for --rate.
     #[arg(long, value_name = "KIND", default_value = "poisson", value_parser = ["uniform", "poisson"])]
     pub arrival: String,
     /// Print a line of live statistics this often (e.g. 1s).
-    #[arg(long, value_name = "DURATION", value_parser = positive_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = crate::values::positive_duration)]
     pub report_interval: Option<Duration>,
     /// When sessions open new connections: persistent (once, kept),
     /// per-event (connect, run the event, close: ab without -k) or every:N
@@ -296,7 +296,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "POLICY", default_value = "persistent")]
     pub connection_policy: loadcell_engine::ConnectionPolicy,
     /// Give up on a lost server after failing to reconnect for this long.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = positive_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::values::positive_duration)]
     pub reconnect_timeout: Duration,
     /// Result file (default: RESULTS_DIR/<UTC time>-<workload>.json).
     #[arg(long, value_name = "PATH")]
@@ -321,124 +321,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "PID")]
     pub server_pid: Option<u32>,
     /// A label carried into the result, e.g. --label instance=4c16g.
-    #[arg(long = "label", value_name = "KEY=VALUE", value_parser = label)]
+    #[arg(long = "label", value_name = "KEY=VALUE", value_parser = crate::values::label)]
     pub labels: Vec<(String, String)>,
     #[command(flatten)]
     pub workload: WorkloadArgs,
-}
-
-pub(crate) fn positive_usize(s: &str) -> Result<usize, String> {
-    match s.parse::<i64>() {
-        Ok(n) if n > 0 => Ok(n as usize),
-        _ => Err("must be a whole number greater than 0".into()),
-    }
-}
-
-pub(crate) fn positive_u32(s: &str) -> Result<u32, String> {
-    positive_u64(s).and_then(|n| u32::try_from(n).map_err(|_| "is too large".into()))
-}
-
-pub(crate) fn positive_u64(s: &str) -> Result<u64, String> {
-    match s.parse::<i64>() {
-        Ok(n) if n > 0 => Ok(n as u64),
-        _ => Err("must be a whole number greater than 0".into()),
-    }
-}
-
-fn positive_f64(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
-        _ => Err("must be a number greater than 0".into()),
-    }
-}
-
-/// The longest duration any option takes: far beyond any run, and far
-/// from where adding it to the clock would overflow.
-const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
-
-/// `30s`, `5m`, `1h30m`, `250ms`, or plain seconds as sysbench takes them;
-/// a year at most.
-pub fn duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    if s.starts_with('-') {
-        return Err("must not be negative".into());
-    }
-    let d = match s.parse::<f64>() {
-        Ok(secs) if secs.is_finite() && secs >= 0.0 => {
-            Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX)
-        }
-        Ok(_) => return Err("must be a duration such as 30s or 5m".into()),
-        Err(_) => humantime::parse_duration(s)
-            .map_err(|_| "must be a duration such as 30s, 5m or 250ms".to_string())?,
-    };
-    if d > MAX_DURATION {
-        return Err("must be a year at most".into());
-    }
-    Ok(d)
-}
-
-fn positive_duration(s: &str) -> Result<Duration, String> {
-    match duration(s)? {
-        d if d.is_zero() => Err("must be greater than 0".into()),
-        d => Ok(d),
-    }
-}
-
-pub(crate) fn on_off(s: &str) -> Result<bool, String> {
-    match s {
-        "on" | "true" | "yes" | "1" => Ok(true),
-        "off" | "false" | "no" | "0" => Ok(false),
-        _ => Err("must be on or off".into()),
-    }
-}
-
-fn label(s: &str) -> Result<(String, String), String> {
-    match s.split_once('=') {
-        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
-        _ => Err("must be KEY=VALUE, e.g. instance=4c16g".into()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_accept_sysbench_and_human_forms() {
-        assert_eq!(duration("30").unwrap(), Duration::from_secs(30));
-        assert_eq!(duration("30s").unwrap(), Duration::from_secs(30));
-        assert_eq!(duration("5m").unwrap(), Duration::from_secs(300));
-        assert_eq!(duration("250ms").unwrap(), Duration::from_millis(250));
-        assert!(duration("-5s").is_err());
-        assert!(duration("soon").is_err());
-        assert!(positive_duration("0").is_err());
-        // Far-off values are refused, not a panic or an overflow later.
-        for huge in ["1e20", "1e19", "400d", "100000000h"] {
-            assert_eq!(
-                duration(huge),
-                Err("must be a year at most".into()),
-                "{huge}"
-            );
-        }
-        assert_eq!(duration("365d"), Ok(Duration::from_secs(365 * 86400)));
-    }
-
-    #[test]
-    fn numbers_must_be_positive() {
-        assert!(positive_usize("0").is_err());
-        assert!(positive_usize("-3").is_err());
-        assert_eq!(positive_usize("8").unwrap(), 8);
-        assert!(positive_f64("0").is_err());
-        assert!(positive_f64("-1.5").is_err());
-        assert!(positive_f64("nan").is_err());
-    }
-
-    #[test]
-    fn labels_and_switches() {
-        assert_eq!(label("a=b=c").unwrap(), ("a".into(), "b=c".into()));
-        assert!(label("novalue").is_err());
-        assert!(on_off("on").unwrap());
-        assert!(!on_off("off").unwrap());
-        assert!(on_off("maybe").is_err());
-    }
 }

@@ -1,25 +1,20 @@
 //! `loadcell compare`: two or more results (or sweeps) side by side, each
 //! against the first, with ratios, a significance test that accounts for
 //! autocorrelation between interval samples, and an optional CI gate.
+//! The numbers are drawn here; `loadcell_report::compare` words them.
 
-use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use anyhow::bail;
 use loadcell_analysis::compare::{
-    compare_means, regression_gate, regression_gate_tested, CompareOptions, Direction, GateOutcome,
+    compare_means, regression_gate, regression_gate_tested, CompareOptions, Direction,
     MeanComparison,
 };
 use loadcell_record::result::RunResult;
 use loadcell_record::sweep::{AnyResult, SweepResult};
-use serde_json::{json, Value};
-
-pub struct Comparison {
-    pub text: String,
-    pub json: Value,
-    /// Some gate failed.
-    pub regressed: bool,
-}
+use loadcell_report::compare::{
+    Comparison, Gates, Pair, PointComparison, RunComparison, SweepComparison,
+};
 
 fn events(r: &RunResult) -> Vec<f64> {
     r.intervals.iter().map(|i| i.events_per_sec).collect()
@@ -37,45 +32,35 @@ fn test(a: &[f64], b: &[f64]) -> Option<MeanComparison> {
     compare_means(a, b, &CompareOptions::default()).ok()
 }
 
-/// A gate on one metric: tested when interval series allow, plain otherwise.
-/// One that cannot be evaluated (a baseline of 0, say) is said so in `o`,
-/// not passed over in silence.
-fn gate(
-    o: &mut String,
-    metric: &str,
-    direction: Direction,
-    threshold: f64,
-    (a, b): (f64, f64),
-    tested: Option<&MeanComparison>,
-) -> Option<GateOutcome> {
-    let outcome = match tested {
-        Some(c) => regression_gate_tested(metric, direction, threshold, c),
-        None => regression_gate(metric, direction, threshold, a, b),
+/// The throughput and p99 gates, each tested when interval series allow,
+/// plain otherwise; `None` without a threshold.
+fn gates(
+    threshold: Option<f64>,
+    throughput: ((f64, f64), Option<&MeanComparison>),
+    p99: ((f64, f64), Option<&MeanComparison>),
+) -> Gates {
+    let t = threshold?;
+    let gate = |metric: &'static str,
+                direction,
+                ((a, b), tested): ((f64, f64), Option<&MeanComparison>)| {
+        let outcome = match tested {
+            Some(c) => regression_gate_tested(metric, direction, t, c),
+            None => regression_gate(metric, direction, t, a, b),
+        };
+        (metric, outcome)
     };
-    match outcome {
-        Ok(g) => Some(g),
-        Err(e) => {
-            let _ = writeln!(o, "    gate on {metric} not evaluated: {e}");
-            None
-        }
-    }
-}
-
-fn ratio(a: f64, b: f64) -> String {
-    if a > 0.0 {
-        format!("{:.3}x", b / a)
-    } else {
-        "-".into()
-    }
+    Some(vec![
+        gate("throughput", Direction::HigherIsBetter, throughput),
+        gate("p99 latency", Direction::LowerIsBetter, p99),
+    ])
 }
 
 fn compare_runs(
-    o: &mut String,
     names: (&str, &str),
     a: &RunResult,
     b: &RunResult,
     threshold: Option<f64>,
-) -> (Value, bool) {
+) -> RunComparison {
     let (sa, sb) = (&a.summary, &b.summary);
     let cpu = |r: &RunResult| {
         let c = r.summary.client_cpu;
@@ -85,7 +70,7 @@ fn compare_runs(
             0.0
         }
     };
-    let rows: [(&str, f64, f64); 9] = [
+    let metrics = vec![
         ("events/s", sa.events_per_sec, sb.events_per_sec),
         ("ops/s", sa.ops_per_sec, sb.ops_per_sec),
         ("p50 ms", sa.latency_ms.p50, sb.latency_ms.p50),
@@ -96,64 +81,23 @@ fn compare_runs(
         ("errors", sa.errors as f64, sb.errors as f64),
         ("client CPU µs/event", cpu(a), cpu(b)),
     ];
-    let _ = writeln!(o, "{} vs {} (baseline)", names.1, names.0);
-    let _ = writeln!(
-        o,
-        "    {:<22} {:>14} {:>14} {:>9}",
-        "metric", "baseline", "candidate", "ratio"
-    );
-    for (metric, x, y) in rows {
-        let _ = writeln!(o, "    {metric:<22} {x:>14.3} {y:>14.3} {:>9}", ratio(x, y));
+    let throughput_test = test(&events(a), &events(b));
+    let p99_test = test(&p99s(a), &p99s(b));
+    RunComparison {
+        baseline: names.0.to_string(),
+        candidate: names.1.to_string(),
+        metrics,
+        gates: gates(
+            threshold,
+            (
+                (sa.events_per_sec, sb.events_per_sec),
+                throughput_test.as_ref(),
+            ),
+            ((sa.latency_ms.p99, sb.latency_ms.p99), p99_test.as_ref()),
+        ),
+        throughput_test,
+        p99_test,
     }
-    let throughput = test(&events(a), &events(b));
-    let latency = test(&p99s(a), &p99s(b));
-    for (what, c) in [
-        ("throughput (events/s per interval)", &throughput),
-        ("p99 per interval", &latency),
-    ] {
-        match c {
-            Some(c) => {
-                let _ = writeln!(o, "    {}", c.sentence(what));
-            }
-            None => {
-                let _ = writeln!(o, "    {what}: too few intervals for a significance test");
-            }
-        }
-    }
-    let mut gates = Vec::new();
-    if let Some(t) = threshold {
-        gates.extend(gate(
-            o,
-            "throughput",
-            Direction::HigherIsBetter,
-            t,
-            (sa.events_per_sec, sb.events_per_sec),
-            throughput.as_ref(),
-        ));
-        gates.extend(gate(
-            o,
-            "p99 latency",
-            Direction::LowerIsBetter,
-            t,
-            (sa.latency_ms.p99, sb.latency_ms.p99),
-            latency.as_ref(),
-        ));
-        for g in &gates {
-            let _ = writeln!(o, "    gate: {}", g.sentence());
-        }
-    }
-    let regressed = gates.iter().any(|g| g.regressed);
-    let _ = writeln!(o);
-    let value = json!({
-        "baseline": names.0,
-        "candidate": names.1,
-        "metrics": rows.iter().map(|(m, x, y)| json!({"metric": m, "baseline": x, "candidate": y, "ratio": if *x > 0.0 { Some(y / x) } else { None }})).collect::<Vec<_>>(),
-        "throughput_test": throughput,
-        "p99_test": latency,
-        "gates": gates,
-        "regressed": regressed,
-    });
-    (value, regressed)
 }
 
 /// The test at one sweep point. With one run a side, its interval series
@@ -184,12 +128,11 @@ fn point_test(
 }
 
 fn compare_sweeps(
-    o: &mut String,
     names: (&str, &str),
     a: &SweepResult,
     b: &SweepResult,
     threshold: Option<f64>,
-) -> anyhow::Result<(Value, bool)> {
+) -> anyhow::Result<SweepComparison> {
     if a.parameter != b.parameter {
         bail!(
             "{} sweeps --{} but {} sweeps --{}: compare sweeps of the same option",
@@ -199,78 +142,28 @@ fn compare_sweeps(
             b.parameter
         );
     }
-    let _ = writeln!(
-        o,
-        "{} vs {} (baseline), point by point over --{}",
-        names.1, names.0, a.parameter
-    );
-    let _ = writeln!(
-        o,
-        "    {:>10} {:>13} {:>13} {:>8} {:>10} {:>10} {:>8}  throughput test",
-        a.parameter, "base ev/s", "cand ev/s", "ratio", "base p95", "cand p95", "ratio"
-    );
     let mut points = Vec::new();
-    let mut regressed = false;
     for pa in &a.points {
         let Some(pb) = b.points.iter().find(|p| p.value == pa.value) else {
             continue;
         };
-        let t = point_test(&pa.runs, &pb.runs, events);
-        let l = point_test(&pa.runs, &pb.runs, p99s);
-        let verdict = match &t {
-            Some(c) => format!(
-                "{:+.1}% ({})",
-                c.relative_change * 100.0,
-                if c.significant {
-                    "significant"
-                } else {
-                    "not significant"
-                }
+        let throughput_test = point_test(&pa.runs, &pb.runs, events);
+        let p99_test = point_test(&pa.runs, &pb.runs, p99s);
+        points.push(PointComparison {
+            value: pa.value,
+            baseline: pa.mean,
+            candidate: pb.mean,
+            gates: gates(
+                threshold,
+                (
+                    (pa.mean.events_per_sec, pb.mean.events_per_sec),
+                    throughput_test.as_ref(),
+                ),
+                ((pa.mean.p99_ms, pb.mean.p99_ms), p99_test.as_ref()),
             ),
-            None => "-".into(),
-        };
-        let _ = writeln!(
-            o,
-            "    {:>10} {:>13.1} {:>13.1} {:>8} {:>10.3} {:>10.3} {:>8}  {verdict}",
-            pa.value,
-            pa.mean.events_per_sec,
-            pb.mean.events_per_sec,
-            ratio(pa.mean.events_per_sec, pb.mean.events_per_sec),
-            pa.mean.p95_ms,
-            pb.mean.p95_ms,
-            ratio(pa.mean.p95_ms, pb.mean.p95_ms)
-        );
-        let mut gates = Vec::new();
-        if let Some(th) = threshold {
-            gates.extend(gate(
-                o,
-                "throughput",
-                Direction::HigherIsBetter,
-                th,
-                (pa.mean.events_per_sec, pb.mean.events_per_sec),
-                t.as_ref(),
-            ));
-            gates.extend(gate(
-                o,
-                "p99 latency",
-                Direction::LowerIsBetter,
-                th,
-                (pa.mean.p99_ms, pb.mean.p99_ms),
-                l.as_ref(),
-            ));
-            for g in gates.iter().filter(|g| g.regressed) {
-                let _ = writeln!(o, "        gate at {}: {}", pa.value, g.sentence());
-            }
-        }
-        regressed |= gates.iter().any(|g| g.regressed);
-        points.push(json!({
-            "value": pa.value,
-            "baseline": pa.mean,
-            "candidate": pb.mean,
-            "throughput_test": t,
-            "p99_test": l,
-            "gates": gates,
-        }));
+            throughput_test,
+            p99_test,
+        });
     }
     if points.is_empty() {
         bail!(
@@ -280,11 +173,12 @@ fn compare_sweeps(
             a.parameter
         );
     }
-    let _ = writeln!(o);
-    Ok((
-        json!({"baseline": names.0, "candidate": names.1, "parameter": a.parameter, "points": points, "regressed": regressed}),
-        regressed,
-    ))
+    Ok(SweepComparison {
+        baseline: names.0.to_string(),
+        candidate: names.1.to_string(),
+        parameter: a.parameter.clone(),
+        points,
+    })
 }
 
 pub fn compare(
@@ -294,65 +188,25 @@ pub fn compare(
     if files.len() < 2 {
         bail!("compare needs at least two files: a baseline and one or more candidates");
     }
-    let mut text = String::new();
-    let mut comparisons = Vec::new();
-    let mut regressed = false;
     let (base_path, base) = &files[0];
     let base_name = base_path.display().to_string();
+    let mut pairs = Vec::new();
     for (path, candidate) in &files[1..] {
         let name = path.display().to_string();
-        let (value, worse) = match (base, candidate) {
+        pairs.push(match (base, candidate) {
             (AnyResult::Run(a), AnyResult::Run(b)) => {
-                compare_runs(&mut text, (&base_name, &name), a, b, threshold)
+                Pair::Runs(Box::new(compare_runs((&base_name, &name), a, b, threshold)))
             }
             (AnyResult::Sweep(a), AnyResult::Sweep(b)) => {
-                compare_sweeps(&mut text, (&base_name, &name), a, b, threshold)?
+                Pair::Sweeps(compare_sweeps((&base_name, &name), a, b, threshold)?)
             }
             _ => bail!("{base_name} and {name}: compare runs with runs and sweeps with sweeps"),
-        };
-        regressed |= worse;
-        comparisons.push(value);
-    }
-    if threshold.is_some() {
-        let _ = writeln!(
-            text,
-            "{}",
-            if regressed {
-                "REGRESSED: at least one gate failed"
-            } else {
-                "No regression beyond the threshold"
-            }
-        );
+        });
     }
     Ok(Comparison {
-        text,
-        json: json!({ "comparisons": comparisons, "regressed": regressed }),
-        regressed,
+        pairs,
+        gated: threshold.is_some(),
     })
-}
-
-/// Parses `5%`, or a fraction such as `0.05`. A bare number of 1 or more
-/// is refused rather than guessed at: `5` could mean 5% or 500%.
-pub fn parse_threshold(s: &str) -> Result<f64, String> {
-    let t = s.trim();
-    let v = match t.strip_suffix('%') {
-        Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
-        None => match t.parse::<f64>() {
-            Ok(v) if v >= 1.0 => {
-                return Err(format!(
-                    "'{s}' is ambiguous: write it as a percentage such as {s}%"
-                ))
-            }
-            other => other,
-        },
-    }
-    .map_err(|_| format!("'{s}' is not a threshold: use a percentage such as 5%"))?;
-    if !(v > 0.0 && v < 10.0) {
-        return Err(format!(
-            "'{s}': the threshold must be above 0% and below 1000%"
-        ));
-    }
-    Ok(v)
 }
 
 #[cfg(test)]
@@ -387,19 +241,5 @@ mod tests {
         assert!(point_test(&a, &c, events).unwrap().significant);
         // Two runs a side: nothing to test.
         assert!(point_test(&a[..2], &b[..2], events).is_none());
-    }
-
-    #[test]
-    fn thresholds_are_percentages_or_fractions_never_a_guess() {
-        assert_eq!(parse_threshold("5%"), Ok(0.05));
-        assert_eq!(parse_threshold(" 2.5 % "), Ok(0.025));
-        assert_eq!(parse_threshold("0.05"), Ok(0.05));
-        assert_eq!(
-            parse_threshold("5"),
-            Err("'5' is ambiguous: write it as a percentage such as 5%".to_string())
-        );
-        for bad in ["0%", "-1%", "1000%", "x"] {
-            assert!(parse_threshold(bad).is_err(), "{bad}");
-        }
     }
 }

@@ -12,7 +12,7 @@ use loadcell_core::kv::KvConn;
 use loadcell_core::sql::SqlConn;
 use loadcell_core::{Driver, DriverError, DriverInfo, ErrorClass, ServerInfo, Target};
 use loadcell_drivers::Visitor;
-use loadcell_engine::{Arrival, RunSpec, RateSpec, Script};
+use loadcell_engine::{Arrival, RateSpec, RunSpec, Script};
 use loadcell_record::result::{RunResult, StopReason};
 use loadcell_workloads::prepare::CheckError;
 use loadcell_workloads::workload::{CleanupError, Lifecycle, Loading};

@@ -13,6 +13,7 @@ mod plan;
 mod progress;
 mod result;
 mod sweep;
+mod values;
 mod views;
 mod workload;
 

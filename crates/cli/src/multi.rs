@@ -10,8 +10,10 @@ use loadcell_record::result::StopReason;
 use loadcell_record::sweep::SweepResult;
 use loadcell_report::input::Input;
 
-use crate::sweep::{self, FindmaxPlan, Sla};
+use loadcell_analysis::findmax::{FindmaxPlan, Sla};
+
 use crate::{check_server_pid, check_workers, parse_run, run};
+use crate::{sweep, values};
 
 /// Takes `names` (with their values) out of `raw`; the rest is returned.
 fn split_own(
@@ -49,23 +51,16 @@ fn split_own(
     Ok((own, rest))
 }
 
-fn pct(s: &str, what: &str) -> anyhow::Result<f64> {
-    let v = match s.trim().strip_suffix('%') {
-        Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
-        None => s.trim().parse::<f64>(),
-    }
-    .map_err(|_| anyhow!("{what} '{s}' must be a percentage such as 5%"))?;
-    if !(v > 0.0 && v <= 1.0) {
-        bail!("{what} '{s}' must be above 0% and at most 100%");
-    }
-    Ok(v)
-}
-
-fn positive(s: &str, what: &str) -> anyhow::Result<f64> {
-    match s.parse::<f64>() {
-        Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
-        _ => bail!("{what} '{s}' must be a number greater than 0"),
-    }
+/// The value of own option `name`, if given, read by `parse` (one of
+/// [`crate::values`]); an error names the option and the value.
+fn own_value<T>(
+    own: &HashMap<String, String>,
+    name: &str,
+    parse: fn(&str) -> Result<T, String>,
+) -> anyhow::Result<Option<T>> {
+    own.get(name)
+        .map(|v| parse(v).map_err(|e| anyhow!("{name} '{v}' {e}")))
+        .transpose()
 }
 
 /// Steps run quietly; a failure before any load (bad options, unreachable
@@ -132,14 +127,7 @@ fn finish(
 
 pub fn sweep(raw: &[String], argv: Vec<String>) -> anyhow::Result<i32> {
     let (own, run_argv) = split_own(raw, &["--repeat", "--out"], &["--json"])?;
-    let repeat = match own.get("--repeat") {
-        Some(r) => r
-            .parse::<usize>()
-            .ok()
-            .filter(|n| *n > 0)
-            .ok_or_else(|| anyhow!("--repeat '{r}' must be a whole number greater than 0"))?,
-        None => 1,
-    };
+    let repeat = own_value(&own, "--repeat", values::positive_usize)?.unwrap_or(1);
     let swept = sweep::find_swept(&run_argv)?;
     // Every step must parse before any load is sent.
     let mut first = None;
@@ -183,37 +171,19 @@ pub fn findmax(raw: &[String], argv: Vec<String>) -> anyhow::Result<i32> {
         ],
         &["--json"],
     )?;
-    let min_achieved = own
-        .get("--min-achieved")
-        .map(|v| pct(v, "--min-achieved"))
-        .transpose()?
-        .unwrap_or(0.95);
-    let sla = Sla::parse(
-        own.get("--sla")
-            .ok_or_else(|| anyhow!("findmax needs --sla, e.g. --sla 'p99<=10ms'"))?,
+    let min_achieved = own_value(&own, "--min-achieved", values::share)?.unwrap_or(0.95);
+    let bound = own_value(&own, "--sla", values::latency_bound)?
+        .ok_or_else(|| anyhow!("findmax needs --sla, e.g. --sla 'p99<=10ms'"))?;
+    let sla = Sla {
+        percentile: bound.percentile,
+        bound_ms: bound.bound_ms,
         min_achieved,
-    )?;
+    };
     let plan = FindmaxPlan {
-        start_rate: own
-            .get("--start-rate")
-            .map(|v| positive(v, "--start-rate"))
-            .transpose()?
-            .unwrap_or(1000.0),
-        max_rate: own
-            .get("--max-rate")
-            .map(|v| positive(v, "--max-rate"))
-            .transpose()?,
-        precision: own
-            .get("--precision")
-            .map(|v| pct(v, "--precision"))
-            .transpose()?
-            .unwrap_or(0.05),
-        max_probes: match own.get("--max-probes") {
-            Some(v) => v.parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| {
-                anyhow!("--max-probes '{v}' must be a whole number greater than 0")
-            })?,
-            None => 20,
-        },
+        start_rate: own_value(&own, "--start-rate", values::positive_f64)?.unwrap_or(1000.0),
+        max_rate: own_value(&own, "--max-rate", values::positive_f64)?,
+        precision: own_value(&own, "--precision", values::share)?.unwrap_or(0.05),
+        max_probes: own_value(&own, "--max-probes", values::positive_usize)?.unwrap_or(20),
     };
     let a = parse_run(&run_argv)?;
     check_server_pid(&a)?;
@@ -229,7 +199,7 @@ pub fn findmax(raw: &[String], argv: Vec<String>) -> anyhow::Result<i32> {
         .iter()
         .map(|x| loadcell_core::target::redact_raw(x))
         .collect();
-    let result = sweep::findmax(&run_argv, &sla, &plan, labels, command, &mut run_step)?;
+    let result = sweep::findmax(&run_argv, &sla, plan, labels, command, &mut run_step)?;
     finish(
         result,
         own.get("--out"),
@@ -238,4 +208,56 @@ pub fn findmax(raw: &[String], argv: Vec<String>) -> anyhow::Result<i32> {
         &a.target.workload,
         "findmax",
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(s: &str) -> Vec<String> {
+        s.split_whitespace().map(str::to_string).collect()
+    }
+
+    #[test]
+    fn own_options_are_split_off_and_read_by_the_shared_parsers() {
+        let (own, rest) = split_own(
+            &argv("kv --sla p99<=2ms --precision=2% --json --threads 4"),
+            &["--sla", "--precision"],
+            &["--json"],
+        )
+        .unwrap();
+        assert_eq!(rest, argv("kv --threads 4"));
+        assert_eq!(
+            own_value(&own, "--precision", values::share).unwrap(),
+            Some(0.02)
+        );
+        assert_eq!(
+            own_value(&own, "--sla", values::latency_bound)
+                .unwrap()
+                .map(|b| b.bound_ms),
+            Some(2.0)
+        );
+        assert_eq!(
+            own_value(&own, "--max-rate", values::positive_f64).unwrap(),
+            None
+        );
+        let (own, _) = split_own(
+            &argv("--min-achieved 0 --sla p99"),
+            &["--min-achieved", "--sla"],
+            &[],
+        )
+        .unwrap();
+        assert_eq!(
+            own_value(&own, "--min-achieved", values::share)
+                .unwrap_err()
+                .to_string(),
+            "--min-achieved '0' must be above 0% and at most 100%"
+        );
+        assert_eq!(
+            own_value(&own, "--sla", values::latency_bound)
+                .unwrap_err()
+                .to_string(),
+            "--sla 'p99' must look like p99<=10ms (a percentile, <=, and a duration)"
+        );
+    }
 }

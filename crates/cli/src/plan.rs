@@ -97,51 +97,6 @@ pub fn read_prices(path: &Path) -> anyhow::Result<Vec<Price>> {
     Ok(file.instance)
 }
 
-/// `1000000`, `150k`, `1.5M`, `2G`: a throughput greater than 0.
-pub fn parse_throughput(s: &str) -> Result<f64, String> {
-    let t = s.trim();
-    let (num, mult) = match t.char_indices().last() {
-        Some((i, 'k' | 'K')) => (&t[..i], 1e3),
-        Some((i, 'M')) => (&t[..i], 1e6),
-        Some((i, 'G')) => (&t[..i], 1e9),
-        _ => (t, 1.0),
-    };
-    match num.trim().parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 => Ok(v * mult),
-        Ok(_) => Err("must be greater than 0".into()),
-        Err(_) => Err("must be a throughput such as 1000000, 150k or 1M".into()),
-    }
-}
-
-/// `30%` (or the fraction `0.3`): the share of capacity kept free, in
-/// [0%, 100%).
-pub fn parse_headroom(s: &str) -> Result<f64, String> {
-    let t = s.trim();
-    let v = match t.strip_suffix('%') {
-        Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
-        None => t.parse::<f64>(),
-    }
-    .map_err(|_| "must be a percentage such as 30%".to_string())?;
-    if !(0.0..1.0).contains(&v) {
-        return Err("must be at least 0% and below 100%".into());
-    }
-    Ok(v)
-}
-
-/// `p99<=2ms`: the p99 bound in milliseconds.
-pub fn parse_latency(s: &str) -> Result<f64, String> {
-    let bad = || "must look like p99<=2ms (p99, <=, and a duration)".to_string();
-    let (p, bound) = s.split_once("<=").ok_or_else(bad)?;
-    if p.trim() != "p99" {
-        return Err("only p99 is planned on: use p99<=DURATION, e.g. p99<=2ms".into());
-    }
-    let d = humantime::parse_duration(bound.trim()).map_err(|_| bad())?;
-    if d.is_zero() {
-        return Err("the bound must be greater than 0".into());
-    }
-    Ok(d.as_secs_f64() * 1000.0)
-}
-
 /// `fit`, `linear` or `usl:SIGMA:KAPPA`, optionally for one instance type
 /// as `NAME=MODEL`.
 pub fn parse_scaling(s: &str) -> Result<(Option<String>, Scaling), String> {
@@ -392,23 +347,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn option_values() {
-        assert_eq!(parse_throughput("1000000").unwrap(), 1e6);
-        assert_eq!(parse_throughput("150k").unwrap(), 150e3);
-        assert_eq!(parse_throughput("1.5M").unwrap(), 1.5e6);
-        assert_eq!(parse_throughput("0").unwrap_err(), "must be greater than 0");
-        assert!(parse_throughput("-5").is_err());
-        assert!(parse_throughput("lots").is_err());
-        assert_eq!(parse_headroom("30%").unwrap(), 0.3);
-        assert_eq!(parse_headroom("0.25").unwrap(), 0.25);
-        assert_eq!(parse_headroom("0%").unwrap(), 0.0);
-        assert!(parse_headroom("100%").is_err());
-        assert!(parse_headroom("-5%").is_err());
-        assert!(parse_headroom("30").is_err());
-        assert_eq!(parse_latency("p99<=2ms").unwrap(), 2.0);
-        assert_eq!(parse_latency("p99 <= 500us").unwrap(), 0.5);
-        assert!(parse_latency("p95<=2ms").unwrap_err().contains("only p99"));
-        assert!(parse_latency("p99<2ms").is_err());
+    fn scaling_models() {
         assert_eq!(parse_scaling("linear").unwrap(), (None, Scaling::Linear));
         assert_eq!(
             parse_scaling("r5.large=usl:0.05:0.001").unwrap(),

@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
-use anyhow::{anyhow, bail};
+use anyhow::bail;
+use loadcell_analysis::findmax::{FindmaxPlan, FindmaxSearch, Sla};
 use loadcell_record::result::{RunResult, StopReason};
 use loadcell_record::sweep::{PointStats, SweepKind, SweepPoint, SweepResult, SWEEP_SCHEMA_ID};
 
@@ -202,98 +203,40 @@ pub fn sweep(
     })
 }
 
-/// What `findmax` must hold at a rate.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Sla {
-    /// Which latency percentile, e.g. 99.0.
-    pub percentile: f64,
-    pub bound_ms: f64,
-    /// The achieved rate must reach this share of the target.
-    pub min_achieved: f64,
+/// The run's latency at the SLA's percentile, from its histogram.
+pub fn latency_ms(sla: &Sla, r: &RunResult) -> f64 {
+    loadcell_record::hist::decode(&r.histograms.response)
+        .map(|h| h.value_at_quantile(sla.percentile / 100.0) as f64 / 1000.0)
+        .unwrap_or(f64::INFINITY)
 }
 
-impl Sla {
-    /// Parses `p99<=10ms`, `p99.9<=250us`, `p50<=1s`.
-    pub fn parse(s: &str, min_achieved: f64) -> anyhow::Result<Sla> {
-        let bad =
-            || anyhow!("--sla '{s}' must look like p99<=10ms (a percentile, <=, and a duration)");
-        let (p, bound) = s.split_once("<=").ok_or_else(bad)?;
-        let percentile: f64 = p
-            .trim()
-            .strip_prefix('p')
-            .ok_or_else(bad)?
-            .parse()
-            .map_err(|_| bad())?;
-        if !(percentile > 0.0 && percentile < 100.0) {
-            bail!("--sla '{s}': the percentile must be between 0 and 100, e.g. p99");
-        }
-        let bound = humantime::parse_duration(bound.trim()).map_err(|_| bad())?;
-        if bound.is_zero() {
-            bail!("--sla '{s}': the bound must be greater than 0");
-        }
-        Ok(Sla {
-            percentile,
-            bound_ms: bound.as_secs_f64() * 1000.0,
-            min_achieved,
-        })
+/// Whether run `r` at target `rate` met the SLA, and why not.
+fn verdict(sla: &Sla, r: &RunResult, rate: f64) -> Result<(), String> {
+    if r.stop_reason != StopReason::Completed {
+        return Err("the run did not complete".into());
     }
-
-    /// The run's latency at this SLA's percentile, from its histogram.
-    pub fn latency_ms(&self, r: &RunResult) -> f64 {
-        loadcell_record::hist::decode(&r.histograms.response)
-            .map(|h| h.value_at_quantile(self.percentile / 100.0) as f64 / 1000.0)
-            .unwrap_or(f64::INFINITY)
-    }
-
-    /// Whether run `r` at target `rate` met the SLA, and why not.
-    pub fn check(&self, r: &RunResult, rate: f64) -> Result<(), String> {
-        let achieved = r.summary.schedule.achieved_rate;
-        if r.stop_reason != StopReason::Completed {
-            return Err("the run did not complete".into());
-        }
-        if achieved < rate * self.min_achieved {
-            return Err(format!(
-                "achieved {achieved:.1}/s, below {:.0}% of the target",
-                self.min_achieved * 100.0
-            ));
-        }
-        let l = self.latency_ms(r);
-        if l > self.bound_ms {
-            return Err(format!(
-                "p{} {l:.2} ms > {:.2} ms",
-                self.percentile, self.bound_ms
-            ));
-        }
-        Ok(())
-    }
+    sla.check(rate, r.summary.schedule.achieved_rate, latency_ms(sla, r))
 }
 
-pub struct FindmaxPlan {
-    pub start_rate: f64,
-    pub max_rate: Option<f64>,
-    /// Stop bisecting when the gap between pass and fail is this fraction.
-    pub precision: f64,
-    pub max_probes: usize,
-}
-
-/// Steps the rate up (doubling) until a probe fails the SLA, then bisects
-/// between the best pass and the lowest fail. Every probe is recorded.
+/// Runs the probes `loadcell_analysis::findmax` asks for (doubling, then
+/// bisecting between the best pass and the lowest fail). Every probe is
+/// recorded.
 pub fn findmax(
     run_argv: &[String],
     sla: &Sla,
-    plan: &FindmaxPlan,
+    plan: FindmaxPlan,
     labels: BTreeMap<String, String>,
     command: Vec<String>,
     run_step: &mut RunStep<'_>,
 ) -> anyhow::Result<SweepResult> {
     let started_at = now();
     let mut points: Vec<SweepPoint> = Vec::new();
-    let mut best: Option<f64> = None;
-    let mut fail: Option<f64> = None;
-    let mut rate = plan.start_rate;
+    let mut search = FindmaxSearch::new(plan);
     let mut complete = true;
     let mut error = None;
-    for probe in 1..=plan.max_probes {
+    let mut probe = 0;
+    while let Some(rate) = search.next_rate() {
+        probe += 1;
         let mut argv = run_argv.to_vec();
         argv.extend([
             "--rate".to_string(),
@@ -312,7 +255,7 @@ pub fn findmax(
                 break;
             }
         };
-        let verdict = sla.check(&r, rate);
+        let verdict = verdict(sla, &r, rate);
         eprintln!(
             "[probe {probe}] {}: {}",
             step_line(&r),
@@ -321,8 +264,6 @@ pub fn findmax(
                 Err(why) => format!("fail ({why})"),
             }
         );
-        // A probe cut short (Ctrl-C, a fatal error, a dead server) says
-        // nothing about the rate: the search ends there.
         let cut_short = r.stop_reason != StopReason::Completed;
         let (mean, spread) = PointStats::mean_and_spread(std::slice::from_ref(&r));
         points.push(SweepPoint {
@@ -334,37 +275,13 @@ pub fn findmax(
         });
         if cut_short {
             complete = false;
-            break;
-        }
-        if verdict.is_ok() {
-            best = Some(best.map_or(rate, |b: f64| b.max(rate)));
+            search.record_cut_short();
         } else {
-            fail = Some(fail.map_or(rate, |f: f64| f.min(rate)));
+            search.record(rate, verdict.is_ok());
         }
-        rate = match (best, fail) {
-            (Some(b), None) => {
-                let next = b * 2.0;
-                match plan.max_rate {
-                    Some(m) if b >= m => break,
-                    Some(m) => next.min(m),
-                    None => next,
-                }
-            }
-            (b, Some(f)) => {
-                let lo = b.unwrap_or(0.0);
-                if lo > 0.0 && (f - lo) / lo <= plan.precision {
-                    break;
-                }
-                if lo == 0.0 && f <= plan.start_rate / 64.0 {
-                    break;
-                }
-                (lo + f) / 2.0
-            }
-            (None, None) => unreachable!("every probe passes or fails"),
-        };
     }
     points.sort_by(|a, b| a.value.total_cmp(&b.value));
-    let (analysis, findings) = analysis::findmax(sla, &points, best, fail);
+    let (analysis, findings) = analysis::findmax(search.outcome(sla), &points);
     Ok(SweepResult {
         schema: SWEEP_SCHEMA_ID.to_string(),
         loadcell_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -445,12 +362,45 @@ mod tests {
     }
 
     #[test]
-    fn sla_parses() {
-        let s = Sla::parse("p99<=10ms", 0.95).unwrap();
-        assert_eq!((s.percentile, s.bound_ms), (99.0, 10.0));
-        assert_eq!(Sla::parse("p99.9<=250us", 0.95).unwrap().bound_ms, 0.25);
-        assert!(Sla::parse("99<=10ms", 0.95).is_err());
-        assert!(Sla::parse("p99<10ms", 0.95).is_err());
-        assert!(Sla::parse("p100<=1s", 0.95).is_err());
+    fn findmax_runs_the_probes_analysis_asks_for_and_stores_its_answer() {
+        // A system that keeps up with at most 5000 events/s: 5250/s still
+        // achieves 95% of its target.
+        let mut step = |argv: &[String]| {
+            let rate: f64 = argv[argv.iter().position(|a| a == "--rate").unwrap() + 1]
+                .parse()
+                .unwrap();
+            Ok(loadcell_report::fixture::run(4, rate.min(5000.0)))
+        };
+        let sla = Sla {
+            percentile: 99.0,
+            bound_ms: 60_000.0,
+            min_achieved: 0.95,
+        };
+        let plan = FindmaxPlan {
+            start_rate: 1000.0,
+            max_rate: None,
+            precision: 0.05,
+            max_probes: 20,
+        };
+        let r = findmax(
+            &argv("kv --time 1s"),
+            &sla,
+            plan,
+            BTreeMap::new(),
+            Vec::new(),
+            &mut step,
+        )
+        .unwrap();
+        let rates: Vec<f64> = r.points.iter().map(|p| p.value).collect();
+        assert_eq!(
+            rates,
+            [1000.0, 2000.0, 4000.0, 5000.0, 5250.0, 5500.0, 6000.0, 8000.0]
+        );
+        let outcome = r.analysis.findmax.as_ref().unwrap();
+        assert_eq!(outcome.best_rate, Some(5250.0));
+        assert_eq!(outcome.lowest_failing_rate, Some(5500.0));
+        assert_eq!(outcome.probes, r.points.len());
+        assert!(r.complete);
+        assert!(r.findings[0].starts_with("highest rate meeting p99 <= 60000 ms: 5250.0 events/s"));
     }
 }

@@ -81,10 +81,10 @@ pub fn compare(a: &CompareArgs) -> anyhow::Result<i32> {
     if a.json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&c.json).expect("JSON values serialize")
+            serde_json::to_string_pretty(&c.json()).expect("JSON values serialize")
         );
     } else {
-        print!("{}", c.text);
+        print!("{}", c.text());
     }
-    Ok(if c.regressed { EXIT_REGRESSED } else { 0 })
+    Ok(if c.regressed() { EXIT_REGRESSED } else { 0 })
 }

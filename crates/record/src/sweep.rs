@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use loadcell_analysis::sweep::SweepAnalysis;
 use serde::{Deserialize, Serialize};
 
 use crate::result::RunResult;
@@ -117,8 +118,8 @@ pub struct SweepResult {
     pub parameter: String,
     pub repeat: usize,
     pub points: Vec<SweepPoint>,
-    /// Knee, scalability fit and SLA findings, in numbers and plain words.
-    pub analysis: serde_json::Value,
+    /// Knees, scalability fit or the findmax answer, in numbers.
+    pub analysis: SweepAnalysis,
     /// Sentences a reader would otherwise draw by eye.
     pub findings: Vec<String>,
     /// Whether every step ran to completion.
@@ -170,5 +171,53 @@ impl AnyResult {
                 path.display()
             )),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A findmax file as loadcell has written them since v1 (its analysis
+    /// built as loose JSON), points left out for brevity.
+    const FINDMAX_FILE: &str = r#"{
+  "schema": "loadcell.sweep/v1",
+  "loadcell_version": "0.1.0",
+  "kind": "findmax",
+  "started_at": "2025-01-01T00:00:00.000Z",
+  "ended_at": "2025-01-01T00:10:00.000Z",
+  "command": ["loadcell", "findmax", "kv", "--sla", "p99<=2ms"],
+  "labels": {},
+  "parameter": "rate",
+  "repeat": 1,
+  "points": [],
+  "analysis": {
+    "best_rate": 4000.0,
+    "lowest_failing_rate": 4200.0,
+    "probes": 6,
+    "sla": {"bound_ms": 2.0, "min_achieved": 0.95, "percentile": 99.0}
+  },
+  "findings": ["highest rate meeting p99 <= 2 ms: 4000.0 events/s"],
+  "complete": true
+}"#;
+
+    #[test]
+    fn a_findmax_file_in_the_v1_shape_still_loads() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("findmax-kv.json");
+        std::fs::write(&path, FINDMAX_FILE).unwrap();
+        let AnyResult::Sweep(s) = AnyResult::read_from(&path).unwrap() else {
+            panic!("a sweep file");
+        };
+        let outcome = s.analysis.findmax.as_ref().expect("the findmax answer");
+        assert_eq!(outcome.best_rate, Some(4000.0));
+        assert_eq!(outcome.lowest_failing_rate, Some(4200.0));
+        assert_eq!((outcome.sla.percentile, outcome.sla.bound_ms), (99.0, 2.0));
+        assert_eq!(outcome.probes, 6);
+        assert!(s.analysis.knee.is_none());
+        // Written back, the analysis keeps its keys.
+        let again: serde_json::Value = serde_json::from_str(&s.to_json_pretty()).unwrap();
+        let old: serde_json::Value = serde_json::from_str(FINDMAX_FILE).unwrap();
+        assert_eq!(again["analysis"], old["analysis"]);
     }
 }

@@ -6,6 +6,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use loadcell_analysis::findmax::{FindmaxOutcome, Sla};
+use loadcell_analysis::knee::{LatencyKnee, MarginalKnee};
+use loadcell_analysis::sweep::SweepAnalysis;
+use loadcell_analysis::usl::UslFit;
 use loadcell_record::env::{CpuTime, HostInfo};
 use loadcell_record::hist::{self, Micros};
 use loadcell_record::resources::ResourceSample;
@@ -263,11 +267,40 @@ pub fn sweep(values: &[f64], repeat: usize) -> SweepResult {
         parameter: "threads".to_string(),
         repeat,
         points,
-        analysis: serde_json::json!({
-            "knee": {"x": 16.0, "throughput": 8000.0, "prev_x": 8.0, "gain": 0.02},
-            "usl": {"lambda": 510.0, "sigma": 0.02, "kappa": 0.0005, "r_squared": 0.99},
-            "latency_knee": {"throughput": 8200.0, "p99": 30.0, "crossing_throughput": 8100.0}
-        }),
+        analysis: SweepAnalysis {
+            knee: Some(MarginalKnee {
+                x: 16.0,
+                throughput: 8000.0,
+                prev_x: 8.0,
+                prev_throughput: 7843.0,
+                gain: 0.02,
+                normalized_gain: 0.02,
+                threshold: 0.1,
+                peak_x: 16.0,
+                peak_throughput: 8000.0,
+            }),
+            usl: Some(UslFit {
+                lambda: 510.0,
+                sigma: 0.02,
+                kappa: 0.0005,
+                r_squared: 0.99,
+                rmse: 120.0,
+                peak_concurrency: Some(44.3),
+                peak_throughput: Some(9100.0),
+                points: values.len(),
+            }),
+            latency_knee: Some(LatencyKnee {
+                baseline_p99: 12.0,
+                factor: 2.0,
+                last_ok_throughput: 8000.0,
+                last_ok_p99: 20.0,
+                throughput: 8200.0,
+                p99: 30.0,
+                ratio: 2.5,
+                crossing_throughput: 8100.0,
+            }),
+            findmax: None,
+        },
         findings: vec![
             "throughput stops scaling at 16 threads (+2% from 8)".to_string(),
             "p99 doubles past 8.0k TPS (2.4× the low-load p99 at 8.2k TPS)".to_string(),
@@ -304,13 +337,19 @@ pub fn findmax(rates: &[f64]) -> SweepResult {
         parameter: "rate".to_string(),
         repeat: 1,
         points,
-        // The shape `loadcell findmax` writes.
-        analysis: serde_json::json!({
-            "sla": {"percentile": 99.0, "bound_ms": 10.0, "min_achieved": 0.95},
-            "best_rate": 4000.0,
-            "lowest_failing_rate": 5000.0,
-            "probes": rates.len(),
-        }),
+        analysis: SweepAnalysis {
+            findmax: Some(FindmaxOutcome {
+                sla: Sla {
+                    percentile: 99.0,
+                    bound_ms: 10.0,
+                    min_achieved: 0.95,
+                },
+                best_rate: Some(4000.0),
+                lowest_failing_rate: Some(5000.0),
+                probes: rates.len(),
+            }),
+            ..SweepAnalysis::default()
+        },
         findings: vec!["the highest rate meeting p99 ≤ 10 ms is 4000/s".to_string()],
         ..sweep(&[], 1)
     }

@@ -11,7 +11,7 @@ use loadcell_workloads::kv::{CommandTemplate, DataSize, KeyPattern, KvOptions, K
 
 use super::WorkloadSpec;
 
-use crate::args::{positive_u64, positive_usize};
+use crate::values::{positive_u64, positive_usize};
 
 /// memtier_benchmark's options for the `kv` workload. Unset options take
 /// memtier's defaults.

@@ -6,7 +6,7 @@ use loadcell_core::Family;
 use loadcell_workloads::distribution::{RandParams, RandType};
 use loadcell_workloads::oltp::{OltpKind, OltpOptions};
 
-use crate::args::{on_off, positive_u32, positive_u64};
+use crate::values::{on_off, positive_u32, positive_u64};
 
 /// sysbench's OLTP options; underscore spellings are accepted too.
 #[derive(Debug, Clone, Args)]

@@ -5,7 +5,7 @@ use clap::Args;
 use loadcell_core::Family;
 use loadcell_workloads::ycsb::{Preset, RequestDistribution, YcsbOptions};
 
-use crate::args::{on_off, positive_u32, positive_u64, positive_usize};
+use crate::values::{on_off, positive_u32, positive_u64, positive_usize};
 
 /// YCSB's options for the record workloads (`ycsb-a` … `ycsb-f`, `mix-*`);
 /// YCSB's property names (`--recordcount`) work too. Unset options take

@@ -38,8 +38,8 @@ pub use charts::{percentile_axis, spectrum};
 use compare::*;
 use run::*;
 pub use run::{resource_charts, time_series_charts};
+pub use sweep::sweep_charts;
 use sweep::*;
-pub use sweep::{latency_knee, sweep_charts, throughput_knee, usl};
 
 /// Escapes text from a file for the page, after redacting secrets.
 pub(crate) fn h(s: &str) -> String {

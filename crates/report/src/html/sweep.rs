@@ -1,9 +1,10 @@
 //! Sweeps and findmax searches: findings, throughput against the swept
 //! parameter with its knee, p99 against throughput, per-point detail, and
-//! the analysis numbers (read from the sweep file's analysis JSON).
+//! the analysis numbers (the sweep file's typed analysis).
 
 use std::fmt::Write as _;
 
+use loadcell_analysis::usl::UslFit;
 use loadcell_record::hist::{self, Micros};
 use loadcell_record::resources::ResourceSample;
 use loadcell_record::sweep::{SweepKind, SweepPoint, SweepResult};
@@ -14,117 +15,35 @@ use crate::redact::shell_join;
 use crate::svg::{si, Annotation, Axis, Chart, Series, Style};
 use crate::table::{self, grouped, number, Row};
 
-pub(super) fn at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
-    path.iter().try_fold(v, |v, k| v.get(*k))
-}
-
-pub(super) fn num(v: &Value, path: &[&str]) -> Option<f64> {
-    at(v, path)
-        .and_then(Value::as_f64)
-        .filter(|x| x.is_finite())
-}
-
-pub(super) fn first_num(v: &Value, paths: &[&[&str]]) -> Option<f64> {
-    paths.iter().find_map(|p| num(v, p))
-}
-
-/// The first object (depth first) stored under a key that `key_ok` likes.
-pub(super) fn find_object<'a>(v: &'a Value, key_ok: &dyn Fn(&str) -> bool) -> Option<&'a Value> {
-    let map = v.as_object()?;
-    for (k, child) in map {
-        if child.is_object() && key_ok(&k.to_ascii_lowercase()) {
-            return Some(child);
-        }
-    }
-    map.values().find_map(|c| find_object(c, key_ok))
-}
-
-/// Where throughput stops scaling, on the swept parameter's axis.
-pub fn throughput_knee(analysis: &Value) -> Option<f64> {
-    first_num(
-        analysis,
-        &[
-            &["knee", "x"],
-            &["throughput_knee", "x"],
-            &["knee", "marginal", "x"],
-            &["knee", "marginal_gain", "x"],
-            &["marginal_knee", "x"],
-            &["scaling", "knee", "x"],
-            &["knee", "value"],
-        ],
-    )
-    .or_else(|| {
-        find_object(analysis, &|k| k.contains("knee") && !k.contains("latency"))
-            .and_then(|o| first_num(o, &[&["x"], &["value"]]))
-    })
-    .or_else(|| num(analysis, &["knee"]))
-}
-
-/// Where p99 starts to climb, in throughput.
-pub fn latency_knee(analysis: &Value) -> Option<f64> {
-    let obj = at(analysis, &["latency_knee"])
-        .or_else(|| at(analysis, &["knee", "latency"]))
-        .or_else(|| find_object(analysis, &|k| k.contains("knee") && k.contains("latency")))?;
-    first_num(obj, &[&["crossing_throughput"], &["throughput"], &["x"]])
-}
-
-/// Universal Scalability Law parameters (λ, σ, κ), if fitted.
-pub fn usl(analysis: &Value) -> Option<(f64, f64, f64)> {
-    let obj = at(analysis, &["usl"])
-        .or_else(|| at(analysis, &["usl_fit"]))
-        .or_else(|| at(analysis, &["knee", "usl"]))
-        .or_else(|| find_object(analysis, &|k| k.contains("usl")))?;
-    Some((
-        num(obj, &["lambda"])?,
-        num(obj, &["sigma"])?,
-        num(obj, &["kappa"])?,
-    ))
-}
-
-pub(super) fn usl_at(m: (f64, f64, f64), n: f64) -> f64 {
-    let (l, s, k) = m;
-    l * n / (1.0 + s * (n - 1.0) + k * n * (n - 1.0))
-}
-
 /// The highest rate that met the SLA in a findmax search.
 pub(super) fn findmax_best(s: &SweepResult) -> Option<f64> {
-    first_num(
-        &s.analysis,
-        &[
-            &["best_rate"],
-            &["max_rate"],
-            &["best", "rate"],
-            &["best", "value"],
-            &["result", "rate"],
-            &["best"],
-        ],
-    )
-    .or_else(|| {
-        s.points
-            .iter()
-            .filter(|p| p.passed == Some(true))
-            .map(|p| p.value)
-            .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
-    })
+    s.analysis.findmax.as_ref()?.best_rate
 }
 
 /// The SLA's latency bound (ms) and a label for it, e.g. `SLA p99 ≤ 10 ms`.
-pub(super) fn sla_line(analysis: &Value) -> Option<(f64, String)> {
-    let bound = first_num(
-        analysis,
-        &[
-            &["sla", "bound_ms"],
-            &["sla", "p99_ms"],
-            &["sla", "latency_ms"],
-            &["sla_ms"],
-        ],
-    )?;
-    let pct = match at(analysis, &["sla", "percentile"]) {
-        Some(Value::Number(n)) => n.as_f64().map(compact).unwrap_or_else(|| "99".into()),
-        Some(Value::String(p)) => p.trim_start_matches('p').to_string(),
-        _ => "99".to_string(),
-    };
-    Some((bound, format!("SLA p{pct} ≤ {} ms", compact(bound))))
+pub(super) fn sla_line(s: &SweepResult) -> Option<(f64, String)> {
+    let sla = &s.analysis.findmax.as_ref()?.sla;
+    Some((
+        sla.bound_ms,
+        format!(
+            "SLA p{} ≤ {} ms",
+            compact(sla.percentile),
+            compact(sla.bound_ms)
+        ),
+    ))
+}
+
+/// Where throughput stops scaling, on the swept parameter's axis.
+pub(super) fn throughput_knee(s: &SweepResult) -> Option<f64> {
+    s.analysis.knee.as_ref().map(|k| k.x)
+}
+
+/// Where p99 crosses its bound, in throughput.
+pub(super) fn latency_knee(s: &SweepResult) -> Option<f64> {
+    s.analysis
+        .latency_knee
+        .as_ref()
+        .map(|k| k.crossing_throughput)
 }
 
 /// `path = value` lines of a JSON document, for the analysis table.
@@ -193,7 +112,7 @@ pub(super) fn sweep_unit(s: &SweepResult) -> Unit {
     let txn = first.is_some_and(|r| r.summary.txn_per_sec.is_some());
     let sql = first.is_some_and(|r| r.summary.queries.is_some());
     let fits = |ops: bool| -> Option<bool> {
-        let m = usl(&s.analysis)?;
+        let m = s.analysis.usl.as_ref()?.model();
         let errs: Vec<f64> = pts
             .iter()
             .map(|p| {
@@ -202,13 +121,13 @@ pub(super) fn sweep_unit(s: &SweepResult) -> Unit {
                 } else {
                     p.mean.events_per_sec
                 };
-                ((usl_at(m, p.value) - y) / y.max(1e-9)).abs()
+                ((m.throughput(p.value) - y) / y.max(1e-9)).abs()
             })
             .collect();
         Some(!errs.is_empty() && errs.iter().sum::<f64>() / (errs.len() as f64) < 0.5)
     };
     let knee_in = |ops: bool| -> Option<bool> {
-        let k = latency_knee(&s.analysis)?;
+        let k = latency_knee(s)?;
         let ys: Vec<f64> = pts
             .iter()
             .map(|p| {
@@ -301,7 +220,7 @@ pub fn sweep_charts(s: &SweepResult) -> Vec<Chart> {
             });
         }
     } else {
-        if let Some(m) = usl(&s.analysis) {
+        if let Some(m) = s.analysis.usl.as_ref().map(UslFit::model) {
             let (lo, hi) = (
                 values.iter().copied().fold(f64::INFINITY, f64::min),
                 values.iter().copied().fold(0.0, f64::max),
@@ -315,13 +234,13 @@ pub fn sweep_charts(s: &SweepResult) -> Vec<Chart> {
                     } else {
                         lo + (hi - lo) * f
                     };
-                    (n, usl_at(m, n))
+                    (n, m.throughput(n))
                 })
                 .filter(|p| p.1.is_finite() && p.1 >= 0.0)
                 .collect();
             thr = thr.series(Series::new("USL fit", curve).dashed());
         }
-        if let Some(k) = throughput_knee(&s.analysis) {
+        if let Some(k) = throughput_knee(s) {
             thr = thr.annotate(Annotation::VLine {
                 x: k,
                 label: format!("knee: {param} {}", compact(k)),
@@ -352,13 +271,13 @@ pub fn sweep_charts(s: &SweepResult) -> Vec<Chart> {
     )
     .describe("Each point is one step of the sweep; latency climbs where the system saturates.");
     lat.series = series;
-    if let Some(k) = latency_knee(&s.analysis) {
+    if let Some(k) = latency_knee(s) {
         lat = lat.annotate(Annotation::VLine {
             x: k,
             label: format!("p99 knee ≈ {} {}", si(k), u.name),
         });
     }
-    if let Some((bound, label)) = sla_line(&s.analysis) {
+    if let Some((bound, label)) = sla_line(s) {
         lat = lat.annotate(Annotation::HLine { y: bound, label });
     }
 
@@ -379,7 +298,7 @@ pub fn sweep_charts(s: &SweepResult) -> Vec<Chart> {
         y,
     );
     by_param.series = series;
-    if let Some(k) = throughput_knee(&s.analysis).filter(|_| !findmax) {
+    if let Some(k) = throughput_knee(s).filter(|_| !findmax) {
         by_param = by_param.annotate(Annotation::VLine {
             x: k,
             label: format!("knee: {param} {}", compact(k)),
@@ -667,7 +586,8 @@ pub(super) fn sweep_section(o: &mut String, idx: usize, name: &str, s: &SweepRes
 
     // Analysis numbers.
     let mut flat = Vec::new();
-    flatten(&s.analysis, "", &mut flat);
+    let analysis = serde_json::to_value(&s.analysis).expect("analysis types always serialize");
+    flatten(&analysis, "", &mut flat);
     flat.retain(|(k, _)| !k.is_empty());
     if !flat.is_empty() {
         o.push_str("<h3>Analysis</h3>\n<div class=\"scroll\"><table><thead><tr><th scope=\"col\">key</th><th scope=\"col\">value</th></tr></thead><tbody>\n");
