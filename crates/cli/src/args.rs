@@ -212,7 +212,7 @@ pub struct HdrArgs {
     pub out: Option<PathBuf>,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct TargetArgs {
     /// Workload to run (see `loadcell list`).
     pub workload: String,
@@ -254,7 +254,7 @@ pub struct CleanupArgs {
     pub dataset: Option<PathBuf>,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct RunArgs {
     #[command(flatten)]
     pub target: TargetArgs,

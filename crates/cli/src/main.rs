@@ -4,6 +4,7 @@
 mod analysis;
 mod args;
 mod compare;
+mod config;
 mod hdr;
 mod launch;
 mod list;
@@ -17,19 +18,17 @@ mod values;
 mod views;
 mod workload;
 
-use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::anyhow;
 use clap::error::ErrorKind;
 use clap::{CommandFactory, FromArgMatches};
-use loadcell_core::Target;
-use loadcell_drivers::OpenError;
 use loadcell_workloads::workload::Loading;
 
-use crate::args::{Cli, Command, RunArgs, TargetArgs};
+use crate::args::{Cli, Command, RunArgs};
+use crate::config::{check_driver, resolve_target, RunConfig};
 use crate::launch::{launch, CleanupJob, PrepareJob, RunJob};
-use crate::workload::{families_label, WorkloadArgs, WorkloadSpec};
+use crate::workload::{WorkloadArgs, WorkloadSpec};
 use loadcell_record::result::RunResult;
 
 fn main() -> ExitCode {
@@ -82,69 +81,6 @@ fn clap_error(e: clap::Error) -> ExitCode {
     }
 }
 
-/// The target to use, and whether it is the embedded default.
-fn resolve_target(t: &TargetArgs) -> anyhow::Result<(Target, bool)> {
-    match &t.target {
-        Some(raw) => Ok((Target::parse(raw)?, false)),
-        None => {
-            std::fs::create_dir_all(&t.results_dir).map_err(|e| {
-                anyhow!(
-                    "cannot create the results directory {}: {e}",
-                    t.results_dir.display()
-                )
-            })?;
-            let path = t.results_dir.join("loadcell.sqlite");
-            Ok((default_sqlite(&path)?, true))
-        }
-    }
-}
-
-fn default_sqlite(path: &Path) -> anyhow::Result<Target> {
-    // What a URL would read otherwise: '%' as an escape, '?' as the start
-    // of the parameters and '#' as a fragment.
-    let mut escaped = String::new();
-    for c in path.display().to_string().chars() {
-        match c {
-            '%' => escaped.push_str("%25"),
-            '?' => escaped.push_str("%3F"),
-            '#' => escaped.push_str("%23"),
-            c => escaped.push(c),
-        }
-    }
-    Ok(Target::parse(&format!("sqlite:{escaped}"))?)
-}
-
-/// Rejects a workload that the target's driver cannot serve, before any
-/// connection is opened, naming the drivers that can.
-fn check_driver(spec: &WorkloadSpec, target: &Target) -> anyhow::Result<()> {
-    let workload = spec.workload();
-    let families = workload.families();
-    let fitting = || {
-        let names: Vec<_> = loadcell_drivers::REGISTRY
-            .iter()
-            .filter(|d| families.contains(&d.family) && workload.refuses(d).is_none())
-            .map(|d| d.name)
-            .collect();
-        names.join(", ")
-    };
-    let info = match loadcell_drivers::find(target.scheme(), families) {
-        Ok(info) => info,
-        Err(OpenError::OtherFamily { scheme, family }) => {
-            return Err(anyhow!(
-                "workload {} needs a {} driver ({}), but {scheme}: is a {family} driver",
-                workload.name(),
-                families_label(families),
-                fitting(),
-            ))
-        }
-        Err(_) => return Ok(()), // `open` names the supported schemes.
-    };
-    match workload.refuses(info) {
-        Some(why) => Err(anyhow!("{why}; drivers that can run it: {}", fitting())),
-        None => Ok(()),
-    }
-}
-
 fn dispatch(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
     match cli.command {
         Command::List => {
@@ -184,7 +120,10 @@ fn dispatch(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
             launch(&spec, &target, job)??;
             Ok(0)
         }
-        Command::Run(a) => Ok(launch::exit_code(&run(&a, argv, false)?)),
+        Command::Run(a) => {
+            let config = RunConfig::new(*a, argv)?;
+            Ok(launch::exit_code(&run(&config, false)?))
+        }
         Command::Sweep(a) => multi::sweep(&a.args, argv),
         Command::Findmax(a) => multi::findmax(&a.args, argv),
         Command::Report(a) => {
@@ -199,63 +138,18 @@ fn dispatch(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
     }
 }
 
-/// One run: from its arguments to its result. With `quiet` (a sweep step)
-/// nothing is printed and no result file is written.
-fn run(a: &RunArgs, argv: Vec<String>, quiet: bool) -> anyhow::Result<RunResult> {
-    check_server_pid(a)?;
-    check_workers(a)?;
-    let spec = WorkloadSpec::resolve(&a.target.workload, &a.workload).map_err(|e| anyhow!(e))?;
-    let (target, default_target) = resolve_target(&a.target)?;
-    check_driver(&spec, &target)?;
+/// One run: from its configuration to its result. With `quiet` (a sweep
+/// step) nothing is printed and no result file is written.
+fn run(config: &RunConfig, quiet: bool) -> anyhow::Result<RunResult> {
     let job = RunJob {
-        args: a,
-        spec: spec.clone(),
-        target: target.clone(),
-        default_target,
-        argv,
+        args: &config.args,
+        spec: config.spec.clone(),
+        target: config.target.clone(),
+        default_target: config.default_target,
+        argv: config.argv.clone(),
         quiet,
     };
-    launch(&spec, &target, job)?
-}
-
-/// `--workers` is at most the number of sessions: a worker thread with no
-/// session would only idle (sweep and findmax check it before their first
-/// step, too).
-fn check_workers(a: &RunArgs) -> anyhow::Result<()> {
-    const MAX_SESSIONS: usize = 1_000_000;
-    let sessions = match a.threads.checked_mul(a.clients) {
-        Some(n) if n <= MAX_SESSIONS => n,
-        _ => {
-            return Err(anyhow!(
-                "--threads {} x --clients {} is more sessions than loadcell runs from one \
-                 process ({MAX_SESSIONS}); spread the load over several loadcell processes",
-                a.threads,
-                a.clients
-            ))
-        }
-    };
-    match a.workers {
-        Some(w) if w > sessions => Err(anyhow!(
-            "--workers {w} is more than the sessions to run (--threads {} x --clients {} = \
-             {sessions}): give --workers {sessions} at most",
-            a.threads,
-            a.clients,
-        )),
-        _ => Ok(()),
-    }
-}
-
-/// `--server-pid` names a process that exists (sweep and findmax check it
-/// before their first step, too).
-fn check_server_pid(a: &RunArgs) -> anyhow::Result<()> {
-    match a.server_pid {
-        Some(pid) if !loadcell_record::resources::process_exists(pid) => Err(anyhow!(
-            "--server-pid {pid}: no such process on this host; give the server's PID \
-             (e.g. from `pgrep -x redis-server`), or leave the option out to find the \
-             process listening on the target's port"
-        )),
-        _ => Ok(()),
-    }
+    launch(&config.spec, &config.target, job)?
 }
 
 /// Parses a `run` command line (as a sweep step builds it).

@@ -12,7 +12,8 @@ use loadcell_report::input::Input;
 
 use loadcell_analysis::findmax::{FindmaxPlan, Sla};
 
-use crate::{check_server_pid, check_workers, parse_run, run};
+use crate::config::RunConfig;
+use crate::run;
 use crate::{sweep, values};
 
 /// Takes `names` (with their values) out of `raw`; the rest is returned.
@@ -61,16 +62,6 @@ fn own_value<T>(
     own.get(name)
         .map(|v| parse(v).map_err(|e| anyhow!("{name} '{v}' {e}")))
         .transpose()
-}
-
-/// Steps run quietly; a failure before any load (bad options, unreachable
-/// server) ends the whole command.
-fn run_step(argv: &[String]) -> anyhow::Result<loadcell_record::result::RunResult> {
-    let a = parse_run(argv)?;
-    let shown: Vec<String> = std::iter::once("run".to_string())
-        .chain(argv.iter().cloned())
-        .collect();
-    run(&a, shown, true)
 }
 
 /// Writes the file, prints findings and the table, and returns the exit code.
@@ -129,15 +120,14 @@ pub fn sweep(raw: &[String], argv: Vec<String>) -> anyhow::Result<i32> {
     let (own, run_argv) = split_own(raw, &["--repeat", "--out"], &["--json"])?;
     let repeat = own_value(&own, "--repeat", values::positive_usize)?.unwrap_or(1);
     let swept = sweep::find_swept(&run_argv)?;
-    // Every step must parse before any load is sent.
-    let mut first = None;
-    for step in swept.steps(&run_argv) {
-        let a = parse_run(&step)?;
-        check_workers(&a)?;
-        first.get_or_insert(a);
-    }
-    let first = first.expect("a list has at least two values");
-    check_server_pid(&first)?;
+    // Every step is configured and checked before any load is sent; each
+    // runs quietly, and a failure before any load ends the whole command.
+    let steps = swept
+        .steps(&run_argv)
+        .iter()
+        .map(|step| RunConfig::parse(step))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let first = &steps[0].args;
     if first.out.is_some() || first.json {
         bail!("--out and --json of a sweep apply to the sweep file; give them once, outside the run options");
     }
@@ -146,7 +136,9 @@ pub fn sweep(raw: &[String], argv: Vec<String>) -> anyhow::Result<i32> {
         .iter()
         .map(|a| loadcell_core::target::redact_raw(a))
         .collect();
-    let result = sweep::sweep(&run_argv, repeat, labels, command, &mut run_step)?;
+    let result = sweep::sweep(swept, repeat, labels, command, &mut |k| {
+        run(&steps[k], true)
+    })?;
     finish(
         result,
         own.get("--out"),
@@ -185,9 +177,8 @@ pub fn findmax(raw: &[String], argv: Vec<String>) -> anyhow::Result<i32> {
         precision: own_value(&own, "--precision", values::share)?.unwrap_or(0.05),
         max_probes: own_value(&own, "--max-probes", values::positive_usize)?.unwrap_or(20),
     };
-    let a = parse_run(&run_argv)?;
-    check_server_pid(&a)?;
-    check_workers(&a)?;
+    let base = RunConfig::parse(&run_argv)?;
+    let a = &base.args;
     if a.rate.is_some() {
         bail!("findmax chooses --rate itself; use --start-rate and --max-rate to bound it");
     }
@@ -199,7 +190,9 @@ pub fn findmax(raw: &[String], argv: Vec<String>) -> anyhow::Result<i32> {
         .iter()
         .map(|x| loadcell_core::target::redact_raw(x))
         .collect();
-    let result = sweep::findmax(&run_argv, &sla, plan, labels, command, &mut run_step)?;
+    let result = sweep::findmax(&sla, plan, labels, command, &mut |rate| {
+        run(&base.at_rate(rate), true)
+    })?;
     finish(
         result,
         own.get("--out"),

@@ -12,8 +12,9 @@ use loadcell_record::sweep::{PointStats, SweepKind, SweepPoint, SweepResult, SWE
 
 use crate::analysis;
 
-/// Runs one step: `argv` is a complete `loadcell run …` command line.
-pub type RunStep<'a> = dyn FnMut(&[String]) -> anyhow::Result<RunResult> + 'a;
+/// Runs a sweep's step `k` (its `k`-th value), or a findmax probe at a
+/// rate: the run configurations are built and checked before the first.
+pub type RunStep<'a, T> = dyn FnMut(T) -> anyhow::Result<RunResult> + 'a;
 
 /// The single option given as a comma-separated list of numbers.
 #[derive(Debug, Clone, PartialEq)]
@@ -80,10 +81,16 @@ pub fn find_swept(argv: &[String]) -> anyhow::Result<SweptOption> {
 }
 
 impl SweptOption {
-    /// One `run` command line per value, in order.
+    /// One `run` command line per value, in order, each labelled with its
+    /// value (`--label threads=4`).
     pub fn steps(&self, argv: &[String]) -> Vec<Vec<String>> {
         (0..self.values.len())
-            .map(|k| self.argv_for(argv, k))
+            .map(|k| {
+                let mut step = self.argv_for(argv, k);
+                step.push("--label".into());
+                step.push(format!("{}={}", self.name, self.raw_values[k]));
+                step
+            })
             .collect()
     }
 
@@ -122,25 +129,20 @@ fn step_line(r: &RunResult) -> String {
     )
 }
 
-/// Runs every point of a sweep `repeat` times. `run_argv` is the `run`
-/// command line holding the list; each step gets a `--label NAME=VALUE`.
+/// Runs every point of a sweep `repeat` times.
 pub fn sweep(
-    run_argv: &[String],
+    swept: SweptOption,
     repeat: usize,
     labels: BTreeMap<String, String>,
     command: Vec<String>,
-    run_step: &mut RunStep<'_>,
+    run_step: &mut RunStep<'_, usize>,
 ) -> anyhow::Result<SweepResult> {
-    let swept = find_swept(run_argv)?;
     let started_at = now();
     let total = swept.values.len() * repeat;
     let mut points = Vec::new();
     let mut complete = true;
     let mut error = None;
     for (k, &value) in swept.values.iter().enumerate() {
-        let mut argv = swept.argv_for(run_argv, k);
-        argv.push("--label".into());
-        argv.push(format!("{}={}", swept.name, swept.raw_values[k]));
         let mut runs = Vec::new();
         for rep in 0..repeat {
             let step = k * repeat + rep + 1;
@@ -150,7 +152,7 @@ pub fn sweep(
                 swept.raw_values[k],
                 rep + 1
             );
-            let r = match run_step(&argv) {
+            let r = match run_step(k) {
                 Ok(r) => r,
                 // Before anything was measured: the command's own error.
                 Err(e) if points.is_empty() && runs.is_empty() => return Err(e),
@@ -222,12 +224,11 @@ fn verdict(sla: &Sla, r: &RunResult, rate: f64) -> Result<(), String> {
 /// bisecting between the best pass and the lowest fail). Every probe is
 /// recorded.
 pub fn findmax(
-    run_argv: &[String],
     sla: &Sla,
     plan: FindmaxPlan,
     labels: BTreeMap<String, String>,
     command: Vec<String>,
-    run_step: &mut RunStep<'_>,
+    run_step: &mut RunStep<'_, f64>,
 ) -> anyhow::Result<SweepResult> {
     let started_at = now();
     let mut points: Vec<SweepPoint> = Vec::new();
@@ -237,15 +238,8 @@ pub fn findmax(
     let mut probe = 0;
     while let Some(rate) = search.next_rate() {
         probe += 1;
-        let mut argv = run_argv.to_vec();
-        argv.extend([
-            "--rate".to_string(),
-            format!("{rate}"),
-            "--label".into(),
-            format!("rate={rate}"),
-        ]);
         eprintln!("[probe {probe}] --rate {rate:.1}");
-        let r = match run_step(&argv) {
+        let r = match run_step(rate) {
             Ok(r) => r,
             Err(e) if points.is_empty() => return Err(e),
             Err(e) => {
@@ -322,6 +316,10 @@ mod tests {
         let s = find_swept(&b).unwrap();
         assert_eq!(s.name, "pipeline");
         assert_eq!(s.argv_for(&b, 1)[2], "--pipeline=16");
+        assert_eq!(
+            find_swept(&a).unwrap().steps(&a)[0],
+            argv("run oltp_read_write --threads 1 --time 5s --label threads=1")
+        );
         let d = argv("run kv -d 32,1024");
         assert_eq!(find_swept(&d).unwrap().name, "data-size");
     }
@@ -340,16 +338,16 @@ mod tests {
 
     #[test]
     fn a_step_that_cannot_run_ends_the_sweep_keeping_the_steps_before() {
-        let a = argv("--threads 1,2,4 --time 1s");
+        let swept = find_swept(&argv("--threads 1,2,4 --time 1s")).unwrap();
         let mut calls = 0;
-        let mut step = |argv: &[String]| {
+        let mut step = |k: usize| {
             calls += 1;
-            if argv.contains(&"4".to_string()) {
+            if k == 2 {
                 anyhow::bail!("cannot connect to 127.0.0.1:1");
             }
             Ok(loadcell_report::fixture::run(calls, 100.0))
         };
-        let r = sweep(&a, 1, BTreeMap::new(), Vec::new(), &mut step).unwrap();
+        let r = sweep(swept.clone(), 1, BTreeMap::new(), Vec::new(), &mut step).unwrap();
         assert_eq!(r.points.len(), 2);
         assert!(!r.complete);
         assert_eq!(
@@ -357,20 +355,15 @@ mod tests {
             Some("step 3/3: cannot connect to 127.0.0.1:1")
         );
         // The first step failing is the command's own error: nothing to keep.
-        let mut failing = |_: &[String]| -> anyhow::Result<RunResult> { anyhow::bail!("no") };
-        assert!(sweep(&a, 1, BTreeMap::new(), Vec::new(), &mut failing).is_err());
+        let mut failing = |_: usize| -> anyhow::Result<RunResult> { anyhow::bail!("no") };
+        assert!(sweep(swept, 1, BTreeMap::new(), Vec::new(), &mut failing).is_err());
     }
 
     #[test]
     fn findmax_runs_the_probes_analysis_asks_for_and_stores_its_answer() {
         // A system that keeps up with at most 5000 events/s: 5250/s still
         // achieves 95% of its target.
-        let mut step = |argv: &[String]| {
-            let rate: f64 = argv[argv.iter().position(|a| a == "--rate").unwrap() + 1]
-                .parse()
-                .unwrap();
-            Ok(loadcell_report::fixture::run(4, rate.min(5000.0)))
-        };
+        let mut step = |rate: f64| Ok(loadcell_report::fixture::run(4, rate.min(5000.0)));
         let sla = Sla {
             percentile: 99.0,
             bound_ms: 60_000.0,
@@ -382,15 +375,7 @@ mod tests {
             precision: 0.05,
             max_probes: 20,
         };
-        let r = findmax(
-            &argv("kv --time 1s"),
-            &sla,
-            plan,
-            BTreeMap::new(),
-            Vec::new(),
-            &mut step,
-        )
-        .unwrap();
+        let r = findmax(&sla, plan, BTreeMap::new(), Vec::new(), &mut step).unwrap();
         let rates: Vec<f64> = r.points.iter().map(|p| p.value).collect();
         assert_eq!(
             rates,

@@ -120,6 +120,28 @@ fn options_of_another_workload_are_refused_not_ignored() {
     }
 }
 
+/// Every sweep step is configured and checked (workload options, target,
+/// driver) before the first one sends load: a bad last value ends the
+/// command before any step runs, not after the first steps ran.
+#[test]
+fn a_sweep_step_that_cannot_run_is_refused_before_the_first_step() {
+    fails_with(
+        &[
+            "sweep",
+            "kv",
+            "--target",
+            "sim://?latency=fixed:1ms",
+            "--key-minimum",
+            "5",
+            "--key-maximum",
+            "100,1",
+            "--time",
+            "1s",
+        ],
+        &["--key-minimum 5 is greater than --key-maximum 1"],
+    );
+}
+
 #[test]
 fn server_pid_that_does_not_exist() {
     // sweep and findmax refuse it before their first step starts.

@@ -1,0 +1,168 @@
+//! One run's configuration, typed and checked once: the arguments, the
+//! workload, the target and its driver's fitness, before any load. A
+//! sweep builds one per step before its first step; a findmax probe is its
+//! base configuration at a rate.
+
+use std::path::Path;
+
+use anyhow::anyhow;
+use loadcell_core::Target;
+use loadcell_drivers::OpenError;
+
+use crate::args::{RunArgs, TargetArgs};
+use crate::workload::{families_label, WorkloadSpec};
+
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    pub args: RunArgs,
+    pub spec: WorkloadSpec,
+    pub target: Target,
+    /// The embedded default: prepared on first use.
+    pub default_target: bool,
+    /// The command line the result records.
+    pub argv: Vec<String>,
+}
+
+impl RunConfig {
+    pub fn new(args: RunArgs, argv: Vec<String>) -> anyhow::Result<RunConfig> {
+        check_server_pid(&args)?;
+        check_workers(&args)?;
+        let spec =
+            WorkloadSpec::resolve(&args.target.workload, &args.workload).map_err(|e| anyhow!(e))?;
+        let (target, default_target) = resolve_target(&args.target)?;
+        check_driver(&spec, &target)?;
+        Ok(RunConfig {
+            args,
+            spec,
+            target,
+            default_target,
+            argv,
+        })
+    }
+
+    /// From the options of a `run` command line (a sweep step's).
+    pub fn parse(argv: &[String]) -> anyhow::Result<RunConfig> {
+        let shown = std::iter::once("run".to_string())
+            .chain(argv.iter().cloned())
+            .collect();
+        RunConfig::new(crate::parse_run(argv)?, shown)
+    }
+
+    /// The same run, open loop at `rate` and labelled with it: a findmax
+    /// probe.
+    pub fn at_rate(&self, rate: f64) -> RunConfig {
+        let mut probe = self.clone();
+        probe.args.rate = Some(rate);
+        probe.args.labels.push(("rate".into(), format!("{rate}")));
+        probe.argv.extend([
+            "--rate".into(),
+            format!("{rate}"),
+            "--label".into(),
+            format!("rate={rate}"),
+        ]);
+        probe
+    }
+}
+
+/// The target to use, and whether it is the embedded default.
+pub fn resolve_target(t: &TargetArgs) -> anyhow::Result<(Target, bool)> {
+    match &t.target {
+        Some(raw) => Ok((Target::parse(raw)?, false)),
+        None => {
+            std::fs::create_dir_all(&t.results_dir).map_err(|e| {
+                anyhow!(
+                    "cannot create the results directory {}: {e}",
+                    t.results_dir.display()
+                )
+            })?;
+            let path = t.results_dir.join("loadcell.sqlite");
+            Ok((default_sqlite(&path)?, true))
+        }
+    }
+}
+
+fn default_sqlite(path: &Path) -> anyhow::Result<Target> {
+    // What a URL would read otherwise: '%' as an escape, '?' as the start
+    // of the parameters and '#' as a fragment.
+    let mut escaped = String::new();
+    for c in path.display().to_string().chars() {
+        match c {
+            '%' => escaped.push_str("%25"),
+            '?' => escaped.push_str("%3F"),
+            '#' => escaped.push_str("%23"),
+            c => escaped.push(c),
+        }
+    }
+    Ok(Target::parse(&format!("sqlite:{escaped}"))?)
+}
+
+/// Rejects a workload that the target's driver cannot serve, before any
+/// connection is opened, naming the drivers that can.
+pub fn check_driver(spec: &WorkloadSpec, target: &Target) -> anyhow::Result<()> {
+    let workload = spec.workload();
+    let families = workload.families();
+    let fitting = || {
+        let names: Vec<_> = loadcell_drivers::REGISTRY
+            .iter()
+            .filter(|d| families.contains(&d.family) && workload.refuses(d).is_none())
+            .map(|d| d.name)
+            .collect();
+        names.join(", ")
+    };
+    let info = match loadcell_drivers::find(target.scheme(), families) {
+        Ok(info) => info,
+        Err(OpenError::OtherFamily { scheme, family }) => {
+            return Err(anyhow!(
+                "workload {} needs a {} driver ({}), but {scheme}: is a {family} driver",
+                workload.name(),
+                families_label(families),
+                fitting(),
+            ))
+        }
+        Err(_) => return Ok(()), // `open` names the supported schemes.
+    };
+    match workload.refuses(info) {
+        Some(why) => Err(anyhow!("{why}; drivers that can run it: {}", fitting())),
+        None => Ok(()),
+    }
+}
+
+/// `--workers` is at most the number of sessions: a worker thread with no
+/// session would only idle (sweep and findmax check it before their first
+/// step, too).
+fn check_workers(a: &RunArgs) -> anyhow::Result<()> {
+    const MAX_SESSIONS: usize = 1_000_000;
+    let sessions = match a.threads.checked_mul(a.clients) {
+        Some(n) if n <= MAX_SESSIONS => n,
+        _ => {
+            return Err(anyhow!(
+                "--threads {} x --clients {} is more sessions than loadcell runs from one \
+                 process ({MAX_SESSIONS}); spread the load over several loadcell processes",
+                a.threads,
+                a.clients
+            ))
+        }
+    };
+    match a.workers {
+        Some(w) if w > sessions => Err(anyhow!(
+            "--workers {w} is more than the sessions to run (--threads {} x --clients {} = \
+             {sessions}): give --workers {sessions} at most",
+            a.threads,
+            a.clients,
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// `--server-pid` names a process that exists (sweep and findmax check it
+/// before their first step, too).
+fn check_server_pid(a: &RunArgs) -> anyhow::Result<()> {
+    match a.server_pid {
+        Some(pid) if !loadcell_record::resources::process_exists(pid) => Err(anyhow!(
+            "--server-pid {pid}: no such process on this host; give the server's PID \
+             (e.g. from `pgrep -x redis-server`), or leave the option out to find the \
+             process listening on the target's port"
+        )),
+        _ => Ok(()),
+    }
+}
