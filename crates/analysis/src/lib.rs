@@ -10,6 +10,8 @@
 //! - [`sweep`]: what a sweep file stores of its points: both knees and the
 //!   USL fit, and for [`findmax`] (the search for the highest rate meeting
 //!   an SLA) the search's answer.
+//! - [`saturation`]: which measured resource (client, host or server CPU, a
+//!   disk) ran out where throughput saturated, against explicit thresholds.
 //! - [`plan`]: nodes and dollars per month needed for a target throughput,
 //!   per instance type, from measured node-count scaling.
 //! - [`stats`]: the special functions underneath (Student-t distribution,
@@ -26,6 +28,7 @@ pub mod findmax;
 pub mod knee;
 mod linalg;
 pub mod plan;
+pub mod saturation;
 pub mod stats;
 pub mod sweep;
 mod text;

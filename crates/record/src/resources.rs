@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+use loadcell_analysis::saturation::{saturated, ResourceFigures};
 use serde::{Deserialize, Serialize};
 
 /// One sample. CPU figures are in percent of one core; rates per second.
@@ -293,54 +294,51 @@ pub fn find_listener(port: u16) -> Option<u32> {
     None
 }
 
-/// Names the likely bottleneck from the samples, in plain words, or says
-/// nothing when no resource stands out. `client_cores` is how many worker
-/// threads the client ran (each can use at most one core).
-pub fn diagnose(samples: &[ResourceSample], client_cores: usize) -> Option<String> {
+/// What the measured samples (warm-up left out) averaged to, each weighted
+/// by the time it covers (a run's last sample covers only its tail), or
+/// `None` without any. `client_cores` is how many worker threads the
+/// client ran (each can use at most one core).
+pub fn figures(samples: &[ResourceSample], client_cores: usize) -> Option<ResourceFigures> {
     let measured: Vec<&ResourceSample> = samples.iter().filter(|s| s.t_s > 0.0).collect();
-    if measured.is_empty() {
+    let mut since = 0.0;
+    let weights: Vec<f64> = measured
+        .iter()
+        .map(|s| {
+            let w = s.t_s - since;
+            since = s.t_s;
+            w
+        })
+        .collect();
+    let total: f64 = weights.iter().sum();
+    if total <= 0.0 {
         return None;
     }
     let avg = |f: &dyn Fn(&ResourceSample) -> f64| {
-        measured.iter().map(|s| f(s)).sum::<f64>() / measured.len() as f64
+        measured
+            .iter()
+            .zip(&weights)
+            .map(|(s, w)| f(s) * w)
+            .sum::<f64>()
+            / total
     };
-    let client = avg(&|s| s.client_cpu_pct);
-    let host = avg(&|s| s.host_cpu_pct);
-    let cpus = measured[0].host_cpus.max(1) as f64;
-    let disk = avg(&|s| s.disk_busy_pct);
-    let server = measured
-        .iter()
-        .all(|s| s.server_cpu_pct.is_some())
-        .then(|| avg(&|s| s.server_cpu_pct.unwrap_or(0.0)));
-    let client_cap = 100.0 * client_cores.min(cpus as usize).max(1) as f64;
-    if client >= 0.9 * client_cap {
-        return Some(format!(
-            "client CPU: loadcell used {client:.0}% of {client_cap:.0}% available to its threads; the server may have more to give"
-        ));
-    }
-    if host >= 0.9 * 100.0 * cpus {
-        let who = match server {
-            Some(s) => format!(" (server process {s:.0}%, client {client:.0}%)"),
-            None => format!(" (client {client:.0}%)"),
-        };
-        return Some(format!(
-            "host CPU: {host:.0}% of {:.0}% in use{who}; client and server share these cores",
-            100.0 * cpus
-        ));
-    }
-    if let Some(s) = server {
-        if s >= 90.0 && s >= host * 0.5 {
-            return Some(format!(
-                "server CPU: the server process used {s:.0}% of a core"
-            ));
-        }
-    }
-    if disk >= 90.0 {
-        return Some(format!(
-            "disk: the busiest disk had I/O in flight {disk:.0}% of the time"
-        ));
-    }
-    None
+    let server_measured = measured.iter().all(|s| s.server_cpu_pct.is_some());
+    Some(ResourceFigures {
+        client_cpu_pct: avg(&|s| s.client_cpu_pct),
+        client_cores,
+        host_cpu_pct: avg(&|s| s.host_cpu_pct),
+        host_cpus: measured[0].host_cpus,
+        server_cpu_pct: server_measured.then(|| avg(&|s| s.server_cpu_pct.unwrap_or(0.0))),
+        net_bytes_per_s: avg(&|s| s.net_rx_bytes_per_s + s.net_tx_bytes_per_s),
+        disk_busy_pct: avg(&|s| s.disk_busy_pct),
+    })
+}
+
+/// Names the resource that ran out, in plain words with its figure, by
+/// the thresholds of [`loadcell_analysis::saturation`], or nothing when
+/// none reached them.
+pub fn diagnose(samples: &[ResourceSample], client_cores: usize) -> Option<String> {
+    let f = figures(samples, client_cores)?;
+    saturated(&f).map(|r| r.describe(&f))
 }
 
 #[cfg(test)]
@@ -408,5 +406,21 @@ mod tests {
             None,
             "warm-up is ignored"
         );
+    }
+
+    #[test]
+    fn figures_weigh_each_sample_by_the_time_it_covers() {
+        // Two full seconds at 80%, then a 2 ms tail that read nothing.
+        let samples = vec![
+            at(-1.0, 100.0, 200.0, Some(90.0)),
+            at(1.0, 80.0, 120.0, Some(40.0)),
+            at(2.0, 80.0, 120.0, Some(40.0)),
+            at(2.002, 0.0, 0.0, Some(0.0)),
+        ];
+        let f = figures(&samples, 1).unwrap();
+        assert!((f.client_cpu_pct - 80.0 * 2.0 / 2.002).abs() < 1e-9);
+        assert!((f.server_cpu_pct.unwrap() - 40.0 * 2.0 / 2.002).abs() < 1e-9);
+        assert_eq!((f.client_cores, f.host_cpus), (1, 2));
+        assert!(figures(&samples[..1], 1).is_none(), "warm-up only");
     }
 }
