@@ -104,14 +104,60 @@ pub struct MarginalKnee {
 }
 
 impl MarginalKnee {
-    /// Plain words, e.g. "throughput stops scaling at 64 threads (+3% from
-    /// 32)". `unit` names `x` ("threads", "nodes", "clients").
-    pub fn sentence(&self, unit: &str) -> String {
+    /// Where throughput saturates: the last point that still scaled
+    /// (`prev_x`), and what the points of `curve` past it added.
+    pub fn saturation(&self, curve: &[(f64, f64)]) -> Saturation {
+        let beyond: Vec<&(f64, f64)> = curve.iter().filter(|p| p.0 > self.prev_x).collect();
+        let best = beyond.iter().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max);
+        Saturation {
+            x: self.prev_x,
+            throughput: self.prev_throughput,
+            beyond: beyond.iter().map(|p| p.0).collect(),
+            beyond_gain: if self.prev_throughput > 0.0 {
+                best / self.prev_throughput - 1.0
+            } else {
+                0.0
+            },
+        }
+    }
+}
+
+/// Where throughput saturates: the last point that still scaled.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Saturation {
+    /// The last `x` whose step still gained at least the threshold.
+    pub x: f64,
+    /// Throughput at `x`.
+    pub throughput: f64,
+    /// The `x`s measured past it.
+    pub beyond: Vec<f64>,
+    /// The most any of them added over `throughput`, relative (negative
+    /// when all fell).
+    pub beyond_gain: f64,
+}
+
+impl Saturation {
+    /// Plain words, e.g. "throughput saturates at 4 clients per thread
+    /// (3.99k events/s); 8 and 16 add under 1%". `unit` names `x`, `rate`
+    /// the throughput.
+    pub fn sentence(&self, unit: &str, rate: &str) -> String {
+        let added = if self.beyond_gain <= 0.0 {
+            "nothing".to_string()
+        } else if self.beyond_gain < 0.01 {
+            "under 1%".to_string()
+        } else {
+            format!("at most {}", text::pct(self.beyond_gain))
+        };
+        let verb = if self.beyond.len() == 1 {
+            "adds"
+        } else {
+            "add"
+        };
         format!(
-            "throughput stops scaling at {} {unit} ({} from {})",
+            "throughput saturates at {} {unit} ({} {rate}); {} {verb} {added}",
             text::count(self.x),
-            text::pct(self.gain),
-            text::count(self.prev_x)
+            text::si(self.throughput),
+            text::list(&self.beyond)
         )
     }
 }
@@ -239,25 +285,12 @@ pub struct LatencyKnee {
     /// The load where p99 crosses `factor` × baseline, interpolated linearly
     /// between the last good point and the first bad one.
     pub crossing_throughput: f64,
-}
-
-impl LatencyKnee {
-    /// Plain words, e.g. "p99 doubles past 30k TPS (2.4× the low-load p99 at
-    /// 35k TPS)". `unit` names the throughput ("TPS", "QPS", "ops/s").
-    pub fn sentence(&self, unit: &str) -> String {
-        let verb = match self.factor {
-            2.0 => "doubles".to_string(),
-            3.0 => "triples".to_string(),
-            4.0 => "quadruples".to_string(),
-            f => format!("exceeds {}× its low-load value", text::count(f)),
-        };
-        format!(
-            "p99 {verb} past {} {unit} ({:.1}× the low-load p99 at {} {unit})",
-            text::si(self.last_ok_throughput),
-            self.ratio,
-            text::si(self.throughput)
-        )
-    }
+    /// The swept parameter's value at the last good point and at the
+    /// knee, when the points came from a sweep (absent in older files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_ok_value: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<f64>,
 }
 
 /// Finds the load past which p99 latency climbs, from `(throughput, p99)`
@@ -326,6 +359,8 @@ pub fn latency_knee(
                 f64::INFINITY
             },
             crossing_throughput: crossing,
+            last_ok_value: None,
+            value: None,
         }));
     }
     Ok(None)
@@ -366,9 +401,13 @@ mod tests {
         assert!((knee.gain - 0.03).abs() < 1e-12);
         assert!((knee.normalized_gain - 0.03).abs() < 1e-12);
         assert_eq!(knee.peak_x, 64.0);
+        let saturation = knee.saturation(&pts);
+        assert_eq!((saturation.x, saturation.throughput), (32.0, 32_000.0));
+        assert_eq!(saturation.beyond, [64.0, 128.0]);
+        assert!((saturation.beyond_gain - 0.03).abs() < 1e-12);
         assert_eq!(
-            knee.sentence("threads"),
-            "throughput stops scaling at 64 threads (+3% from 32)"
+            saturation.sentence("threads", "TPS"),
+            "throughput saturates at 32 threads (32k TPS); 64 and 128 add at most +3%"
         );
     }
 
@@ -438,10 +477,6 @@ mod tests {
         assert!((knee.ratio - 2.4).abs() < 1e-12);
         // 3.5 → 4.8 crosses 4.0 at 30k + 5k·0.5/1.3
         assert!((knee.crossing_throughput - (30_000.0 + 5_000.0 * 0.5 / 1.3)).abs() < 1e-6);
-        assert_eq!(
-            knee.sentence("TPS"),
-            "p99 doubles past 30k TPS (2.4× the low-load p99 at 35k TPS)"
-        );
     }
 
     #[test]
@@ -477,8 +512,10 @@ mod tests {
             ..Default::default()
         };
         let knee = latency_knee(&pts, &opts).unwrap().unwrap();
-        assert_eq!(knee.last_ok_throughput, 2_000.0);
-        assert!(knee.sentence("QPS").starts_with("p99 triples past 2k QPS"));
+        assert_eq!(
+            (knee.last_ok_throughput, knee.throughput),
+            (2_000.0, 3_000.0)
+        );
         let flat = [(1.0, 1.0), (2.0, 1.1), (3.0, 1.2)];
         assert!(latency_knee(&flat, &LatencyKneeOptions::default())
             .unwrap()

@@ -52,6 +52,30 @@ pub(crate) fn pct_unsigned(frac: f64) -> String {
     }
 }
 
+/// Counts in plain words: `8`, `8 and 16`, `8, 16 and 32`; more than
+/// four as a range, `8 to 128`.
+pub(crate) fn list(xs: &[f64]) -> String {
+    let words: Vec<String> = xs.iter().map(|&x| count(x)).collect();
+    match words.as_slice() {
+        [] => String::new(),
+        [one] => one.clone(),
+        [first, .., last] if words.len() > 4 => format!("{first} to {last}"),
+        [init @ .., last] => format!("{} and {last}", init.join(", ")),
+    }
+}
+
+/// A latency in milliseconds, to two or three significant figures:
+/// `0.25 ms`, `1.0 ms`, `12 ms`.
+pub(crate) fn ms(v: f64) -> String {
+    if v < 1.0 {
+        format!("{v:.2} ms")
+    } else if v < 10.0 {
+        format!("{v:.1} ms")
+    } else {
+        format!("{v:.0} ms")
+    }
+}
+
 /// Dollars with thousands separators: `$8,552`.
 pub(crate) fn dollars(x: f64) -> String {
     if x.abs() < 100.0 {
@@ -102,5 +126,12 @@ mod tests {
         assert_eq!(dollars(252.0), "$252");
         assert_eq!(dollars(9.192), "$9.19");
         assert_eq!(dollars(1_234_567.0), "$1,234,567");
+        assert_eq!(list(&[8.0]), "8");
+        assert_eq!(list(&[8.0, 16.0]), "8 and 16");
+        assert_eq!(list(&[8.0, 16.0, 32.0]), "8, 16 and 32");
+        assert_eq!(list(&[8.0, 16.0, 32.0, 64.0, 128.0]), "8 to 128");
+        assert_eq!(ms(0.254), "0.25 ms");
+        assert_eq!(ms(1.04), "1.0 ms");
+        assert_eq!(ms(12.4), "12 ms");
     }
 }

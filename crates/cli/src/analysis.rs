@@ -4,18 +4,12 @@
 use loadcell_analysis::findmax::FindmaxOutcome;
 use loadcell_analysis::sweep::{analyse, SweepAnalysis, SweepSample};
 use loadcell_record::sweep::SweepPoint;
+use loadcell_report::table::number;
 
 use crate::sweep::latency_ms;
 
 pub fn sweep(parameter: &str, points: &[SweepPoint]) -> (SweepAnalysis, Vec<String>) {
-    let samples: Vec<SweepSample> = points
-        .iter()
-        .map(|p| SweepSample {
-            value: p.value,
-            throughput: p.mean.events_per_sec,
-            p99_ms: p.mean.p99_ms,
-        })
-        .collect();
+    let samples: Vec<SweepSample> = points.iter().map(SweepPoint::sample).collect();
     analyse(parameter, &samples)
 }
 
@@ -27,10 +21,10 @@ pub fn findmax(outcome: FindmaxOutcome, points: &[SweepPoint]) -> (SweepAnalysis
         Some(p) => {
             let r = &p.runs[0];
             findings.push(format!(
-                "highest rate meeting p{} <= {} ms: {:.1} events/s (achieved {:.1}/s, p{} {:.2} ms)",
+                "highest rate meeting p{} <= {} ms: {} events/s (achieved {:.1}/s, p{} {:.2} ms)",
                 sla.percentile,
                 sla.bound_ms,
-                p.value,
+                number(p.value),
                 r.summary.schedule.achieved_rate,
                 sla.percentile,
                 latency_ms(sla, r)
@@ -44,8 +38,8 @@ pub fn findmax(outcome: FindmaxOutcome, points: &[SweepPoint]) -> (SweepAnalysis
     if let Some(p) = outcome.lowest_failing_rate.and_then(probed) {
         let r = &p.runs[0];
         findings.push(format!(
-            "{:.1} events/s failed: achieved {:.1}/s, p{} {:.2} ms",
-            p.value,
+            "{} events/s failed: achieved {:.1}/s, p{} {:.2} ms",
+            number(p.value),
             r.summary.schedule.achieved_rate,
             sla.percentile,
             latency_ms(sla, r)

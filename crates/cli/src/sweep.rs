@@ -386,6 +386,6 @@ mod tests {
         assert_eq!(outcome.lowest_failing_rate, Some(5500.0));
         assert_eq!(outcome.probes, r.points.len());
         assert!(r.complete);
-        assert!(r.findings[0].starts_with("highest rate meeting p99 <= 60000 ms: 5250.0 events/s"));
+        assert!(r.findings[0].starts_with("highest rate meeting p99 <= 60000 ms: 5250 events/s"));
     }
 }

@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use loadcell_analysis::sweep::SweepAnalysis;
+use loadcell_analysis::saturation::ResourceFigures;
+use loadcell_analysis::sweep::{SweepAnalysis, SweepSample};
 use serde::{Deserialize, Serialize};
 
 use crate::result::RunResult;
@@ -102,6 +103,28 @@ pub struct SweepPoint {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub passed: Option<bool>,
     pub runs: Vec<RunResult>,
+}
+
+impl SweepPoint {
+    /// What `loadcell_analysis::sweep::analyse` reads of this point: its
+    /// means, and its runs' resource figures averaged (each run's worker
+    /// threads are the cores its client can use).
+    pub fn sample(&self) -> SweepSample {
+        let figures: Vec<ResourceFigures> = self
+            .runs
+            .iter()
+            .filter_map(|r| {
+                let workers = r.config.worker_threads.unwrap_or(r.config.threads);
+                crate::resources::figures(&r.resources.samples, workers)
+            })
+            .collect();
+        SweepSample {
+            value: self.value,
+            throughput: self.mean.events_per_sec,
+            p99_ms: self.mean.p99_ms,
+            resources: ResourceFigures::mean(&figures),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -7,9 +7,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use loadcell_analysis::findmax::{FindmaxOutcome, Sla};
-use loadcell_analysis::knee::{LatencyKnee, MarginalKnee};
-use loadcell_analysis::sweep::SweepAnalysis;
-use loadcell_analysis::usl::UslFit;
+use loadcell_analysis::sweep::{analyse, SweepAnalysis, SweepSample};
 use loadcell_record::env::{CpuTime, HostInfo};
 use loadcell_record::hist::{self, Micros};
 use loadcell_record::resources::ResourceSample;
@@ -227,9 +225,9 @@ pub fn knee_tps(threads: f64) -> f64 {
     }
 }
 
-/// A `threads` sweep over `values` with `repeat` runs per point, an
-/// `analysis` with a throughput knee at 16, a latency knee and a USL fit,
-/// and findings.
+/// A `threads` sweep over `values` with `repeat` runs per point, and the
+/// analysis and findings `loadcell_analysis::sweep::analyse` draws from
+/// them (over 1..=64 threads: saturated at 32, a latency knee, a USL fit).
 pub fn sweep(values: &[f64], repeat: usize) -> SweepResult {
     let points: Vec<SweepPoint> = values
         .iter()
@@ -247,6 +245,8 @@ pub fn sweep(values: &[f64], repeat: usize) -> SweepResult {
             }
         })
         .collect();
+    let samples: Vec<SweepSample> = points.iter().map(SweepPoint::sample).collect();
+    let (analysis, findings) = analyse("threads", &samples);
     SweepResult {
         schema: SWEEP_SCHEMA_ID.to_string(),
         loadcell_version: "0.1.0".to_string(),
@@ -267,44 +267,8 @@ pub fn sweep(values: &[f64], repeat: usize) -> SweepResult {
         parameter: "threads".to_string(),
         repeat,
         points,
-        analysis: SweepAnalysis {
-            knee: Some(MarginalKnee {
-                x: 16.0,
-                throughput: 8000.0,
-                prev_x: 8.0,
-                prev_throughput: 7843.0,
-                gain: 0.02,
-                normalized_gain: 0.02,
-                threshold: 0.1,
-                peak_x: 16.0,
-                peak_throughput: 8000.0,
-            }),
-            usl: Some(UslFit {
-                lambda: 510.0,
-                sigma: 0.02,
-                kappa: 0.0005,
-                r_squared: 0.99,
-                rmse: 120.0,
-                peak_concurrency: Some(44.3),
-                peak_throughput: Some(9100.0),
-                points: values.len(),
-            }),
-            latency_knee: Some(LatencyKnee {
-                baseline_p99: 12.0,
-                factor: 2.0,
-                last_ok_throughput: 8000.0,
-                last_ok_p99: 20.0,
-                throughput: 8200.0,
-                p99: 30.0,
-                ratio: 2.5,
-                crossing_throughput: 8100.0,
-            }),
-            findmax: None,
-        },
-        findings: vec![
-            "throughput stops scaling at 16 threads (+2% from 8)".to_string(),
-            "p99 doubles past 8.0k TPS (2.4× the low-load p99 at 8.2k TPS)".to_string(),
-        ],
+        analysis,
+        findings,
         complete: true,
         error: None,
     }

@@ -49,6 +49,9 @@ pub struct Row {
     pub complete: bool,
     /// For a findmax probe: whether it met the SLA.
     pub passed: Option<bool>,
+    /// For a sweep point: whether throughput saturates here (the last
+    /// point that still scaled, as the findings and charts name it).
+    pub saturates: bool,
     /// Whether `tps` counts transactions.
     pub transactional: bool,
     /// Whether `qps` counts SQL statements.
@@ -78,6 +81,7 @@ impl Row {
             errors: s.errors as f64,
             complete: r.status == RunStatus::Complete,
             passed: None,
+            saturates: false,
             transactional: s.txn_per_sec.is_some(),
             sql: s.queries.is_some(),
         }
@@ -111,6 +115,7 @@ impl Row {
             errors: p.mean.errors,
             complete: !p.runs.is_empty() && p.runs.iter().all(|r| r.status == RunStatus::Complete),
             passed: p.passed,
+            saturates: sweep.analysis.saturation_x() == Some(p.value),
             transactional: first.is_some_and(|r| r.summary.txn_per_sec.is_some()),
             sql: first.is_some_and(|r| r.summary.queries.is_some()),
         }
@@ -354,6 +359,7 @@ pub fn markdown(inputs: &[Input]) -> String {
         let errors = t.rows.iter().any(|r| r.1.errors > 0.0);
         let partial = t.rows.iter().any(|r| !r.1.complete);
         let sla = t.rows.iter().any(|r| r.1.passed.is_some());
+        let knee = t.rows.iter().any(|r| r.1.saturates);
         let mut header: Vec<String> = t.keys.clone();
         header.push(if txn { "TPS" } else { "events/s" }.to_string());
         header.push(if sql { "QPS" } else { "ops/s" }.to_string());
@@ -364,6 +370,9 @@ pub fn markdown(inputs: &[Input]) -> String {
         }
         if sla {
             header.push("SLA".into());
+        }
+        if knee {
+            header.push("knee".into());
         }
         if partial {
             header.push("status".into());
@@ -413,6 +422,9 @@ pub fn markdown(inputs: &[Input]) -> String {
                     None => String::new(),
                 });
             }
+            if knee {
+                cells.push(knee_cell(r).into());
+            }
             if partial {
                 cells.push(if r.complete { "complete" } else { "partial" }.into());
             }
@@ -423,6 +435,15 @@ pub fn markdown(inputs: &[Input]) -> String {
         }
     }
     o
+}
+
+/// The knee column's cell: names the point where throughput saturates.
+fn knee_cell(r: &Row) -> &'static str {
+    if r.saturates {
+        "throughput saturates"
+    } else {
+        ""
+    }
 }
 
 fn number_short(v: f64) -> String {
@@ -446,7 +467,7 @@ pub fn csv_field(s: &str) -> String {
 /// columns are the union of the tables' keys, with a `source` column first
 /// when there are several tables; then `tps, qps, p95_ms, p99_ms, p50_ms,
 /// p999_ms, errors, status`, and for sweeps `runs, tps_sd, qps_sd` (and
-/// `sla` for findmax).
+/// `sla` for findmax, `knee` when a sweep saturated).
 pub fn csv(inputs: &[Input]) -> String {
     let tables = tables(inputs);
     let several = tables.len() > 1;
@@ -466,6 +487,7 @@ pub fn csv(inputs: &[Input]) -> String {
         .iter()
         .flat_map(|t| &t.rows)
         .any(|r| r.1.passed.is_some());
+    let knee = tables.iter().flat_map(|t| &t.rows).any(|r| r.1.saturates);
     let mut header: Vec<String> = Vec::new();
     if several {
         header.push("source".into());
@@ -483,6 +505,9 @@ pub fn csv(inputs: &[Input]) -> String {
     }
     if sla {
         header.push("sla".into());
+    }
+    if knee {
+        header.push("knee".into());
     }
     let mut o = String::new();
     let line = |o: &mut String, cells: &[String]| {
@@ -531,6 +556,9 @@ pub fn csv(inputs: &[Input]) -> String {
                     Some(false) => "missed".into(),
                     None => String::new(),
                 });
+            }
+            if knee {
+                cells.push(knee_cell(r).into());
             }
             line(&mut o, &cells);
         }
@@ -685,6 +713,28 @@ mod tests {
             csv.contains("\r\n\"sweep.json: sweep of threads\"")
                 || csv.contains("\r\nsweep.json: sweep of threads,")
         );
+    }
+
+    #[test]
+    fn the_knee_row_is_the_point_the_findings_name() {
+        let s = fixture::sweep(&[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0], 1);
+        let knee = s.analysis.saturation_x().expect("the fixture saturates");
+        assert!(s.findings[0].starts_with(&format!("throughput saturates at {knee} threads")));
+        let inputs = vec![Input::sweep("sweep.json", s)];
+        let md = markdown(&inputs);
+        let row = md
+            .lines()
+            .find(|l| l.ends_with("| throughput saturates |"))
+            .expect("a knee row");
+        assert!(row.starts_with(&format!("| {knee} |")), "{md}");
+        let csv = csv(&inputs);
+        assert!(csv.split("\r\n").next().unwrap().ends_with(",knee"));
+        let rows: Vec<&str> = csv
+            .split("\r\n")
+            .filter(|l| l.ends_with(",throughput saturates"))
+            .collect();
+        assert_eq!(rows.len(), 1, "{csv}");
+        assert!(rows[0].starts_with(&format!("{knee},")));
     }
 
     #[test]

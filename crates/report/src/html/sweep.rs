@@ -33,17 +33,19 @@ pub(super) fn sla_line(s: &SweepResult) -> Option<(f64, String)> {
     ))
 }
 
-/// Where throughput stops scaling, on the swept parameter's axis.
+/// Where throughput saturates (the last point that scaled), on the swept
+/// parameter's axis: the point the findings name.
 pub(super) fn throughput_knee(s: &SweepResult) -> Option<f64> {
-    s.analysis.knee.as_ref().map(|k| k.x)
+    s.analysis.saturation_x()
 }
 
-/// Where p99 crosses its bound, in throughput.
+/// The highest measured throughput at which p99 still held: the point the
+/// findings name, not the interpolated crossing.
 pub(super) fn latency_knee(s: &SweepResult) -> Option<f64> {
     s.analysis
         .latency_knee
         .as_ref()
-        .map(|k| k.crossing_throughput)
+        .map(|k| k.last_ok_throughput)
 }
 
 /// `path = value` lines of a JSON document, for the analysis table.
@@ -274,7 +276,7 @@ pub fn sweep_charts(s: &SweepResult) -> Vec<Chart> {
     if let Some(k) = latency_knee(s) {
         lat = lat.annotate(Annotation::VLine {
             x: k,
-            label: format!("p99 knee ≈ {} {}", si(k), u.name),
+            label: format!("p99 holds up to {} {}", si(k), u.name),
         });
     }
     if let Some((bound, label)) = sla_line(s) {

@@ -226,10 +226,11 @@ fn renders_sweeps_with_knee_findings_and_error_bars() {
     );
     assert!(html.contains("id=\"compare-sweeps\""));
     assert!(html.contains("Throughput by threads"));
-    assert!(html.contains("knee: threads 16"));
-    assert!(html.contains("p99 knee ≈"));
+    // The chart marks the point the findings name.
+    assert!(html.contains("knee: threads 32"));
+    assert!(html.contains("throughput saturates at 32 threads"));
+    assert!(html.contains("p99 holds up to"));
     assert!(html.contains("USL fit"));
-    assert!(html.contains("throughput stops scaling at 16 threads"));
     assert!(html.contains("No findings were recorded."));
     assert!(
         html.contains("(log scale)"),
@@ -238,7 +239,7 @@ fn renders_sweeps_with_knee_findings_and_error_bars() {
     assert!(html.contains(" ± "), "spread over repeats");
     assert!(html.contains("Mean CPU by threads"));
     assert!(
-        html.contains("<td>usl.peak_concurrency</td><td>44.3</td>"),
+        html.contains("<td>saturation.x</td><td>32</td>"),
         "the analysis numbers are listed"
     );
     assert!(
