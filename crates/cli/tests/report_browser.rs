@@ -179,7 +179,7 @@ fn the_report_renders_in_chromium_with_every_section() {
         "Throughput by clients",
         "Latency against throughput",
         "knee: clients",
-        "throughput stops scaling at",
+        "throughput saturates at",
     ] {
         assert!(dom.contains(part), "the rendered page has no '{part}'");
     }
