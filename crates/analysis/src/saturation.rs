@@ -31,6 +31,13 @@ pub struct ResourceFigures {
     pub net_bytes_per_s: f64,
     /// Share of time the busiest disk had I/O in flight, percent.
     pub disk_busy_pct: f64,
+    /// Bytes the host's disks read and wrote per second.
+    #[serde(default)]
+    pub disk_bytes_per_s: f64,
+    /// Bytes the server process read from and wrote to storage per second,
+    /// when it runs on this host and its I/O can be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_disk_bytes_per_s: Option<f64>,
 }
 
 impl ResourceFigures {
@@ -41,6 +48,7 @@ impl ResourceFigures {
         let n = all.len() as f64;
         let avg = |f: fn(&ResourceFigures) -> f64| all.iter().map(f).sum::<f64>() / n;
         let server: Option<Vec<f64>> = all.iter().map(|f| f.server_cpu_pct).collect();
+        let server_disk: Option<Vec<f64>> = all.iter().map(|f| f.server_disk_bytes_per_s).collect();
         Some(ResourceFigures {
             client_cpu_pct: avg(|f| f.client_cpu_pct),
             client_cores: first.client_cores,
@@ -49,7 +57,17 @@ impl ResourceFigures {
             server_cpu_pct: server.map(|s| s.iter().sum::<f64>() / n),
             net_bytes_per_s: avg(|f| f.net_bytes_per_s),
             disk_busy_pct: avg(|f| f.disk_busy_pct),
+            disk_bytes_per_s: avg(|f| f.disk_bytes_per_s),
+            server_disk_bytes_per_s: server_disk.map(|s| s.iter().sum::<f64>() / n),
         })
+    }
+
+    /// Whether the server's own storage I/O keeps the busy disk busy: a
+    /// disk the server does not use (another process's, or this host's
+    /// when the server runs elsewhere) is not its limit.
+    fn disk_busy_with_server(&self) -> bool {
+        self.server_disk_bytes_per_s
+            .is_some_and(|b| b > 0.0 && b >= OWN_SHARE_OF_HOST * self.disk_bytes_per_s)
     }
 
     fn client_capacity(&self) -> f64 {
@@ -132,7 +150,7 @@ pub fn saturated(f: &ResourceFigures) -> Option<Resource> {
         Some(Resource::HostCpu)
     } else if f.server_cpu_pct.is_some_and(|s| s >= SATURATED * 100.0) {
         Some(Resource::ServerCpu)
-    } else if f.disk_busy_pct >= SATURATED * 100.0 {
+    } else if f.disk_busy_pct >= SATURATED * 100.0 && f.disk_busy_with_server() {
         Some(Resource::Disk)
     } else {
         None
@@ -159,8 +177,11 @@ impl Resource {
                 f.server_cpu_pct.unwrap_or(0.0)
             ),
             Resource::Disk => format!(
-                "disk: the busiest disk had I/O in flight {:.0}% of the time",
-                f.disk_busy_pct
+                "disk: the busiest disk had I/O in flight {:.0}% of the time, the server \
+                 reading and writing {:.1} MB/s of its {:.1} MB/s",
+                f.disk_busy_pct,
+                f.server_disk_bytes_per_s.unwrap_or(0.0) / 1e6,
+                f.disk_bytes_per_s / 1e6
             ),
         };
         format!("{what} ({})", f.context(Some(self)))
@@ -236,6 +257,8 @@ mod tests {
             server_cpu_pct: server,
             net_bytes_per_s: 118e6,
             disk_busy_pct: 0.0,
+            disk_bytes_per_s: 0.0,
+            server_disk_bytes_per_s: None,
         }
     }
 
@@ -284,9 +307,25 @@ mod tests {
         );
         let disk = ResourceFigures {
             disk_busy_pct: 95.0,
+            disk_bytes_per_s: 80e6,
+            server_disk_bytes_per_s: Some(75e6),
             ..figures(10.0, 2, 30.0, Some(20.0))
         };
         assert_eq!(saturated(&disk), Some(Resource::Disk));
+        assert!(Resource::Disk.describe(&disk).starts_with(
+            "disk: the busiest disk had I/O in flight 95% of the time, the server \
+             reading and writing 75.0 MB/s of its 80.0 MB/s ("
+        ));
+        // A disk kept busy by other processes, or one the server (in
+        // process, or on another host) cannot be seen using, is not its
+        // limit.
+        for server_disk in [Some(1e6), Some(0.0), None] {
+            let others = ResourceFigures {
+                server_disk_bytes_per_s: server_disk,
+                ..disk
+            };
+            assert_eq!(saturated(&others), None, "{server_disk:?}");
+        }
         assert_eq!(saturated(&figures(10.0, 2, 30.0, Some(89.0))), None);
     }
 

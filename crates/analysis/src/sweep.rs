@@ -227,6 +227,8 @@ mod tests {
                 server_cpu_pct: Some(35.0),
                 net_bytes_per_s: 2e6,
                 disk_busy_pct: 0.0,
+                disk_bytes_per_s: 0.0,
+                server_disk_bytes_per_s: Some(0.0),
             }),
             ..s
         }

@@ -31,6 +31,10 @@ pub struct ResourceSample {
     pub server_cpu_pct: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_rss_bytes: Option<u64>,
+    /// Bytes the server process read from and wrote to storage per second
+    /// (`/proc/PID/io`), when it runs on this host and may be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_disk_bytes_per_s: Option<f64>,
     /// The server's own counters (gauges as read; `*_total` counters as
     /// rates per second, renamed `*_per_s`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -137,10 +141,23 @@ fn load_1m() -> f64 {
 }
 
 /// The previous readings, to turn counters into rates.
+/// Bytes a process read from and wrote to storage (not the page cache's
+/// hits): `read_bytes` + `write_bytes` of `/proc/PID/io`, readable for our
+/// own user's processes or as root.
+fn process_storage_bytes(pid: u32) -> Option<u64> {
+    let io = read(&format!("/proc/{pid}/io"));
+    let field = |name: &str| -> Option<u64> {
+        io.lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+    };
+    Some(field("read_bytes:")? + field("write_bytes:")?)
+}
+
 struct Previous {
     at: Instant,
     client_ticks: u64,
     server_ticks: Option<u64>,
+    server_storage: Option<u64>,
     host: Option<(u64, u64)>,
     net: (u64, u64),
     disk: (u64, u64, Vec<(String, u64)>),
@@ -168,6 +185,7 @@ impl Sampler {
                 at: Instant::now(),
                 client_ticks: process_stat(me).map_or(0, |s| s.0),
                 server_ticks: server_pid.and_then(process_stat).map(|s| s.0),
+                server_storage: server_pid.and_then(process_storage_bytes),
                 host: host_cpu(),
                 net: net_bytes(),
                 disk: disk_stats(),
@@ -183,6 +201,7 @@ impl Sampler {
         let per_s = |a: u64, b: u64| a.saturating_sub(b) as f64 / secs;
         let (client_ticks, client_rss) = process_stat(std::process::id()).unwrap_or((0, 0));
         let server_stat = self.server_pid.and_then(process_stat);
+        let server_storage = self.server_pid.and_then(process_storage_bytes);
         let host = host_cpu();
         let net = net_bytes();
         let disk = disk_stats();
@@ -230,12 +249,17 @@ impl Sampler {
                 _ => None,
             },
             server_rss_bytes: server_stat.map(|s| s.1),
+            server_disk_bytes_per_s: match (server_storage, self.prev.server_storage) {
+                (Some(b), Some(p)) => Some(per_s(b, p)),
+                _ => None,
+            },
             server: counters,
         };
         self.prev = Previous {
             at: now,
             client_ticks,
             server_ticks: server_stat.map(|s| s.0),
+            server_storage,
             host,
             net,
             disk,
@@ -322,6 +346,7 @@ pub fn figures(samples: &[ResourceSample], client_cores: usize) -> Option<Resour
             / total
     };
     let server_measured = measured.iter().all(|s| s.server_cpu_pct.is_some());
+    let server_disk_measured = measured.iter().all(|s| s.server_disk_bytes_per_s.is_some());
     Some(ResourceFigures {
         client_cpu_pct: avg(&|s| s.client_cpu_pct),
         client_cores,
@@ -330,6 +355,9 @@ pub fn figures(samples: &[ResourceSample], client_cores: usize) -> Option<Resour
         server_cpu_pct: server_measured.then(|| avg(&|s| s.server_cpu_pct.unwrap_or(0.0))),
         net_bytes_per_s: avg(&|s| s.net_rx_bytes_per_s + s.net_tx_bytes_per_s),
         disk_busy_pct: avg(&|s| s.disk_busy_pct),
+        disk_bytes_per_s: avg(&|s| s.disk_read_bytes_per_s + s.disk_write_bytes_per_s),
+        server_disk_bytes_per_s: server_disk_measured
+            .then(|| avg(&|s| s.server_disk_bytes_per_s.unwrap_or(0.0))),
     })
 }
 
@@ -359,6 +387,8 @@ mod tests {
         );
         assert!(sample.client_rss_bytes > 0);
         assert!(sample.server_cpu_pct.is_some());
+        // The "server" is this process: its storage I/O can be read.
+        assert!(sample.server_disk_bytes_per_s.is_some());
         assert!(sample.host_cpus >= 1);
         assert_eq!(sample.server.get("threads"), Some(&3.0));
         assert!(

@@ -85,6 +85,7 @@ pub fn run(threads: usize, tps: f64) -> RunResult {
             disk_busy_pct: 12.0,
             server_cpu_pct: Some(90.0 + t as f64),
             server_rss_bytes: Some(600 << 20),
+            server_disk_bytes_per_s: Some(4e5),
             server: BTreeMap::from([("threads_running".to_string(), threads as f64)]),
         })
         .collect();
