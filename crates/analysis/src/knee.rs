@@ -298,14 +298,15 @@ pub struct LatencyKnee {
 ///
 /// Method: the baseline is the median p99 of the lowest-load
 /// `baseline_fraction` of the points (default the lowest third, at least
-/// one point); the knee is the first point, in order of load and after at
-/// least one point within bound, whose p99 exceeds `factor` × baseline
-/// (default 2×). `Ok(None)` when p99 never does.
+/// one point); the knee is the first point, in order of load and right
+/// after a point within bound, from which p99 exceeds `factor` × baseline
+/// (default 2×) at every higher load. A step whose p99 jumped above the
+/// bound while the next load was back within it (a scheduling stall on a
+/// busy host) is noise, not where p99 started to climb. `Ok(None)` when
+/// p99 never climbs for good.
 ///
-/// Assumptions: the lowest loads are below saturation, so their p99 is the
-/// system's unloaded latency; points are single steady-state measurements
-/// (one outlier above the bound is taken at its word — repeat and average
-/// noisy points first).
+/// Assumption: the lowest loads are below saturation, so their p99 is the
+/// system's unloaded latency.
 pub fn latency_knee(
     points: &[(f64, f64)],
     opts: &LatencyKneeOptions,
@@ -334,41 +335,62 @@ pub fn latency_knee(
     let low: Vec<f64> = sorted[..k].iter().map(|p| p.1).collect();
     let baseline = median(&low);
     let bound = opts.factor * baseline;
-    let mut last_ok: Option<(f64, f64)> = None;
-    for &(x, y) in &sorted {
-        if y <= bound {
-            last_ok = Some((x, y));
-            continue;
-        }
-        let Some((x0, y0)) = last_ok else { continue };
-        let crossing = if y > y0 {
-            x0 + (x - x0) * (bound - y0) / (y - y0)
+    // The first of the points above the bound from which every later one
+    // is above it too: right after the last point within it.
+    let Some(last_within) = sorted.iter().rposition(|&(_, y)| y <= bound) else {
+        return Ok(None);
+    };
+    let Some(&(x, y)) = sorted.get(last_within + 1) else {
+        return Ok(None);
+    };
+    let (x0, y0) = sorted[last_within];
+    let crossing = if y > y0 {
+        x0 + (x - x0) * (bound - y0) / (y - y0)
+    } else {
+        x0
+    };
+    Ok(Some(LatencyKnee {
+        baseline_p99: baseline,
+        factor: opts.factor,
+        last_ok_throughput: x0,
+        last_ok_p99: y0,
+        throughput: x,
+        p99: y,
+        ratio: if baseline > 0.0 {
+            y / baseline
         } else {
-            x0
-        };
-        return Ok(Some(LatencyKnee {
-            baseline_p99: baseline,
-            factor: opts.factor,
-            last_ok_throughput: x0,
-            last_ok_p99: y0,
-            throughput: x,
-            p99: y,
-            ratio: if baseline > 0.0 {
-                y / baseline
-            } else {
-                f64::INFINITY
-            },
-            crossing_throughput: crossing,
-            last_ok_value: None,
-            value: None,
-        }));
-    }
-    Ok(None)
+            f64::INFINITY
+        },
+        crossing_throughput: crossing,
+        last_ok_value: None,
+        value: None,
+    }))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A stall that pushed one step's p99 over the bound, with the next
+    /// load back within it, is not where p99 started to climb.
+    #[test]
+    fn a_single_step_above_the_bound_is_not_the_latency_knee() {
+        let opts = LatencyKneeOptions {
+            factor: 1.5,
+            in_load_order: true,
+            ..LatencyKneeOptions::default()
+        };
+        let stalled = [(1.0, 1.0), (2.0, 1.0), (4.0, 1.7), (8.0, 1.05), (24.0, 3.0)];
+        let k = latency_knee(&stalled, &opts).unwrap().unwrap();
+        assert_eq!((k.last_ok_throughput, k.throughput), (8.0, 24.0));
+        // Climbing for good from the first step above the bound.
+        let climbing = [(1.0, 1.0), (2.0, 1.0), (4.0, 1.7), (8.0, 2.0), (24.0, 3.0)];
+        let k = latency_knee(&climbing, &opts).unwrap().unwrap();
+        assert_eq!((k.last_ok_throughput, k.throughput), (2.0, 4.0));
+        // Back within the bound at the highest load: no knee.
+        let recovered = [(1.0, 1.0), (2.0, 1.0), (4.0, 1.7), (8.0, 1.05)];
+        assert_eq!(latency_knee(&recovered, &opts).unwrap(), None);
+    }
 
     #[test]
     fn averages_repeats() {
@@ -497,11 +519,12 @@ mod tests {
         let knee = latency_knee(&pts, &opts).unwrap().unwrap();
         // 5k/s still met the bound; 16 threads (4.8k/s) first breached it.
         assert_eq!((knee.last_ok_throughput, knee.throughput), (5000.0, 4800.0));
-        // Ordered by throughput, the overloaded 4.5k/s sorted before 5k/s.
-        let by_throughput = latency_knee(&pts, &LatencyKneeOptions::default())
-            .unwrap()
-            .unwrap();
-        assert_eq!(by_throughput.throughput, 4500.0);
+        // Ordered by throughput, the overloaded 4.5k/s and 4.8k/s sort
+        // before 5k/s, whose p99 is within bound: the climb is lost.
+        assert_eq!(
+            latency_knee(&pts, &LatencyKneeOptions::default()).unwrap(),
+            None
+        );
     }
 
     #[test]

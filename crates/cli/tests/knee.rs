@@ -41,7 +41,10 @@ fn findings(v: &Value) -> Vec<String> {
 }
 
 /// A server of `slots` slots driven by `clients`: throughput
-/// saturates at `slots` clients, and p99 climbs past them.
+/// saturates at `slots` clients, and p99 climbs past them. Requests take
+/// milliseconds, not one: at exactly `slots` clients the server is full,
+/// and a stall of the VM's scheduler of a millisecond or two would
+/// otherwise queue enough of a 1 ms request's successors to move p99.
 fn saturates_at_the_servers_concurrency(latency: &str, slots: usize, clients: &str, climb: f64) {
     let target = format!("sim://?latency={latency}&concurrency={slots}");
     let s = sweep(
@@ -77,22 +80,23 @@ fn saturates_at_the_servers_concurrency(latency: &str, slots: usize, clients: &s
 
 #[test]
 fn fixed_latency_four_slots() {
-    saturates_at_the_servers_concurrency("fixed:1ms", 4, "1,2,4,12", 12.0);
+    saturates_at_the_servers_concurrency("fixed:5ms", 4, "1,2,4,16", 16.0);
 }
 
 #[test]
 fn fixed_latency_eight_slots() {
-    saturates_at_the_servers_concurrency("fixed:1ms", 8, "2,4,8,24", 24.0);
+    saturates_at_the_servers_concurrency("fixed:5ms", 8, "2,4,8,32", 32.0);
 }
 
 #[test]
 fn lognormal_latency_four_slots() {
-    saturates_at_the_servers_concurrency("lognormal:2ms:0.3", 4, "1,2,4,12", 12.0);
+    saturates_at_the_servers_concurrency("lognormal:5ms:0.3", 4, "1,2,4,16", 16.0);
 }
 
 /// One worker thread drives Redis until it uses its whole core: the knee
 /// names client CPU (or, when other processes crowd this small host, the
-/// host's CPU that client and server share), with its figure.
+/// host's CPU that client and server share), with its figure; on a host
+/// other processes keep busy, the sweep says that instead.
 #[test]
 fn redis_from_one_worker_thread_runs_out_of_client_cpu() {
     let server = loadcell_testkit::redis().expect("Redis starts");
@@ -128,6 +132,17 @@ fn redis_from_one_worker_thread_runs_out_of_client_cpu() {
             );
         }
         Some("host_cpu") => assert!(f(figures, "/host_cpu_pct") >= 180.0, "{b:#}"),
+        // Other processes took the cores (a busy CI host): then the sweep
+        // must say so rather than blame a resource.
+        None => {
+            assert!(f(figures, "/host_cpu_pct") >= 180.0, "{b:#}");
+            assert!(
+                words
+                    .iter()
+                    .any(|w| w.contains("other processes kept the host's CPU busy")),
+                "{words:#?}"
+            );
+        }
         other => panic!("client CPU should run out first, not {other:?}: {b:#}"),
     }
 }
