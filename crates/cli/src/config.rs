@@ -10,7 +10,7 @@ use loadcell_core::Target;
 use loadcell_drivers::OpenError;
 
 use crate::args::{RunArgs, TargetArgs};
-use crate::workload::{families_label, WorkloadSpec};
+use crate::workload::{families_label, WorkloadArgs, WorkloadSpec};
 
 #[derive(Debug, Clone)]
 pub struct RunConfig {
@@ -27,10 +27,7 @@ impl RunConfig {
     pub fn new(args: RunArgs, argv: Vec<String>) -> anyhow::Result<RunConfig> {
         check_server_pid(&args)?;
         check_workers(&args)?;
-        let spec =
-            WorkloadSpec::resolve(&args.target.workload, &args.workload).map_err(|e| anyhow!(e))?;
-        let (target, default_target) = resolve_target(&args.target)?;
-        check_driver(&spec, &target)?;
+        let (spec, target, default_target) = resolve(&args.target, &args.workload)?;
         Ok(RunConfig {
             args,
             spec,
@@ -64,8 +61,21 @@ impl RunConfig {
     }
 }
 
+/// A workload on a target, checked before anything connects: the workload
+/// with its options, the target (and whether it is the embedded default),
+/// and whether the target's driver can run the workload.
+pub fn resolve(
+    t: &TargetArgs,
+    workload: &WorkloadArgs,
+) -> anyhow::Result<(WorkloadSpec, Target, bool)> {
+    let spec = WorkloadSpec::resolve(&t.workload, workload).map_err(|e| anyhow!(e))?;
+    let (target, default_target) = resolve_target(t)?;
+    check_driver(&spec, &target)?;
+    Ok((spec, target, default_target))
+}
+
 /// The target to use, and whether it is the embedded default.
-pub fn resolve_target(t: &TargetArgs) -> anyhow::Result<(Target, bool)> {
+fn resolve_target(t: &TargetArgs) -> anyhow::Result<(Target, bool)> {
     match &t.target {
         Some(raw) => Ok((Target::parse(raw)?, false)),
         None => {
@@ -98,7 +108,7 @@ fn default_sqlite(path: &Path) -> anyhow::Result<Target> {
 
 /// Rejects a workload that the target's driver cannot serve, before any
 /// connection is opened, naming the drivers that can.
-pub fn check_driver(spec: &WorkloadSpec, target: &Target) -> anyhow::Result<()> {
+fn check_driver(spec: &WorkloadSpec, target: &Target) -> anyhow::Result<()> {
     let workload = spec.workload();
     let families = workload.families();
     let fitting = || {

@@ -18,6 +18,7 @@ use loadcell_workloads::prepare::CheckError;
 use loadcell_workloads::workload::{CleanupError, Lifecycle, Loading};
 
 use crate::args::RunArgs;
+use crate::config::RunConfig;
 use crate::progress::{HdrLog, Metrics, PrepareProgress, RunObserver};
 use crate::result::{self, ResultContext};
 use crate::workload::WorkloadSpec;
@@ -206,25 +207,23 @@ fn workers(a: &RunArgs, info: &DriverInfo) -> usize {
 }
 
 pub struct RunJob<'a> {
-    pub args: &'a RunArgs,
-    pub spec: WorkloadSpec,
-    pub target: Target,
-    /// The embedded default: prepared on first use.
-    pub default_target: bool,
-    pub argv: Vec<String>,
+    pub config: &'a RunConfig,
     /// A step of a sweep: no summary, no result file of its own.
     pub quiet: bool,
 }
 
 impl RunJob<'_> {
     fn implied_events(&self) -> Option<u64> {
-        let sessions = (self.args.threads * self.args.clients) as u64;
-        self.spec
-            .implied_events(&self.args.workload, sessions, self.args.time.is_some())
+        let sessions = (self.config.args.threads * self.config.args.clients) as u64;
+        self.config.spec.implied_events(
+            &self.config.args.workload,
+            sessions,
+            self.config.args.time.is_some(),
+        )
     }
 
     fn seed(&self) -> u64 {
-        self.args.seed.unwrap_or_else(|| {
+        self.config.args.seed.unwrap_or_else(|| {
             SystemTime::now()
                 .duration_since(SystemTime::UNIX_EPOCH)
                 .map(|d| d.as_nanos() as u64)
@@ -236,10 +235,10 @@ impl RunJob<'_> {
     /// `--server-pid`, or else the listener of the target's port on a
     /// loopback address.
     fn server_pid(&self) -> Option<u32> {
-        if self.args.server_pid.is_some() {
-            return self.args.server_pid;
+        if self.config.args.server_pid.is_some() {
+            return self.config.args.server_pid;
         }
-        let url = self.target.url();
+        let url = self.config.target.url();
         let local = matches!(
             url.host_str(),
             Some("127.0.0.1" | "localhost" | "[::1]" | "::1")
@@ -250,18 +249,19 @@ impl RunJob<'_> {
         loadcell_record::resources::find_listener(url.port()?)
     }
 
-    fn plan(&self, seed: u64, info: &DriverInfo) -> RunSpec {
-        let a = self.args;
+    fn run_spec(&self, seed: u64, info: &DriverInfo) -> RunSpec {
+        let a = &self.config.args;
+        let events = a.events.or_else(|| self.implied_events());
         RunSpec {
             threads: a.threads,
             clients: a.clients,
             workers: workers(a, info),
-            time: match (a.time, a.events.or_else(|| self.implied_events())) {
+            time: match (a.time, events) {
                 (Some(t), _) => Some(t),
                 (None, Some(_)) => None,
                 (None, None) => Some(Duration::from_secs(10)),
             },
-            events: a.events.or_else(|| self.implied_events()),
+            events,
             warmup: a.warmup,
             rate: a.rate.map(|per_sec| RateSpec {
                 per_sec,
@@ -296,14 +296,14 @@ impl Job for RunJob<'_> {
         let driver = Arc::new(driver);
         let seed = self.seed();
         let script = Arc::new(workload.script(seed, info));
-        let timeout = self.args.target.connect_timeout;
+        let timeout = self.config.args.target.connect_timeout;
         let loading = Loading {
-            connections: self.args.threads * self.args.clients,
+            connections: self.config.args.threads * self.config.args.clients,
             connect_timeout: timeout,
         };
         let endpoint = driver.endpoint();
         let server = block_on(async {
-            if self.args.prepare {
+            if self.config.args.prepare {
                 prepare(&driver, info, workload, loading).await?;
             }
             let (mut conn, server) = loadcell_engine::connect_once(&*driver, timeout)
@@ -311,17 +311,17 @@ impl Job for RunJob<'_> {
                 .map_err(|e| connect_error(&endpoint, e))?;
             match workload.check(&script, &mut conn).await {
                 Ok(()) => {}
-                Err(CheckError::NotPrepared(_)) if self.default_target => {
+                Err(CheckError::NotPrepared(_)) if self.config.default_target => {
                     drop(conn);
-                    eprintln!("Preparing the embedded default target {}", self.target);
+                    eprintln!("Preparing the embedded default target {}", self.config.target);
                     prepare(&driver, info, workload, loading).await?;
                 }
                 Err(CheckError::NotPrepared(missing)) => bail!(
                     "{missing} at {}: run `loadcell prepare {} --target '{}' {}` first, or add --prepare",
-                    self.target,
-                    self.spec.name(),
-                    self.target,
-                    self.spec.prepare_hint()
+                    self.config.target,
+                    self.config.spec.name(),
+                    self.config.target,
+                    self.config.spec.prepare_hint()
                 ),
                 Err(CheckError::Driver(e)) => return Err(anyhow!("{e}")),
             }
@@ -332,20 +332,27 @@ impl Job for RunJob<'_> {
 }
 
 impl RunJob<'_> {
+    /// Where the result file goes: `--out`, or a new name in the results
+    /// directory.
+    fn destination(&self) -> loadcell_record::file::Destination {
+        let args = &self.config.args;
+        result::destination(
+            args.out.as_deref(),
+            &args.target.results_dir,
+            self.config.spec.name(),
+        )
+    }
+
     /// Where the result goes, and the HdrHistogram log's directory: both
     /// checked before any load, since the run's numbers would otherwise be
     /// lost at its end.
     fn check_outputs(&self) -> anyhow::Result<()> {
         if !self.quiet {
-            let dest = result::destination(
-                self.args.out.as_deref(),
-                &self.args.target.results_dir,
-                self.spec.name(),
-            );
+            let dest = self.destination();
             loadcell_record::file::check_writable(&dest)
                 .with_context(|| format!("cannot write the result file {dest}"))?;
         }
-        if let Some(path) = &self.args.hdr_log {
+        if let Some(path) = &self.config.args.hdr_log {
             let dest = loadcell_record::file::Destination::Named(path.clone());
             loadcell_record::file::check_writable(&dest)
                 .with_context(|| format!("cannot write --hdr-log {}", path.display()))?;
@@ -366,27 +373,31 @@ impl RunJob<'_> {
         D: Driver,
         S: Script<D::Conn> + Send + Sync,
     {
-        let plan = self.plan(seed, info);
+        let spec = self.run_spec(seed, info);
         let ops = script.ops();
-        let hdr_log = match &self.args.hdr_log {
+        let hdr_log = match &self.config.args.hdr_log {
             Some(path) => Some(HdrLog::create(
                 path,
-                &format!("loadcell {} on {}", self.spec.name(), self.target),
+                &format!(
+                    "loadcell {} on {}",
+                    self.config.spec.name(),
+                    self.config.target
+                ),
             )?),
             None => None,
         };
-        let metrics = match self.args.metrics_addr {
+        let metrics = match self.config.args.metrics_addr {
             Some(addr) => Some(Metrics {
                 exposition: crate::metrics::serve(addr)?,
                 cumulative: loadcell_record::Stats::new(ops.len()),
-                workload: self.spec.name().to_string(),
-                target: self.target.redacted(),
+                workload: self.config.spec.name().to_string(),
+                target: self.config.target.redacted(),
             }),
             None => None,
         };
         let mut live = RunObserver {
-            live_lines: self.args.report_interval.is_some(),
-            sessions: plan.sessions(),
+            live_lines: self.config.args.report_interval.is_some(),
+            sessions: spec.sessions(),
             ops: ops.iter().map(|o| o.name).collect(),
             categories: ops.iter().map(|o| o.category.as_str()).collect(),
             hdr_log,
@@ -394,28 +405,28 @@ impl RunJob<'_> {
         };
         eprintln!(
             "Running {} on {} ({} {}): {}, {}",
-            self.spec.name(),
-            self.target,
+            self.config.spec.name(),
+            self.config.target,
             server.product,
             server.version,
-            loadcell_core::words::counted(plan.sessions() as u64, "session"),
-            match plan.rate {
+            loadcell_core::words::counted(spec.sessions() as u64, "session"),
+            match spec.rate {
                 Some(r) => format!("open loop at {} events/s", r.per_sec),
                 None => "closed loop".to_string(),
             }
         );
         let outcome =
-            loadcell_engine::run(Arc::clone(&driver), Arc::clone(&script), &plan, &mut live);
+            loadcell_engine::run(Arc::clone(&driver), Arc::clone(&script), &spec, &mut live);
         let ctx = ResultContext {
-            argv: &self.argv,
-            workload: self.spec.name(),
-            workload_options: self.spec.workload().options(),
-            target: &self.target,
+            argv: &self.config.argv,
+            workload: self.config.spec.name(),
+            workload_options: self.config.spec.workload().options(),
+            target: &self.config.target,
             driver: info.name,
             family: info.family,
             server: Some(server),
-            plan: &plan,
-            labels: self.args.labels.iter().cloned().collect(),
+            spec: &spec,
+            labels: self.config.args.labels.iter().cloned().collect(),
             ops,
             transactional: script.transactional(),
         };
@@ -423,15 +434,11 @@ impl RunJob<'_> {
         if self.quiet {
             return Ok(result);
         }
-        let dest = result::destination(
-            self.args.out.as_deref(),
-            &self.args.target.results_dir,
-            self.spec.name(),
-        );
+        let dest = self.destination();
         let out = result
             .write(&dest)
             .with_context(|| format!("cannot write the result file {dest}"))?;
-        if self.args.json {
+        if self.config.args.json {
             println!("{}", result.to_json_pretty());
         } else {
             let order: Vec<&str> = ops.iter().map(|o| o.name).collect();

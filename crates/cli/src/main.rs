@@ -26,9 +26,9 @@ use clap::{CommandFactory, FromArgMatches};
 use loadcell_workloads::workload::Loading;
 
 use crate::args::{Cli, Command, RunArgs};
-use crate::config::{check_driver, resolve_target, RunConfig};
+use crate::config::{resolve, RunConfig};
 use crate::launch::{launch, CleanupJob, PrepareJob, RunJob};
-use crate::workload::{WorkloadArgs, WorkloadSpec};
+use crate::workload::WorkloadArgs;
 use loadcell_record::result::RunResult;
 
 fn main() -> ExitCode {
@@ -60,6 +60,14 @@ fn parse_cli(argv: &[String]) -> Result<Cli, clap::Error> {
     Ok(cli)
 }
 
+/// A usage error's first line, without clap's "error: " and with any
+/// password in it redacted.
+fn usage_error(e: &clap::Error) -> String {
+    let rendered = e.render().to_string();
+    let first = rendered.lines().next().unwrap_or("invalid arguments");
+    loadcell_core::target::redact_raw(first.strip_prefix("error: ").unwrap_or(first))
+}
+
 /// Help and version print as usual; usage errors print one line that says
 /// what is wrong, and where to look.
 fn clap_error(e: clap::Error) -> ExitCode {
@@ -71,11 +79,10 @@ fn clap_error(e: clap::Error) -> ExitCode {
             ExitCode::SUCCESS
         }
         _ => {
-            let rendered = e.render().to_string();
-            let first = rendered.lines().next().unwrap_or("invalid arguments");
-            let first = first.strip_prefix("error: ").unwrap_or(first);
-            let first = loadcell_core::target::redact_raw(first);
-            eprintln!("loadcell: error: {first} (see `loadcell --help`)");
+            eprintln!(
+                "loadcell: error: {} (see `loadcell --help`)",
+                usage_error(&e)
+            );
             ExitCode::from(2)
         }
     }
@@ -92,10 +99,7 @@ fn dispatch(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
             Ok(0)
         }
         Command::Prepare(a) => {
-            let spec =
-                WorkloadSpec::resolve(&a.target.workload, &a.workload).map_err(|e| anyhow!(e))?;
-            let (target, _) = resolve_target(&a.target)?;
-            check_driver(&spec, &target)?;
+            let (spec, target, _) = resolve(&a.target, &a.workload)?;
             let job = PrepareJob {
                 loading: Loading {
                     connections: a.threads * a.clients,
@@ -110,10 +114,7 @@ fn dispatch(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
             // what prepare recorded.
             let mut workload = WorkloadArgs::defaults();
             workload.kv.dataset = a.dataset.clone();
-            let spec =
-                WorkloadSpec::resolve(&a.target.workload, &workload).map_err(|e| anyhow!(e))?;
-            let (target, _) = resolve_target(&a.target)?;
-            check_driver(&spec, &target)?;
+            let (spec, target, _) = resolve(&a.target, &workload)?;
             let job = CleanupJob {
                 connect_timeout: a.target.connect_timeout,
             };
@@ -141,15 +142,7 @@ fn dispatch(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
 /// One run: from its configuration to its result. With `quiet` (a sweep
 /// step) nothing is printed and no result file is written.
 fn run(config: &RunConfig, quiet: bool) -> anyhow::Result<RunResult> {
-    let job = RunJob {
-        args: &config.args,
-        spec: config.spec.clone(),
-        target: config.target.clone(),
-        default_target: config.default_target,
-        argv: config.argv.clone(),
-        quiet,
-    };
-    launch(&config.spec, &config.target, job)?
+    launch(&config.spec, &config.target, RunJob { config, quiet })?
 }
 
 /// Parses a `run` command line (as a sweep step builds it).
@@ -163,13 +156,6 @@ fn parse_run(argv: &[String]) -> anyhow::Result<RunArgs> {
             command: Command::Run(a),
         }) => Ok(*a),
         Ok(_) => unreachable!("the command is run"),
-        Err(e) => {
-            let rendered = e.render().to_string();
-            let first = rendered.lines().next().unwrap_or("invalid arguments");
-            Err(anyhow!(
-                "{}",
-                loadcell_core::target::redact_raw(first.strip_prefix("error: ").unwrap_or(first))
-            ))
-        }
+        Err(e) => Err(anyhow!("{}", usage_error(&e))),
     }
 }

@@ -25,7 +25,7 @@ pub struct ResultContext<'a> {
     pub driver: &'a str,
     pub family: Family,
     pub server: Option<ServerInfo>,
-    pub plan: &'a RunSpec,
+    pub spec: &'a RunSpec,
     pub labels: BTreeMap<String, String>,
     pub ops: &'a [OpSpec],
     pub transactional: bool,
@@ -59,7 +59,7 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
     let total = &outcome.total;
     let secs = outcome.duration.as_secs_f64();
     let per_sec = |n: u64| if secs > 0.0 { n as f64 / secs } else { 0.0 };
-    let plan = ctx.plan;
+    let spec = ctx.spec;
 
     let mut queries = QueryCounts::default();
     let mut ops = BTreeMap::new();
@@ -107,7 +107,7 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
             } else {
                 LoopMode::ClosedLoop
             },
-            target_rate: plan.rate.map(|r| r.per_sec),
+            target_rate: spec.rate.map(|r| r.per_sec),
             achieved_rate: per_sec(total.events),
             late: total.late,
             dropped: total.dropped,
@@ -141,18 +141,18 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
             workload: ctx.workload.to_string(),
             target: ctx.target.redacted(),
             driver: ctx.driver.to_string(),
-            threads: plan.threads,
-            clients_per_thread: plan.clients,
-            worker_threads: Some(plan.workers),
-            time_s: plan.time.map(|t| t.as_secs_f64()),
-            events: plan.events,
-            warmup_s: plan.warmup.as_secs_f64(),
-            rate: plan.rate.map(|r| r.per_sec),
-            arrival: plan.rate.map(|r| r.arrival.as_str().to_string()),
-            report_interval_s: plan.interval.as_secs_f64(),
-            connect_timeout_s: plan.connect_timeout.as_secs_f64(),
-            connection_policy: Some(plan.connection_policy.to_string()),
-            seed: plan.seed,
+            threads: spec.threads,
+            clients_per_thread: spec.clients,
+            worker_threads: Some(spec.workers),
+            time_s: spec.time.map(|t| t.as_secs_f64()),
+            events: spec.events,
+            warmup_s: spec.warmup.as_secs_f64(),
+            rate: spec.rate.map(|r| r.per_sec),
+            arrival: spec.rate.map(|r| r.arrival.as_str().to_string()),
+            report_interval_s: spec.interval.as_secs_f64(),
+            connect_timeout_s: spec.connect_timeout.as_secs_f64(),
+            connection_policy: Some(spec.connection_policy.to_string()),
+            seed: spec.seed,
             workload_options: ctx.workload_options.clone(),
         },
         environment: Environment {
@@ -176,7 +176,7 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
         warnings: outcome.warnings,
         error_samples: total.error_samples.clone(),
         resources: Resources {
-            server_pid: plan.server_pid,
+            server_pid: spec.server_pid,
             bottleneck: outcome.bottleneck,
             samples: outcome.resources,
         },

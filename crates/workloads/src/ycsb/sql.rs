@@ -542,12 +542,3 @@ pub(super) async fn load_sql<C: SqlConn>(
     }
     Ok(())
 }
-
-/// Drops `usertable` if loadcell's `prepare` created it and it still
-/// carries its tag, and nothing else.
-pub(super) async fn cleanup<C: SqlConn>(
-    conn: &mut C,
-    observer: &dyn PrepareObserver,
-) -> Result<Vec<String>, DriverError> {
-    marker::cleanup(conn, MARKER_WORKLOAD, observer).await
-}

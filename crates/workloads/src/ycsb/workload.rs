@@ -13,8 +13,8 @@ use loadcell_core::sql::SqlConn;
 use loadcell_core::{Driver, DriverError, DriverInfo, Family};
 use serde_json::Value;
 
-use super::{cleanup, prepare_kv, prepare_sql, Preset, YcsbKv, YcsbOptions, YcsbSql};
-use crate::prepare::{CheckError, PrepareObserver};
+use super::{prepare_kv, prepare_sql, Preset, YcsbKv, YcsbOptions, YcsbSql, MARKER_WORKLOAD};
+use crate::prepare::{marker, CheckError, PrepareObserver};
 use crate::workload::{CleanupError, Lifecycle, Loading, Workload};
 
 #[derive(Debug, Clone)]
@@ -86,8 +86,10 @@ impl<C: SqlConn> Lifecycle<C, SqlFamily> for YcsbWorkload {
     where
         D: Driver<Conn = C>,
     {
+        // Drops `usertable` if loadcell's `prepare` created it and it
+        // still carries its tag, and nothing else.
         let (mut conn, _) = loadcell_engine::connect_once(driver, connect_timeout).await?;
-        cleanup(&mut conn, observer).await?;
+        marker::cleanup(&mut conn, MARKER_WORKLOAD, observer).await?;
         Ok(())
     }
 }
