@@ -10,6 +10,9 @@ PACKAGES=(
   sysbench
   redis-server redis-tools
   memcached
+  nginx-light haproxy
+  fio
+  wrk apache2-utils
   procps
   openssl
   chromium

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use anyhow::{anyhow, bail, Context as _};
-use loadcell_core::family::{KvFamily, SqlFamily};
+use loadcell_core::family::{HttpFamily, KvFamily, SqlFamily};
+use loadcell_core::http::HttpConn;
 use loadcell_core::kv::KvConn;
 use loadcell_core::sql::SqlConn;
 use loadcell_core::{Driver, DriverError, DriverInfo, ErrorClass, ServerInfo, Target};
@@ -92,6 +93,7 @@ macro_rules! families {
 families! {
     Sql sql SqlConn SqlFamily: [Oltp, Ycsb];
     Kv kv KvConn KvFamily: [Kv, Dataset, Ycsb];
+    Http http HttpConn HttpFamily: [Http];
 }
 
 /// How long in-flight events may finish once the run is told to stop.

@@ -1,5 +1,5 @@
 //! Families of systems: what a connection can do (the family traits
-//! [`crate::sql::SqlConn`], [`crate::kv::KvConn`]), which a workload
+//! [`crate::sql::SqlConn`], [`crate::kv::KvConn`], [`crate::http::HttpConn`]), which a workload
 //! names to say what it runs on, and the facts about each driver that a
 //! workload checks before anything connects.
 
@@ -10,6 +10,7 @@ use crate::kv::KvCapabilities;
 pub enum Family {
     Sql,
     Kv,
+    Http,
 }
 
 impl Family {
@@ -17,6 +18,7 @@ impl Family {
         match self {
             Family::Sql => "sql",
             Family::Kv => "kv",
+            Family::Http => "http",
         }
     }
 }
@@ -27,6 +29,8 @@ impl Family {
 pub enum SqlFamily {}
 /// See [`SqlFamily`].
 pub enum KvFamily {}
+/// See [`SqlFamily`].
+pub enum HttpFamily {}
 
 /// What `loadcell list` shows about a driver, and what workloads check
 /// before anything connects.

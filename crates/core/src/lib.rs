@@ -10,6 +10,7 @@ pub mod clock;
 pub mod driver;
 pub mod error;
 pub mod family;
+pub mod http;
 pub mod kv;
 pub mod park;
 pub mod sql;

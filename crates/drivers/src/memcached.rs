@@ -28,9 +28,10 @@ use std::io;
 use std::sync::Arc;
 
 use loadcell_core::kv::{KvCapabilities, KvConn, KvReply, OnReply};
-use loadcell_core::{Driver, DriverError, ErrorClass, ServerInfo, Target};
+use loadcell_core::{Driver, DriverError, ServerInfo, Target};
 use tokio::io::Interest;
 
+use crate::transport::io_error::{connect_error, lost_error};
 use crate::transport::peer::{self, Awaiting, Progress};
 use crate::transport::read_buffer::ReadBuffer;
 use crate::transport::stream::{connect_tcp, Stream};
@@ -792,48 +793,10 @@ fn server_error(line: &[u8], endpoint: &str) -> DriverError {
     ))
 }
 
-fn connect_error(e: &io::Error, endpoint: &str) -> DriverError {
-    let text = e.to_string();
-    if text.contains("failed to lookup address") {
-        let class = if text.contains("Temporary failure") {
-            ErrorClass::Connection
-        } else {
-            ErrorClass::Fatal
-        };
-        return DriverError::new(
-            class,
-            format!("cannot resolve the host of {endpoint}: {text}"),
-        );
-    }
-    let what = match e.kind() {
-        io::ErrorKind::ConnectionRefused => {
-            "connection refused (is the server running?)".to_string()
-        }
-        io::ErrorKind::TimedOut => "timed out".to_string(),
-        io::ErrorKind::ConnectionReset => "connection reset by the server".to_string(),
-        io::ErrorKind::HostUnreachable => "host unreachable".to_string(),
-        io::ErrorKind::NetworkUnreachable => "network unreachable".to_string(),
-        io::ErrorKind::AddrNotAvailable => "address not available".to_string(),
-        _ => text,
-    };
-    DriverError::connection(format!("cannot connect to {endpoint}: {what}"))
-}
-
-fn lost_error(e: &io::Error, endpoint: &str) -> DriverError {
-    let what = match e.kind() {
-        io::ErrorKind::UnexpectedEof => "the server closed the connection".to_string(),
-        io::ErrorKind::ConnectionReset => "connection reset by the server".to_string(),
-        io::ErrorKind::ConnectionAborted => "connection aborted".to_string(),
-        io::ErrorKind::BrokenPipe => "the server closed the connection (broken pipe)".to_string(),
-        io::ErrorKind::TimedOut => "timed out".to_string(),
-        _ => e.to_string(),
-    };
-    DriverError::connection(format!("connection to {endpoint} lost: {what}"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use loadcell_core::ErrorClass;
 
     const EP: &str = "127.0.0.1:11211";
 

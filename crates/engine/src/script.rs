@@ -276,9 +276,18 @@ impl Ctx {
     /// kind, sampled under the class [`NOT_FOUND`] with `message`. The
     /// event goes on: there is nothing to retry, and the connection is fine.
     pub fn not_found(&mut self, kind: usize, message: &str) {
+        self.failed(kind, NOT_FOUND, message);
+    }
+
+    /// Records that the operation of kind `kind` just timed by [`Ctx::op`]
+    /// completed with an answer the workload counts as a failure (an HTTP
+    /// status it did not expect): one error of that kind, sampled under
+    /// `class` with `message`. The event goes on, as after
+    /// [`Ctx::not_found`].
+    pub fn failed(&mut self, kind: usize, class: &str, message: &str) {
         let mut stats = self.stats().borrow_mut();
         stats.ops[kind].errors += 1;
-        stats.sample_error(NOT_FOUND, message);
+        stats.sample_error(class, message);
     }
 
     /// Counts `n` items (documents indexed, points written, rows polled)

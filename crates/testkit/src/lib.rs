@@ -9,7 +9,8 @@
 //!
 //! [`redis()`] (also [`redis_with_password`], [`redis_tls`]), [`redis_cluster`]
 //! and [`memcached()`] start key-value servers the same way, without data to
-//! create; see their modules.
+//! create, and [`nginx()`] (also [`nginx_tls`]) an HTTP server; see their
+//! modules.
 //!
 //! The servers come from Debian's packages (`scripts/install-test-deps.sh`). A
 //! missing binary is an error, never a silent skip. When run as root (the normal
@@ -17,10 +18,12 @@
 //! run as the current user.
 
 mod memcached;
+mod nginx;
 mod redis;
 mod tls;
 
 pub use memcached::memcached;
+pub use nginx::{nginx, nginx_tls, INDEX_BYTES};
 pub use redis::{redis, redis_cli, redis_cluster, redis_tls, redis_with_password, TestCluster};
 pub use tls::make_certificates;
 
@@ -60,6 +63,7 @@ pub enum ServerKind {
     Postgres,
     Redis,
     Memcached,
+    Nginx,
 }
 
 /// A running server owned by the test. Stopped and cleaned up on drop.
@@ -130,6 +134,11 @@ impl TestServer {
                 let _ = child.wait();
             }
             ServerKind::Postgres => hard_kill_postgres(&mut child, &self.data_dir),
+            // Its workers outlive a killed master: kill its process group.
+            ServerKind::Nginx => {
+                signal_group(child.id(), libc::SIGKILL);
+                let _ = child.wait();
+            }
         }
     }
 
@@ -138,7 +147,9 @@ impl TestServer {
     /// as fallback.
     fn stop(&mut self) {
         match self.kind {
-            ServerKind::MariaDb | ServerKind::Redis | ServerKind::Memcached => self.kill(),
+            ServerKind::MariaDb | ServerKind::Redis | ServerKind::Memcached | ServerKind::Nginx => {
+                self.kill()
+            }
             ServerKind::Postgres => {
                 let Some(mut child) = self.child.take() else {
                     return;
@@ -731,6 +742,14 @@ fn wait_timeout(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
             Ok(None) => return None,
             Err(_) => return None,
         }
+    }
+}
+
+/// Signals the process group led by `pid` (a server started in its own).
+fn signal_group(pid: u32, sig: libc::c_int) {
+    // SAFETY: killpg(2) on the group of a child we started (not reaped yet).
+    unsafe {
+        libc::killpg(pid as libc::pid_t, sig);
     }
 }
 

@@ -276,7 +276,9 @@ fn concurrent_starts() {
                 mariadb_query(port, &user, &pass, &db, "select 1").0
             }
             ServerKind::Postgres => psql_query(s.url(), "select 1").0,
-            ServerKind::Redis | ServerKind::Memcached => unreachable!("not started here"),
+            ServerKind::Redis | ServerKind::Memcached | ServerKind::Nginx => {
+                unreachable!("not started here")
+            }
         };
         assert!(ok, "{}", s.url());
     }

@@ -1,5 +1,6 @@
 //! Workloads: which operations run, in what mix, on what data. Each
-//! workload is generic over the driver family it needs (SQL or key-value;
+//! workload is generic over the driver family it needs (SQL, key-value or
+//! HTTP;
 //! YCSB's record workloads come in one wrapper per family), so it runs
 //! unchanged on every driver of that family.
 
@@ -7,6 +8,7 @@
 
 pub mod dataset;
 pub mod distribution;
+pub mod http;
 pub mod kv;
 pub mod oltp;
 pub mod prepare;

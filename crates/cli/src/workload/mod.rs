@@ -3,6 +3,7 @@
 //! and the resolution of a workload name and its options into a typed,
 //! validated [`WorkloadSpec`].
 
+mod http;
 mod kv;
 mod oltp;
 mod ycsb;
@@ -10,11 +11,13 @@ mod ycsb;
 use clap::{ArgMatches, Args, Command, Parser};
 use loadcell_core::Family;
 use loadcell_workloads::dataset::DataSetWorkload;
+use loadcell_workloads::http::HttpWorkload;
 use loadcell_workloads::kv::KvWorkload;
 use loadcell_workloads::oltp::{OltpKind, OltpWorkload};
 use loadcell_workloads::workload::Workload;
 use loadcell_workloads::ycsb::{Preset, YcsbWorkload};
 
+pub use http::HttpArgs;
 pub use kv::KvArgs;
 pub use oltp::OltpArgs;
 pub use ycsb::YcsbArgs;
@@ -26,6 +29,7 @@ pub enum WorkloadSpec {
     Kv(KvWorkload),
     Dataset(DataSetWorkload),
     Ycsb(YcsbWorkload),
+    Http(HttpWorkload),
 }
 
 /// Every family's workload options, each group under its own heading.
@@ -37,6 +41,8 @@ pub struct WorkloadArgs {
     pub kv: KvArgs,
     #[command(flatten)]
     pub ycsb: YcsbArgs,
+    #[command(flatten)]
+    pub http: HttpArgs,
     /// The options the command line gave, by flag (`--ratio`), as clap
     /// recorded them: a workload refuses another family's options.
     #[arg(skip)]
@@ -94,40 +100,50 @@ pub fn catalog() -> Vec<(&'static str, &'static [Family], &'static str)> {
     let mut all = oltp::catalog();
     all.extend(kv::catalog());
     all.extend(ycsb::catalog());
+    all.extend(http::catalog());
     all
 }
 
 impl WorkloadSpec {
     pub fn resolve(name: &str, args: &WorkloadArgs) -> Result<WorkloadSpec, String> {
-        let refuse = |given: Vec<String>, what: &str| match given.first() {
-            Some(flag) => Err(format!(
+        // Each family's options, by what they are called in messages.
+        let groups = [
+            (oltp::WHAT, args.given_in::<OltpArgs>()),
+            (kv::WHAT, args.given_in::<KvArgs>()),
+            (ycsb::WHAT, args.given_in::<YcsbArgs>()),
+            (http::WHAT, args.given_in::<HttpArgs>()),
+        ];
+        // Refuses the options of every group but `own`.
+        let refuse_others = |own: &str| match groups
+            .iter()
+            .find_map(|(what, given)| Some((what, given.first()?)).filter(|_| *what != own))
+        {
+            Some((what, flag)) => Err(format!(
                 "{flag} is {what}; workload {name} does not take it (see `loadcell list`)"
             )),
             None => Ok(()),
         };
-        let oltp_given = || args.given_in::<OltpArgs>();
-        let kv_given = || args.given_in::<KvArgs>();
-        let ycsb_given = || args.given_in::<YcsbArgs>();
         if let Some(kind) = OltpKind::parse(name) {
-            refuse(kv_given(), kv::WHAT)?;
-            refuse(ycsb_given(), ycsb::WHAT)?;
+            refuse_others(oltp::WHAT)?;
             return Ok(WorkloadSpec::Oltp(OltpWorkload {
                 kind,
                 opts: oltp::options(&args.oltp)?,
             }));
         }
         if name == "kv" {
-            refuse(oltp_given(), oltp::WHAT)?;
-            refuse(ycsb_given(), ycsb::WHAT)?;
-            return kv::resolve(&args.kv, &kv_given());
+            refuse_others(kv::WHAT)?;
+            return kv::resolve(&args.kv, &groups[1].1);
         }
         if let Some(preset) = Preset::parse(name) {
-            refuse(oltp_given(), oltp::WHAT)?;
-            refuse(kv_given(), kv::WHAT)?;
+            refuse_others(ycsb::WHAT)?;
             return Ok(WorkloadSpec::Ycsb(YcsbWorkload {
                 preset,
                 opts: ycsb::options(preset, &args.ycsb)?,
             }));
+        }
+        if name == "http" {
+            refuse_others(http::WHAT)?;
+            return http::resolve(&args.http);
         }
         let names: Vec<_> = catalog().iter().map(|(n, _, _)| *n).collect();
         Err(format!(
@@ -144,6 +160,7 @@ impl WorkloadSpec {
             WorkloadSpec::Kv(w) => w,
             WorkloadSpec::Dataset(w) => w,
             WorkloadSpec::Ycsb(w) => w,
+            WorkloadSpec::Http(w) => w,
         }
     }
 
@@ -158,6 +175,7 @@ impl WorkloadSpec {
             WorkloadSpec::Kv(w) => kv::prepare_hint(&w.opts),
             WorkloadSpec::Dataset(w) => format!("--dataset {}", w.set.path),
             WorkloadSpec::Ycsb(w) => ycsb::prepare_hint(&w.opts),
+            WorkloadSpec::Http(_) => String::new(),
         }
     }
 
@@ -165,7 +183,7 @@ impl WorkloadSpec {
     /// sessions and a run with or without `--time`.
     pub fn implied_events(&self, args: &WorkloadArgs, sessions: u64, timed: bool) -> Option<u64> {
         match self {
-            WorkloadSpec::Oltp(_) => None,
+            WorkloadSpec::Oltp(_) | WorkloadSpec::Http(_) => None,
             WorkloadSpec::Kv(KvWorkload { opts })
             | WorkloadSpec::Dataset(DataSetWorkload { opts, .. }) => {
                 kv::implied_events(&args.kv, opts, sessions)

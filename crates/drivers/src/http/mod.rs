@@ -1,0 +1,283 @@
+//! HTTP services and load balancers: HTTP/1.1 with keep-alive, written
+//! directly on the drivers' stream layer (`client`), which the search and
+//! time-series drivers reuse as their transport.
+//!
+//! Target: `http://[user:password@]host[:port][,host[:port]…][/base][?param…]`
+//! or `https://…`. Several hosts are used round-robin, one host per
+//! connection (as a load balancer's clients spread). A user and password
+//! are sent as basic authentication. The target's path is the base every
+//! request's path is appended to (`http://h/index.html` with no `--path`
+//! fetches `/index.html`). Parameters:
+//!
+//! - `sslrootcert=PATH`: the CA certificates (PEM) an `https://` server's
+//!   chain is checked against, instead of the Mozilla roots;
+//! - `insecure=true`: accept any certificate (a test server's
+//!   self-signed one); the handshake is still checked.
+
+mod client;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use loadcell_core::http::{HttpConn, Request};
+use loadcell_core::kv::KvCapabilities;
+use loadcell_core::{Driver, DriverError, ServerInfo, Target};
+use rustls::ClientConfig;
+
+pub use client::HttpConnection;
+pub(crate) use client::{Origin, Shared};
+
+use crate::transport::tls::{self, SslMode};
+use crate::transport::url_text::{endpoint, percent_decode};
+use crate::{DriverInfo, Family};
+
+pub const INFO: DriverInfo = DriverInfo {
+    name: "http",
+    schemes: &["http", "https"],
+    family: Family::Http,
+    url_form: "http(s)://[user:pass@]host[:port][,host2…][/base][?sslrootcert=PATH|insecure=true]",
+    about: "HTTP/1.1 services and load balancers (keep-alive, TLS, round-robin hosts)",
+    kv: KvCapabilities::NONE,
+    blocking: false,
+};
+
+const PARAMS: &[&str] = &["sslrootcert", "insecure"];
+
+/// What the target says, before any file is read.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct Settings {
+    pub hosts: Vec<(String, u16)>,
+    pub tls: bool,
+    /// `user:password`, decoded, for basic authentication.
+    pub credentials: Option<(String, String)>,
+    /// The target's path without a trailing `/`: every request's prefix.
+    pub base: String,
+    pub sslrootcert: Option<PathBuf>,
+    pub insecure: bool,
+}
+
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Settings")
+            .field("hosts", &self.hosts)
+            .field("tls", &self.tls)
+            .field("user", &self.credentials.as_ref().map(|(u, _)| u))
+            .field("base", &self.base)
+            .field("sslrootcert", &self.sslrootcert)
+            .field("insecure", &self.insecure)
+            .finish()
+    }
+}
+
+pub(crate) fn parse_target(target: &Target) -> Result<Settings, String> {
+    let url = target.url();
+    let tls = target.scheme() == "https";
+    let default_port = if tls { 443 } else { 80 };
+    let hosts: Vec<(String, u16)> = target
+        .hosts()
+        .into_iter()
+        .map(|(h, p)| Ok((percent_decode(&h, "host")?, p.unwrap_or(default_port))))
+        .collect::<Result<_, String>>()?;
+    if hosts.is_empty() || hosts.iter().any(|(h, _)| h.is_empty()) {
+        return Err(format!(
+            "an HTTP target needs a host: {}://host[:port][/path]",
+            target.scheme()
+        ));
+    }
+    if hosts.iter().any(|&(_, p)| p == 0) {
+        return Err("port 0 is not a port to connect to".to_string());
+    }
+    let credentials = match (url.username(), url.password()) {
+        ("", None) => None,
+        (user, password) => Some((
+            percent_decode(user, "user")?,
+            password
+                .map(|p| percent_decode(p, "password"))
+                .transpose()?
+                .unwrap_or_default(),
+        )),
+    };
+    let mut sslrootcert = None;
+    let mut insecure = false;
+    for (key, value) in url.query_pairs() {
+        match &*key {
+            "sslrootcert" if value.is_empty() => {
+                return Err("sslrootcert needs a path to a PEM file".to_string())
+            }
+            "sslrootcert" => sslrootcert = Some(PathBuf::from(&*value)),
+            "insecure" => {
+                insecure = match &*value {
+                    "true" | "1" | "" => true,
+                    "false" | "0" => false,
+                    other => return Err(format!("insecure takes true or false, got '{other}'")),
+                }
+            }
+            other => {
+                return Err(format!(
+                    "unknown parameter '{other}'; accepted: {} (request parameters go in --path)",
+                    PARAMS.join(", ")
+                ))
+            }
+        }
+    }
+    if !tls && (sslrootcert.is_some() || insecure) {
+        return Err("sslrootcert and insecure are for https:// targets".to_string());
+    }
+    if sslrootcert.is_some() && insecure {
+        return Err(
+            "insecure=true accepts any certificate, so sslrootcert would be ignored: give one"
+                .to_string(),
+        );
+    }
+    Ok(Settings {
+        hosts,
+        tls,
+        credentials,
+        base: url.path().trim_end_matches('/').to_string(),
+        sslrootcert,
+        insecure,
+    })
+}
+
+/// The rustls configuration an `https://` target asks for: the chain and
+/// host name checked (against `sslrootcert` or the Mozilla roots), or
+/// nothing checked with `insecure=true`; HTTP/1.1 offered by ALPN.
+fn tls_config(settings: &Settings) -> Result<Option<Arc<ClientConfig>>, String> {
+    if !settings.tls {
+        return Ok(None);
+    }
+    let mode = if settings.insecure {
+        SslMode::Require
+    } else {
+        SslMode::VerifyFull
+    };
+    let config = tls::client_config(mode, settings.sslrootcert.as_deref())?
+        .expect("a TLS mode other than disable has a configuration");
+    let mut config = Arc::unwrap_or_clone(config);
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Some(Arc::new(config)))
+}
+
+/// An HTTP target: its hosts and what every connection needs; connections
+/// take the hosts in turn.
+pub struct HttpDriver {
+    shared: Arc<Shared>,
+    next_host: AtomicUsize,
+    endpoint: String,
+}
+
+impl std::fmt::Debug for HttpDriver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpDriver")
+            .field("endpoint", &self.endpoint)
+            .finish_non_exhaustive()
+    }
+}
+
+impl HttpDriver {
+    /// Parses the target and reads any TLS files; makes no connection.
+    pub fn from_target(target: &Target) -> Result<HttpDriver, String> {
+        let settings = parse_target(target)?;
+        let tls = tls_config(&settings)?;
+        let endpoint = settings
+            .hosts
+            .iter()
+            .map(|(h, p)| endpoint(h, *p))
+            .collect::<Vec<_>>()
+            .join(",");
+        let origins = settings
+            .hosts
+            .iter()
+            .map(|(host, port)| {
+                Origin::new(host, *port, settings.tls, settings.credentials.as_ref())
+            })
+            .collect();
+        Ok(HttpDriver {
+            shared: Arc::new(Shared {
+                origins,
+                tls,
+                base: settings.base.into_bytes(),
+            }),
+            next_host: AtomicUsize::new(0),
+            endpoint,
+        })
+    }
+}
+
+impl Driver for HttpDriver {
+    type Conn = HttpConnection;
+
+    fn endpoint(&self) -> String {
+        self.endpoint.clone()
+    }
+
+    async fn connect(&self) -> Result<HttpConnection, DriverError> {
+        let n = self.next_host.fetch_add(1, Ordering::Relaxed) % self.shared.origins.len();
+        HttpConnection::open(Arc::clone(&self.shared), n).await
+    }
+
+    /// The product and version from the `Server` header of the answer to
+    /// `HEAD` on the target's base path (`nginx/1.22.1`); "HTTP server"
+    /// when it sends none.
+    async fn server_info(&self, conn: &mut HttpConnection) -> Result<ServerInfo, DriverError> {
+        let request = Request {
+            method: "HEAD",
+            path: b"",
+            headers: b"",
+            body: b"",
+        };
+        conn.want_server_header();
+        conn.request(&request).await?;
+        let server = conn.server_header().unwrap_or_default();
+        let (product, version) = match server.split_once('/') {
+            Some((p, v)) => (p.to_string(), v.to_string()),
+            None if server.is_empty() => ("HTTP server".to_string(), String::new()),
+            None => (server, String::new()),
+        };
+        Ok(ServerInfo { product, version })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(url: &str) -> Result<Settings, String> {
+        parse_target(&Target::parse(url).unwrap())
+    }
+
+    #[test]
+    fn targets_give_hosts_base_and_credentials() {
+        let s = settings("http://127.0.0.1:8080/index.html").unwrap();
+        assert_eq!(s.hosts, vec![("127.0.0.1".to_string(), 8080)]);
+        assert_eq!(s.base, "/index.html");
+        assert!(!s.tls);
+        let s = settings("https://u:p%40ss@a:8443,b/api/").unwrap();
+        assert_eq!(
+            s.hosts,
+            vec![("a".to_string(), 8443), ("b".to_string(), 443)]
+        );
+        assert_eq!(s.base, "/api");
+        assert_eq!(s.credentials, Some(("u".to_string(), "p@ss".to_string())));
+        assert!(!format!("{s:?}").contains("p@ss"), "no secret in Debug");
+        assert_eq!(settings("http://h").unwrap().hosts[0].1, 80);
+    }
+
+    #[test]
+    fn bad_targets_say_what_is_wrong() {
+        let err = |u: &str| settings(u).unwrap_err();
+        assert!(err("http:///x").starts_with("an HTTP target needs a host"));
+        assert!(err("http://h/?q=1").starts_with("unknown parameter 'q'"));
+        assert!(err("http://h/?insecure=true").contains("for https://"));
+        assert!(err("https://h/?insecure=yes").contains("insecure takes true or false"));
+        assert!(err("https://h/?insecure=1&sslrootcert=/ca.pem").contains("ignored"));
+    }
+
+    #[test]
+    fn a_missing_ca_file_is_named_before_any_connection() {
+        let t = Target::parse("https://h/?sslrootcert=/nonexistent/ca.pem").unwrap();
+        let err = HttpDriver::from_target(&t).unwrap_err();
+        assert!(err.contains("/nonexistent/ca.pem"), "{err}");
+    }
+}
