@@ -1,5 +1,5 @@
 //! Families of systems: what a connection can do (the family traits
-//! [`crate::sql::SqlConn`], [`crate::kv::KvConn`]), which a workload
+//! [`crate::sql::SqlConn`], [`crate::kv::KvConn`], [`crate::machine::MachineConn`]), which a workload
 //! names to say what it runs on, and the facts about each driver that a
 //! workload checks before anything connects.
 
@@ -10,6 +10,8 @@ use crate::kv::KvCapabilities;
 pub enum Family {
     Sql,
     Kv,
+    /// The machine loadcell runs on: its CPU and disks.
+    Machine,
 }
 
 impl Family {
@@ -17,6 +19,7 @@ impl Family {
         match self {
             Family::Sql => "sql",
             Family::Kv => "kv",
+            Family::Machine => "machine",
         }
     }
 }
@@ -27,6 +30,8 @@ impl Family {
 pub enum SqlFamily {}
 /// See [`SqlFamily`].
 pub enum KvFamily {}
+/// See [`SqlFamily`].
+pub enum MachineFamily {}
 
 /// What `loadcell list` shows about a driver, and what workloads check
 /// before anything connects.

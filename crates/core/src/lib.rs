@@ -11,6 +11,7 @@ pub mod driver;
 pub mod error;
 pub mod family;
 pub mod kv;
+pub mod machine;
 pub mod park;
 pub mod sql;
 pub mod target;

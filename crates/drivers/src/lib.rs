@@ -8,6 +8,7 @@
 #![allow(async_fn_in_trait)]
 
 mod catalog;
+pub mod local;
 pub mod memcached;
 pub mod mysql;
 pub mod postgres;
@@ -17,6 +18,7 @@ pub mod sqlite;
 mod transport;
 
 use loadcell_core::kv::KvConn;
+use loadcell_core::machine::MachineConn;
 use loadcell_core::sql::SqlConn;
 use loadcell_core::{Driver, Target};
 
@@ -70,6 +72,7 @@ macro_rules! registry {
 registry! {
     Sql sql SqlConn: [sqlite::SqliteDriver, mysql::MysqlDriver, postgres::PostgresDriver];
     Kv kv KvConn: [redis::RedisDriver, memcached::MemcachedDriver, sim::SimDriver];
+    Machine machine MachineConn: [local::LocalDriver];
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
