@@ -84,7 +84,12 @@ impl<C: MachineConn + 'static> Script<C> for Cpu {
         Ok(())
     }
 
-    async fn event(&self, _conn: &mut C, _session: &mut (), ctx: &mut Ctx) -> Result<(), DriverError> {
+    async fn event(
+        &self,
+        _conn: &mut C,
+        _session: &mut (),
+        ctx: &mut Ctx,
+    ) -> Result<(), DriverError> {
         // `black_box` on both sides: the bound is not a constant to fold,
         // and the count is used, so the loop is neither precomputed nor
         // dropped (sysbench stores it in a global for the same reason).

@@ -4,18 +4,22 @@
 //! validated [`WorkloadSpec`].
 
 mod kv;
+mod machine;
 mod oltp;
 mod ycsb;
 
 use clap::{ArgMatches, Args, Command, Parser};
 use loadcell_core::Family;
+use loadcell_workloads::cpu::CpuWorkload;
 use loadcell_workloads::dataset::DataSetWorkload;
+use loadcell_workloads::disk::DiskWorkload;
 use loadcell_workloads::kv::KvWorkload;
 use loadcell_workloads::oltp::{OltpKind, OltpWorkload};
 use loadcell_workloads::workload::Workload;
 use loadcell_workloads::ycsb::{Preset, YcsbWorkload};
 
 pub use kv::KvArgs;
+pub use machine::MachineArgs;
 pub use oltp::OltpArgs;
 pub use ycsb::YcsbArgs;
 
@@ -26,6 +30,9 @@ pub enum WorkloadSpec {
     Kv(KvWorkload),
     Dataset(DataSetWorkload),
     Ycsb(YcsbWorkload),
+    Cpu(CpuWorkload),
+    /// Run by fio, not by the engine (see `crate::disk`).
+    Disk(DiskWorkload),
 }
 
 /// Every family's workload options, each group under its own heading.
@@ -37,6 +44,8 @@ pub struct WorkloadArgs {
     pub kv: KvArgs,
     #[command(flatten)]
     pub ycsb: YcsbArgs,
+    #[command(flatten)]
+    pub machine: MachineArgs,
     /// The options the command line gave, by flag (`--ratio`), as clap
     /// recorded them: a workload refuses another family's options.
     #[arg(skip)]
@@ -94,6 +103,7 @@ pub fn catalog() -> Vec<(&'static str, &'static [Family], &'static str)> {
     let mut all = oltp::catalog();
     all.extend(kv::catalog());
     all.extend(ycsb::catalog());
+    all.extend(machine::catalog());
     all
 }
 
@@ -108,9 +118,11 @@ impl WorkloadSpec {
         let oltp_given = || args.given_in::<OltpArgs>();
         let kv_given = || args.given_in::<KvArgs>();
         let ycsb_given = || args.given_in::<YcsbArgs>();
+        let machine_given = || args.given_in::<MachineArgs>();
         if let Some(kind) = OltpKind::parse(name) {
             refuse(kv_given(), kv::WHAT)?;
             refuse(ycsb_given(), ycsb::WHAT)?;
+            refuse(machine_given(), machine::WHAT)?;
             return Ok(WorkloadSpec::Oltp(OltpWorkload {
                 kind,
                 opts: oltp::options(&args.oltp)?,
@@ -119,15 +131,23 @@ impl WorkloadSpec {
         if name == "kv" {
             refuse(oltp_given(), oltp::WHAT)?;
             refuse(ycsb_given(), ycsb::WHAT)?;
+            refuse(machine_given(), machine::WHAT)?;
             return kv::resolve(&args.kv, &kv_given());
         }
         if let Some(preset) = Preset::parse(name) {
             refuse(oltp_given(), oltp::WHAT)?;
             refuse(kv_given(), kv::WHAT)?;
+            refuse(machine_given(), machine::WHAT)?;
             return Ok(WorkloadSpec::Ycsb(YcsbWorkload {
                 preset,
                 opts: ycsb::options(preset, &args.ycsb)?,
             }));
+        }
+        if machine::names(name) {
+            refuse(oltp_given(), oltp::WHAT)?;
+            refuse(kv_given(), kv::WHAT)?;
+            refuse(ycsb_given(), ycsb::WHAT)?;
+            return machine::resolve(name, &args.machine, &machine_given());
         }
         let names: Vec<_> = catalog().iter().map(|(n, _, _)| *n).collect();
         Err(format!(
@@ -144,6 +164,8 @@ impl WorkloadSpec {
             WorkloadSpec::Kv(w) => w,
             WorkloadSpec::Dataset(w) => w,
             WorkloadSpec::Ycsb(w) => w,
+            WorkloadSpec::Cpu(w) => w,
+            WorkloadSpec::Disk(w) => w,
         }
     }
 
@@ -158,6 +180,7 @@ impl WorkloadSpec {
             WorkloadSpec::Kv(w) => kv::prepare_hint(&w.opts),
             WorkloadSpec::Dataset(w) => format!("--dataset {}", w.set.path),
             WorkloadSpec::Ycsb(w) => ycsb::prepare_hint(&w.opts),
+            WorkloadSpec::Cpu(_) | WorkloadSpec::Disk(_) => String::new(),
         }
     }
 
@@ -165,7 +188,7 @@ impl WorkloadSpec {
     /// sessions and a run with or without `--time`.
     pub fn implied_events(&self, args: &WorkloadArgs, sessions: u64, timed: bool) -> Option<u64> {
         match self {
-            WorkloadSpec::Oltp(_) => None,
+            WorkloadSpec::Oltp(_) | WorkloadSpec::Cpu(_) | WorkloadSpec::Disk(_) => None,
             WorkloadSpec::Kv(KvWorkload { opts })
             | WorkloadSpec::Dataset(DataSetWorkload { opts, .. }) => {
                 kv::implied_events(&args.kv, opts, sessions)

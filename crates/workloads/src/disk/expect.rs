@@ -37,7 +37,10 @@ impl Formula {
     pub fn parse(text: &str) -> Result<Formula, String> {
         let mut p = Parser {
             text,
-            chars: text.char_indices().filter(|(_, c)| !c.is_whitespace()).collect(),
+            chars: text
+                .char_indices()
+                .filter(|(_, c)| !c.is_whitespace())
+                .collect(),
             at: 0,
         };
         let expr = p.sum()?;
@@ -212,7 +215,9 @@ mod tests {
             "{}",
             err("min(1200+30*GiB,20000")
         );
-        assert!(err("1200+30*TiB").contains("expected a number, GiB, min or max at character 9 ('T')"));
+        assert!(
+            err("1200+30*TiB").contains("expected a number, GiB, min or max at character 9 ('T')")
+        );
         assert!(err("min(1,2) 3").contains("expected an operator or the end at character 10 ('3')"));
         assert!(err("1..2").contains("expected a number at character 1"));
         assert!(err("").contains("at the end"));

@@ -36,7 +36,11 @@ impl Report {
     /// Whether the report holds measured I/O: during fio's `ramp_time`
     /// I/O is counted but no latency is recorded.
     pub fn measured(&self) -> bool {
-        self.read.clat_ns.values().chain(self.write.clat_ns.values()).any(|&n| n > 0)
+        self.read
+            .clat_ns
+            .values()
+            .chain(self.write.clat_ns.values())
+            .any(|&n| n > 0)
     }
 }
 
@@ -88,7 +92,9 @@ impl RawDirection {
             .flatten()
             .map(|(ns, &n)| match ns.parse() {
                 Ok(ns) => Ok((ns, n)),
-                Err(_) => Err(format!("fio's latency bin '{ns}' is not a number of nanoseconds")),
+                Err(_) => Err(format!(
+                    "fio's latency bin '{ns}' is not a number of nanoseconds"
+                )),
             })
             .collect::<Result<_, String>>()?;
         Ok(Direction {
@@ -126,10 +132,7 @@ pub fn parse(stdout: &str) -> Result<Vec<Report>, String> {
 
 fn report(raw: RawReport) -> Result<Report, String> {
     // With `--group_reporting` every job is summed into the first.
-    let job = raw
-        .jobs
-        .first()
-        .ok_or("fio's JSON report lists no job")?;
+    let job = raw.jobs.first().ok_or("fio's JSON report lists no job")?;
     Ok(Report {
         version: raw.version,
         timestamp_ms: raw.timestamp_ms,
@@ -137,7 +140,11 @@ fn report(raw: RawReport) -> Result<Report, String> {
         read: job.read.direction()?,
         write: job.write.direction()?,
         error: job.error,
-        disk_util: raw.disk_util.into_iter().map(|d| (d.name, d.util)).collect(),
+        disk_util: raw
+            .disk_util
+            .into_iter()
+            .map(|d| (d.name, d.util))
+            .collect(),
     })
 }
 
@@ -169,7 +176,10 @@ mod tests {
         assert!(last.measured());
         assert_eq!(last.version, "fio-3.33");
         assert_eq!((last.read.ios, last.runtime_ms), (2000, 1000));
-        assert_eq!(last.read.clat_ns, BTreeMap::from([(60160, 1500), (80384, 500)]));
+        assert_eq!(
+            last.read.clat_ns,
+            BTreeMap::from([(60160, 1500), (80384, 500)])
+        );
         assert_eq!(last.disk_util, vec![("vda".to_string(), 83.5)]);
         assert!(parse("fio: no such engine\n")
             .unwrap_err()

@@ -262,7 +262,10 @@ mod tests {
         let mut o = DiskOptions::profile("disk-randread").unwrap();
         assert_eq!((o.bs, o.iodepth, o.size, o.direct), (4096, 128, GIB, true));
         o.rw = "randtrim".into();
-        assert!(o.validate().unwrap_err().starts_with("unknown --rw 'randtrim'"));
+        assert!(o
+            .validate()
+            .unwrap_err()
+            .starts_with("unknown --rw 'randtrim'"));
         o.rw = "randread".into();
         o.rwmixread = Some(70);
         assert!(o.validate().unwrap_err().contains("mixed jobs"));
