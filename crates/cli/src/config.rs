@@ -86,7 +86,8 @@ fn resolve_target(t: &TargetArgs, spec: &WorkloadSpec) -> anyhow::Result<(Target
     let machine = spec.workload().families() == [Family::Machine];
     match &t.target {
         Some(raw) if matches!(spec, WorkloadSpec::Disk(_)) && raw != LOCAL => Err(anyhow!(
-            "{} takes --directory DIR (where loadcell creates, and removes, a file of its own),              not --target {raw}: it never writes to a device or an existing file",
+            "{} takes --directory DIR (where loadcell creates, and removes, a file of its own), \
+             not --target {raw}: it never writes to a device or an existing file",
             spec.name()
         )),
         Some(raw) => Ok((Target::parse(raw)?, false)),
