@@ -8,6 +8,7 @@ PACKAGES=(
   mariadb-server mariadb-client
   postgresql postgresql-contrib
   sysbench
+  fio
   redis-server redis-tools
   memcached
   procps
