@@ -144,9 +144,17 @@ struct FioRun {
     interrupted: bool,
 }
 
-/// Runs fio to its end. On Ctrl-C or SIGTERM fio is given
-/// [`STOP_TIMEOUT`] to stop (a terminal's Ctrl-C reaches it too) and
-/// print its report, and is killed after that.
+/// Asks fio to stop as Ctrl-C does (it then prints its report) and waits.
+async fn stop(child: &mut tokio::process::Child) -> std::io::Result<std::process::ExitStatus> {
+    if let Some(pid) = child.id() {
+        // SAFETY: kill only sends a signal, to our own child, not yet reaped.
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGINT) };
+    }
+    child.wait().await
+}
+
+/// Runs fio to its end. On Ctrl-C or SIGTERM fio is asked to stop and
+/// given [`STOP_TIMEOUT`] to print its report, and is killed after that.
 fn run_fio(args: &[String]) -> anyhow::Result<FioRun> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -173,7 +181,7 @@ fn run_fio(args: &[String]) -> anyhow::Result<FioRun> {
         };
         let (status, interrupted) = tokio::select! {
             status = child.wait() => (status?, false),
-            () = signalled => match tokio::time::timeout(STOP_TIMEOUT, child.wait()).await {
+            () = signalled => match tokio::time::timeout(STOP_TIMEOUT, stop(&mut child)).await {
                 Ok(status) => (status?, true),
                 Err(_) => {
                     child.kill().await?;

@@ -6,8 +6,16 @@ mod common;
 
 use std::path::Path;
 use std::process::Command;
+use std::sync::{Mutex, MutexGuard};
 
 use common::*;
+
+/// The tests of this file one at a time: fio's I/O and CPU would
+/// otherwise slow the cpu comparison's runs unevenly.
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 /// Events per second of `sysbench cpu` on one thread, from its report.
 fn sysbench_cpu_events_per_sec(secs: u32) -> f64 {
@@ -22,28 +30,35 @@ fn sysbench_cpu_events_per_sec(secs: u32) -> f64 {
         .unwrap_or_else(|| panic!("no events per second in sysbench's output:\n{text}"))
 }
 
-/// loadcell's score is within this factor of sysbench's, measured one
-/// after the other on a machine other builds may share: the same loop,
-/// so a wider gap would mean a different one.
+/// loadcell's score is within this factor of sysbench's, measured just
+/// before or just after it on a machine other builds may share: the same
+/// loop, so a wider gap would mean a different one.
 const CPU_FACTOR: f64 = 1.25;
 
 #[test]
 fn cpu_scores_as_sysbench_does_on_one_thread_and_runs_all_threads() {
+    let _alone = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
-    let sysbench = sysbench_cpu_events_per_sec(3);
+    // sysbench before and after, so a neighbour's burst during one run
+    // still leaves a fair comparison with the other.
+    let before = sysbench_cpu_events_per_sec(3);
     ok(loadcell(
         dir.path(),
         &["run", "cpu", "--time", "3s", "--out", "one.json"],
     ));
+    let after = sysbench_cpu_events_per_sec(3);
     let one = read_json(&dir.path().join("one.json"));
     assert_valid_result(&one);
     assert_eq!(s(&one, "/config/target"), "local:");
     assert_eq!(u(&one, "/config/workload_options/cpu_max_prime"), 10_000);
     let ours = f(&one, "/summary/events_per_sec");
-    let ratio = ours / sysbench;
+    let closest = [before / ours, after / ours]
+        .into_iter()
+        .map(|r| r.max(1.0 / r))
+        .fold(f64::INFINITY, f64::min);
     assert!(
-        (1.0 / CPU_FACTOR..=CPU_FACTOR).contains(&ratio),
-        "loadcell {ours:.1} events/s vs sysbench {sysbench:.1}: {ratio:.2}x"
+        closest <= CPU_FACTOR,
+        "loadcell {ours:.1} events/s vs sysbench {before:.1} before and {after:.1} after"
     );
     // The client's CPU is what is measured: no warning that it is busy.
     assert!(
@@ -83,6 +98,7 @@ fn files_in(dir: &Path) -> Vec<String> {
 
 #[test]
 fn disk_randread_through_fio_lands_in_a_result_and_leaves_no_file() {
+    let _alone = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let data = tempfile::tempdir().unwrap();
     let o = ok(loadcell(
@@ -195,6 +211,7 @@ fn a_disk_short_of_its_expected_iops_says_so_and_exits_3() {
 
 #[test]
 fn a_sweep_over_iodepth_runs_fio_at_each_depth() {
+    let _alone = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let data = tempfile::tempdir().unwrap();
     ok(loadcell(
@@ -231,6 +248,7 @@ fn a_sweep_over_iodepth_runs_fio_at_each_depth() {
 
 #[test]
 fn without_fio_a_disk_run_says_how_to_install_it() {
+    let _alone = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let o = Command::new(bin())
         .args(["run", "disk-randread"])
@@ -243,4 +261,55 @@ fn without_fio_a_disk_run_says_how_to_install_it() {
         stderr(&o).trim(),
         "loadcell: error: fio is not installed: apt-get install fio"
     );
+}
+
+#[test]
+fn an_interrupted_disk_run_stops_fio_keeps_what_it_measured_and_removes_the_file() {
+    let _alone = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let mut child = Command::new(bin())
+        .args([
+            "run",
+            "disk-randread",
+            "--directory",
+            data.path().to_str().unwrap(),
+        ])
+        .args([
+            "--size",
+            "16m",
+            "--time",
+            "30s",
+            "--iodepth",
+            "4",
+            "--out",
+            "r.json",
+        ])
+        .current_dir(dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Past fio's first status report, with the file in place.
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    assert_eq!(
+        files_in(data.path()).len(),
+        1,
+        "{:?}",
+        files_in(data.path())
+    );
+    // SAFETY: kill only sends a signal, to the child started above.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    assert!(
+        files_in(data.path()).is_empty(),
+        "{:?}",
+        files_in(data.path())
+    );
+    let r = read_json(&dir.path().join("r.json"));
+    assert_valid_result(&r);
+    assert_eq!(s(&r, "/stop_reason"), "interrupted");
+    assert!(u(&r, "/summary/ops") > 0);
+    assert!(f(&r, "/summary/duration_s") < 10.0);
 }
