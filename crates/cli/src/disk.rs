@@ -417,3 +417,53 @@ pub fn run(job: RunJob<'_>, w: &DiskWorkload) -> anyhow::Result<RunResult> {
     });
     job.publish(result, OPS)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn report(runtime_ms: u64, ios: u64, bins: &[(u64, u64)]) -> Report {
+        Report {
+            version: "fio-3.33".to_string(),
+            timestamp_ms: runtime_ms,
+            runtime_ms,
+            read: Direction {
+                ios,
+                bytes: ios * 4096,
+                clat_ns: bins.iter().copied().collect::<BTreeMap<_, _>>(),
+            },
+            write: Direction::default(),
+            error: 0,
+            disk_util: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn intervals_are_the_measured_reports_differences_past_fios_ramp() {
+        let reports = [
+            // During ramp_time: I/O counted, no latency recorded.
+            report(900, 500, &[]),
+            // Counts restart when measurement begins.
+            report(1000, 1000, &[(100_000, 1000)]),
+            report(2000, 2500, &[(100_000, 2000), (2_000_000, 500)]),
+            // fio's final report repeats the last status report.
+            report(2000, 2500, &[(100_000, 2000), (2_000_000, 500)]),
+        ];
+        let intervals = intervals(&reports);
+        assert_eq!(intervals.len(), 2);
+        assert_eq!((intervals[0].t_s, intervals[0].ops), (1.0, 1000));
+        assert_eq!((intervals[1].t_s, intervals[1].duration_s), (2.0, 1.0));
+        assert_eq!(intervals[1].ops, 1500);
+        // The second second's 1000 fast and 500 slow I/Os: p99 is a slow one.
+        assert!((intervals[1].latency_ms.p50 - 0.1).abs() < 0.001);
+        assert!((intervals[1].latency_ms.p99 - 2.0).abs() < 0.01);
+        let total = stats_between(None, &reports[3]);
+        assert_eq!(
+            (total.events, total.ops[0].count, total.ops[1].count),
+            (2500, 2500, 0)
+        );
+        assert_eq!(total.response.len(), 2500);
+    }
+}

@@ -280,5 +280,15 @@ mod tests {
         assert!(args.contains(&"--runtime=5000ms".to_string()), "{args:?}");
         assert!(args.contains(&"--rwmixread=70".to_string()));
         assert!(!args.iter().any(|a| a.starts_with("--ramp_time")));
+        let warmed = o.fio_args(
+            Path::new("/d/f"),
+            Duration::from_secs(5),
+            Duration::from_secs(2),
+            Duration::from_secs(1),
+        );
+        assert!(
+            warmed.contains(&"--ramp_time=2000ms".to_string()),
+            "{warmed:?}"
+        );
     }
 }
