@@ -177,6 +177,8 @@ fn run_fio(args: &[String]) -> anyhow::Result<FioRun> {
             tokio::select! {
                 _ = async { interrupts.as_mut()?.recv().await }, if interrupts.is_some() => {}
                 _ = async { terminates.as_mut()?.recv().await }, if terminates.is_some() => {}
+                // No handler could be installed: fio runs to its end.
+                else => std::future::pending().await,
             }
         };
         let (status, interrupted) = tokio::select! {
