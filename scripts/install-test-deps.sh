@@ -8,10 +8,10 @@ PACKAGES=(
   mariadb-server mariadb-client
   postgresql postgresql-contrib
   sysbench
+  fio
   redis-server redis-tools
   memcached
   nginx-light haproxy
-  fio
   wrk apache2-utils
   procps
   openssl

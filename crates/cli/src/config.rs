@@ -6,11 +6,14 @@
 use std::path::Path;
 
 use anyhow::anyhow;
-use loadcell_core::Target;
+use loadcell_core::{Family, Target};
 use loadcell_drivers::OpenError;
 
 use crate::args::{RunArgs, TargetArgs};
 use crate::workload::{families_label, WorkloadArgs, WorkloadSpec};
+
+/// This machine, the machine workloads' target.
+const LOCAL: &str = "local:";
 
 #[derive(Debug, Clone)]
 pub struct RunConfig {
@@ -28,6 +31,9 @@ impl RunConfig {
         check_server_pid(&args)?;
         check_workers(&args)?;
         let (spec, target, default_target) = resolve(&args.target, &args.workload)?;
+        if let WorkloadSpec::Disk(w) = &spec {
+            crate::disk::check(&args, w)?;
+        }
         Ok(RunConfig {
             args,
             spec,
@@ -69,15 +75,23 @@ pub fn resolve(
     workload: &WorkloadArgs,
 ) -> anyhow::Result<(WorkloadSpec, Target, bool)> {
     let spec = WorkloadSpec::resolve(&t.workload, workload).map_err(|e| anyhow!(e))?;
-    let (target, default_target) = resolve_target(t)?;
+    let (target, default_target) = resolve_target(t, &spec)?;
     check_driver(&spec, &target)?;
     Ok((spec, target, default_target))
 }
 
-/// The target to use, and whether it is the embedded default.
-fn resolve_target(t: &TargetArgs) -> anyhow::Result<(Target, bool)> {
+/// The target to use, and whether it is the embedded default (machine
+/// workloads run on `local:`, this machine).
+fn resolve_target(t: &TargetArgs, spec: &WorkloadSpec) -> anyhow::Result<(Target, bool)> {
+    let machine = spec.workload().families() == [Family::Machine];
     match &t.target {
+        Some(raw) if matches!(spec, WorkloadSpec::Disk(_)) && raw != LOCAL => Err(anyhow!(
+            "{} takes --directory DIR (where loadcell creates, and removes, a file of its own), \
+             not --target {raw}: it never writes to a device or an existing file",
+            spec.name()
+        )),
         Some(raw) => Ok((Target::parse(raw)?, false)),
+        None if machine => Ok((Target::parse(LOCAL)?, false)),
         None => {
             std::fs::create_dir_all(&t.results_dir).map_err(|e| {
                 anyhow!(

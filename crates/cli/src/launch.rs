@@ -7,13 +7,14 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use anyhow::{anyhow, bail, Context as _};
-use loadcell_core::family::{HttpFamily, KvFamily, SqlFamily};
+use loadcell_core::family::{HttpFamily, KvFamily, MachineFamily, SqlFamily};
 use loadcell_core::http::HttpConn;
 use loadcell_core::kv::KvConn;
+use loadcell_core::machine::MachineConn;
 use loadcell_core::sql::SqlConn;
 use loadcell_core::{Driver, DriverError, DriverInfo, ErrorClass, ServerInfo, Target};
 use loadcell_drivers::Visitor;
-use loadcell_engine::{Arrival, RateSpec, RunSpec, Script};
+use loadcell_engine::{Arrival, OpSpec, RateSpec, RunSpec, Script};
 use loadcell_record::result::{RunResult, StopReason};
 use loadcell_workloads::prepare::CheckError;
 use loadcell_workloads::workload::{CleanupError, Lifecycle, Loading};
@@ -94,6 +95,7 @@ families! {
     Sql sql SqlConn SqlFamily: [Oltp, Ycsb];
     Kv kv KvConn KvFamily: [Kv, Dataset, Ycsb];
     Http http HttpConn HttpFamily: [Http];
+    Machine machine MachineConn MachineFamily: [Cpu];
 }
 
 /// How long in-flight events may finish once the run is told to stop.
@@ -102,9 +104,20 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 /// Exit codes beyond 0 (success) and 1 (error).
 pub const EXIT_INTERRUPTED: i32 = 130;
 
-/// The exit code for a finished run: 0 complete, 130 interrupted, 1 other.
+/// A complete disk run whose IOPS fell short of `--expect-iops`, as
+/// `compare --fail-if-regressed` exits on a regression.
+pub const EXIT_BELOW_EXPECTATION: i32 = crate::views::EXIT_REGRESSED;
+
+/// The exit code for a finished run: 0 complete, 3 complete but short of
+/// `--expect-iops`, 130 interrupted, 1 other.
 pub fn exit_code(r: &RunResult) -> i32 {
+    let short = r
+        .disk
+        .as_ref()
+        .and_then(|d| d.expect_iops.as_ref())
+        .is_some_and(|e| !e.met);
     match r.stop_reason {
+        StopReason::Completed if short => EXIT_BELOW_EXPECTATION,
         StopReason::Completed => 0,
         StopReason::Interrupted => EXIT_INTERRUPTED,
         _ => 1,
@@ -251,7 +264,7 @@ impl RunJob<'_> {
         loadcell_record::resources::find_listener(url.port()?)
     }
 
-    fn run_spec(&self, seed: u64, info: &DriverInfo) -> RunSpec {
+    pub(crate) fn run_spec(&self, seed: u64, info: &DriverInfo) -> RunSpec {
         let a = &self.config.args;
         let events = a.events.or_else(|| self.implied_events());
         RunSpec {
@@ -280,6 +293,7 @@ impl RunJob<'_> {
             drain_timeout: DRAIN_TIMEOUT,
             seed,
             server_pid: self.server_pid(),
+            measures_client_cpu: info.family == loadcell_core::Family::Machine,
         }
     }
 }
@@ -348,7 +362,7 @@ impl RunJob<'_> {
     /// Where the result goes, and the HdrHistogram log's directory: both
     /// checked before any load, since the run's numbers would otherwise be
     /// lost at its end.
-    fn check_outputs(&self) -> anyhow::Result<()> {
+    pub(crate) fn check_outputs(&self) -> anyhow::Result<()> {
         if !self.quiet {
             let dest = self.destination();
             loadcell_record::file::check_writable(&dest)
@@ -432,7 +446,12 @@ impl RunJob<'_> {
             ops,
             transactional: script.transactional(),
         };
-        let result = result::build(&ctx, outcome);
+        self.publish(result::build(&ctx, outcome), ops)
+    }
+
+    /// Writes the result file and prints the summary (or the JSON), unless
+    /// this run is a sweep's step.
+    pub(crate) fn publish(&self, result: RunResult, ops: &[OpSpec]) -> anyhow::Result<RunResult> {
         if self.quiet {
             return Ok(result);
         }
@@ -474,6 +493,8 @@ mod tests {
             set: Arc::new(DataSet::parse(set, "t.toml").unwrap()),
             opts: KvOptions::default(),
         }));
+        // fio, not the engine, runs the disk workloads: they never reach a driver.
+        specs.retain(|s| !matches!(s, WorkloadSpec::Disk(_)));
         for spec in &specs {
             assert_eq!(
                 dispatched(spec),

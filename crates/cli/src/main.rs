@@ -5,6 +5,7 @@ mod analysis;
 mod args;
 mod compare;
 mod config;
+mod disk;
 mod hdr;
 mod launch;
 mod list;
@@ -28,7 +29,7 @@ use loadcell_workloads::workload::Loading;
 use crate::args::{Cli, Command, RunArgs};
 use crate::config::{resolve, RunConfig};
 use crate::launch::{launch, CleanupJob, PrepareJob, RunJob};
-use crate::workload::WorkloadArgs;
+use crate::workload::{WorkloadArgs, WorkloadSpec};
 use loadcell_record::result::RunResult;
 
 fn main() -> ExitCode {
@@ -100,6 +101,13 @@ fn dispatch(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
         }
         Command::Prepare(a) => {
             let (spec, target, _) = resolve(&a.target, &a.workload)?;
+            if let WorkloadSpec::Disk(w) = &spec {
+                eprintln!(
+                    "{} needs nothing prepared: each run creates its own file",
+                    w.name
+                );
+                return Ok(0);
+            }
             let job = PrepareJob {
                 loading: Loading {
                     connections: a.threads * a.clients,
@@ -115,6 +123,13 @@ fn dispatch(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
             let mut workload = WorkloadArgs::defaults();
             workload.kv.dataset = a.dataset.clone();
             let (spec, target, _) = resolve(&a.target, &workload)?;
+            if let WorkloadSpec::Disk(w) = &spec {
+                eprintln!(
+                    "{} leaves nothing to clean up: each run removes its file",
+                    w.name
+                );
+                return Ok(0);
+            }
             let job = CleanupJob {
                 connect_timeout: a.target.connect_timeout,
             };
@@ -142,7 +157,11 @@ fn dispatch(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
 /// One run: from its configuration to its result. With `quiet` (a sweep
 /// step) nothing is printed and no result file is written.
 fn run(config: &RunConfig, quiet: bool) -> anyhow::Result<RunResult> {
-    launch(&config.spec, &config.target, RunJob { config, quiet })?
+    let job = RunJob { config, quiet };
+    match &config.spec {
+        WorkloadSpec::Disk(w) => disk::run(job, w),
+        spec => launch(spec, &config.target, job)?,
+    }
 }
 
 /// Parses a `run` command line (as a sweep step builds it).

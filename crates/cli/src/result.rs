@@ -121,6 +121,8 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
         items,
         items_per_sec,
         client_cpu: outcome.client_cpu,
+        bytes: None,
+        bytes_per_sec: None,
     };
 
     RunResult {
@@ -180,5 +182,6 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
             bottleneck: outcome.bottleneck,
             samples: outcome.resources,
         },
+        disk: None,
     }
 }

@@ -362,3 +362,72 @@ fn an_unwritable_result_path_fails_before_any_load() {
     // Refused at once: the 30 s run never started.
     assert!(!err.contains("Running kv"), "{err}");
 }
+
+#[test]
+fn disk_workloads_refuse_devices_files_and_unknown_modes_before_any_io() {
+    let existing = tempfile::NamedTempFile::new().unwrap();
+    let file = existing.path().to_str().unwrap();
+    fails_with(
+        &["run", "disk-randread", "--directory", "/dev/null"],
+        &[
+            "--directory /dev/null is a device",
+            "never writes to a device",
+        ],
+    );
+    fails_with(
+        &["run", "disk-randread", "--directory", file],
+        &[
+            "is an existing file",
+            "never writes to a file it did not create",
+        ],
+    );
+    fails_with(
+        &["run", "disk-randread", "--directory", "/no/such/dir"],
+        &["--directory /no/such/dir does not exist"],
+    );
+    fails_with(
+        &["run", "disk-randwrite", "--target", "file:///dev/sda"],
+        &[
+            "disk-randwrite takes --directory DIR",
+            "not --target file:///dev/sda",
+        ],
+    );
+    fails_with(
+        &["run", "disk", "--rw", "randtrim"],
+        &["unknown --rw 'randtrim'", "randrw"],
+    );
+    fails_with(
+        &["run", "disk-randread", "--rw", "write"],
+        &["disk-randread runs --rw randread", "`disk --rw write`"],
+    );
+    fails_with(
+        &[
+            "run",
+            "disk-randread",
+            "--expect-iops",
+            "min(1200+30*TiB,20000)",
+        ],
+        &["expected a number, GiB, min or max at character 13 ('T')"],
+    );
+    fails_with(
+        &["run", "disk-randread", "--rate", "100"],
+        &["--rate does not apply to disk-randread", "--iodepth"],
+    );
+    fails_with(
+        &["run", "cpu", "--iodepth", "4"],
+        &["--iodepth is not an option of workload cpu"],
+    );
+    // Nothing was written next to the file either.
+    assert_eq!(
+        std::fs::read_dir(existing.path().parent().unwrap())
+            .unwrap()
+            .filter(|e| e
+                .as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with("loadcell-fio-"))
+            .count(),
+        0
+    );
+}

@@ -1,5 +1,6 @@
 //! Families of systems: what a connection can do (the family traits
-//! [`crate::sql::SqlConn`], [`crate::kv::KvConn`], [`crate::http::HttpConn`]), which a workload
+//! [`crate::sql::SqlConn`], [`crate::kv::KvConn`], [`crate::http::HttpConn`],
+//! [`crate::machine::MachineConn`]), which a workload
 //! names to say what it runs on, and the facts about each driver that a
 //! workload checks before anything connects.
 
@@ -11,6 +12,8 @@ pub enum Family {
     Sql,
     Kv,
     Http,
+    /// The machine loadcell runs on: its CPU and disks.
+    Machine,
 }
 
 impl Family {
@@ -19,6 +22,7 @@ impl Family {
             Family::Sql => "sql",
             Family::Kv => "kv",
             Family::Http => "http",
+            Family::Machine => "machine",
         }
     }
 }
@@ -31,6 +35,7 @@ pub enum SqlFamily {}
 pub enum KvFamily {}
 /// See [`SqlFamily`].
 pub enum HttpFamily {}
+pub enum MachineFamily {}
 
 /// What `loadcell list` shows about a driver, and what workloads check
 /// before anything connects.

@@ -12,6 +12,7 @@ pub mod error;
 pub mod family;
 pub mod http;
 pub mod kv;
+pub mod machine;
 pub mod park;
 pub mod sql;
 pub mod target;

@@ -9,6 +9,7 @@
 
 mod catalog;
 pub mod http;
+pub mod local;
 pub mod memcached;
 pub mod mysql;
 pub mod postgres;
@@ -19,6 +20,7 @@ mod transport;
 
 use loadcell_core::http::HttpConn;
 use loadcell_core::kv::KvConn;
+use loadcell_core::machine::MachineConn;
 use loadcell_core::sql::SqlConn;
 use loadcell_core::{Driver, Target};
 
@@ -73,6 +75,7 @@ registry! {
     Sql sql SqlConn: [sqlite::SqliteDriver, mysql::MysqlDriver, postgres::PostgresDriver];
     Kv kv KvConn: [redis::RedisDriver, memcached::MemcachedDriver, sim::SimDriver];
     Http http HttpConn: [http::HttpDriver];
+    Machine machine MachineConn: [local::LocalDriver];
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

@@ -611,7 +611,12 @@ where
                 rate: spec.rate.map(|r| r.per_sec),
                 sessions: spec.sessions(),
             };
-            for warning in saturation.check(&watched) {
+            let warned = if spec.measures_client_cpu {
+                Vec::new()
+            } else {
+                saturation.check(&watched)
+            };
+            for warning in warned {
                 observer.warning(&warning);
                 warnings.push(warning);
             }

@@ -232,6 +232,7 @@ mod tests {
             drain_timeout: Duration::from_secs(5),
             seed: 1,
             server_pid: None,
+            measures_client_cpu: false,
         }
     }
 

@@ -118,6 +118,10 @@ pub struct RunSpec {
     pub seed: u64,
     /// The server process, when it runs on this host, for CPU and memory.
     pub server_pid: Option<u32>,
+    /// The workload measures the client's own CPU (`cpu`): busy workers
+    /// are the measurement, not a client too slow for the server, so no
+    /// saturation warning is given.
+    pub measures_client_cpu: bool,
 }
 
 impl RunSpec {

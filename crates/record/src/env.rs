@@ -60,10 +60,19 @@ pub struct CpuTime {
 
 impl CpuTime {
     pub fn of_process() -> CpuTime {
+        CpuTime::of(libc::RUSAGE_SELF)
+    }
+
+    /// The CPU of this process's children that have been waited for (fio).
+    pub fn of_children() -> CpuTime {
+        CpuTime::of(libc::RUSAGE_CHILDREN)
+    }
+
+    fn of(who: libc::c_int) -> CpuTime {
         // SAFETY: getrusage only writes into the struct we pass.
         let usage = unsafe {
             let mut usage: libc::rusage = std::mem::zeroed();
-            libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+            libc::getrusage(who, &mut usage);
             usage
         };
         let secs = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;

@@ -195,6 +195,8 @@ pub fn run(threads: usize, tps: f64) -> RunResult {
                 user_s: 1.5,
                 sys_s: 0.5,
             },
+            bytes: None,
+            bytes_per_sec: None,
         },
         ops: ops_map,
         intervals,
@@ -213,6 +215,7 @@ pub fn run(threads: usize, tps: f64) -> RunResult {
             bottleneck: Some("server CPU: the server process used 95% of a core".to_string()),
             samples,
         },
+        disk: None,
     }
 }
 

@@ -6,7 +6,9 @@
 use std::fmt::Write as _;
 
 use loadcell_core::words::counted;
-use loadcell_record::result::{LoopMode, RunResult, RunStatus};
+use loadcell_record::result::{IopsExpectation, LoopMode, RunResult, RunStatus};
+
+use crate::table::grouped;
 
 fn rate(n: u64, secs: f64) -> f64 {
     if secs > 0.0 {
@@ -77,6 +79,15 @@ pub fn summary(r: &RunResult, op_order: &[&str]) -> String {
             "    {:<37}{items:<6} ({:.2} per sec.)",
             "items:",
             rate(items, secs)
+        );
+    }
+    if let Some(bytes_per_sec) = s.bytes_per_sec {
+        let _ = writeln!(
+            w,
+            "    {:<37}{:.2} MiB/s ({} bytes)",
+            "bandwidth:",
+            bytes_per_sec / (1024.0 * 1024.0),
+            s.bytes.unwrap_or(0)
         );
     }
     // No reads counted (results of older versions say 0 and 0): no ratio.
@@ -195,6 +206,9 @@ pub fn summary(r: &RunResult, op_order: &[&str]) -> String {
             r.config.target, server.product, server.version
         );
     }
+    if let Some(e) = r.disk.as_ref().and_then(|d| d.expect_iops.as_ref()) {
+        let _ = writeln!(w, "{}", expectation(e));
+    }
     for sample in &r.error_samples {
         let _ = writeln!(
             w,
@@ -216,6 +230,26 @@ fn serde_plain<T: serde::Serialize>(v: &T) -> String {
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_default()
+}
+
+/// How far the measured IOPS are from `--expect-iops`'s, in one line.
+pub fn expectation(e: &IopsExpectation) -> String {
+    format!(
+        "IOPS {} = {:.0}% of expected {} ({} at GiB={}): {}",
+        grouped(e.measured_iops, 0),
+        100.0 * e.ratio,
+        grouped(e.expected_iops, 0),
+        e.formula,
+        grouped(e.gib, if e.gib.fract() == 0.0 { 0 } else { 1 }),
+        if e.met {
+            "met".to_string()
+        } else {
+            format!(
+                "SHORT by {} IOPS",
+                grouped(e.expected_iops - e.measured_iops, 0)
+            )
+        }
+    )
 }
 
 #[cfg(test)]

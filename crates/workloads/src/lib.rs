@@ -6,7 +6,9 @@
 
 #![allow(async_fn_in_trait)]
 
+pub mod cpu;
 pub mod dataset;
+pub mod disk;
 pub mod distribution;
 pub mod http;
 pub mod kv;

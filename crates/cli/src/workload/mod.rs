@@ -5,12 +5,15 @@
 
 mod http;
 mod kv;
+mod machine;
 mod oltp;
 mod ycsb;
 
 use clap::{ArgMatches, Args, Command, Parser};
 use loadcell_core::Family;
+use loadcell_workloads::cpu::CpuWorkload;
 use loadcell_workloads::dataset::DataSetWorkload;
+use loadcell_workloads::disk::DiskWorkload;
 use loadcell_workloads::http::HttpWorkload;
 use loadcell_workloads::kv::KvWorkload;
 use loadcell_workloads::oltp::{OltpKind, OltpWorkload};
@@ -19,6 +22,7 @@ use loadcell_workloads::ycsb::{Preset, YcsbWorkload};
 
 pub use http::HttpArgs;
 pub use kv::KvArgs;
+pub use machine::MachineArgs;
 pub use oltp::OltpArgs;
 pub use ycsb::YcsbArgs;
 
@@ -30,6 +34,9 @@ pub enum WorkloadSpec {
     Dataset(DataSetWorkload),
     Ycsb(YcsbWorkload),
     Http(HttpWorkload),
+    Cpu(CpuWorkload),
+    /// Run by fio, not by the engine (see `crate::disk`).
+    Disk(DiskWorkload),
 }
 
 /// Every family's workload options, each group under its own heading.
@@ -43,6 +50,8 @@ pub struct WorkloadArgs {
     pub ycsb: YcsbArgs,
     #[command(flatten)]
     pub http: HttpArgs,
+    #[command(flatten)]
+    pub machine: MachineArgs,
     /// The options the command line gave, by flag (`--ratio`), as clap
     /// recorded them: a workload refuses another family's options.
     #[arg(skip)]
@@ -101,6 +110,7 @@ pub fn catalog() -> Vec<(&'static str, &'static [Family], &'static str)> {
     all.extend(kv::catalog());
     all.extend(ycsb::catalog());
     all.extend(http::catalog());
+    all.extend(machine::catalog());
     all
 }
 
@@ -112,7 +122,12 @@ impl WorkloadSpec {
             (kv::WHAT, args.given_in::<KvArgs>()),
             (ycsb::WHAT, args.given_in::<YcsbArgs>()),
             (http::WHAT, args.given_in::<HttpArgs>()),
+            (machine::WHAT, args.given_in::<MachineArgs>()),
         ];
+        let given = |own: &str| {
+            let group = groups.iter().find(|(what, _)| *what == own);
+            group.map_or(&[][..], |(_, given)| given.as_slice())
+        };
         // Refuses the options of every group but `own`.
         let refuse_others = |own: &str| match groups
             .iter()
@@ -132,7 +147,7 @@ impl WorkloadSpec {
         }
         if name == "kv" {
             refuse_others(kv::WHAT)?;
-            return kv::resolve(&args.kv, &groups[1].1);
+            return kv::resolve(&args.kv, given(kv::WHAT));
         }
         if let Some(preset) = Preset::parse(name) {
             refuse_others(ycsb::WHAT)?;
@@ -144,6 +159,10 @@ impl WorkloadSpec {
         if name == "http" {
             refuse_others(http::WHAT)?;
             return http::resolve(&args.http);
+        }
+        if machine::names(name) {
+            refuse_others(machine::WHAT)?;
+            return machine::resolve(name, &args.machine, given(machine::WHAT));
         }
         let names: Vec<_> = catalog().iter().map(|(n, _, _)| *n).collect();
         Err(format!(
@@ -161,6 +180,8 @@ impl WorkloadSpec {
             WorkloadSpec::Dataset(w) => w,
             WorkloadSpec::Ycsb(w) => w,
             WorkloadSpec::Http(w) => w,
+            WorkloadSpec::Cpu(w) => w,
+            WorkloadSpec::Disk(w) => w,
         }
     }
 
@@ -175,7 +196,7 @@ impl WorkloadSpec {
             WorkloadSpec::Kv(w) => kv::prepare_hint(&w.opts),
             WorkloadSpec::Dataset(w) => format!("--dataset {}", w.set.path),
             WorkloadSpec::Ycsb(w) => ycsb::prepare_hint(&w.opts),
-            WorkloadSpec::Http(_) => String::new(),
+            WorkloadSpec::Http(_) | WorkloadSpec::Cpu(_) | WorkloadSpec::Disk(_) => String::new(),
         }
     }
 
@@ -183,7 +204,10 @@ impl WorkloadSpec {
     /// sessions and a run with or without `--time`.
     pub fn implied_events(&self, args: &WorkloadArgs, sessions: u64, timed: bool) -> Option<u64> {
         match self {
-            WorkloadSpec::Oltp(_) | WorkloadSpec::Http(_) => None,
+            WorkloadSpec::Oltp(_)
+            | WorkloadSpec::Http(_)
+            | WorkloadSpec::Cpu(_)
+            | WorkloadSpec::Disk(_) => None,
             WorkloadSpec::Kv(KvWorkload { opts })
             | WorkloadSpec::Dataset(DataSetWorkload { opts, .. }) => {
                 kv::implied_events(&args.kv, opts, sessions)
