@@ -262,6 +262,10 @@ pub struct Interval {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub items_per_sec: Option<f64>,
     pub latency_ms: IntervalLatency,
+    /// Connections held at the interval's end, in a run that holds them
+    /// (`http-conns`): a gauge, not a count of the interval's events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connections_held: Option<u64>,
     /// This interval's response-time histogram (same encoding as
     /// `histograms`), so interval logs can be exported later.
     pub histogram: String,
@@ -297,6 +301,7 @@ impl Interval {
                 p99: l.p99,
                 max: l.max,
             },
+            connections_held: None,
             histogram: crate::hist::encode(&s.response),
         }
     }

@@ -66,6 +66,7 @@ pub fn run(threads: usize, tps: f64) -> RunResult {
                     p99: l.p99,
                     max: l.max,
                 },
+                connections_held: None,
                 histogram: hist::encode(&h),
             }
         })
