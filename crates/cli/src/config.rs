@@ -24,10 +24,11 @@ pub struct RunConfig {
 }
 
 impl RunConfig {
-    pub fn new(args: RunArgs, argv: Vec<String>) -> anyhow::Result<RunConfig> {
+    pub fn new(mut args: RunArgs, argv: Vec<String>) -> anyhow::Result<RunConfig> {
         check_server_pid(&args)?;
-        check_workers(&args)?;
         let (spec, target, default_target) = resolve(&args.target, &args.workload)?;
+        spec.fit_run(&mut args).map_err(|e| anyhow!(e))?;
+        check_workers(&args)?;
         Ok(RunConfig {
             args,
             spec,

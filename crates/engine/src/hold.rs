@@ -45,12 +45,15 @@ impl HeldGauge {
     /// An event failed at `at`: kept if it is the first.
     pub fn failed(&self, at: Instant, e: &DriverError) {
         if self.first_failure.get().is_none() {
-            let _ = self.first_failure.set((at, FirstFailure {
-                t_s: 0.0,
-                held: self.now(),
-                message: e.to_string(),
-                client_limit: e.is_client_limit(),
-            }));
+            let _ = self.first_failure.set((
+                at,
+                FirstFailure {
+                    t_s: 0.0,
+                    held: self.now(),
+                    message: e.to_string(),
+                    client_limit: e.is_client_limit(),
+                },
+            ));
         }
     }
 

@@ -23,8 +23,8 @@ mod worker;
 
 pub use collector::{IntervalView, Observer, Phase, RunOutcome};
 pub use control::StopReason;
-pub use script::{BatchClock, Category, Ctx, OpSpec, Script, SessionInfo, NOT_FOUND};
 pub use hold::{FirstFailure, HeldOutcome};
+pub use script::{BatchClock, Category, Ctx, OpSpec, Script, SessionInfo, NOT_FOUND};
 pub use spec::{Arrival, ConnectionPolicy, Hold, RateSpec, RunSpec};
 
 use std::sync::Arc;

@@ -205,10 +205,7 @@ where
             match result {
                 Ok(()) => {
                     let took = end - started;
-                    self.ctx
-                        .stats()
-                        .borrow_mut()
-                        .record_event(took, took, None);
+                    self.ctx.stats().borrow_mut().record_event(took, took, None);
                     if fresh {
                         shared.held.gained();
                     }

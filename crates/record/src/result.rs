@@ -68,6 +68,34 @@ pub struct RunResult {
     /// Client, host, server-process and server-counter samples.
     #[serde(default)]
     pub resources: Resources,
+    /// What a run that held connections (`http-conns`) found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connections: Option<HeldConnections>,
+}
+
+/// The concurrent connections a target held, and where it stopped.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HeldConnections {
+    /// Connections the run asked to hold.
+    pub requested: u64,
+    /// The most held at once (answering their keep-alive requests).
+    pub held_max: u64,
+    pub held_at_end: u64,
+    /// The first refusal, reset or timeout; absent when none came.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_failure: Option<FirstFailure>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FirstFailure {
+    /// Seconds from the start of measurement.
+    pub t_s: f64,
+    /// Connections held at that moment.
+    pub held: u64,
+    pub error: String,
+    /// The client's own limit (ports, descriptors, memory), not the
+    /// target's, stopped it: the run measured loadcell's host.
+    pub client_limit: bool,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -191,6 +219,12 @@ pub struct Summary {
     pub items: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub items_per_sec: Option<f64>,
+    /// New connections made inside events (a connection policy or
+    /// workload that churns them), and per second: CPS; absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connects: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connects_per_sec: Option<f64>,
     pub client_cpu: CpuTime,
 }
 

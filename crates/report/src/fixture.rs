@@ -192,6 +192,8 @@ pub fn run(threads: usize, tps: f64) -> RunResult {
             misses: None,
             items: None,
             items_per_sec: None,
+            connects: None,
+            connects_per_sec: None,
             client_cpu: CpuTime {
                 user_s: 1.5,
                 sys_s: 0.5,
@@ -214,6 +216,7 @@ pub fn run(threads: usize, tps: f64) -> RunResult {
             bottleneck: Some("server CPU: the server process used 95% of a core".to_string()),
             samples,
         },
+        connections: None,
     }
 }
 

@@ -6,7 +6,29 @@
 use std::fmt::Write as _;
 
 use loadcell_core::words::counted;
-use loadcell_record::result::{LoopMode, RunResult, RunStatus};
+use loadcell_record::result::{HeldConnections, LoopMode, RunResult, RunStatus};
+
+/// How many connections the target held, and where it stopped holding more.
+fn held_connections(w: &mut String, held: &HeldConnections) {
+    let _ = writeln!(
+        w,
+        "    {:<37}{} at most, {} at the end, of {} asked",
+        "connections held:", held.held_max, held.held_at_end, held.requested
+    );
+    let Some(f) = &held.first_failure else {
+        return;
+    };
+    let whose = if f.client_limit {
+        "the client's own limit, not the target's, stopped it"
+    } else {
+        "the target refused, dropped or timed out"
+    };
+    let _ = writeln!(
+        w,
+        "    {:<37}at {:.2}s with {} held ({whose}): {}",
+        "first failure:", f.t_s, f.held, f.error
+    );
+}
 
 fn rate(n: u64, secs: f64) -> f64 {
     if secs > 0.0 {
@@ -71,6 +93,14 @@ pub fn summary(r: &RunResult, op_order: &[&str]) -> String {
     ] {
         let _ = writeln!(w, "    {label:<37}{n:<6} ({:.2} per sec.)", rate(n, secs));
     }
+    if let Some(connects) = s.connects {
+        let _ = writeln!(
+            w,
+            "    {:<37}{connects:<6} ({:.2} per sec.)",
+            "new connections:",
+            rate(connects, secs)
+        );
+    }
     if let Some(items) = s.items {
         let _ = writeln!(
             w,
@@ -102,6 +132,9 @@ pub fn summary(r: &RunResult, op_order: &[&str]) -> String {
             s.errors,
             loadcell_core::words::counted(s.failed_events, "event")
         );
+    }
+    if let Some(held) = &r.connections {
+        held_connections(w, held);
     }
     let _ = writeln!(w);
     let _ = writeln!(w, "General statistics:");

@@ -4,6 +4,7 @@
 //! validated [`WorkloadSpec`].
 
 mod http;
+mod http_conns;
 mod kv;
 mod oltp;
 mod ycsb;
@@ -12,12 +13,14 @@ use clap::{ArgMatches, Args, Command, Parser};
 use loadcell_core::Family;
 use loadcell_workloads::dataset::DataSetWorkload;
 use loadcell_workloads::http::HttpWorkload;
+use loadcell_workloads::http_conns::HttpConnectionsWorkload;
 use loadcell_workloads::kv::KvWorkload;
 use loadcell_workloads::oltp::{OltpKind, OltpWorkload};
 use loadcell_workloads::workload::Workload;
 use loadcell_workloads::ycsb::{Preset, YcsbWorkload};
 
 pub use http::HttpArgs;
+pub use http_conns::HttpConnsArgs;
 pub use kv::KvArgs;
 pub use oltp::OltpArgs;
 pub use ycsb::YcsbArgs;
@@ -30,6 +33,8 @@ pub enum WorkloadSpec {
     Dataset(DataSetWorkload),
     Ycsb(YcsbWorkload),
     Http(HttpWorkload),
+    /// `http-cps` and `http-conns`.
+    HttpConnections(HttpConnectionsWorkload),
 }
 
 /// Every family's workload options, each group under its own heading.
@@ -43,6 +48,8 @@ pub struct WorkloadArgs {
     pub ycsb: YcsbArgs,
     #[command(flatten)]
     pub http: HttpArgs,
+    #[command(flatten)]
+    pub http_conns: HttpConnsArgs,
     /// The options the command line gave, by flag (`--ratio`), as clap
     /// recorded them: a workload refuses another family's options.
     #[arg(skip)]
@@ -101,6 +108,7 @@ pub fn catalog() -> Vec<(&'static str, &'static [Family], &'static str)> {
     all.extend(kv::catalog());
     all.extend(ycsb::catalog());
     all.extend(http::catalog());
+    all.extend(http_conns::catalog());
     all
 }
 
@@ -112,11 +120,12 @@ impl WorkloadSpec {
             (kv::WHAT, args.given_in::<KvArgs>()),
             (ycsb::WHAT, args.given_in::<YcsbArgs>()),
             (http::WHAT, args.given_in::<HttpArgs>()),
+            (http_conns::WHAT, args.given_in::<HttpConnsArgs>()),
         ];
         // Refuses the options of every group but `own`.
-        let refuse_others = |own: &str| match groups
+        let refuse_others = |own: &[&str]| match groups
             .iter()
-            .find_map(|(what, given)| Some((what, given.first()?)).filter(|_| *what != own))
+            .find_map(|(what, given)| Some((what, given.first()?)).filter(|_| !own.contains(what)))
         {
             Some((what, flag)) => Err(format!(
                 "{flag} is {what}; workload {name} does not take it (see `loadcell list`)"
@@ -124,26 +133,30 @@ impl WorkloadSpec {
             None => Ok(()),
         };
         if let Some(kind) = OltpKind::parse(name) {
-            refuse_others(oltp::WHAT)?;
+            refuse_others(&[oltp::WHAT])?;
             return Ok(WorkloadSpec::Oltp(OltpWorkload {
                 kind,
                 opts: oltp::options(&args.oltp)?,
             }));
         }
         if name == "kv" {
-            refuse_others(kv::WHAT)?;
+            refuse_others(&[kv::WHAT])?;
             return kv::resolve(&args.kv, &groups[1].1);
         }
         if let Some(preset) = Preset::parse(name) {
-            refuse_others(ycsb::WHAT)?;
+            refuse_others(&[ycsb::WHAT])?;
             return Ok(WorkloadSpec::Ycsb(YcsbWorkload {
                 preset,
                 opts: ycsb::options(preset, &args.ycsb)?,
             }));
         }
         if name == "http" {
-            refuse_others(http::WHAT)?;
+            refuse_others(&[http::WHAT])?;
             return http::resolve(&args.http);
+        }
+        if let Some(spec) = http_conns::resolve(name, &args.http, &args.http_conns) {
+            refuse_others(&[http::WHAT, http_conns::WHAT])?;
+            return spec;
         }
         let names: Vec<_> = catalog().iter().map(|(n, _, _)| *n).collect();
         Err(format!(
@@ -161,6 +174,7 @@ impl WorkloadSpec {
             WorkloadSpec::Dataset(w) => w,
             WorkloadSpec::Ycsb(w) => w,
             WorkloadSpec::Http(w) => w,
+            WorkloadSpec::HttpConnections(w) => w,
         }
     }
 
@@ -175,7 +189,7 @@ impl WorkloadSpec {
             WorkloadSpec::Kv(w) => kv::prepare_hint(&w.opts),
             WorkloadSpec::Dataset(w) => format!("--dataset {}", w.set.path),
             WorkloadSpec::Ycsb(w) => ycsb::prepare_hint(&w.opts),
-            WorkloadSpec::Http(_) => String::new(),
+            WorkloadSpec::Http(_) | WorkloadSpec::HttpConnections(_) => String::new(),
         }
     }
 
@@ -183,12 +197,32 @@ impl WorkloadSpec {
     /// sessions and a run with or without `--time`.
     pub fn implied_events(&self, args: &WorkloadArgs, sessions: u64, timed: bool) -> Option<u64> {
         match self {
-            WorkloadSpec::Oltp(_) | WorkloadSpec::Http(_) => None,
+            WorkloadSpec::Oltp(_) | WorkloadSpec::Http(_) | WorkloadSpec::HttpConnections(_) => {
+                None
+            }
             WorkloadSpec::Kv(KvWorkload { opts })
             | WorkloadSpec::Dataset(DataSetWorkload { opts, .. }) => {
                 kv::implied_events(&args.kv, opts, sessions)
             }
             WorkloadSpec::Ycsb(w) => ycsb::implied_events(&args.ycsb, &w.opts, timed),
+        }
+    }
+
+    /// Makes the run's options what the workload needs of them (the
+    /// connection workloads decide connections and sessions), or says why
+    /// they cannot be, before any load.
+    pub fn fit_run(&self, args: &mut crate::args::RunArgs) -> Result<(), String> {
+        match self {
+            WorkloadSpec::HttpConnections(w) => http_conns::fit_run(w, args),
+            _ => Ok(()),
+        }
+    }
+
+    /// Sessions that hold connections instead of running the schedule.
+    pub fn hold(&self, args: &crate::args::RunArgs) -> Option<loadcell_engine::Hold> {
+        match self {
+            WorkloadSpec::HttpConnections(w) => http_conns::hold_spec(w, args),
+            _ => None,
         }
     }
 }

@@ -27,8 +27,8 @@ use crate::transport::io_error::{connect_error, lost_error};
 use crate::transport::peer;
 use crate::transport::read_buffer::ReadBuffer;
 use crate::transport::stream::{connect_tcp, Stream, TlsStartError};
-use tokio::net::{TcpSocket, TcpStream};
 use crate::transport::url_text::endpoint;
+use tokio::net::{TcpSocket, TcpStream};
 
 /// Initial size of a connection's read buffer, kept small so that many
 /// held connections cost little; it grows to the largest response.

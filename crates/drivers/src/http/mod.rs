@@ -152,17 +152,24 @@ pub(crate) fn parse_target(target: &Target) -> Result<Settings, String> {
 
 /// `status=http://HOST:PORT/PATH`: where the server's own numbers are.
 fn status_page(value: &str) -> Result<(String, u16, String), String> {
-    let bad = |why: &str| format!("status={value}: {why}, e.g. status=http://127.0.0.1:8404/stats;csv");
+    let bad =
+        |why: &str| format!("status={value}: {why}, e.g. status=http://127.0.0.1:8404/stats;csv");
     let url = url::Url::parse(value).map_err(|e| bad(&e.to_string()))?;
     if url.scheme() != "http" {
         return Err(bad("the status page is fetched over plain http://"));
     }
-    let host = url.host_str().filter(|h| !h.is_empty()).ok_or_else(|| bad("no host"))?;
+    let host = url
+        .host_str()
+        .filter(|h| !h.is_empty())
+        .ok_or_else(|| bad("no host"))?;
     let path = match url.query() {
         Some(q) => format!("{}?{q}", url.path()),
         None => url.path().to_string(),
     };
-    let host = host.trim_start_matches('[').trim_end_matches(']').to_string();
+    let host = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
     Ok((host, url.port().unwrap_or(80), path))
 }
 

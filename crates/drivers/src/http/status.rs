@@ -104,7 +104,7 @@ fn haproxy(body: &str) -> Vec<(String, f64)> {
 mod tests {
     use super::*;
 
-    fn get<'a>(c: &'a [(String, f64)], name: &str) -> Option<f64> {
+    fn get(c: &[(String, f64)], name: &str) -> Option<f64> {
         c.iter().find(|(n, _)| n == name).map(|(_, v)| *v)
     }
 
@@ -134,7 +134,11 @@ stats,FRONTEND,,,1,1,4000,9,0,0,0,0,0,,,,,OPEN,0,1,9,0,\n";
         assert_eq!(get(&c, "haproxy_be_n1_qmax"), Some(4.0));
         assert_eq!(get(&c, "haproxy_be_n1_econ_total"), Some(2.0));
         assert_eq!(get(&c, "haproxy_be_n1_hrsp_5xx_total"), Some(1.0));
-        assert_eq!(get(&c, "haproxy_fe_frontend_bin"), None, "bytes are not kept");
+        assert_eq!(
+            get(&c, "haproxy_fe_frontend_bin"),
+            None,
+            "bytes are not kept"
+        );
         assert!(c.iter().all(|(n, _)| !n.starts_with("haproxy_stats_")));
     }
 

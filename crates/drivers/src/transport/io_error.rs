@@ -86,7 +86,12 @@ mod tests {
             text.starts_with("cannot connect to 127.0.0.1:80: no free local port (EADDRNOTAVAIL)"),
             "{text}"
         );
-        for hint in ["TIME_WAIT", "ip_local_port_range", "tcp_tw_reuse", "source addresses"] {
+        for hint in [
+            "TIME_WAIT",
+            "ip_local_port_range",
+            "tcp_tw_reuse",
+            "source addresses",
+        ] {
             assert!(text.contains(hint), "{hint} in {text}");
         }
         let fds = connect_error(&io::Error::from_raw_os_error(libc::EMFILE), "h:1");
