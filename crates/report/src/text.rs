@@ -152,7 +152,15 @@ pub fn summary(r: &RunResult, op_order: &[&str]) -> String {
     let _ = writeln!(w);
 
     let sched = &s.schedule;
+    let keepalive_s = r.config.workload_options.get("keepalive_interval_s");
     match sched.mode {
+        LoopMode::ClosedLoop if r.connections.is_some() => {
+            let _ = writeln!(
+                w,
+                "Schedule: connections held, each sending a request every {}s from its connect.",
+                keepalive_s.and_then(|v| v.as_f64()).unwrap_or_default()
+            );
+        }
         LoopMode::ClosedLoop => {
             let _ = writeln!(
                 w,
@@ -269,6 +277,41 @@ mod tests {
         assert!(!summary(&r, &[]).contains("hits"));
         (r.summary.hits, r.summary.misses) = (None, None);
         assert!(!summary(&r, &[]).contains("hits"));
+    }
+
+    #[test]
+    fn held_connections_say_how_many_and_whose_limit_stopped_them() {
+        use loadcell_record::result::FirstFailure;
+        let mut r = fixture::run(4, 1000.0);
+        assert!(!summary(&r, &[]).contains("connections held"));
+        r.summary.connects = Some(5000);
+        r.connections = Some(HeldConnections {
+            requested: 300,
+            held_max: 200,
+            held_at_end: 200,
+            first_failure: Some(FirstFailure {
+                t_s: 0.52,
+                held: 199,
+                error: "no answer within 1s (timed out)".into(),
+                client_limit: false,
+            }),
+        });
+        let text = summary(&r, &[]);
+        assert!(
+            text.contains("new connections:                     5000"),
+            "{text}"
+        );
+        assert!(
+            text.contains("200 at most, 200 at the end, of 300 asked"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "at 0.52s with 199 held (the target refused, dropped or timed out): no answer"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("Schedule: connections held"), "{text}");
     }
 
     #[test]
