@@ -6,6 +6,10 @@
 
 mod common;
 
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+
 use common::*;
 use serde_json::Value;
 
@@ -52,6 +56,80 @@ fn cps_makes_one_timed_connect_per_request_or_per_n_requests() {
     );
     assert_eq!(s(&r, "/config/connection_policy"), "every:4");
     assert_eq!(u(&r, "/summary/errors"), 0);
+}
+
+/// A server that answers every request with an empty 200, closing when
+/// asked, and records, per connection, whether each GET said
+/// `Connection: close`.
+fn recording_server() -> (u16, Arc<Mutex<Vec<Vec<bool>>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let record = Arc::clone(&seen);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { return };
+            let record = Arc::clone(&record);
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut writer = stream;
+                let mut closes = Vec::new();
+                loop {
+                    let mut head = Vec::new();
+                    loop {
+                        let mut line = String::new();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            if !closes.is_empty() {
+                                record.lock().unwrap().push(closes);
+                            }
+                            return;
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                        head.push(line.to_ascii_lowercase());
+                    }
+                    let close = head.iter().any(|l| l.starts_with("connection: close"));
+                    let get = head[0].starts_with("get ");
+                    if get {
+                        closes.push(close);
+                    }
+                    let answer = if close {
+                        "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                    } else {
+                        "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
+                    };
+                    writer.write_all(answer.as_bytes()).unwrap();
+                    if close {
+                        if get {
+                            record.lock().unwrap().push(closes);
+                        }
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (port, seen)
+}
+
+#[test]
+fn cps_asks_the_server_to_close_after_the_last_request_on_each_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let (port, seen) = recording_server();
+    let url = format!("http://127.0.0.1:{port}/");
+    let r = run(
+        dir.path(),
+        "http-cps",
+        &url,
+        &["--requests-per-connection", "3", "--events", "9"],
+    );
+    assert_eq!(u(&r, "/ops/connect/count"), 3);
+    // The server closes first, so the TIME_WAIT is its own, not the
+    // client's: only the third request on each connection says close.
+    let mut seen = seen.lock().unwrap().clone();
+    seen.sort();
+    assert_eq!(seen, vec![vec![false, false, true]; 3]);
 }
 
 #[test]
