@@ -569,6 +569,27 @@ mod tests {
     }
 
     #[test]
+    fn a_loopback_target_is_reached_from_the_source_address_in_turn() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let shared = Shared {
+            origins: vec![Origin::new("127.0.0.1", port, false, None)],
+            tls: None,
+            base: Vec::new(),
+            source: AtomicU8::new(2),
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .build()
+            .unwrap();
+        let _tcp = rt
+            .block_on(connect_spread(&shared, &shared.origins[0]))
+            .unwrap();
+        let (_, peer) = listener.accept().unwrap();
+        assert_eq!(peer.ip(), Ipv4Addr::new(127, 0, 0, 3));
+    }
+
+    #[test]
     fn tokens_are_found_in_lists_whatever_their_case() {
         assert!(contains_token(b"keep-alive, Close", b"close"));
         assert!(contains_token(b"gzip,chunked", b"chunked"));
