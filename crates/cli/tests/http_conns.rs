@@ -30,7 +30,17 @@ fn cps_makes_one_timed_connect_per_request_or_per_n_requests() {
     let dir = tempfile::tempdir().unwrap();
     let nginx = loadcell_testkit::nginx().expect("nginx starts");
     let url = format!("{}/index.html?status={}/status", nginx.url(), nginx.url());
-    let common = ["--threads", "2", "--clients", "2", "--time", "1s"];
+    // Short intervals: counter rates need two samples.
+    let common = [
+        "--threads",
+        "2",
+        "--clients",
+        "2",
+        "--time",
+        "1s",
+        "--report-interval",
+        "250ms",
+    ];
     let r = run(dir.path(), "http-cps", &url, &common);
     let (requests, connects) = (u(&r, "/ops/request/count"), u(&r, "/ops/connect/count"));
     assert!(requests > 100, "{requests} requests");
@@ -183,13 +193,23 @@ fn held_connections_top_out_at_haproxys_maxconn_and_say_when_it_stopped() {
     assert_eq!(u(held, "/requested"), 160);
     // haproxy holds 100; the run's monitoring connection may take one.
     let max = u(held, "/held_max");
-    assert!((98..=100).contains(&max), "{held}");
+    let samples = r["resources"]["samples"].as_array().unwrap();
+    let haproxy_max = samples
+        .iter()
+        .filter_map(|s| s["server"]["haproxy_fe_frontend_smax"].as_f64())
+        .fold(0.0, f64::max);
+    // haproxy held at most its 100 (the run's monitoring connection may
+    // take one); loadcell counts a connection held until a request on it
+    // fails, so one the proxy has just let go may count a moment longer.
+    assert_eq!(haproxy_max, 100.0, "{held}");
+    assert!((98..=102).contains(&max), "{held}");
     let first = &held["first_failure"];
     assert!(first.is_object(), "refusals or timeouts were seen: {held}");
     assert!((95..=100).contains(&u(first, "/held")), "{first}");
     assert!(!first["client_limit"].as_bool().unwrap(), "{first}");
-    // 100 connections at 400/s take 0.25 s.
-    assert!((0.2..1.5).contains(&f(first, "/t_s")), "{first}");
+    // 100 connections at 400/s take 0.25 s: the first attempt past them
+    // began then (its timeout is known a second later).
+    assert!((0.2..0.5).contains(&f(first, "/t_s")), "{first}");
     // The gauge per interval never passes the limit, and reaches it.
     let gauge: Vec<u64> = r["intervals"]
         .as_array()
@@ -198,12 +218,11 @@ fn held_connections_top_out_at_haproxys_maxconn_and_say_when_it_stopped() {
         .map(|i| u(i, "/connections_held"))
         .collect();
     assert!(
-        gauge.iter().all(|&n| n <= 100) && gauge.contains(&max),
+        gauge.iter().all(|&n| n <= max) && gauge.iter().any(|&n| n >= 98),
         "{gauge:?}"
     );
     // haproxy's own numbers beside them: its sessions at the limit.
     assert_server_counter(&r, "haproxy_fe_frontend_stot");
-    let samples = r["resources"]["samples"].as_array().unwrap();
     let limit = samples
         .iter()
         .find_map(|s| s["server"]["haproxy_fe_frontend_slim"].as_f64());

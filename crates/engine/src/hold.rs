@@ -13,7 +13,8 @@ use loadcell_core::DriverError;
 /// The first event that failed while connections were being held.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FirstFailure {
-    /// Seconds from the start of measurement (negative in the warm-up).
+    /// When the failed attempt began (a timeout is known only later), in
+    /// seconds from the start of measurement (negative in the warm-up).
     pub t_s: f64,
     /// Connections held when it failed.
     pub held: u64,
@@ -42,7 +43,7 @@ impl HeldGauge {
         self.now.fetch_sub(1, Ordering::Relaxed);
     }
 
-    /// An event failed at `at`: kept if it is the first.
+    /// An event that began at `at` failed: kept if it is the first.
     pub fn failed(&self, at: Instant, e: &DriverError) {
         if self.first_failure.get().is_none() {
             let _ = self.first_failure.set((

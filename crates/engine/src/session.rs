@@ -213,7 +213,9 @@ where
                 Err(e) => {
                     self.note_error(&e);
                     self.ctx.stats().borrow_mut().failed_events += 1;
-                    shared.held.failed(end, &e);
+                    // When the failed attempt began: a timeout is only
+                    // known `hold.timeout` later.
+                    shared.held.failed(started, &e);
                     if e.class == ErrorClass::Fatal {
                         shared
                             .control

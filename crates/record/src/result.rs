@@ -88,7 +88,8 @@ pub struct HeldConnections {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FirstFailure {
-    /// Seconds from the start of measurement.
+    /// When the failed attempt began, in seconds from the start of
+    /// measurement.
     pub t_s: f64,
     /// Connections held at that moment.
     pub held: u64,
