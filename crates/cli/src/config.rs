@@ -27,13 +27,14 @@ pub struct RunConfig {
 }
 
 impl RunConfig {
-    pub fn new(args: RunArgs, argv: Vec<String>) -> anyhow::Result<RunConfig> {
+    pub fn new(mut args: RunArgs, argv: Vec<String>) -> anyhow::Result<RunConfig> {
         check_server_pid(&args)?;
-        check_workers(&args)?;
         let (spec, target, default_target) = resolve(&args.target, &args.workload)?;
         if let WorkloadSpec::Disk(w) = &spec {
             crate::disk::check(&args, w)?;
         }
+        spec.fit_run(&mut args).map_err(|e| anyhow!(e))?;
+        check_workers(&args)?;
         Ok(RunConfig {
             args,
             spec,

@@ -378,6 +378,7 @@ pub fn run(job: RunJob<'_>, w: &DiskWorkload) -> anyhow::Result<RunResult> {
         warnings: stderr.lines().map(str::to_string).collect(),
         resources: Vec::new(),
         bottleneck: None,
+        held: None,
     };
     let ctx = ResultContext {
         argv: &config.argv,

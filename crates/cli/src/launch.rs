@@ -94,7 +94,7 @@ macro_rules! families {
 families! {
     Sql sql SqlConn SqlFamily: [Oltp, Ycsb];
     Kv kv KvConn KvFamily: [Kv, Dataset, Ycsb];
-    Http http HttpConn HttpFamily: [Http];
+    Http http HttpConn HttpFamily: [Http, HttpConnections];
     Machine machine MachineConn MachineFamily: [Cpu];
 }
 
@@ -289,6 +289,7 @@ impl RunJob<'_> {
             interval: a.report_interval.unwrap_or(Duration::from_secs(1)),
             connect_timeout: a.target.connect_timeout,
             connection_policy: a.connection_policy,
+            hold: self.config.spec.hold(a),
             reconnect_timeout: a.reconnect_timeout,
             drain_timeout: DRAIN_TIMEOUT,
             seed,

@@ -12,8 +12,8 @@ use loadcell_record::env::HostInfo;
 use loadcell_record::file::Destination;
 use loadcell_record::hist::{self, LatencySummary};
 use loadcell_record::result::{
-    counted_rate, Environment, Histograms, LoopMode, OpSummary, QueryCounts, Resources, RunConfig,
-    RunResult, Schedule, ServerDescription, Summary, SCHEMA_ID,
+    counted_rate, Environment, FirstFailure, HeldConnections, Histograms, LoopMode, OpSummary,
+    QueryCounts, Resources, RunConfig, RunResult, Schedule, ServerDescription, Summary, SCHEMA_ID,
 };
 use loadcell_record::OpStats;
 
@@ -88,6 +88,8 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
 
     let reads_counted = total.hits + total.misses > 0;
     let (items, items_per_sec) = counted_rate(total.items_total(), secs);
+    let (connects, connects_per_sec) =
+        counted_rate(total.connects.count - total.connects.errors, secs);
     let summary = Summary {
         duration_s: secs,
         ops: total.ops_total(),
@@ -120,6 +122,8 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
         misses: reads_counted.then_some(total.misses),
         items,
         items_per_sec,
+        connects,
+        connects_per_sec,
         client_cpu: outcome.client_cpu,
         bytes: None,
         bytes_per_sec: None,
@@ -183,5 +187,16 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
             samples: outcome.resources,
         },
         disk: None,
+        connections: outcome.held.as_ref().map(|held| HeldConnections {
+            requested: spec.sessions() as u64,
+            held_max: held.peak,
+            held_at_end: held.at_end,
+            first_failure: held.first_failure.as_ref().map(|f| FirstFailure {
+                t_s: f.t_s,
+                held: f.held,
+                error: f.message.clone(),
+                client_limit: f.client_limit,
+            }),
+        }),
     }
 }

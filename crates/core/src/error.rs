@@ -60,7 +60,18 @@ impl DriverError {
     pub fn fatal(message: impl Into<String>) -> Self {
         Self::new(ErrorClass::Fatal, message)
     }
+
+    /// Whether the error is this host's own limit (ports, descriptors,
+    /// memory) rather than the target's: its message says so with
+    /// [`CLIENT_LIMIT`].
+    pub fn is_client_limit(&self) -> bool {
+        self.message.contains(CLIENT_LIMIT)
+    }
 }
+
+/// The words an error's message carries when the client, not the target,
+/// ran out of something: a run stopped by it measured loadcell's host.
+pub const CLIENT_LIMIT: &str = "a client-side limit, not the target's";
 
 impl fmt::Display for DriverError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

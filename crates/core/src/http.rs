@@ -35,6 +35,14 @@ pub trait HttpConn {
     /// reported as a connection error on the next request, which the
     /// engine reconnects.
     async fn request(&mut self, request: &Request<'_>) -> Result<Response<'_>, DriverError>;
+
+    /// How long the TLS handshake of the connection's newest socket took,
+    /// once: `Some` after a TLS connect (or a reconnect inside a request),
+    /// then `None` until the next. A workload that churns connections
+    /// records it as its own operation; the engine's `connect` includes it.
+    fn take_tls_handshake(&mut self) -> Option<std::time::Duration> {
+        None
+    }
 }
 
 /// HTTP methods loadcell sends: the standard ones, so that a typo

@@ -19,6 +19,6 @@ pub mod target;
 pub mod words;
 
 pub use driver::{Driver, ServerInfo};
-pub use error::{DriverError, ErrorClass};
+pub use error::{DriverError, ErrorClass, CLIENT_LIMIT};
 pub use family::{DriverInfo, Family};
 pub use target::{Target, TargetError};

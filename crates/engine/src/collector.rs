@@ -16,6 +16,7 @@ use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::mpsc;
 
 use crate::control::{Control, StopReason};
+use crate::hold::{HeldGauge, HeldOutcome};
 use crate::schedule::Schedule;
 use crate::script::Script;
 use crate::spec::RunSpec;
@@ -325,6 +326,8 @@ pub struct RunOutcome {
     pub resources: Vec<ResourceSample>,
     /// What most likely limited throughput, in plain words.
     pub bottleneck: Option<String>,
+    /// Under `RunSpec::hold`: the connections held and the first failure.
+    pub held: Option<HeldOutcome>,
 }
 
 /// How long a server-counter query may take before the sample goes
@@ -392,6 +395,7 @@ where
         schedule: Schedule::new(spec),
         control: Control::default(),
         gate: Gate::default(),
+        held: HeldGauge::default(),
     });
 
     let (tx, mut rx) = mpsc::unbounded_channel();
@@ -622,11 +626,15 @@ where
             }
             if phase == Phase::Measure {
                 run_load.add(duration, &cpu_used, &delay_used, &p.all_waiting);
-                intervals.push(Interval::from_stats(
+                let mut interval = Interval::from_stats(
                     (end - measure_start).as_secs_f64(),
                     duration.as_secs_f64(),
                     &carry,
-                ));
+                );
+                if spec.hold.is_some() {
+                    interval.connections_held = Some(shared.held.now());
+                }
+                intervals.push(interval);
                 total.merge(&carry);
                 carry.reset();
             }
@@ -721,6 +729,7 @@ where
         warnings,
         resources: samples,
         bottleneck,
+        held: spec.hold.map(|_| shared.held.outcome(measure_start)),
     }
 }
 

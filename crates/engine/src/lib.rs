@@ -12,6 +12,7 @@
 
 mod collector;
 pub mod control;
+mod hold;
 pub mod schedule;
 pub mod script;
 mod session;
@@ -22,8 +23,9 @@ mod worker;
 
 pub use collector::{IntervalView, Observer, Phase, RunOutcome};
 pub use control::StopReason;
+pub use hold::{FirstFailure, HeldOutcome};
 pub use script::{BatchClock, Category, Ctx, OpSpec, Script, SessionInfo, NOT_FOUND};
-pub use spec::{Arrival, ConnectionPolicy, RateSpec, RunSpec};
+pub use spec::{Arrival, ConnectionPolicy, Hold, RateSpec, RunSpec};
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -228,6 +228,7 @@ mod tests {
             interval: Duration::from_secs(1),
             connect_timeout: Duration::from_secs(5),
             connection_policy: Default::default(),
+            hold: None,
             reconnect_timeout: Duration::from_secs(5),
             drain_timeout: Duration::from_secs(5),
             seed: 1,

@@ -312,6 +312,13 @@ impl Ctx {
             .await
     }
 
+    /// Records one operation of kind `kind` that was timed elsewhere (by
+    /// the driver: a TLS handshake inside a connect), as [`Ctx::op`] would.
+    #[inline]
+    pub fn record(&mut self, kind: usize, took: Duration, ok: bool) {
+        self.stats().borrow_mut().record_op(kind, took, ok);
+    }
+
     /// Connects inside an event, recording how long it took and whether
     /// it failed as the operation kind `connect`.
     pub(crate) async fn connect<C>(
@@ -402,6 +409,17 @@ mod tests {
             (sample.class.as_str(), sample.message.as_str(), sample.count),
             ("not found", "read: no such record", 2)
         );
+    }
+
+    #[test]
+    fn a_duration_measured_elsewhere_is_recorded_as_its_kind() {
+        let mut ctx = ctx(2);
+        ctx.record(1, Duration::from_millis(4), true);
+        ctx.record(1, Duration::from_millis(6), false);
+        let stats = ctx.stats().borrow();
+        let op = &stats.ops[1];
+        assert_eq!((op.count, op.errors, stats.ops[0].count), (2, 1, 0));
+        assert!(op.latency.min() >= 3900 && op.latency.max() <= 6100);
     }
 
     #[test]

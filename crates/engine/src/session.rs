@@ -12,6 +12,7 @@ use rand::SeedableRng;
 use crate::control::StopReason;
 use crate::schedule::{wait_until, Claim};
 use crate::script::{AllWaiting, Ctx, Script, SessionInfo, Sinks};
+use crate::spec::Hold;
 use crate::worker::Shared;
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(10);
@@ -155,8 +156,87 @@ where
         }
     }
 
+    /// A session under [`RunSpec::hold`](crate::RunSpec::hold): connects
+    /// at its turn in the ramp (timed as `connect`), then runs one event
+    /// every `hold.every` on the connection it holds, each given
+    /// `hold.timeout`. A failed event (a connect or a keep-alive request
+    /// refused, reset or timed out) is what such a run looks for, not a
+    /// reason to stop: it is counted, the connection is dropped, and the
+    /// next turn connects again.
+    async fn run_held(mut self, hold: Hold) {
+        let shared = Arc::clone(&self.shared);
+        let mut rng = SmallRng::seed_from_u64(self.info.seed);
+        shared.gate.ready();
+        shared.gate.opened().await;
+        let mut due = shared.schedule.start() + hold.connect_after(self.info.index);
+        let mut opened: Option<(D::Conn, S::Session)> = None;
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep_until(due.into()) => {}
+                _ = shared.control.stopped() => return,
+            }
+            let started = Instant::now();
+            if matches!(shared.schedule.claim(started, &mut rng), Claim::Stop) {
+                shared.control.stop(StopReason::Completed, None);
+                return;
+            }
+            let schedule = &shared.schedule;
+            self.ctx
+                .set_measured(schedule.is_measured(schedule.counts_at(started, None)));
+            let fresh = opened.is_none();
+            let result = async {
+                if opened.is_none() {
+                    opened = Some(self.open_in_event().await?);
+                }
+                let (conn, session) = opened.as_mut().expect("opened just above");
+                let event = shared.script.event(conn, session, &mut self.ctx);
+                match tokio::time::timeout(hold.timeout, event).await {
+                    Ok(result) => result,
+                    Err(_) => Err(DriverError::connection(format!(
+                        "no answer from {} within {} (timed out)",
+                        shared.driver.endpoint(),
+                        humantime::format_duration(hold.timeout)
+                    ))),
+                }
+            }
+            .await;
+            self.ctx.record_held();
+            let end = Instant::now();
+            match result {
+                Ok(()) => {
+                    let took = end - started;
+                    self.ctx.stats().borrow_mut().record_event(took, took, None);
+                    if fresh {
+                        shared.held.gained();
+                    }
+                }
+                Err(e) => {
+                    self.note_error(&e);
+                    self.ctx.stats().borrow_mut().failed_events += 1;
+                    // When the failed attempt began: a timeout is only
+                    // known `hold.timeout` later.
+                    shared.held.failed(started, &e);
+                    if e.class == ErrorClass::Fatal {
+                        shared
+                            .control
+                            .stop(StopReason::FatalError, Some(e.to_string()));
+                        return;
+                    }
+                    if !fresh {
+                        shared.held.lost();
+                    }
+                    opened = None;
+                }
+            }
+            due = (due + hold.every).max(end);
+        }
+    }
+
     async fn run(mut self) {
         let shared = Arc::clone(&self.shared);
+        if let Some(hold) = shared.spec.hold {
+            return self.run_held(hold).await;
+        }
         // Held apart from `self`, which connecting inside an event borrows.
         let sinks = Rc::clone(&self.sinks);
         let mut rng = SmallRng::seed_from_u64(self.info.seed);

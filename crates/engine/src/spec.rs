@@ -88,6 +88,25 @@ impl FromStr for ConnectionPolicy {
     }
 }
 
+/// Connections held rather than churned (`http-conns`): sessions connect
+/// one after another at `ramp_rate` per second once the clock starts, not
+/// all before it, and each then runs one event every `every` on its
+/// connection (per-session pacing, not the schedule's); an event (the
+/// connect included) not done within `timeout` fails as timed out.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Hold {
+    pub ramp_rate: f64,
+    pub every: Duration,
+    pub timeout: Duration,
+}
+
+impl Hold {
+    /// When session `index` connects, after the clock's start.
+    pub fn connect_after(&self, index: usize) -> Duration {
+        Duration::from_secs_f64(index as f64 / self.ramp_rate)
+    }
+}
+
 /// One run's sessions, schedule, phases and limits.
 #[derive(Debug, Clone)]
 pub struct RunSpec {
@@ -111,6 +130,9 @@ pub struct RunSpec {
     /// When sessions open new connections; a policy that churns them
     /// records every connect as the operation kind `connect`.
     pub connection_policy: ConnectionPolicy,
+    /// Sessions that hold connections on a ramp instead of running the
+    /// schedule's events.
+    pub hold: Option<Hold>,
     /// How long a session keeps trying to reconnect before the run gives up.
     pub reconnect_timeout: Duration,
     /// How long in-flight events may finish after the run is told to stop.
@@ -133,6 +155,17 @@ impl RunSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn held_sessions_connect_on_the_ramp() {
+        let hold = Hold {
+            ramp_rate: 200.0,
+            every: Duration::from_secs(1),
+            timeout: Duration::from_secs(1),
+        };
+        assert_eq!(hold.connect_after(0), Duration::ZERO);
+        assert_eq!(hold.connect_after(100), Duration::from_millis(500));
+    }
 
     #[test]
     fn connection_policies_parse_as_they_print() {

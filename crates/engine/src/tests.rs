@@ -8,14 +8,16 @@ use std::time::Duration;
 use loadcell_core::{Driver, DriverError, ServerInfo};
 
 use crate::{
-    Category, ConnectionPolicy, Ctx, IntervalView, Observer, OpSpec, Phase, RunOutcome, RunSpec,
-    Script, SessionInfo,
+    Category, ConnectionPolicy, Ctx, Hold, IntervalView, Observer, OpSpec, Phase, RunOutcome,
+    RunSpec, Script, SessionInfo,
 };
 
-/// A driver whose connections are nothing but a count of connects.
+/// A driver whose connections are nothing but a count of connects,
+/// refused past `accepts` of them when it is set (a server at its limit).
 #[derive(Default)]
 struct Counting {
     connects: AtomicU64,
+    accepts: Option<u64>,
 }
 
 impl Driver for Counting {
@@ -26,8 +28,11 @@ impl Driver for Counting {
     }
 
     async fn connect(&self) -> Result<(), DriverError> {
-        self.connects.fetch_add(1, Ordering::Relaxed);
-        Ok(())
+        let made = self.connects.fetch_add(1, Ordering::Relaxed) + 1;
+        match self.accepts {
+            Some(limit) if made > limit => Err(DriverError::connection("connection refused")),
+            _ => Ok(()),
+        }
     }
 
     async fn server_info(&self, _conn: &mut ()) -> Result<ServerInfo, DriverError> {
@@ -108,6 +113,7 @@ fn spec(clients: usize, time: Option<Duration>, events: Option<u64>) -> RunSpec 
         interval: Duration::from_millis(50),
         connect_timeout: Duration::from_secs(1),
         connection_policy: ConnectionPolicy::Persistent,
+        hold: None,
         reconnect_timeout: Duration::from_secs(1),
         drain_timeout: Duration::from_secs(1),
         seed: 1,
@@ -185,4 +191,63 @@ fn persistent_sessions_time_no_connects() {
     let outcome = run(&spec(2, None, Some(20)), &mut Seen::default());
     assert_eq!(outcome.total.events, 20);
     assert_eq!(outcome.total.connects.count, 0);
+}
+
+/// 40 sessions holding connections, ramped at 400/s (all in by 0.1 s),
+/// each with an event every 50 ms, for 0.4 s.
+fn held_spec() -> RunSpec {
+    let mut spec = spec(40, Some(Duration::from_millis(400)), None);
+    spec.hold = Some(Hold {
+        ramp_rate: 400.0,
+        every: Duration::from_millis(50),
+        timeout: Duration::from_secs(1),
+    });
+    spec
+}
+
+#[test]
+fn held_connections_ramp_up_and_are_kept_with_paced_events() {
+    let driver = Arc::new(Counting::default());
+    let outcome = crate::run(
+        Arc::clone(&driver),
+        Arc::new(Bulk),
+        &held_spec(),
+        &mut Seen::default(),
+    );
+    let total = &outcome.total;
+    // Every session connected once, timed, inside the run.
+    assert_eq!(total.connects.count, 40);
+    let held = outcome.held.expect("a held run says what it held");
+    assert_eq!((held.peak, held.at_end, held.first_failure), (40, 40, None));
+    // Paced: about 8 events per session in 0.4 s, not a closed loop's hundreds.
+    assert!((200..=400).contains(&total.events), "{}", total.events);
+    // The gauge rises on the ramp: the first 50 ms interval holds about 20.
+    let gauge: Vec<u64> = outcome
+        .intervals
+        .iter()
+        .map(|i| i.connections_held.expect("a gauge per interval"))
+        .collect();
+    assert!(gauge[0] < 40 && gauge[0] > 5, "{gauge:?}");
+    assert_eq!(gauge.last(), Some(&40), "{gauge:?}");
+}
+
+#[test]
+fn held_connections_name_the_count_at_which_the_target_refused() {
+    let driver = Arc::new(Counting {
+        // The collector's monitoring connection takes one.
+        accepts: Some(26),
+        ..Counting::default()
+    });
+    let outcome = crate::run(driver, Arc::new(Bulk), &held_spec(), &mut Seen::default());
+    assert_eq!(outcome.stop_reason, crate::StopReason::Completed);
+    let held = outcome.held.unwrap();
+    assert_eq!((held.peak, held.at_end), (25, 25));
+    let first = held.first_failure.expect("refusals were seen");
+    // The 25th may still be in its first event when the 26th is refused.
+    assert!((24..=25).contains(&first.held), "{}", first.held);
+    assert_eq!(first.message, "connection refused");
+    assert!(!first.client_limit);
+    // The 26th session connected at 25/400 s, and failed then.
+    assert!((0.05..0.1).contains(&first.t_s), "{}", first.t_s);
+    assert!(outcome.total.connects.errors > 15);
 }

@@ -18,6 +18,7 @@ use tokio::task::{JoinSet, LocalSet};
 
 use crate::collector::Phase;
 use crate::control::Control;
+use crate::hold::HeldGauge;
 use crate::schedule::Schedule;
 use crate::script::{Script, Sinks};
 use crate::session::run_session;
@@ -30,6 +31,8 @@ pub(crate) struct Shared<D, S> {
     pub schedule: Schedule,
     pub control: Control,
     pub gate: Gate,
+    /// Connections held, under `RunSpec::hold`.
+    pub held: HeldGauge,
 }
 
 /// Holds the sessions until all of them are connected (or have given up),

@@ -71,6 +71,9 @@ pub struct RunResult {
     /// What a disk workload ran fio on, and how, and the IOPS expected.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk: Option<DiskRun>,
+    /// What a run that held connections (`http-conns`) found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connections: Option<HeldConnections>,
 }
 
 /// A disk workload's facts: fio, the file and what holds it.
@@ -117,6 +120,32 @@ pub struct IopsExpectation {
     pub ratio: f64,
     /// Whether the measured IOPS reached the expected.
     pub met: bool,
+}
+
+/// The concurrent connections a target held, and where it stopped.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HeldConnections {
+    /// Connections the run asked to hold.
+    pub requested: u64,
+    /// The most held at once (answering their keep-alive requests).
+    pub held_max: u64,
+    pub held_at_end: u64,
+    /// The first refusal, reset or timeout; absent when none came.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_failure: Option<FirstFailure>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FirstFailure {
+    /// When the failed attempt began, in seconds from the start of
+    /// measurement.
+    pub t_s: f64,
+    /// Connections held at that moment.
+    pub held: u64,
+    pub error: String,
+    /// The client's own limit (ports, descriptors, memory), not the
+    /// target's, stopped it: the run measured loadcell's host.
+    pub client_limit: bool,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -240,6 +269,12 @@ pub struct Summary {
     pub items: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub items_per_sec: Option<f64>,
+    /// New connections made inside events (a connection policy or
+    /// workload that churns them), and per second: CPS; absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connects: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connects_per_sec: Option<f64>,
     pub client_cpu: CpuTime,
     /// Bytes read and written (disk workloads), and their rate: bandwidth.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -316,6 +351,10 @@ pub struct Interval {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub items_per_sec: Option<f64>,
     pub latency_ms: IntervalLatency,
+    /// Connections held at the interval's end, in a run that holds them
+    /// (`http-conns`): a gauge, not a count of the interval's events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connections_held: Option<u64>,
     /// This interval's response-time histogram (same encoding as
     /// `histograms`), so interval logs can be exported later.
     pub histogram: String,
@@ -351,6 +390,7 @@ impl Interval {
                 p99: l.p99,
                 max: l.max,
             },
+            connections_held: None,
             histogram: crate::hist::encode(&s.response),
         }
     }

@@ -66,6 +66,7 @@ pub fn run(threads: usize, tps: f64) -> RunResult {
                     p99: l.p99,
                     max: l.max,
                 },
+                connections_held: None,
                 histogram: hist::encode(&h),
             }
         })
@@ -191,6 +192,8 @@ pub fn run(threads: usize, tps: f64) -> RunResult {
             misses: None,
             items: None,
             items_per_sec: None,
+            connects: None,
+            connects_per_sec: None,
             client_cpu: CpuTime {
                 user_s: 1.5,
                 sys_s: 0.5,
@@ -216,6 +219,7 @@ pub fn run(threads: usize, tps: f64) -> RunResult {
             samples,
         },
         disk: None,
+        connections: None,
     }
 }
 

@@ -6,9 +6,31 @@
 use std::fmt::Write as _;
 
 use loadcell_core::words::counted;
-use loadcell_record::result::{IopsExpectation, LoopMode, RunResult, RunStatus};
+use loadcell_record::result::{HeldConnections, IopsExpectation, LoopMode, RunResult, RunStatus};
 
 use crate::table::grouped;
+
+/// How many connections the target held, and where it stopped holding more.
+fn held_connections(w: &mut String, held: &HeldConnections) {
+    let _ = writeln!(
+        w,
+        "    {:<37}{} at most, {} at the end, of {} asked",
+        "connections held:", held.held_max, held.held_at_end, held.requested
+    );
+    let Some(f) = &held.first_failure else {
+        return;
+    };
+    let whose = if f.client_limit {
+        "the client's own limit, not the target's, stopped it"
+    } else {
+        "the target refused, dropped or timed out"
+    };
+    let _ = writeln!(
+        w,
+        "    {:<37}at {:.2}s with {} held ({whose}): {}",
+        "first failure:", f.t_s, f.held, f.error
+    );
+}
 
 fn rate(n: u64, secs: f64) -> f64 {
     if secs > 0.0 {
@@ -73,6 +95,14 @@ pub fn summary(r: &RunResult, op_order: &[&str]) -> String {
     ] {
         let _ = writeln!(w, "    {label:<37}{n:<6} ({:.2} per sec.)", rate(n, secs));
     }
+    if let Some(connects) = s.connects {
+        let _ = writeln!(
+            w,
+            "    {:<37}{connects:<6} ({:.2} per sec.)",
+            "new connections:",
+            rate(connects, secs)
+        );
+    }
     if let Some(items) = s.items {
         let _ = writeln!(
             w,
@@ -114,6 +144,9 @@ pub fn summary(r: &RunResult, op_order: &[&str]) -> String {
             loadcell_core::words::counted(s.failed_events, "event")
         );
     }
+    if let Some(held) = &r.connections {
+        held_connections(w, held);
+    }
     let _ = writeln!(w);
     let _ = writeln!(w, "General statistics:");
     let _ = writeln!(w, "    {:<37}{:.4}s", "total time:", secs);
@@ -130,7 +163,15 @@ pub fn summary(r: &RunResult, op_order: &[&str]) -> String {
     let _ = writeln!(w);
 
     let sched = &s.schedule;
+    let keepalive_s = r.config.workload_options.get("keepalive_interval_s");
     match sched.mode {
+        LoopMode::ClosedLoop if r.connections.is_some() => {
+            let _ = writeln!(
+                w,
+                "Schedule: connections held, each sending a request every {}s from its connect.",
+                keepalive_s.and_then(|v| v.as_f64()).unwrap_or_default()
+            );
+        }
         LoopMode::ClosedLoop => {
             let _ = writeln!(
                 w,
@@ -270,6 +311,41 @@ mod tests {
         assert!(!summary(&r, &[]).contains("hits"));
         (r.summary.hits, r.summary.misses) = (None, None);
         assert!(!summary(&r, &[]).contains("hits"));
+    }
+
+    #[test]
+    fn held_connections_say_how_many_and_whose_limit_stopped_them() {
+        use loadcell_record::result::FirstFailure;
+        let mut r = fixture::run(4, 1000.0);
+        assert!(!summary(&r, &[]).contains("connections held"));
+        r.summary.connects = Some(5000);
+        r.connections = Some(HeldConnections {
+            requested: 300,
+            held_max: 200,
+            held_at_end: 200,
+            first_failure: Some(FirstFailure {
+                t_s: 0.52,
+                held: 199,
+                error: "no answer within 1s (timed out)".into(),
+                client_limit: false,
+            }),
+        });
+        let text = summary(&r, &[]);
+        assert!(
+            text.contains("new connections:                     5000"),
+            "{text}"
+        );
+        assert!(
+            text.contains("200 at most, 200 at the end, of 300 asked"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "at 0.52s with 199 held (the target refused, dropped or timed out): no answer"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("Schedule: connections held"), "{text}");
     }
 
     #[test]

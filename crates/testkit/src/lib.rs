@@ -9,19 +9,21 @@
 //!
 //! [`redis()`] (also [`redis_with_password`], [`redis_tls`]), [`redis_cluster`]
 //! and [`memcached()`] start key-value servers the same way, without data to
-//! create, and [`nginx()`] (also [`nginx_tls`]) an HTTP server; see their
-//! modules.
+//! create, [`nginx()`] (also [`nginx_tls`]) an HTTP server, and
+//! [`haproxy()`] a load balancer over two of them; see their modules.
 //!
 //! The servers come from Debian's packages (`scripts/install-test-deps.sh`). A
 //! missing binary is an error, never a silent skip. When run as root (the normal
 //! case here) the servers run as the `mysql` / `postgres` / `redis` / `memcache` users; otherwise they
 //! run as the current user.
 
+mod haproxy;
 mod memcached;
 mod nginx;
 mod redis;
 mod tls;
 
+pub use haproxy::{haproxy, LoadBalancer};
 pub use memcached::memcached;
 pub use nginx::{nginx, nginx_tls, INDEX_BYTES};
 pub use redis::{redis, redis_cli, redis_cluster, redis_tls, redis_with_password, TestCluster};
@@ -64,6 +66,7 @@ pub enum ServerKind {
     Redis,
     Memcached,
     Nginx,
+    Haproxy,
 }
 
 /// A running server owned by the test. Stopped and cleaned up on drop.
@@ -129,7 +132,10 @@ impl TestServer {
             return;
         };
         match self.kind {
-            ServerKind::MariaDb | ServerKind::Redis | ServerKind::Memcached => {
+            ServerKind::MariaDb
+            | ServerKind::Redis
+            | ServerKind::Memcached
+            | ServerKind::Haproxy => {
                 let _ = child.kill();
                 let _ = child.wait();
             }
@@ -147,9 +153,11 @@ impl TestServer {
     /// as fallback.
     fn stop(&mut self) {
         match self.kind {
-            ServerKind::MariaDb | ServerKind::Redis | ServerKind::Memcached | ServerKind::Nginx => {
-                self.kill()
-            }
+            ServerKind::MariaDb
+            | ServerKind::Redis
+            | ServerKind::Memcached
+            | ServerKind::Nginx
+            | ServerKind::Haproxy => self.kill(),
             ServerKind::Postgres => {
                 let Some(mut child) = self.child.take() else {
                     return;

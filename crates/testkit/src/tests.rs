@@ -276,7 +276,7 @@ fn concurrent_starts() {
                 mariadb_query(port, &user, &pass, &db, "select 1").0
             }
             ServerKind::Postgres => psql_query(s.url(), "select 1").0,
-            ServerKind::Redis | ServerKind::Memcached | ServerKind::Nginx => {
+            ServerKind::Redis | ServerKind::Memcached | ServerKind::Nginx | ServerKind::Haproxy => {
                 unreachable!("not started here")
             }
         };

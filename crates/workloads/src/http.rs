@@ -219,6 +219,13 @@ impl HttpScript {
     }
 }
 
+impl HttpScript {
+    /// The operation kind its requests are recorded as.
+    pub fn request_op(&self) -> OpSpec {
+        self.ops[0]
+    }
+}
+
 /// `HTTP status 503`, without allocating: statuses are three digits.
 fn status_message(status: u16) -> [u8; 15] {
     let mut text = *b"HTTP status 000";

@@ -11,6 +11,7 @@ pub mod dataset;
 pub mod disk;
 pub mod distribution;
 pub mod http;
+pub mod http_conns;
 pub mod kv;
 pub mod oltp;
 pub mod prepare;

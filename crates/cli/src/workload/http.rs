@@ -47,7 +47,7 @@ pub(super) fn resolve(a: &HttpArgs) -> Result<WorkloadSpec, String> {
     Ok(WorkloadSpec::Http(HttpWorkload { opts: options(a)? }))
 }
 
-fn options(a: &HttpArgs) -> Result<HttpOptions, String> {
+pub(super) fn options(a: &HttpArgs) -> Result<HttpOptions, String> {
     let method = match &a.method {
         Some(m) => loadcell_core::http::method(m).map_err(|e| format!("--method: {e}"))?,
         None => "GET",

@@ -4,6 +4,7 @@
 //! validated [`WorkloadSpec`].
 
 mod http;
+mod http_conns;
 mod kv;
 mod machine;
 mod oltp;
@@ -15,12 +16,14 @@ use loadcell_workloads::cpu::CpuWorkload;
 use loadcell_workloads::dataset::DataSetWorkload;
 use loadcell_workloads::disk::DiskWorkload;
 use loadcell_workloads::http::HttpWorkload;
+use loadcell_workloads::http_conns::HttpConnectionsWorkload;
 use loadcell_workloads::kv::KvWorkload;
 use loadcell_workloads::oltp::{OltpKind, OltpWorkload};
 use loadcell_workloads::workload::Workload;
 use loadcell_workloads::ycsb::{Preset, YcsbWorkload};
 
 pub use http::HttpArgs;
+pub use http_conns::HttpConnsArgs;
 pub use kv::KvArgs;
 pub use machine::MachineArgs;
 pub use oltp::OltpArgs;
@@ -37,6 +40,8 @@ pub enum WorkloadSpec {
     Cpu(CpuWorkload),
     /// Run by fio, not by the engine (see `crate::disk`).
     Disk(DiskWorkload),
+    /// `http-cps` and `http-conns`.
+    HttpConnections(HttpConnectionsWorkload),
 }
 
 /// Every family's workload options, each group under its own heading.
@@ -52,6 +57,8 @@ pub struct WorkloadArgs {
     pub http: HttpArgs,
     #[command(flatten)]
     pub machine: MachineArgs,
+    #[command(flatten)]
+    pub http_conns: HttpConnsArgs,
     /// The options the command line gave, by flag (`--ratio`), as clap
     /// recorded them: a workload refuses another family's options.
     #[arg(skip)]
@@ -111,6 +118,7 @@ pub fn catalog() -> Vec<(&'static str, &'static [Family], &'static str)> {
     all.extend(ycsb::catalog());
     all.extend(http::catalog());
     all.extend(machine::catalog());
+    all.extend(http_conns::catalog());
     all
 }
 
@@ -123,15 +131,16 @@ impl WorkloadSpec {
             (ycsb::WHAT, args.given_in::<YcsbArgs>()),
             (http::WHAT, args.given_in::<HttpArgs>()),
             (machine::WHAT, args.given_in::<MachineArgs>()),
+            (http_conns::WHAT, args.given_in::<HttpConnsArgs>()),
         ];
         let given = |own: &str| {
             let group = groups.iter().find(|(what, _)| *what == own);
             group.map_or(&[][..], |(_, given)| given.as_slice())
         };
         // Refuses the options of every group but `own`.
-        let refuse_others = |own: &str| match groups
+        let refuse_others = |own: &[&str]| match groups
             .iter()
-            .find_map(|(what, given)| Some((what, given.first()?)).filter(|_| *what != own))
+            .find_map(|(what, given)| Some((what, given.first()?)).filter(|_| !own.contains(what)))
         {
             Some((what, flag)) => Err(format!(
                 "{flag} is {what}; workload {name} does not take it (see `loadcell list`)"
@@ -139,30 +148,34 @@ impl WorkloadSpec {
             None => Ok(()),
         };
         if let Some(kind) = OltpKind::parse(name) {
-            refuse_others(oltp::WHAT)?;
+            refuse_others(&[oltp::WHAT])?;
             return Ok(WorkloadSpec::Oltp(OltpWorkload {
                 kind,
                 opts: oltp::options(&args.oltp)?,
             }));
         }
         if name == "kv" {
-            refuse_others(kv::WHAT)?;
+            refuse_others(&[kv::WHAT])?;
             return kv::resolve(&args.kv, given(kv::WHAT));
         }
         if let Some(preset) = Preset::parse(name) {
-            refuse_others(ycsb::WHAT)?;
+            refuse_others(&[ycsb::WHAT])?;
             return Ok(WorkloadSpec::Ycsb(YcsbWorkload {
                 preset,
                 opts: ycsb::options(preset, &args.ycsb)?,
             }));
         }
         if name == "http" {
-            refuse_others(http::WHAT)?;
+            refuse_others(&[http::WHAT])?;
             return http::resolve(&args.http);
         }
         if machine::names(name) {
-            refuse_others(machine::WHAT)?;
+            refuse_others(&[machine::WHAT])?;
             return machine::resolve(name, &args.machine, given(machine::WHAT));
+        }
+        if let Some(spec) = http_conns::resolve(name, &args.http, &args.http_conns) {
+            refuse_others(&[http::WHAT, http_conns::WHAT])?;
+            return spec;
         }
         let names: Vec<_> = catalog().iter().map(|(n, _, _)| *n).collect();
         Err(format!(
@@ -182,6 +195,7 @@ impl WorkloadSpec {
             WorkloadSpec::Http(w) => w,
             WorkloadSpec::Cpu(w) => w,
             WorkloadSpec::Disk(w) => w,
+            WorkloadSpec::HttpConnections(w) => w,
         }
     }
 
@@ -196,7 +210,10 @@ impl WorkloadSpec {
             WorkloadSpec::Kv(w) => kv::prepare_hint(&w.opts),
             WorkloadSpec::Dataset(w) => format!("--dataset {}", w.set.path),
             WorkloadSpec::Ycsb(w) => ycsb::prepare_hint(&w.opts),
-            WorkloadSpec::Http(_) | WorkloadSpec::Cpu(_) | WorkloadSpec::Disk(_) => String::new(),
+            WorkloadSpec::Http(_)
+            | WorkloadSpec::HttpConnections(_)
+            | WorkloadSpec::Cpu(_)
+            | WorkloadSpec::Disk(_) => String::new(),
         }
     }
 
@@ -206,6 +223,7 @@ impl WorkloadSpec {
         match self {
             WorkloadSpec::Oltp(_)
             | WorkloadSpec::Http(_)
+            | WorkloadSpec::HttpConnections(_)
             | WorkloadSpec::Cpu(_)
             | WorkloadSpec::Disk(_) => None,
             WorkloadSpec::Kv(KvWorkload { opts })
@@ -213,6 +231,24 @@ impl WorkloadSpec {
                 kv::implied_events(&args.kv, opts, sessions)
             }
             WorkloadSpec::Ycsb(w) => ycsb::implied_events(&args.ycsb, &w.opts, timed),
+        }
+    }
+
+    /// Makes the run's options what the workload needs of them (the
+    /// connection workloads decide connections and sessions), or says why
+    /// they cannot be, before any load.
+    pub fn fit_run(&self, args: &mut crate::args::RunArgs) -> Result<(), String> {
+        match self {
+            WorkloadSpec::HttpConnections(w) => http_conns::fit_run(w, args),
+            _ => Ok(()),
+        }
+    }
+
+    /// Sessions that hold connections instead of running the schedule.
+    pub fn hold(&self, args: &crate::args::RunArgs) -> Option<loadcell_engine::Hold> {
+        match self {
+            WorkloadSpec::HttpConnections(w) => http_conns::hold_spec(w, args),
+            _ => None,
         }
     }
 }

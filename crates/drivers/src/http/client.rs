@@ -13,7 +13,10 @@
 //! the engine reconnects.
 
 use std::io;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use loadcell_core::http::{HttpConn, Request, Response};
@@ -25,6 +28,7 @@ use crate::transport::peer;
 use crate::transport::read_buffer::ReadBuffer;
 use crate::transport::stream::{connect_tcp, Stream, TlsStartError};
 use crate::transport::url_text::endpoint;
+use tokio::net::{TcpSocket, TcpStream};
 
 /// Initial size of a connection's read buffer, kept small so that many
 /// held connections cost little; it grows to the largest response.
@@ -80,6 +84,9 @@ pub(crate) struct Shared {
     pub tls: Option<Arc<ClientConfig>>,
     /// The target's path, prefixed to every request's.
     pub base: Vec<u8>,
+    /// For a loopback target: which source address connections bind,
+    /// 0 for the kernel's choice, `n` for 127.0.0.(n+1) (see [`connect`]).
+    pub source: AtomicU8,
 }
 
 /// How the last response left the connection.
@@ -124,6 +131,8 @@ pub struct HttpConnection {
     /// Whether the next response's `Server` header is wanted.
     want_server: bool,
     server: Option<String>,
+    /// The newest socket's TLS handshake time, until taken.
+    tls_handshake: Option<Duration>,
 }
 
 impl std::fmt::Debug for HttpConnection {
@@ -157,6 +166,10 @@ impl HttpConn for HttpConnection {
             body: &self.rbuf.received()[body],
         })
     }
+
+    fn take_tls_handshake(&mut self) -> Option<Duration> {
+        self.tls_handshake.take()
+    }
 }
 
 /// Why an exchange failed: on a connection that had answered before,
@@ -179,9 +192,10 @@ impl HttpConnection {
     /// A new connection to origin `index` of `shared` (TCP, then TLS for
     /// an `https://` target).
     pub(crate) async fn open(shared: Arc<Shared>, index: usize) -> Result<Self, DriverError> {
-        let stream = connect(&shared, index).await?;
+        let (stream, tls_handshake) = connect(&shared, index).await?;
         Ok(HttpConnection {
             stream,
+            tls_handshake,
             shared,
             origin: index,
             wbuf: Vec::new(),
@@ -209,7 +223,7 @@ impl HttpConnection {
     }
 
     async fn reopen(&mut self) -> Result<(), DriverError> {
-        self.stream = connect(&self.shared, self.origin).await?;
+        (self.stream, self.tls_handshake) = connect(&self.shared, self.origin).await?;
         self.rbuf.consume(self.rbuf.pending().len());
         self.state = State::Fresh;
         Ok(())
@@ -471,16 +485,18 @@ fn contains_token(value: &[u8], token: &[u8]) -> bool {
         .any(|t| t.trim_ascii().eq_ignore_ascii_case(token))
 }
 
-/// TCP to origin `index`, then TLS when the target asks for it.
-async fn connect(shared: &Shared, index: usize) -> Result<Stream, DriverError> {
+/// TCP to origin `index`, then TLS when the target asks for it, with how
+/// long the handshake took.
+async fn connect(shared: &Shared, index: usize) -> Result<(Stream, Option<Duration>), DriverError> {
     let origin = &shared.origins[index];
-    let tcp = connect_tcp(&origin.host, origin.port)
+    let tcp = connect_spread(shared, origin)
         .await
         .map_err(|e| connect_error(&e, &origin.endpoint))?;
     let Some(config) = &shared.tls else {
-        return Ok(Stream::plain(tcp));
+        return Ok((Stream::plain(tcp), None));
     };
-    Stream::start_tls(tcp, &origin.host, config)
+    let start = Instant::now();
+    let stream = Stream::start_tls(tcp, &origin.host, config)
         .await
         .map_err(|e| match e {
             TlsStartError::BadName(why) => DriverError::fatal(why),
@@ -488,12 +504,90 @@ async fn connect(shared: &Shared, index: usize) -> Result<Stream, DriverError> {
                 "TLS handshake with {} failed: {e}",
                 origin.endpoint
             )),
-        })
+        })?;
+    Ok((stream, Some(start.elapsed())))
+}
+
+/// A TCP connection to `origin`. A loopback target has one source address
+/// per 127.0.0.x, each with its own ephemeral ports: when the kernel's
+/// choice has none left (EADDRNOTAVAIL, ports held in TIME_WAIT or by
+/// held connections), connections move on to bind the next address.
+async fn connect_spread(shared: &Shared, origin: &Origin) -> io::Result<TcpStream> {
+    let loopback = origin
+        .host
+        .parse::<Ipv4Addr>()
+        .ok()
+        .filter(Ipv4Addr::is_loopback);
+    loop {
+        let source = shared.source.load(Ordering::Relaxed);
+        let result = match (loopback, source) {
+            (Some(ip), 1..) => connect_from(source_address(source), ip, origin.port).await,
+            _ => connect_tcp(&origin.host, origin.port).await,
+        };
+        match result {
+            Err(e) if e.raw_os_error() == Some(libc::EADDRNOTAVAIL) && loopback.is_some() => {
+                if source == LAST_SOURCE {
+                    return Err(e);
+                }
+                // Another connection may have moved on already.
+                let _ = shared.source.compare_exchange(
+                    source,
+                    source + 1,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                );
+            }
+            result => return result,
+        }
+    }
+}
+
+/// The highest source offset: 127.0.0.255.
+const LAST_SOURCE: u8 = 254;
+
+/// Source offset `n` (at least 1): 127.0.0.(n+1).
+fn source_address(n: u8) -> Ipv4Addr {
+    Ipv4Addr::new(127, 0, 0, n + 1)
+}
+
+async fn connect_from(source: Ipv4Addr, ip: Ipv4Addr, port: u16) -> io::Result<TcpStream> {
+    let socket = TcpSocket::new_v4()?;
+    socket.bind(SocketAddr::from((source, 0)))?;
+    let tcp = socket.connect(SocketAddr::from((ip, port))).await?;
+    tcp.set_nodelay(true)?;
+    Ok(tcp)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn source_addresses_count_up_from_127_0_0_2() {
+        assert_eq!(source_address(1), Ipv4Addr::new(127, 0, 0, 2));
+        assert_eq!(source_address(LAST_SOURCE), Ipv4Addr::new(127, 0, 0, 255));
+    }
+
+    #[test]
+    fn a_loopback_target_is_reached_from_the_source_address_in_turn() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let shared = Shared {
+            origins: vec![Origin::new("127.0.0.1", port, false, None)],
+            tls: None,
+            base: Vec::new(),
+            source: AtomicU8::new(2),
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .build()
+            .unwrap();
+        let _tcp = rt
+            .block_on(connect_spread(&shared, &shared.origins[0]))
+            .unwrap();
+        let (_, peer) = listener.accept().unwrap();
+        assert_eq!(peer.ip(), Ipv4Addr::new(127, 0, 0, 3));
+    }
 
     #[test]
     fn tokens_are_found_in_lists_whatever_their_case() {

@@ -12,15 +12,19 @@
 //! - `sslrootcert=PATH`: the CA certificates (PEM) an `https://` server's
 //!   chain is checked against, instead of the Mozilla roots;
 //! - `insecure=true`: accept any certificate (a test server's
-//!   self-signed one); the handshake is still checked.
+//!   self-signed one); the handshake is still checked;
+//! - `status=http://HOST:PORT/PATH`: a status page sampled every interval
+//!   as the server's counters (`status`): nginx's `stub_status`, or
+//!   haproxy's stats CSV (`…/stats;csv`).
 
 mod client;
+mod status;
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use loadcell_core::http::{HttpConn, Request};
+use loadcell_core::http::{HttpConn, Request, Response};
 use loadcell_core::kv::KvCapabilities;
 use loadcell_core::{Driver, DriverError, ServerInfo, Target};
 use rustls::ClientConfig;
@@ -36,13 +40,13 @@ pub const INFO: DriverInfo = DriverInfo {
     name: "http",
     schemes: &["http", "https"],
     family: Family::Http,
-    url_form: "http(s)://[user:pass@]host[:port][,host2…][/base][?sslrootcert=PATH|insecure=true]",
+    url_form: "http(s)://[user:pass@]host[:port][,host2…][/base][?sslrootcert=PATH|insecure=true][&status=http://HOST:PORT/PATH]",
     about: "HTTP/1.1 services and load balancers (keep-alive, TLS, round-robin hosts)",
     kv: KvCapabilities::NONE,
     blocking: false,
 };
 
-const PARAMS: &[&str] = &["sslrootcert", "insecure"];
+const PARAMS: &[&str] = &["sslrootcert", "insecure", "status"];
 
 /// What the target says, before any file is read.
 #[derive(Clone, PartialEq, Eq)]
@@ -55,6 +59,8 @@ pub(crate) struct Settings {
     pub base: String,
     pub sslrootcert: Option<PathBuf>,
     pub insecure: bool,
+    /// The status page's host, port and path with query.
+    pub status: Option<(String, u16, String)>,
 }
 
 impl std::fmt::Debug for Settings {
@@ -66,6 +72,7 @@ impl std::fmt::Debug for Settings {
             .field("base", &self.base)
             .field("sslrootcert", &self.sslrootcert)
             .field("insecure", &self.insecure)
+            .field("status", &self.status)
             .finish()
     }
 }
@@ -100,6 +107,7 @@ pub(crate) fn parse_target(target: &Target) -> Result<Settings, String> {
     };
     let mut sslrootcert = None;
     let mut insecure = false;
+    let mut status = None;
     for (key, value) in url.query_pairs() {
         match &*key {
             "sslrootcert" if value.is_empty() => {
@@ -113,6 +121,7 @@ pub(crate) fn parse_target(target: &Target) -> Result<Settings, String> {
                     other => return Err(format!("insecure takes true or false, got '{other}'")),
                 }
             }
+            "status" => status = Some(status_page(&value)?),
             other => {
                 return Err(format!(
                     "unknown parameter '{other}'; accepted: {} (request parameters go in --path)",
@@ -137,7 +146,31 @@ pub(crate) fn parse_target(target: &Target) -> Result<Settings, String> {
         base: url.path().trim_end_matches('/').to_string(),
         sslrootcert,
         insecure,
+        status,
     })
+}
+
+/// `status=http://HOST:PORT/PATH`: where the server's own numbers are.
+fn status_page(value: &str) -> Result<(String, u16, String), String> {
+    let bad =
+        |why: &str| format!("status={value}: {why}, e.g. status=http://127.0.0.1:8404/stats;csv");
+    let url = url::Url::parse(value).map_err(|e| bad(&e.to_string()))?;
+    if url.scheme() != "http" {
+        return Err(bad("the status page is fetched over plain http://"));
+    }
+    let host = url
+        .host_str()
+        .filter(|h| !h.is_empty())
+        .ok_or_else(|| bad("no host"))?;
+    let path = match url.query() {
+        Some(q) => format!("{}?{q}", url.path()),
+        None => url.path().to_string(),
+    };
+    let host = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
+    Ok((host, url.port().unwrap_or(80), path))
 }
 
 /// The rustls configuration an `https://` target asks for: the chain and
@@ -165,6 +198,8 @@ pub struct HttpDriver {
     shared: Arc<Shared>,
     next_host: AtomicUsize,
     endpoint: String,
+    /// The status page's host and its path, when the target names one.
+    status: Option<(Arc<Shared>, Vec<u8>)>,
 }
 
 impl std::fmt::Debug for HttpDriver {
@@ -198,9 +233,19 @@ impl HttpDriver {
                 origins,
                 tls,
                 base: settings.base.into_bytes(),
+                source: AtomicU8::new(0),
             }),
             next_host: AtomicUsize::new(0),
             endpoint,
+            status: settings.status.map(|(host, port, path)| {
+                let page = Shared {
+                    origins: vec![Origin::new(&host, port, false, None)],
+                    tls: None,
+                    base: Vec::new(),
+                    source: AtomicU8::new(0),
+                };
+                (Arc::new(page), path.into_bytes())
+            }),
         })
     }
 }
@@ -237,6 +282,32 @@ impl Driver for HttpDriver {
         };
         Ok(ServerInfo { product, version })
     }
+
+    /// The status page's numbers (see [`status`]), on a connection of its
+    /// own each interval, so that the page's server counts it once and the
+    /// run's connections are left alone.
+    async fn server_counters(
+        &self,
+        _conn: &mut HttpConnection,
+    ) -> Result<Vec<(String, f64)>, DriverError> {
+        let Some((page, path)) = &self.status else {
+            return Ok(Vec::new());
+        };
+        let mut conn = HttpConnection::open(Arc::clone(page), 0).await?;
+        let request = Request {
+            method: "GET",
+            path,
+            headers: b"Connection: close\r\n",
+            body: b"",
+        };
+        let Response { status, body } = conn.request(&request).await?;
+        if status != 200 {
+            return Err(DriverError::connection(format!(
+                "the status page answered HTTP {status}"
+            )));
+        }
+        status::counters(&String::from_utf8_lossy(body)).map_err(DriverError::fatal)
+    }
 }
 
 #[cfg(test)]
@@ -267,11 +338,27 @@ mod tests {
     #[test]
     fn bad_targets_say_what_is_wrong() {
         let err = |u: &str| settings(u).unwrap_err();
-        assert!(err("http:///x").starts_with("an HTTP target needs a host"));
+        // `http:///x` is `http://x/` to URL parsers (and browsers); an
+        // empty host is refused when the URL is parsed.
+        assert!(Target::parse("http://:8080/x").is_err());
         assert!(err("http://h/?q=1").starts_with("unknown parameter 'q'"));
         assert!(err("http://h/?insecure=true").contains("for https://"));
         assert!(err("https://h/?insecure=yes").contains("insecure takes true or false"));
         assert!(err("https://h/?insecure=1&sslrootcert=/ca.pem").contains("ignored"));
+    }
+
+    #[test]
+    fn a_status_page_is_a_plain_http_url() {
+        let s = settings("http://h:80/?status=http://127.0.0.1:18099/stats;csv").unwrap();
+        assert_eq!(
+            s.status,
+            Some(("127.0.0.1".to_string(), 18099, "/stats;csv".to_string()))
+        );
+        let s = settings("http://h/?status=http://[::1]/s?x=1").unwrap();
+        assert_eq!(s.status, Some(("::1".into(), 80, "/s?x=1".into())));
+        let err = settings("http://h/?status=https://h/stats").unwrap_err();
+        assert!(err.contains("plain http://"), "{err}");
+        assert!(settings("http://h/?status=stats").is_err());
     }
 
     #[test]
