@@ -6,6 +6,7 @@ use std::io;
 use loadcell_core::{DriverError, ErrorClass};
 
 use super::*;
+use crate::transport::io_error::unresolved_host;
 
 /// When an error happened: while connecting, or on an established connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,16 +99,10 @@ pub(super) fn classify_io(e: &io::Error, ctx: &Ctx, phase: Phase) -> DriverError
             tls_hint(&text)
         ));
     }
-    let text = e.to_string();
-    if text.contains("failed to lookup address") {
-        let class = if text.contains("Temporary failure") {
-            ErrorClass::Connection
-        } else {
-            ErrorClass::Fatal
-        };
-        return DriverError::new(class, format!("cannot resolve the host of {ep}: {text}"))
-            .with_code(CR_CONN_HOST_ERROR);
+    if let Some(unresolved) = unresolved_host(e, ep) {
+        return unresolved.with_code(CR_CONN_HOST_ERROR);
     }
+    let text = e.to_string();
     let what = match e.kind() {
         io::ErrorKind::ConnectionRefused => {
             return DriverError::connection(format!(

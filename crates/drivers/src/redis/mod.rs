@@ -54,6 +54,7 @@ use loadcell_core::kv::{KvCapabilities, KvConn, OnReply};
 use loadcell_core::{Driver, DriverError, ErrorClass, ServerInfo, Target};
 use rustls::ClientConfig;
 
+use crate::transport::io_error::unresolved_host;
 use crate::transport::peer::{self, Awaiting, Progress};
 use crate::transport::tls::{self, SslMode};
 use crate::transport::url_text::{endpoint, percent_decode};
@@ -556,15 +557,10 @@ fn io_error(e: &io::Error, ep: &str, phase: Phase) -> DriverError {
         }
         return DriverError::connection(format!("connection to {ep} lost: TLS error: {text}"));
     }
-    let text = e.to_string();
-    if text.contains("failed to lookup address") {
-        let class = if text.contains("Temporary failure") {
-            ErrorClass::Connection
-        } else {
-            ErrorClass::Fatal
-        };
-        return DriverError::new(class, format!("cannot resolve the host of {ep}: {text}"));
+    if let Some(unresolved) = unresolved_host(e, ep) {
+        return unresolved;
     }
+    let text = e.to_string();
     let what = match e.kind() {
         io::ErrorKind::ConnectionRefused => {
             return DriverError::connection(format!(

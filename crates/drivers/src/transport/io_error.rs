@@ -27,21 +27,31 @@ pub(crate) fn client_limit(e: &io::Error) -> Option<String> {
     Some(format!("{what} — {CLIENT_LIMIT}{hint}"))
 }
 
+/// A host name that did not resolve, as an error: fatal, unless the
+/// resolver said its failure was temporary. `None` for any other error.
+pub(crate) fn unresolved_host(e: &io::Error, endpoint: &str) -> Option<DriverError> {
+    let text = e.to_string();
+    if !text.contains("failed to lookup address") {
+        return None;
+    }
+    let class = if text.contains("Temporary failure") {
+        ErrorClass::Connection
+    } else {
+        ErrorClass::Fatal
+    };
+    Some(DriverError::new(
+        class,
+        format!("cannot resolve the host of {endpoint}: {text}"),
+    ))
+}
+
 /// A failed connect to `endpoint`, in words and classified: a host that
 /// does not resolve is fatal (unless the resolver said "temporary").
 pub(crate) fn connect_error(e: &io::Error, endpoint: &str) -> DriverError {
-    let text = e.to_string();
-    if text.contains("failed to lookup address") {
-        let class = if text.contains("Temporary failure") {
-            ErrorClass::Connection
-        } else {
-            ErrorClass::Fatal
-        };
-        return DriverError::new(
-            class,
-            format!("cannot resolve the host of {endpoint}: {text}"),
-        );
+    if let Some(unresolved) = unresolved_host(e, endpoint) {
+        return unresolved;
     }
+    let text = e.to_string();
     if let Some(limit) = client_limit(e) {
         return DriverError::connection(format!("cannot connect to {endpoint}: {limit}"));
     }
