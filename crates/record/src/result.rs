@@ -191,6 +191,10 @@ pub struct Summary {
     pub items: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub items_per_sec: Option<f64>,
+    /// Counts the workload keeps by name (HTTP responses by status class,
+    /// and unexpected statuses by code); absent when it keeps none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counters: Option<BTreeMap<String, u64>>,
     pub client_cpu: CpuTime,
 }
 
@@ -261,6 +265,9 @@ pub struct Interval {
     pub items: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub items_per_sec: Option<f64>,
+    /// This interval's named counts, as in the summary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counters: Option<BTreeMap<String, u64>>,
     pub latency_ms: IntervalLatency,
     /// This interval's response-time histogram (same encoding as
     /// `histograms`), so interval logs can be exported later.
@@ -291,6 +298,7 @@ impl Interval {
             reconnects: s.reconnects,
             items,
             items_per_sec,
+            counters: s.counters_map(),
             latency_ms: IntervalLatency {
                 p50: l.p50,
                 p95: l.p95,
