@@ -19,23 +19,23 @@ pub(super) const WHAT: &str = "an HTTP workload option";
 #[command(next_help_heading = "HTTP workload options")]
 pub struct HttpArgs {
     /// Request method: GET, HEAD, POST, PUT, DELETE, PATCH or OPTIONS (default GET).
-    #[arg(long, value_name = "METHOD", conflicts_with = "requests")]
+    #[arg(long, value_name = "METHOD", conflicts_with = "request_file")]
     pub method: Option<String>,
     /// Path and query, appended to the target's path (default: the target's path, or /).
-    #[arg(long, value_name = "PATH", conflicts_with = "requests")]
+    #[arg(long, value_name = "PATH", conflicts_with = "request_file")]
     pub path: Option<String>,
     /// A request header, 'Name: value' (repeatable), sent with every request.
     #[arg(long = "header", short = 'H', value_name = "NAME: VALUE")]
     pub headers: Vec<String>,
     /// The request body.
-    #[arg(long, value_name = "TEXT", conflicts_with_all = ["body_file", "requests"])]
+    #[arg(long, value_name = "TEXT", conflicts_with_all = ["body_file", "request_file"])]
     pub body: Option<String>,
     /// The request body, read from a file.
-    #[arg(long, value_name = "FILE", conflicts_with = "requests")]
+    #[arg(long, value_name = "FILE", conflicts_with = "request_file")]
     pub body_file: Option<PathBuf>,
     /// Several weighted requests with parameters, from a TOML file (see README, "HTTP services").
     #[arg(long, value_name = "FILE")]
-    pub requests: Option<PathBuf>,
+    pub request_file: Option<PathBuf>,
     /// Send 'Authorization: Bearer TOKEN' with every request, the token read from FILE.
     #[arg(long, value_name = "FILE")]
     pub bearer_token_file: Option<PathBuf>,
@@ -65,7 +65,7 @@ fn options(a: &HttpArgs) -> Result<HttpOptions, String> {
     if let Some(file) = &a.bearer_token_file {
         common.push(("Authorization".to_string(), bearer(file)?));
     }
-    let (mut requests, params) = match &a.requests {
+    let (mut requests, params) = match &a.request_file {
         Some(file) => {
             let read = RequestFile::read(file, parse_header)?;
             (read.requests, read.params)
@@ -100,7 +100,7 @@ fn options(a: &HttpArgs) -> Result<HttpOptions, String> {
     Ok(HttpOptions {
         requests,
         params,
-        requests_file: a.requests.clone(),
+        request_file: a.request_file.clone(),
         expect,
     })
 }

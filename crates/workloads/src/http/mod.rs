@@ -94,9 +94,9 @@ pub struct HttpOptions {
     pub requests: Vec<RequestSpec>,
     /// The parameters the requests' templates use.
     pub params: Vec<Param>,
-    /// The `--requests` file they were read from; `None` for the one
+    /// The `--request-file` file they were read from; `None` for the one
     /// request `--method`, `--path` and `--body` describe.
-    pub requests_file: Option<PathBuf>,
+    pub request_file: Option<PathBuf>,
     pub expect: ExpectStatus,
 }
 
@@ -111,7 +111,7 @@ impl Default for HttpOptions {
                 body: Template::default(),
             }],
             params: Vec::new(),
-            requests_file: None,
+            request_file: None,
             expect: ExpectStatus::default(),
         }
     }
@@ -144,7 +144,7 @@ fn recorded_headers(headers: &[(String, String)]) -> Vec<String> {
 impl HttpOptions {
     fn to_map(&self) -> BTreeMap<String, Value> {
         let mut map = BTreeMap::from([("expect_status".to_string(), json!(self.expect.label()))]);
-        match (&self.requests_file, self.requests.as_slice()) {
+        match (&self.request_file, self.requests.as_slice()) {
             (None, [r]) => {
                 map.insert("method".to_string(), json!(r.method));
                 map.insert("path".to_string(), json!(r.path.source()));
@@ -166,7 +166,7 @@ impl HttpOptions {
                     .collect();
                 if let Some(file) = file {
                     map.insert(
-                        "requests_file".to_string(),
+                        "request_file".to_string(),
                         json!(file.display().to_string()),
                     );
                 }
@@ -503,11 +503,11 @@ mod tests {
             encoded_headers(&opts.requests[0].headers),
             b"Authorization: Bearer s3cret\r\nAccept: */*\r\n"
         );
-        opts.requests_file = Some("reqs.toml".into());
+        opts.request_file = Some("reqs.toml".into());
         let recorded = serde_json::to_string(&opts.to_map()).unwrap();
         assert!(!recorded.contains("s3cret"), "{recorded}");
         assert!(
-            recorded.contains(r#""requests_file":"reqs.toml""#),
+            recorded.contains(r#""request_file":"reqs.toml""#),
             "{recorded}"
         );
     }

@@ -1,4 +1,4 @@
-//! The request file (`--requests FILE`, TOML): several weighted requests
+//! The request file (`--request-file FILE`, TOML): several weighted requests
 //! whose paths and bodies take parameters, expanded per request into a
 //! session's reused buffers.
 //!
@@ -249,8 +249,9 @@ impl RequestFile {
         check_header: impl Fn(&str) -> Result<(String, String), String>,
     ) -> Result<RequestFile, String> {
         let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("--requests {}: {e}", path.display()))?;
-        Self::parse(&text, check_header).map_err(|e| format!("--requests {}{e}", path.display()))
+            .map_err(|e| format!("--request-file {}: {e}", path.display()))?;
+        Self::parse(&text, check_header)
+            .map_err(|e| format!("--request-file {}{e}", path.display()))
     }
 
     /// Parses a file's text; errors start with `:LINE: ` or `: `.
