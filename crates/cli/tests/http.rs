@@ -215,6 +215,27 @@ fn a_frozen_nginx_shows_in_latency_from_the_intended_start_not_in_service_time()
 }
 
 #[test]
+fn http2_over_tls_runs_one_connection_per_session() {
+    let server = loadcell_testkit::nginx_tls().expect("nginx with TLS starts");
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!(
+        "{}/index.html?http2=true&sslrootcert={}",
+        server.url(),
+        server.tls_ca().display()
+    );
+    let r = run_http(
+        dir.path(),
+        &url,
+        &["--events", "300", "--threads", "1", "--clients", "3"],
+    );
+    assert_eq!(u(&r, "/summary/events"), 300);
+    assert_eq!(u(&r, "/summary/errors"), 0);
+    assert_eq!(u(&r, "/summary/reconnects"), 0);
+    assert_eq!(r["summary"]["counters"], serde_json::json!({ "2xx": 300 }));
+    assert!(s(&r, "/config/target").contains("http2=true"));
+}
+
+#[test]
 fn bad_input_is_one_line_before_any_load() {
     let dir = tempfile::tempdir().unwrap();
     let unknown_field = dir.path().join("requests.toml");
@@ -226,6 +247,7 @@ fn bad_input_is_one_line_before_any_load() {
     let file_arg = unknown_field.to_str().unwrap();
     // A closed port: an error here must come before any connection.
     let url = format!("http://127.0.0.1:{}", loadcell_testkit::closed_port());
+    let h2_plain = format!("{url}/?http2=true");
     let cases: Vec<(Vec<&str>, String)> = vec![
         (
             vec!["--target", "http://:8080/index.html"],
@@ -234,6 +256,10 @@ fn bad_input_is_one_line_before_any_load() {
         (
             vec!["--target", &url, "--method", "GTE"],
             "--method: unknown HTTP method 'GTE'".to_string(),
+        ),
+        (
+            vec!["--target", &h2_plain],
+            "http2=true needs an https:// target".to_string(),
         ),
         (
             vec!["--target", &url, "--request-file", file_arg],

@@ -37,9 +37,13 @@ const MAX_HEADERS: usize = 64;
 /// One host of the target, and what every request to it carries.
 #[derive(Debug)]
 pub(crate) struct Origin {
-    host: String,
-    port: u16,
-    endpoint: String,
+    pub host: String,
+    pub port: u16,
+    pub endpoint: String,
+    /// `host[:port]`, the port only when it is not the scheme's default.
+    pub authority: String,
+    /// The `Authorization` value of basic authentication, if any.
+    pub authorization: Option<String>,
     /// `Host: …\r\n`, then the basic authentication line if any.
     fixed_headers: Vec<u8>,
 }
@@ -58,16 +62,21 @@ impl Origin {
             (false, true) => host.to_string(),
             (false, false) => format!("{host}:{port}"),
         };
-        let mut fixed_headers = format!("Host: {authority}\r\n").into_bytes();
-        if let Some((user, password)) = credentials {
+        let authorization = credentials.map(|(user, password)| {
             let token =
                 base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
-            fixed_headers.extend_from_slice(format!("Authorization: Basic {token}\r\n").as_bytes());
+            format!("Basic {token}")
+        });
+        let mut fixed_headers = format!("Host: {authority}\r\n").into_bytes();
+        if let Some(value) = &authorization {
+            fixed_headers.extend_from_slice(format!("Authorization: {value}\r\n").as_bytes());
         }
         Origin {
             host: host.to_string(),
             port,
             endpoint: endpoint(host, port),
+            authority,
+            authorization,
             fixed_headers,
         }
     }
@@ -80,6 +89,8 @@ pub(crate) struct Shared {
     pub tls: Option<Arc<ClientConfig>>,
     /// The target's path, prefixed to every request's.
     pub base: Vec<u8>,
+    /// Whether connections speak HTTP/2 (over TLS, agreed by ALPN).
+    pub http2: bool,
 }
 
 /// How the last response left the connection.
@@ -114,7 +125,7 @@ struct Head {
 }
 
 /// One session's HTTP/1.1 connection to one of the target's hosts.
-pub struct HttpConnection {
+pub struct Http1Connection {
     stream: Stream,
     shared: Arc<Shared>,
     origin: usize,
@@ -126,16 +137,16 @@ pub struct HttpConnection {
     server: Option<String>,
 }
 
-impl std::fmt::Debug for HttpConnection {
+impl std::fmt::Debug for Http1Connection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HttpConnection")
+        f.debug_struct("Http1Connection")
             .field("endpoint", &self.origin().endpoint)
             .field("state", &self.state)
             .finish_non_exhaustive()
     }
 }
 
-impl HttpConn for HttpConnection {
+impl HttpConn for Http1Connection {
     async fn request(&mut self, request: &Request<'_>) -> Result<Response<'_>, DriverError> {
         self.encode(request);
         if matches!(self.state, State::Closing | State::Broken) {
@@ -175,12 +186,12 @@ impl Failed {
     }
 }
 
-impl HttpConnection {
+impl Http1Connection {
     /// A new connection to origin `index` of `shared` (TCP, then TLS for
     /// an `https://` target).
     pub(crate) async fn open(shared: Arc<Shared>, index: usize) -> Result<Self, DriverError> {
         let stream = connect(&shared, index).await?;
-        Ok(HttpConnection {
+        Ok(Http1Connection {
             stream,
             shared,
             origin: index,
@@ -472,7 +483,7 @@ fn contains_token(value: &[u8], token: &[u8]) -> bool {
 }
 
 /// TCP to origin `index`, then TLS when the target asks for it.
-async fn connect(shared: &Shared, index: usize) -> Result<Stream, DriverError> {
+pub(crate) async fn connect(shared: &Shared, index: usize) -> Result<Stream, DriverError> {
     let origin = &shared.origins[index];
     let tcp = connect_tcp(&origin.host, origin.port)
         .await

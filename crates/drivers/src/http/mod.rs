@@ -1,6 +1,7 @@
 //! HTTP services and load balancers: HTTP/1.1 with keep-alive, written
 //! directly on the drivers' stream layer (`client`), which the search and
-//! time-series drivers reuse as their transport.
+//! time-series drivers reuse as their transport; or HTTP/2 over TLS
+//! (`http2`, by the `h2` crate), one connection per session.
 //!
 //! Target: `http://[user:password@]host[:port][,host[:port]…][/base][?param…]`
 //! or `https://…`. Several hosts are used round-robin, one host per
@@ -12,21 +13,25 @@
 //! - `sslrootcert=PATH`: the CA certificates (PEM) an `https://` server's
 //!   chain is checked against, instead of the Mozilla roots;
 //! - `insecure=true`: accept any certificate (a test server's
-//!   self-signed one); the handshake is still checked.
+//!   self-signed one); the handshake is still checked;
+//! - `http2=true`: speak HTTP/2 (`https://` only: offered by ALPN, and a
+//!   server that does not agree is an error before any load).
 
 mod client;
+mod http2;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use loadcell_core::http::{HttpConn, Request};
+use loadcell_core::http::{HttpConn, Request, Response};
 use loadcell_core::kv::KvCapabilities;
 use loadcell_core::{Driver, DriverError, ServerInfo, Target};
 use rustls::ClientConfig;
 
-pub use client::HttpConnection;
+pub use client::Http1Connection;
 pub(crate) use client::{Origin, Shared};
+pub use http2::Http2Connection;
 
 use crate::transport::tls::{self, SslMode};
 use crate::transport::url_text::{endpoint, percent_decode};
@@ -36,13 +41,13 @@ pub const INFO: DriverInfo = DriverInfo {
     name: "http",
     schemes: &["http", "https"],
     family: Family::Http,
-    url_form: "http(s)://[user:pass@]host[:port][,host2…][/base][?sslrootcert=PATH|insecure=true]",
-    about: "HTTP/1.1 services and load balancers (keep-alive, TLS, round-robin hosts)",
+    url_form: "http(s)://[user:pass@]host[:port][,host2…][/base][?sslrootcert=PATH|insecure=true|http2=true]",
+    about: "HTTP/1.1 and HTTP/2 services and load balancers (keep-alive, TLS, round-robin hosts)",
     kv: KvCapabilities::NONE,
     blocking: false,
 };
 
-const PARAMS: &[&str] = &["sslrootcert", "insecure"];
+const PARAMS: &[&str] = &["sslrootcert", "insecure", "http2"];
 
 /// What the target says, before any file is read.
 #[derive(Clone, PartialEq, Eq)]
@@ -55,6 +60,7 @@ pub(crate) struct Settings {
     pub base: String,
     pub sslrootcert: Option<PathBuf>,
     pub insecure: bool,
+    pub http2: bool,
 }
 
 impl std::fmt::Debug for Settings {
@@ -66,6 +72,7 @@ impl std::fmt::Debug for Settings {
             .field("base", &self.base)
             .field("sslrootcert", &self.sslrootcert)
             .field("insecure", &self.insecure)
+            .field("http2", &self.http2)
             .finish()
     }
 }
@@ -100,19 +107,20 @@ pub(crate) fn parse_target(target: &Target) -> Result<Settings, String> {
     };
     let mut sslrootcert = None;
     let mut insecure = false;
+    let mut http2 = false;
+    let flag = |key: &str, value: &str| match value {
+        "true" | "1" | "" => Ok(true),
+        "false" | "0" => Ok(false),
+        other => Err(format!("{key} takes true or false, got '{other}'")),
+    };
     for (key, value) in url.query_pairs() {
         match &*key {
             "sslrootcert" if value.is_empty() => {
                 return Err("sslrootcert needs a path to a PEM file".to_string())
             }
             "sslrootcert" => sslrootcert = Some(PathBuf::from(&*value)),
-            "insecure" => {
-                insecure = match &*value {
-                    "true" | "1" | "" => true,
-                    "false" | "0" => false,
-                    other => return Err(format!("insecure takes true or false, got '{other}'")),
-                }
-            }
+            "insecure" => insecure = flag(&key, &value)?,
+            "http2" => http2 = flag(&key, &value)?,
             other => {
                 return Err(format!(
                     "unknown parameter '{other}'; accepted: {} (request parameters go in --path)",
@@ -123,6 +131,12 @@ pub(crate) fn parse_target(target: &Target) -> Result<Settings, String> {
     }
     if !tls && (sslrootcert.is_some() || insecure) {
         return Err("sslrootcert and insecure are for https:// targets".to_string());
+    }
+    if !tls && http2 {
+        return Err(
+            "http2=true needs an https:// target: HTTP/2 is agreed by ALPN in the TLS handshake"
+                .to_string(),
+        );
     }
     if sslrootcert.is_some() && insecure {
         return Err(
@@ -137,12 +151,14 @@ pub(crate) fn parse_target(target: &Target) -> Result<Settings, String> {
         base: url.path().trim_end_matches('/').to_string(),
         sslrootcert,
         insecure,
+        http2,
     })
 }
 
 /// The rustls configuration an `https://` target asks for: the chain and
 /// host name checked (against `sslrootcert` or the Mozilla roots), or
-/// nothing checked with `insecure=true`; HTTP/1.1 offered by ALPN.
+/// nothing checked with `insecure=true`; HTTP/1.1, or only HTTP/2 with
+/// `http2=true`, offered by ALPN.
 fn tls_config(settings: &Settings) -> Result<Option<Arc<ClientConfig>>, String> {
     if !settings.tls {
         return Ok(None);
@@ -155,8 +171,44 @@ fn tls_config(settings: &Settings) -> Result<Option<Arc<ClientConfig>>, String> 
     let config = tls::client_config(mode, settings.sslrootcert.as_deref())?
         .expect("a TLS mode other than disable has a configuration");
     let mut config = Arc::unwrap_or_clone(config);
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let protocol: &[u8] = if settings.http2 { b"h2" } else { b"http/1.1" };
+    config.alpn_protocols = vec![protocol.to_vec()];
     Ok(Some(Arc::new(config)))
+}
+
+/// A session's connection: HTTP/1.1, or HTTP/2 when the target asks.
+#[derive(Debug)]
+pub enum HttpConnection {
+    Http1(Http1Connection),
+    Http2(Box<Http2Connection>),
+}
+
+impl HttpConn for HttpConnection {
+    #[inline]
+    async fn request(&mut self, request: &Request<'_>) -> Result<Response<'_>, DriverError> {
+        match self {
+            HttpConnection::Http1(c) => c.request(request).await,
+            HttpConnection::Http2(c) => c.request(request).await,
+        }
+    }
+}
+
+impl HttpConnection {
+    /// Keeps the `Server` header of the next response.
+    fn want_server_header(&mut self) {
+        match self {
+            HttpConnection::Http1(c) => c.want_server_header(),
+            HttpConnection::Http2(c) => c.want_server_header(),
+        }
+    }
+
+    /// The `Server` header kept by [`Self::want_server_header`].
+    fn server_header(&mut self) -> Option<String> {
+        match self {
+            HttpConnection::Http1(c) => c.server_header(),
+            HttpConnection::Http2(c) => c.server_header(),
+        }
+    }
 }
 
 /// An HTTP target: its hosts and what every connection needs; connections
@@ -198,6 +250,7 @@ impl HttpDriver {
                 origins,
                 tls,
                 base: settings.base.into_bytes(),
+                http2: settings.http2,
             }),
             next_host: AtomicUsize::new(0),
             endpoint,
@@ -214,7 +267,12 @@ impl Driver for HttpDriver {
 
     async fn connect(&self) -> Result<HttpConnection, DriverError> {
         let n = self.next_host.fetch_add(1, Ordering::Relaxed) % self.shared.origins.len();
-        HttpConnection::open(Arc::clone(&self.shared), n).await
+        let shared = Arc::clone(&self.shared);
+        Ok(if self.shared.http2 {
+            HttpConnection::Http2(Box::new(Http2Connection::open(shared, n).await?))
+        } else {
+            HttpConnection::Http1(Http1Connection::open(shared, n).await?)
+        })
     }
 
     /// The product and version from the `Server` header of the answer to
@@ -267,11 +325,13 @@ mod tests {
     #[test]
     fn bad_targets_say_what_is_wrong() {
         let err = |u: &str| settings(u).unwrap_err();
-        assert!(err("http:///x").starts_with("an HTTP target needs a host"));
         assert!(err("http://h/?q=1").starts_with("unknown parameter 'q'"));
         assert!(err("http://h/?insecure=true").contains("for https://"));
         assert!(err("https://h/?insecure=yes").contains("insecure takes true or false"));
         assert!(err("https://h/?insecure=1&sslrootcert=/ca.pem").contains("ignored"));
+        assert!(err("http://h/?http2=true").starts_with("http2=true needs an https:// target"));
+        assert!(err("https://h/?http2=no").contains("http2 takes true or false"));
+        assert!(settings("https://h/?http2=true").unwrap().http2);
     }
 
     #[test]
