@@ -48,7 +48,7 @@ pub(super) fn catalog() -> Vec<(&'static str, &'static [Family], &'static str)> 
     vec![(
         "http",
         &[Family::Http],
-        "wrk/wrk2-style requests: one method, path, headers and body; closed loop or --rate with latency from the intended start",
+        "wrk/wrk2-style requests: one method, path, headers and body, or a weighted mix with parameters (--request-file); closed loop or --rate with latency from the intended start; statuses counted by class",
     )]
 }
 
