@@ -1,6 +1,7 @@
 //! The `http` workload (wrk's and wrk2's model): one request per event,
 //! the one `--method`, `--path` and `--body` give, or one picked by weight
-//! from a request file (`requests`) with its parameters filled in; closed
+//! from a request file (`--request-file`, see `requests`) with its
+//! parameters filled in; closed
 //! loop, or an open loop at `--rate` with latency from each request's
 //! intended start. Responses are counted by status class (`2xx`). A
 //! response whose status `--expect-status` does not list (by default any
@@ -149,7 +150,7 @@ impl HttpOptions {
                 map.insert("method".to_string(), json!(r.method));
                 map.insert("path".to_string(), json!(r.path.source()));
                 map.insert("headers".to_string(), json!(recorded_headers(&r.headers)));
-                map.insert("body_bytes".to_string(), json!(r.body.source().len()));
+                map.insert("body_bytes".to_string(), json!(r.body.source_len()));
             }
             (file, requests) => {
                 let requests: Vec<Value> = requests
@@ -160,7 +161,7 @@ impl HttpOptions {
                             "method": r.method,
                             "path": r.path.source(),
                             "headers": recorded_headers(&r.headers),
-                            "body_bytes": r.body.source().len(),
+                            "body_bytes": r.body.source_len(),
                         })
                     })
                     .collect();
@@ -523,7 +524,7 @@ mod tests {
         let picks = |seed| {
             let mut rng = SmallRng::seed_from_u64(seed);
             (0..1000)
-                .map(|_| script.pick(&mut rng).path.source().len())
+                .map(|_| script.pick(&mut rng).path.source_len())
                 .collect::<Vec<_>>()
         };
         let rare = picks(7).iter().filter(|&&len| len > 0).count();

@@ -25,6 +25,7 @@
 //! its values are distinct; random values come from the session's
 //! generator, seeded from `--seed`.
 
+use std::borrow::Cow;
 use std::path::Path;
 
 use rand::rngs::SmallRng;
@@ -48,7 +49,8 @@ pub struct RequestSpec {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Template {
     pieces: Vec<Piece>,
-    /// The text as written, for the result file.
+    /// The text as written, for the result file; empty for a literal,
+    /// whose one piece is the text (a body file is not held twice).
     source: String,
 }
 
@@ -69,7 +71,7 @@ impl Template {
         };
         Template {
             pieces,
-            source: String::from_utf8_lossy(bytes).into_owned(),
+            source: String::new(),
         }
     }
 
@@ -95,14 +97,25 @@ impl Template {
         if !rest.is_empty() {
             pieces.push(Piece::Text(rest.as_bytes().to_vec()));
         }
-        Ok(Template {
-            pieces,
-            source: text.to_string(),
-        })
+        let source = if pieces.iter().any(|p| matches!(p, Piece::Param(_))) {
+            text.to_string()
+        } else {
+            String::new()
+        };
+        Ok(Template { pieces, source })
     }
 
-    pub fn source(&self) -> &str {
-        &self.source
+    /// The text as written, `${name}`s included.
+    pub fn source(&self) -> Cow<'_, str> {
+        match self.as_literal() {
+            Some(bytes) => String::from_utf8_lossy(bytes),
+            None => Cow::Borrowed(&self.source),
+        }
+    }
+
+    /// The length of the text as written, in bytes.
+    pub fn source_len(&self) -> usize {
+        self.as_literal().map_or(self.source.len(), <[u8]>::len)
     }
 
     /// The bytes when there are no holes: sent as they are, uncopied.
@@ -429,6 +442,17 @@ body = '{"n": ${n}, "w": "${word}"}'
         assert_eq!(out, b"/echo?id=7&again=7");
         r[1].body.expand(&values, &mut out);
         assert_eq!(out, br#"{"n": 10, "w": "abcdef"}"#);
+    }
+
+    #[test]
+    fn a_literal_body_keeps_its_exact_length_and_is_held_once() {
+        let binary = Template::literal(&[0xff, 0xfe, b'x']);
+        assert_eq!(binary.source_len(), 3, "not the length of a lossy text");
+        assert_eq!(binary.as_literal(), Some(&[0xff, 0xfe, b'x'][..]));
+        assert!(
+            binary.source.is_empty(),
+            "the bytes are not copied into the source"
+        );
     }
 
     #[test]
