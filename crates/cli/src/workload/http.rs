@@ -67,7 +67,7 @@ fn options(a: &HttpArgs) -> Result<HttpOptions, String> {
     }
     let (mut requests, params) = match &a.request_file {
         Some(file) => {
-            let read = RequestFile::read(file, parse_header)?;
+            let read = RequestFile::read(file)?;
             (read.requests, read.params)
         }
         None => (vec![one_request(a)?], Vec::new()),

@@ -251,27 +251,20 @@ struct RawParam {
     length: Option<usize>,
 }
 
-/// The most requests a file may hold: the weighted pick scans them.
+/// The most requests a file may hold (a mix, not a replay log).
 const MAX_REQUESTS: usize = 256;
 
 impl RequestFile {
     /// Reads and checks `path`. Every error is one line naming the file,
     /// and the line when the TOML parser can point at one.
-    pub fn read(
-        path: &Path,
-        check_header: impl Fn(&str) -> Result<(String, String), String>,
-    ) -> Result<RequestFile, String> {
+    pub fn read(path: &Path) -> Result<RequestFile, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("--request-file {}: {e}", path.display()))?;
-        Self::parse(&text, check_header)
-            .map_err(|e| format!("--request-file {}{e}", path.display()))
+        Self::parse(&text).map_err(|e| format!("--request-file {}{e}", path.display()))
     }
 
     /// Parses a file's text; errors start with `:LINE: ` or `: `.
-    fn parse(
-        text: &str,
-        check_header: impl Fn(&str) -> Result<(String, String), String>,
-    ) -> Result<RequestFile, String> {
+    fn parse(text: &str) -> Result<RequestFile, String> {
         let raw: RawFile = toml::from_str(text).map_err(|e| {
             let line = e
                 .span()
@@ -297,9 +290,7 @@ impl RequestFile {
             .request
             .into_iter()
             .enumerate()
-            .map(|(i, r)| {
-                request(r, &params, &check_header).map_err(|e| format!(": request {}: {e}", i + 1))
-            })
+            .map(|(i, r)| request(r, &params).map_err(|e| format!(": request {}: {e}", i + 1)))
             .collect::<Result<_, _>>()?;
         Ok(RequestFile { requests, params })
     }
@@ -355,11 +346,7 @@ fn param(name: String, raw: RawParam) -> Result<Param, String> {
     Ok(Param { name, kind })
 }
 
-fn request(
-    raw: RawRequest,
-    params: &[Param],
-    check_header: impl Fn(&str) -> Result<(String, String), String>,
-) -> Result<RequestSpec, String> {
+fn request(raw: RawRequest, params: &[Param]) -> Result<RequestSpec, String> {
     let method = loadcell_core::http::method(raw.method.as_deref().unwrap_or("GET"))?;
     check_path(&raw.path)?;
     if raw.weight == 0 {
@@ -368,7 +355,7 @@ fn request(
     let headers = raw
         .headers
         .iter()
-        .map(|h| check_header(h))
+        .map(|h| super::parse_header(h))
         .collect::<Result<_, _>>()?;
     Ok(RequestSpec {
         weight: raw.weight,
@@ -399,10 +386,6 @@ mod tests {
 
     use super::*;
 
-    fn header(s: &str) -> Result<(String, String), String> {
-        super::super::parse_header(s)
-    }
-
     const FILE: &str = r#"
 [params]
 id = { type = "zipfian", min = 1, max = 100 }
@@ -422,7 +405,7 @@ body = '{"n": ${n}, "w": "${word}"}'
 
     #[test]
     fn a_file_gives_weighted_requests_with_templates() {
-        let f = RequestFile::parse(FILE, header).unwrap();
+        let f = RequestFile::parse(FILE).unwrap();
         assert_eq!(f.params.len(), 3);
         let r = &f.requests;
         assert_eq!(
@@ -488,7 +471,7 @@ body = '{"n": ${n}, "w": "${word}"}'
 
     #[test]
     fn mistakes_are_one_line_naming_the_line_or_the_part() {
-        let err = |text: &str| RequestFile::parse(text, header).unwrap_err();
+        let err = |text: &str| RequestFile::parse(text).unwrap_err();
         let e = err("[[request]]\npath = \"/\"\nmethd = \"GET\"\n");
         assert!(e.starts_with(":3: unknown field `methd`"), "{e}");
         assert!(!e.contains('\n'), "{e}");
