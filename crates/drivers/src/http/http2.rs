@@ -29,6 +29,15 @@ use crate::transport::stream::Stream;
 
 type TlsStream = tokio_rustls::client::TlsStream<tokio::net::TcpStream>;
 
+/// Headers that describe an HTTP/1.1 connection, which HTTP/2 forbids.
+const CONNECTION_SPECIFIC: [HeaderName; 5] = [
+    http::header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    http::header::TRANSFER_ENCODING,
+    http::header::UPGRADE,
+];
+
 /// One session's HTTP/2 connection to one of the target's hosts.
 pub struct Http2Connection {
     sender: SendRequest<Bytes>,
@@ -142,6 +151,11 @@ impl Http2Connection {
                     String::from_utf8_lossy(line)
                 ))
             })?;
+            // HTTP/2 has no connection-specific headers (RFC 9113, 8.2.2):
+            // dropped, as a proxy from HTTP/1.1 drops them.
+            if CONNECTION_SPECIFIC.contains(&name) {
+                continue;
+            }
             let value = HeaderValue::from_bytes(line[colon + 1..].trim_ascii()).map_err(|e| {
                 bad(format!(
                     "the header {:?}: {e}",
