@@ -16,6 +16,7 @@ use loadcell_record::result::{
     QueryCounts, Resources, RunConfig, RunResult, Schedule, ServerDescription, Summary, SCHEMA_ID,
 };
 use loadcell_record::OpStats;
+use loadcell_workloads::http::recorded_header;
 
 pub struct ResultContext<'a> {
     pub argv: &'a [String],
@@ -53,6 +54,31 @@ pub fn destination(out: Option<&Path>, dir: &Path, name: &str) -> Destination {
             }
         }
     }
+}
+
+/// The command line as recorded: passwords in URLs, and the values of
+/// secret headers (`-H 'Authorization: Bearer …'`), as `***`.
+fn recorded_command(argv: &[String]) -> Vec<String> {
+    let header = |text: &str| match text.split_once(':') {
+        Some((name, value)) => recorded_header(name, value),
+        None => text.to_string(),
+    };
+    let mut after_flag = false;
+    argv.iter()
+        .map(|a| {
+            let recorded = if after_flag {
+                header(a)
+            } else if let Some(text) = a.strip_prefix("--header=") {
+                format!("--header={}", header(text))
+            } else if let Some(text) = a.strip_prefix("-H").filter(|t| !t.is_empty()) {
+                format!("-H{}", header(text))
+            } else {
+                loadcell_core::target::redact_raw(a)
+            };
+            after_flag = a == "-H" || a == "--header";
+            recorded
+        })
+        .collect()
 }
 
 pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
@@ -124,6 +150,7 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
         items_per_sec,
         connects,
         connects_per_sec,
+        counters: total.counters_map(),
         client_cpu: outcome.client_cpu,
         bytes: None,
         bytes_per_sec: None,
@@ -137,11 +164,7 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
         error: outcome.error.clone(),
         started_at: rfc3339(outcome.started_at),
         ended_at: rfc3339(outcome.ended_at),
-        command: ctx
-            .argv
-            .iter()
-            .map(|a| loadcell_core::target::redact_raw(a))
-            .collect(),
+        command: recorded_command(ctx.argv),
         labels: ctx.labels.clone(),
         config: RunConfig {
             workload: ctx.workload.to_string(),
@@ -198,5 +221,35 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
                 client_limit: f.client_limit,
             }),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_headers_and_passwords_are_redacted_in_the_recorded_command() {
+        let argv: Vec<String> = [
+            "loadcell",
+            "run",
+            "http",
+            "-H",
+            "Authorization: Bearer s3cret",
+            "--header=Cookie: id=s3cret",
+            "-HX-Api-Key: s3cret",
+            "--header",
+            "Accept: */*",
+            "--target",
+            "http://u:s3cret@h/",
+        ]
+        .map(String::from)
+        .to_vec();
+        let recorded = recorded_command(&argv);
+        assert!(!recorded.join(" ").contains("s3cret"), "{recorded:?}");
+        assert_eq!(recorded[4], "Authorization: ***");
+        assert_eq!(recorded[5], "--header=Cookie: ***");
+        assert_eq!(recorded[6], "-HX-Api-Key: ***");
+        assert_eq!(recorded[8], "Accept: */*");
     }
 }

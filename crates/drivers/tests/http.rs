@@ -6,7 +6,7 @@ use std::io::Read;
 
 use loadcell_core::http::{HttpConn, Request};
 use loadcell_core::{Driver, ErrorClass, Target};
-use loadcell_drivers::http::HttpDriver;
+use loadcell_drivers::http::{HttpConnection, HttpDriver};
 use loadcell_testkit::TestServer;
 
 fn start() -> TestServer {
@@ -135,6 +135,56 @@ fn tls_checks_the_certificate_unless_told_not_to() {
             "{err}"
         );
         assert!(err.message.contains("UnknownIssuer"), "{err}");
+    });
+}
+
+#[test]
+fn http2_over_tls_keeps_one_connection_and_reads_whole_bodies() {
+    let server = loadcell_testkit::nginx_tls().unwrap_or_else(|e| panic!("{e}"));
+    let url = |base: &str| {
+        format!(
+            "{}{base}?http2=true&sslrootcert={}",
+            server.url(),
+            server.tls_ca().display()
+        )
+    };
+    let d = driver(&url("/index.html"));
+    block_on(async {
+        let mut conn = d.connect().await.unwrap();
+        assert!(matches!(conn, HttpConnection::Http2(_)), "{conn:?}");
+        assert_eq!(d.server_info(&mut conn).await.unwrap().product, "nginx");
+        for _ in 0..20 {
+            let r = conn.request(&get("")).await.unwrap();
+            assert_eq!(
+                (r.status, r.body.len()),
+                (200, loadcell_testkit::INDEX_BYTES)
+            );
+        }
+        let r = conn.request(&get("/missing")).await.unwrap();
+        assert_eq!(r.status, 404);
+    });
+    let d = driver(&url(""));
+    block_on(async {
+        let mut conn = d.connect().await.unwrap();
+        let post = Request {
+            method: "POST",
+            path: b"/echo?x=1",
+            // Connection is HTTP/1.1's: dropped rather than sent.
+            headers: b"Content-Type: application/json\r\nConnection: close\r\nX-Trace: 7\r\n",
+            body: b"{\"a\":1}",
+        };
+        let r = conn.request(&post).await.unwrap();
+        assert_eq!(r.body, br#"{"uri":"/echo?x=1","method":"POST"}"#);
+        let gzipped = Request {
+            headers: b"Accept-Encoding: gzip\r\n",
+            ..get("/large.txt")
+        };
+        let r = conn.request(&gzipped).await.unwrap();
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(r.body)
+            .read_to_string(&mut text)
+            .expect("the whole gzip stream, over several DATA frames");
+        assert_eq!(text.len(), 64 * 1024);
     });
 }
 

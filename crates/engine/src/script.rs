@@ -290,6 +290,14 @@ impl Ctx {
         stats.sample_error(class, message);
     }
 
+    /// Adds `n` to the run's counter `name` (an HTTP status class): kept
+    /// per interval and in the summary, for counts that are neither
+    /// operations nor errors.
+    #[inline]
+    pub fn count(&mut self, name: &str, n: u64) {
+        self.stats().borrow_mut().count(name, n);
+    }
+
     /// Counts `n` items (documents indexed, points written, rows polled)
     /// carried by the operation of kind `kind` just timed by [`Ctx::op`].
     /// Called after the operation, so a poll can count what it brought
@@ -432,6 +440,18 @@ mod tests {
         let (measured, warmup) = (ctx.sinks.measured.borrow(), ctx.sinks.warmup.borrow());
         assert_eq!((measured.ops[0].items, measured.ops[1].items), (0, 520));
         assert_eq!(warmup.ops[1].items, 7);
+    }
+
+    #[test]
+    fn named_counts_go_to_the_phase_of_their_event() {
+        let mut ctx = ctx(1);
+        ctx.count("2xx", 1);
+        ctx.set_measured(false);
+        ctx.count("2xx", 1);
+        ctx.count("5xx", 1);
+        let (measured, warmup) = (ctx.sinks.measured.borrow(), ctx.sinks.warmup.borrow());
+        assert_eq!(measured.counters_map().unwrap().len(), 1);
+        assert_eq!(warmup.counters_map().unwrap().get("5xx"), Some(&1));
     }
 
     #[test]

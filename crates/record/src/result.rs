@@ -275,6 +275,10 @@ pub struct Summary {
     pub connects: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connects_per_sec: Option<f64>,
+    /// Counts the workload keeps by name (HTTP responses by status class,
+    /// and unexpected statuses by code); absent when it keeps none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counters: Option<BTreeMap<String, u64>>,
     pub client_cpu: CpuTime,
     /// Bytes read and written (disk workloads), and their rate: bandwidth.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -350,6 +354,9 @@ pub struct Interval {
     pub items: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub items_per_sec: Option<f64>,
+    /// This interval's named counts, as in the summary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counters: Option<BTreeMap<String, u64>>,
     pub latency_ms: IntervalLatency,
     /// Connections held at the interval's end, in a run that holds them
     /// (`http-conns`): a gauge, not a count of the interval's events.
@@ -384,6 +391,7 @@ impl Interval {
             reconnects: s.reconnects,
             items,
             items_per_sec,
+            counters: s.counters_map(),
             latency_ms: IntervalLatency {
                 p50: l.p50,
                 p95: l.p95,

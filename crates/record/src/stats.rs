@@ -72,6 +72,17 @@ pub struct Stats {
     /// Reads that found their key, and reads that did not.
     pub hits: u64,
     pub misses: u64,
+    /// Counts a script keeps by name (HTTP responses by status class),
+    /// in the order first counted. Entries stay across [`Stats::reset`],
+    /// zeroed, so counting a known name never allocates.
+    pub counters: Vec<Counter>,
+}
+
+/// One named count, e.g. `2xx` responses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Counter {
+    pub name: String,
+    pub count: u64,
 }
 
 /// A start later than this after the intended start counts as late.
@@ -95,6 +106,7 @@ impl Stats {
             unsampled_errors: 0,
             hits: 0,
             misses: 0,
+            counters: Vec::new(),
         }
     }
 
@@ -122,6 +134,9 @@ impl Stats {
         self.unsampled_errors = 0;
         self.hits = 0;
         self.misses = 0;
+        for c in &mut self.counters {
+            c.count = 0;
+        }
     }
 
     #[inline]
@@ -184,6 +199,30 @@ impl Stats {
         }
     }
 
+    /// Adds `n` to the counter `name`: a short scan of a few names, and
+    /// an allocation only the first time a name is counted.
+    #[inline]
+    pub fn count(&mut self, name: &str, n: u64) {
+        match self.counters.iter_mut().find(|c| c.name == name) {
+            Some(c) => c.count += n,
+            None => self.counters.push(Counter {
+                name: name.to_string(),
+                count: n,
+            }),
+        }
+    }
+
+    /// The counters that counted something, by name.
+    pub fn counters_map(&self) -> Option<std::collections::BTreeMap<String, u64>> {
+        let map: std::collections::BTreeMap<String, u64> = self
+            .counters
+            .iter()
+            .filter(|c| c.count > 0)
+            .map(|c| (c.name.clone(), c.count))
+            .collect();
+        (!map.is_empty()).then_some(map)
+    }
+
     /// Counts `n` items carried by an operation of kind `kind`.
     #[inline]
     pub fn add_items(&mut self, kind: usize, n: u64) {
@@ -228,6 +267,9 @@ impl Stats {
         self.unsampled_errors += other.unsampled_errors;
         self.hits += other.hits;
         self.misses += other.misses;
+        for c in other.counters.iter().filter(|c| c.count > 0) {
+            self.count(&c.name, c.count);
+        }
     }
 }
 
@@ -280,6 +322,22 @@ mod tests {
         assert_eq!(a.items_total(), 42);
         assert_eq!((a.connects.count, a.connects.errors), (2, 1));
         assert_eq!(a.connects.latency.len(), 2);
+    }
+
+    #[test]
+    fn named_counters_merge_by_name_and_survive_reset_zeroed() {
+        let mut a = Stats::new(1);
+        let mut b = Stats::new(1);
+        a.count("2xx", 3);
+        b.count("5xx", 1);
+        b.count("2xx", 2);
+        a.merge(&b);
+        let map = a.counters_map().unwrap();
+        assert_eq!(map.get("2xx"), Some(&5));
+        assert_eq!(map.get("5xx"), Some(&1));
+        a.reset();
+        assert_eq!(a.counters.len(), 2, "names are kept for the next interval");
+        assert_eq!(a.counters_map(), None, "a zero count is not reported");
     }
 
     #[test]

@@ -60,6 +60,7 @@ pub fn run(threads: usize, tps: f64) -> RunResult {
                 reconnects: 0,
                 items: None,
                 items_per_sec: None,
+                counters: None,
                 latency_ms: IntervalLatency {
                     p50: l.p50,
                     p95: l.p95,
@@ -194,6 +195,7 @@ pub fn run(threads: usize, tps: f64) -> RunResult {
             items_per_sec: None,
             connects: None,
             connects_per_sec: None,
+            counters: None,
             client_cpu: CpuTime {
                 user_s: 1.5,
                 sys_s: 0.5,

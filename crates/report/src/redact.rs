@@ -15,23 +15,65 @@ fn is_delimiter(c: char) -> bool {
 
 const SECRET_KEYS: [&str; 6] = ["password", "passwd", "pwd", "pass", "secret", "auth"];
 
+/// Header names whose values are secrets, as written before the value.
+const SECRET_HEADERS: [&str; 4] = [
+    "authorization:",
+    "proxy-authorization:",
+    "cookie:",
+    "x-api-key:",
+];
+
 /// Replaces the password of every `user:password@host` (with or without a
-/// `scheme://`) and the value of every `password=`-style parameter by
-/// `***`.
+/// `scheme://`), the value of every `password=`-style parameter and the
+/// value after a secret header name (`Authorization: Bearer ***`) by `***`.
 pub fn redact(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     let mut token = String::new();
+    let mut header = HeaderValue::None;
     for c in s.chars() {
         if is_delimiter(c) {
-            out.push_str(&redact_token(&token));
+            out.push_str(&header.redact(&token));
             token.clear();
             out.push(c);
         } else {
             token.push(c);
         }
     }
-    out.push_str(&redact_token(&token));
+    out.push_str(&header.redact(&token));
     out
+}
+
+/// Where a run of tokens stands in a secret header's value.
+#[derive(Clone, Copy)]
+enum HeaderValue {
+    None,
+    /// After the header's name: an authentication scheme may come first.
+    AfterName,
+    /// After `Bearer` or `Basic`: the credentials come next.
+    AfterScheme,
+}
+
+impl HeaderValue {
+    fn redact(&mut self, token: &str) -> String {
+        if token.is_empty() {
+            return String::new();
+        }
+        let lower = token.to_ascii_lowercase();
+        let (next, out) = match *self {
+            HeaderValue::AfterName if matches!(lower.as_str(), "bearer" | "basic") => {
+                (HeaderValue::AfterScheme, token.to_string())
+            }
+            HeaderValue::AfterName | HeaderValue::AfterScheme => {
+                (HeaderValue::None, "***".to_string())
+            }
+            HeaderValue::None if SECRET_HEADERS.contains(&lower.as_str()) => {
+                (HeaderValue::AfterName, token.to_string())
+            }
+            HeaderValue::None => (HeaderValue::None, redact_token(token)),
+        };
+        *self = next;
+        out
+    }
 }
 
 fn redact_token(t: &str) -> String {
@@ -156,6 +198,16 @@ mod tests {
             "error: mysql://u:***@h/db refused"
         );
         assert_eq!(redact("mysql://u:p@h/db?x=a@b"), "mysql://u:***@h/db?x=a@b");
+    }
+
+    #[test]
+    fn secret_header_values_are_redacted() {
+        assert_eq!(
+            redact("-H 'Authorization: Bearer abc.def'"),
+            "-H 'Authorization: Bearer ***'"
+        );
+        assert_eq!(redact("Cookie: id=1 Accept: x"), "Cookie: *** Accept: x");
+        assert_eq!(redact("Accept: Bearer x"), "Accept: Bearer x");
     }
 
     #[test]

@@ -120,6 +120,13 @@ pub fn summary(r: &RunResult, op_order: &[&str]) -> String {
             s.bytes.unwrap_or(0)
         );
     }
+    if let Some(counters) = &s.counters {
+        let counts: Vec<String> = counters
+            .iter()
+            .map(|(name, n)| format!("{name} {n}"))
+            .collect();
+        let _ = writeln!(w, "    {:<37}{}", "counts:", counts.join(", "));
+    }
     // No reads counted (results of older versions say 0 and 0): no ratio.
     let reads = s
         .hits
@@ -367,6 +374,16 @@ mod tests {
         assert!(!summary(&r, &[]).contains("items:"));
         (r.summary.items, r.summary.items_per_sec) = (Some(25_000), Some(2500.0));
         let line = format!("    {:<37}25000  (2500.00 per sec.)\n", "items:");
+        assert!(summary(&r, &[]).contains(&line), "{}", summary(&r, &[]));
+    }
+
+    #[test]
+    fn named_counts_get_one_line_when_the_workload_kept_some() {
+        let mut r = fixture::run(4, 1000.0);
+        assert!(!summary(&r, &[]).contains("counts:"));
+        let counts = [("2xx".to_string(), 990), ("503".to_string(), 10)];
+        r.summary.counters = Some(counts.into_iter().collect());
+        let line = format!("    {:<37}2xx 990, 503 10\n", "counts:");
         assert!(summary(&r, &[]).contains(&line), "{}", summary(&r, &[]));
     }
 }

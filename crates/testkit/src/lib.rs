@@ -25,7 +25,7 @@ mod tls;
 
 pub use haproxy::{haproxy, LoadBalancer};
 pub use memcached::memcached;
-pub use nginx::{nginx, nginx_tls, INDEX_BYTES};
+pub use nginx::{nginx, nginx_tls, ECHO_LOG, INDEX_BYTES};
 pub use redis::{redis, redis_cli, redis_cluster, redis_tls, redis_with_password, TestCluster};
 pub use tls::make_certificates;
 

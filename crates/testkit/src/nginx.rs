@@ -9,12 +9,15 @@
 //! - `/large.txt`: 64 KiB of text, gzipped on the fly (so chunked) for a
 //!   request that accepts gzip;
 //! - `/health` and `/echo` (the request URI back, as JSON), as in
-//!   `shared/servers/http/nginx.conf`;
+//!   `shared/servers/http/nginx.conf`; each `/echo` request's method and
+//!   URI are also logged, one line each, to [`ECHO_LOG`] in the data
+//!   directory, so a test can see what a run sent;
 //! - `/status`: `stub_status`;
 //! - anything else: 404.
 //!
 //! [`nginx_tls`] listens with TLS instead, with a certificate for
-//! `localhost` and 127.0.0.1 signed by a test CA ([`TestServer::tls_ca`]).
+//! `localhost` and 127.0.0.1 signed by a test CA ([`TestServer::tls_ca`]),
+//! and offers HTTP/2 as well as HTTP/1.1 by ALPN.
 
 use std::fs;
 use std::io::{Read, Write};
@@ -41,6 +44,10 @@ pub fn nginx_tls() -> Result<TestServer, String> {
 
 /// The static page's bytes.
 pub const INDEX_BYTES: usize = 612;
+
+/// The log of `/echo` requests (`GET /echo?x=1` per line), relative to
+/// [`TestServer::data_dir`].
+pub const ECHO_LOG: &str = "logs/echo.log";
 
 fn start_nginx(tls: bool) -> Result<TestServer, String> {
     let bin = find_bin("nginx", SBIN_DIRS)?;
@@ -111,7 +118,7 @@ fn config(root: &Path, port: u16, tls: bool) -> String {
     let user = if is_root() { "user root;\n" } else { "" };
     let listen = if tls {
         format!(
-            "listen 127.0.0.1:{port} ssl;\n    ssl_certificate {root}/tls/server.pem;\n    ssl_certificate_key {root}/tls/server.key;"
+            "listen 127.0.0.1:{port} ssl http2;\n    ssl_certificate {root}/tls/server.pem;\n    ssl_certificate_key {root}/tls/server.key;"
         )
     } else {
         format!("listen 127.0.0.1:{port};")
@@ -124,6 +131,7 @@ error_log {root}/logs/error.log warn;
 events {{ worker_connections 4096; }}
 http {{
   access_log off;
+  log_format echo '$request_method $request_uri';
   client_body_temp_path {root}/tmp/body;
   proxy_temp_path {root}/tmp/proxy;
   fastcgi_temp_path {root}/tmp/fcgi;
@@ -138,7 +146,7 @@ http {{
     {listen}
     root {root}/html;
     location = /health {{ return 200 "ok\n"; }}
-    location = /echo {{ return 200 '{{"uri":"$request_uri","method":"$request_method"}}'; }}
+    location = /echo {{ access_log {root}/{ECHO_LOG} echo; return 200 '{{"uri":"$request_uri","method":"$request_method"}}'; }}
     location = /status {{ stub_status; }}
   }}
 }}

@@ -30,7 +30,7 @@ use loadcell_core::{Driver, DriverError, DriverInfo, Family};
 use loadcell_engine::{Category, Ctx, OpSpec, Script, SessionInfo};
 use serde_json::{json, Value};
 
-use crate::http::{HttpOptions, HttpScript, HttpWorkload};
+use crate::http::{HttpOptions, HttpScript, HttpSession, HttpWorkload};
 use crate::prepare::{CheckError, PrepareObserver};
 use crate::workload::{CleanupError, Lifecycle, Loading, Workload};
 
@@ -115,9 +115,11 @@ impl ConnectionScript {
     pub fn new(opts: &HttpOptions, test: ConnectionTest) -> ConnectionScript {
         let request = HttpScript::new(opts);
         let mut closing = opts.clone();
-        closing
-            .headers
-            .push(("Connection".to_string(), "close".to_string()));
+        for request in &mut closing.requests {
+            request
+                .headers
+                .push(("Connection".to_string(), "close".to_string()));
+        }
         ConnectionScript {
             ops: [
                 request.request_op(),
@@ -139,8 +141,10 @@ impl ConnectionScript {
 }
 
 impl<C: HttpConn> Script<C> for ConnectionScript {
-    /// Requests sent on the session's current connection.
-    type Session = u64;
+    /// Requests sent on the session's current connection, and the request
+    /// generator's state (the same for the closing request, which differs
+    /// only by a header).
+    type Session = (u64, HttpSession);
 
     fn ops(&self) -> &[OpSpec] {
         &self.ops
@@ -151,11 +155,20 @@ impl<C: HttpConn> Script<C> for ConnectionScript {
     }
 
     /// Called on every new connection: its count starts again.
-    async fn open(&self, _conn: &mut C, _session: SessionInfo) -> Result<u64, DriverError> {
-        Ok(0)
+    async fn open(
+        &self,
+        conn: &mut C,
+        session: SessionInfo,
+    ) -> Result<(u64, HttpSession), DriverError> {
+        Ok((0, Script::<C>::open(&self.request, conn, session).await?))
     }
 
-    async fn event(&self, conn: &mut C, sent: &mut u64, ctx: &mut Ctx) -> Result<(), DriverError> {
+    async fn event(
+        &self,
+        conn: &mut C,
+        (sent, session): &mut (u64, HttpSession),
+        ctx: &mut Ctx,
+    ) -> Result<(), DriverError> {
         if let Some(took) = conn.take_tls_handshake() {
             ctx.record(TLS_HANDSHAKE, took, true);
         }
@@ -164,7 +177,7 @@ impl<C: HttpConn> Script<C> for ConnectionScript {
             Some(n) if *sent == n => &self.last_request,
             _ => &self.request,
         };
-        Script::<C>::event(script, conn, &mut (), ctx).await
+        Script::<C>::event(script, conn, session, ctx).await
     }
 }
 

@@ -64,6 +64,14 @@ pub(super) fn resolve(
         _ => return None,
     };
     Some(test.and_then(|test| {
+        // A session's request generator starts again on every connection,
+        // so a file's weighted draws and parameters would repeat.
+        if http.request_file.is_some() {
+            return Err(format!(
+                "{name} sends one request (--method, --path, --header, --body); \
+                 --request-file is for the http workload"
+            ));
+        }
         Ok(WorkloadSpec::HttpConnections(HttpConnectionsWorkload {
             opts: super::http::options(http)?,
             test,
@@ -228,6 +236,23 @@ mod tests {
                 requests_per_connection: NonZeroU64::new(5).unwrap()
             }
         );
+    }
+
+    #[test]
+    fn a_request_file_is_refused_since_its_draws_would_restart_per_connection() {
+        let http = HttpArgs {
+            request_file: Some("requests.toml".into()),
+            ..HttpArgs::default()
+        };
+        for name in ["http-cps", "http-conns"] {
+            let err = resolve(name, &http, &HttpConnsArgs::default())
+                .expect("a connection workload")
+                .unwrap_err();
+            assert!(
+                err.contains("--request-file is for the http workload"),
+                "{err}"
+            );
+        }
     }
 
     #[test]

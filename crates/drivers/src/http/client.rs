@@ -41,9 +41,13 @@ const MAX_HEADERS: usize = 64;
 /// One host of the target, and what every request to it carries.
 #[derive(Debug)]
 pub(crate) struct Origin {
-    host: String,
-    port: u16,
-    endpoint: String,
+    pub host: String,
+    pub port: u16,
+    pub endpoint: String,
+    /// `host[:port]`, the port only when it is not the scheme's default.
+    pub authority: String,
+    /// The `Authorization` value of basic authentication, if any.
+    pub authorization: Option<String>,
     /// `Host: …\r\n`, then the basic authentication line if any.
     fixed_headers: Vec<u8>,
 }
@@ -62,16 +66,21 @@ impl Origin {
             (false, true) => host.to_string(),
             (false, false) => format!("{host}:{port}"),
         };
-        let mut fixed_headers = format!("Host: {authority}\r\n").into_bytes();
-        if let Some((user, password)) = credentials {
+        let authorization = credentials.map(|(user, password)| {
             let token =
                 base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
-            fixed_headers.extend_from_slice(format!("Authorization: Basic {token}\r\n").as_bytes());
+            format!("Basic {token}")
+        });
+        let mut fixed_headers = format!("Host: {authority}\r\n").into_bytes();
+        if let Some(value) = &authorization {
+            fixed_headers.extend_from_slice(format!("Authorization: {value}\r\n").as_bytes());
         }
         Origin {
             host: host.to_string(),
             port,
             endpoint: endpoint(host, port),
+            authority,
+            authorization,
             fixed_headers,
         }
     }
@@ -87,6 +96,21 @@ pub(crate) struct Shared {
     /// For a loopback target: which source address connections bind,
     /// 0 for the kernel's choice, `n` for 127.0.0.(n+1) (see [`connect`]).
     pub source: AtomicU8,
+    /// Whether connections speak HTTP/2 (over TLS, agreed by ALPN).
+    pub http2: bool,
+}
+
+impl Shared {
+    /// One plain-HTTP/1.1 origin, no base path (a status page).
+    pub(crate) fn plain(origin: Origin) -> Shared {
+        Shared {
+            origins: vec![origin],
+            tls: None,
+            base: Vec::new(),
+            source: AtomicU8::new(0),
+            http2: false,
+        }
+    }
 }
 
 /// How the last response left the connection.
@@ -121,7 +145,7 @@ struct Head {
 }
 
 /// One session's HTTP/1.1 connection to one of the target's hosts.
-pub struct HttpConnection {
+pub struct Http1Connection {
     stream: Stream,
     shared: Arc<Shared>,
     origin: usize,
@@ -135,16 +159,16 @@ pub struct HttpConnection {
     tls_handshake: Option<Duration>,
 }
 
-impl std::fmt::Debug for HttpConnection {
+impl std::fmt::Debug for Http1Connection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HttpConnection")
+        f.debug_struct("Http1Connection")
             .field("endpoint", &self.origin().endpoint)
             .field("state", &self.state)
             .finish_non_exhaustive()
     }
 }
 
-impl HttpConn for HttpConnection {
+impl HttpConn for Http1Connection {
     async fn request(&mut self, request: &Request<'_>) -> Result<Response<'_>, DriverError> {
         self.encode(request);
         if matches!(self.state, State::Closing | State::Broken) {
@@ -188,12 +212,12 @@ impl Failed {
     }
 }
 
-impl HttpConnection {
+impl Http1Connection {
     /// A new connection to origin `index` of `shared` (TCP, then TLS for
     /// an `https://` target).
     pub(crate) async fn open(shared: Arc<Shared>, index: usize) -> Result<Self, DriverError> {
         let (stream, tls_handshake) = connect(&shared, index).await?;
-        Ok(HttpConnection {
+        Ok(Http1Connection {
             stream,
             tls_handshake,
             shared,
@@ -487,7 +511,10 @@ fn contains_token(value: &[u8], token: &[u8]) -> bool {
 
 /// TCP to origin `index`, then TLS when the target asks for it, with how
 /// long the handshake took.
-async fn connect(shared: &Shared, index: usize) -> Result<(Stream, Option<Duration>), DriverError> {
+pub(crate) async fn connect(
+    shared: &Shared,
+    index: usize,
+) -> Result<(Stream, Option<Duration>), DriverError> {
     let origin = &shared.origins[index];
     let tcp = connect_spread(shared, origin)
         .await
@@ -572,12 +599,8 @@ mod tests {
     fn a_loopback_target_is_reached_from_the_source_address_in_turn() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
-        let shared = Shared {
-            origins: vec![Origin::new("127.0.0.1", port, false, None)],
-            tls: None,
-            base: Vec::new(),
-            source: AtomicU8::new(2),
-        };
+        let shared = Shared::plain(Origin::new("127.0.0.1", port, false, None));
+        shared.source.store(2, Ordering::Relaxed);
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_io()
             .build()

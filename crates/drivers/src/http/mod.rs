@@ -1,6 +1,7 @@
 //! HTTP services and load balancers: HTTP/1.1 with keep-alive, written
 //! directly on the drivers' stream layer (`client`), which the search and
-//! time-series drivers reuse as their transport.
+//! time-series drivers reuse as their transport; or HTTP/2 over TLS
+//! (`http2`, by the `h2` crate), one connection per session.
 //!
 //! Target: `http://[user:password@]host[:port][,host[:port]…][/base][?param…]`
 //! or `https://…`. Several hosts are used round-robin, one host per
@@ -15,22 +16,27 @@
 //!   self-signed one); the handshake is still checked;
 //! - `status=http://HOST:PORT/PATH`: a status page sampled every interval
 //!   as the server's counters (`status`): nginx's `stub_status`, or
-//!   haproxy's stats CSV (`…/stats;csv`).
+//!   haproxy's stats CSV (`…/stats;csv`);
+//! - `http2=true`: speak HTTP/2 (`https://` only: offered by ALPN, and a
+//!   server that does not agree is an error before any load).
 
 mod client;
+mod http2;
 mod status;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use loadcell_core::http::{HttpConn, Request, Response};
 use loadcell_core::kv::KvCapabilities;
 use loadcell_core::{Driver, DriverError, ServerInfo, Target};
 use rustls::ClientConfig;
 
-pub use client::HttpConnection;
+pub use client::Http1Connection;
 pub(crate) use client::{Origin, Shared};
+pub use http2::Http2Connection;
 
 use crate::transport::tls::{self, SslMode};
 use crate::transport::url_text::{endpoint, percent_decode};
@@ -40,13 +46,13 @@ pub const INFO: DriverInfo = DriverInfo {
     name: "http",
     schemes: &["http", "https"],
     family: Family::Http,
-    url_form: "http(s)://[user:pass@]host[:port][,host2…][/base][?sslrootcert=PATH|insecure=true][&status=http://HOST:PORT/PATH]",
-    about: "HTTP/1.1 services and load balancers (keep-alive, TLS, round-robin hosts)",
+    url_form: "http(s)://[user:pass@]host[:port][,host2…][/base][?sslrootcert=PATH|insecure=true|http2=true][&status=http://HOST:PORT/PATH]",
+    about: "HTTP/1.1 and HTTP/2 services and load balancers (keep-alive, TLS, round-robin hosts)",
     kv: KvCapabilities::NONE,
     blocking: false,
 };
 
-const PARAMS: &[&str] = &["sslrootcert", "insecure", "status"];
+const PARAMS: &[&str] = &["sslrootcert", "insecure", "http2", "status"];
 
 /// What the target says, before any file is read.
 #[derive(Clone, PartialEq, Eq)]
@@ -61,6 +67,7 @@ pub(crate) struct Settings {
     pub insecure: bool,
     /// The status page's host, port and path with query.
     pub status: Option<(String, u16, String)>,
+    pub http2: bool,
 }
 
 impl std::fmt::Debug for Settings {
@@ -73,6 +80,7 @@ impl std::fmt::Debug for Settings {
             .field("sslrootcert", &self.sslrootcert)
             .field("insecure", &self.insecure)
             .field("status", &self.status)
+            .field("http2", &self.http2)
             .finish()
     }
 }
@@ -108,19 +116,20 @@ pub(crate) fn parse_target(target: &Target) -> Result<Settings, String> {
     let mut sslrootcert = None;
     let mut insecure = false;
     let mut status = None;
+    let mut http2 = false;
+    let flag = |key: &str, value: &str| match value {
+        "true" | "1" | "" => Ok(true),
+        "false" | "0" => Ok(false),
+        other => Err(format!("{key} takes true or false, got '{other}'")),
+    };
     for (key, value) in url.query_pairs() {
         match &*key {
             "sslrootcert" if value.is_empty() => {
                 return Err("sslrootcert needs a path to a PEM file".to_string())
             }
             "sslrootcert" => sslrootcert = Some(PathBuf::from(&*value)),
-            "insecure" => {
-                insecure = match &*value {
-                    "true" | "1" | "" => true,
-                    "false" | "0" => false,
-                    other => return Err(format!("insecure takes true or false, got '{other}'")),
-                }
-            }
+            "insecure" => insecure = flag(&key, &value)?,
+            "http2" => http2 = flag(&key, &value)?,
             "status" => status = Some(status_page(&value)?),
             other => {
                 return Err(format!(
@@ -132,6 +141,12 @@ pub(crate) fn parse_target(target: &Target) -> Result<Settings, String> {
     }
     if !tls && (sslrootcert.is_some() || insecure) {
         return Err("sslrootcert and insecure are for https:// targets".to_string());
+    }
+    if !tls && http2 {
+        return Err(
+            "http2=true needs an https:// target: HTTP/2 is agreed by ALPN in the TLS handshake"
+                .to_string(),
+        );
     }
     if sslrootcert.is_some() && insecure {
         return Err(
@@ -147,6 +162,7 @@ pub(crate) fn parse_target(target: &Target) -> Result<Settings, String> {
         sslrootcert,
         insecure,
         status,
+        http2,
     })
 }
 
@@ -175,7 +191,8 @@ fn status_page(value: &str) -> Result<(String, u16, String), String> {
 
 /// The rustls configuration an `https://` target asks for: the chain and
 /// host name checked (against `sslrootcert` or the Mozilla roots), or
-/// nothing checked with `insecure=true`; HTTP/1.1 offered by ALPN.
+/// nothing checked with `insecure=true`; HTTP/1.1, or only HTTP/2 with
+/// `http2=true`, offered by ALPN.
 fn tls_config(settings: &Settings) -> Result<Option<Arc<ClientConfig>>, String> {
     if !settings.tls {
         return Ok(None);
@@ -188,8 +205,51 @@ fn tls_config(settings: &Settings) -> Result<Option<Arc<ClientConfig>>, String> 
     let config = tls::client_config(mode, settings.sslrootcert.as_deref())?
         .expect("a TLS mode other than disable has a configuration");
     let mut config = Arc::unwrap_or_clone(config);
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let protocol: &[u8] = if settings.http2 { b"h2" } else { b"http/1.1" };
+    config.alpn_protocols = vec![protocol.to_vec()];
     Ok(Some(Arc::new(config)))
+}
+
+/// A session's connection: HTTP/1.1, or HTTP/2 when the target asks.
+#[derive(Debug)]
+pub enum HttpConnection {
+    Http1(Http1Connection),
+    Http2(Box<Http2Connection>),
+}
+
+impl HttpConn for HttpConnection {
+    #[inline]
+    async fn request(&mut self, request: &Request<'_>) -> Result<Response<'_>, DriverError> {
+        match self {
+            HttpConnection::Http1(c) => c.request(request).await,
+            HttpConnection::Http2(c) => c.request(request).await,
+        }
+    }
+
+    fn take_tls_handshake(&mut self) -> Option<Duration> {
+        match self {
+            HttpConnection::Http1(c) => c.take_tls_handshake(),
+            HttpConnection::Http2(c) => c.take_tls_handshake(),
+        }
+    }
+}
+
+impl HttpConnection {
+    /// Keeps the `Server` header of the next response.
+    fn want_server_header(&mut self) {
+        match self {
+            HttpConnection::Http1(c) => c.want_server_header(),
+            HttpConnection::Http2(c) => c.want_server_header(),
+        }
+    }
+
+    /// The `Server` header kept by [`Self::want_server_header`].
+    fn server_header(&mut self) -> Option<String> {
+        match self {
+            HttpConnection::Http1(c) => c.server_header(),
+            HttpConnection::Http2(c) => c.server_header(),
+        }
+    }
 }
 
 /// An HTTP target: its hosts and what every connection needs; connections
@@ -234,16 +294,12 @@ impl HttpDriver {
                 tls,
                 base: settings.base.into_bytes(),
                 source: AtomicU8::new(0),
+                http2: settings.http2,
             }),
             next_host: AtomicUsize::new(0),
             endpoint,
             status: settings.status.map(|(host, port, path)| {
-                let page = Shared {
-                    origins: vec![Origin::new(&host, port, false, None)],
-                    tls: None,
-                    base: Vec::new(),
-                    source: AtomicU8::new(0),
-                };
+                let page = Shared::plain(Origin::new(&host, port, false, None));
                 (Arc::new(page), path.into_bytes())
             }),
         })
@@ -259,7 +315,12 @@ impl Driver for HttpDriver {
 
     async fn connect(&self) -> Result<HttpConnection, DriverError> {
         let n = self.next_host.fetch_add(1, Ordering::Relaxed) % self.shared.origins.len();
-        HttpConnection::open(Arc::clone(&self.shared), n).await
+        let shared = Arc::clone(&self.shared);
+        Ok(if self.shared.http2 {
+            HttpConnection::Http2(Box::new(Http2Connection::open(shared, n).await?))
+        } else {
+            HttpConnection::Http1(Http1Connection::open(shared, n).await?)
+        })
     }
 
     /// The product and version from the `Server` header of the answer to
@@ -293,7 +354,7 @@ impl Driver for HttpDriver {
         let Some((page, path)) = &self.status else {
             return Ok(Vec::new());
         };
-        let mut conn = HttpConnection::open(Arc::clone(page), 0).await?;
+        let mut conn = Http1Connection::open(Arc::clone(page), 0).await?;
         let request = Request {
             method: "GET",
             path,
@@ -345,6 +406,9 @@ mod tests {
         assert!(err("http://h/?insecure=true").contains("for https://"));
         assert!(err("https://h/?insecure=yes").contains("insecure takes true or false"));
         assert!(err("https://h/?insecure=1&sslrootcert=/ca.pem").contains("ignored"));
+        assert!(err("http://h/?http2=true").starts_with("http2=true needs an https:// target"));
+        assert!(err("https://h/?http2=no").contains("http2 takes true or false"));
+        assert!(settings("https://h/?http2=true").unwrap().http2);
     }
 
     #[test]

@@ -1,0 +1,495 @@
+//! The request file (`--request-file FILE`, TOML): several weighted requests
+//! whose paths and bodies take parameters, expanded per request into a
+//! session's reused buffers.
+//!
+//! ```toml
+//! [params]
+//! id = { type = "zipfian", min = 1, max = 100000 }   # also uniform
+//! n = { type = "sequence", start = 1 }
+//! word = { type = "string", length = 8 }             # [A-Za-z0-9]
+//!
+//! [[request]]
+//! weight = 9                     # default 1
+//! path = "/items/${id}"          # method defaults to GET
+//! headers = ["Accept: application/json"]
+//!
+//! [[request]]
+//! method = "POST"
+//! path = "/items"
+//! body = '{"n": ${n}, "name": "${word}"}'
+//! ```
+//!
+//! `${name}` is replaced by the parameter's value, the same value
+//! wherever it occurs in one request. A sequence counts up across the
+//! run's sessions (session `i` of `k` takes `start+i`, `start+i+k`, …), so
+//! its values are distinct; random values come from the session's
+//! generator, seeded from `--seed`.
+
+use std::borrow::Cow;
+use std::path::Path;
+
+use rand::rngs::SmallRng;
+use rand::Rng;
+use serde::Deserialize;
+
+use crate::distribution::{Distribution, RandParams, RandType};
+
+/// One request of a set: a literal or a template for its path and body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestSpec {
+    pub weight: u32,
+    pub method: &'static str,
+    pub path: Template,
+    /// `(name, value)` pairs, sent in order.
+    pub headers: Vec<(String, String)>,
+    pub body: Template,
+}
+
+/// Text with `${param}` holes, split once when the file is read.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Template {
+    pieces: Vec<Piece>,
+    /// The text as written, for the result file; empty for a literal,
+    /// whose one piece is the text (a body file is not held twice).
+    source: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Piece {
+    Text(Vec<u8>),
+    /// An index into the set's parameters.
+    Param(usize),
+}
+
+impl Template {
+    /// A template without holes.
+    pub fn literal(bytes: &[u8]) -> Template {
+        let pieces = if bytes.is_empty() {
+            Vec::new()
+        } else {
+            vec![Piece::Text(bytes.to_vec())]
+        };
+        Template {
+            pieces,
+            source: String::new(),
+        }
+    }
+
+    /// Splits `text` at each `${name}`, `name` one of `params`.
+    fn parse(text: &str, params: &[Param]) -> Result<Template, String> {
+        let mut pieces = Vec::new();
+        let mut rest = text;
+        while let Some(open) = rest.find("${") {
+            let close = rest[open..]
+                .find('}')
+                .ok_or_else(|| format!("'{text}': '${{' without a closing '}}'"))?;
+            let name = &rest[open + 2..open + close];
+            let index = params
+                .iter()
+                .position(|p| p.name == name)
+                .ok_or_else(|| format!("'{text}': no parameter '{name}' in [params]"))?;
+            if open > 0 {
+                pieces.push(Piece::Text(rest.as_bytes()[..open].to_vec()));
+            }
+            pieces.push(Piece::Param(index));
+            rest = &rest[open + close + 1..];
+        }
+        if !rest.is_empty() {
+            pieces.push(Piece::Text(rest.as_bytes().to_vec()));
+        }
+        let source = if pieces.iter().any(|p| matches!(p, Piece::Param(_))) {
+            text.to_string()
+        } else {
+            String::new()
+        };
+        Ok(Template { pieces, source })
+    }
+
+    /// The text as written, `${name}`s included.
+    pub fn source(&self) -> Cow<'_, str> {
+        match self.as_literal() {
+            Some(bytes) => String::from_utf8_lossy(bytes),
+            None => Cow::Borrowed(&self.source),
+        }
+    }
+
+    /// The length of the text as written, in bytes.
+    pub fn source_len(&self) -> usize {
+        self.as_literal().map_or(self.source.len(), <[u8]>::len)
+    }
+
+    /// The bytes when there are no holes: sent as they are, uncopied.
+    pub fn as_literal(&self) -> Option<&[u8]> {
+        match self.pieces.as_slice() {
+            [] => Some(b""),
+            [Piece::Text(t)] => Some(t),
+            _ => None,
+        }
+    }
+
+    /// The parameters this template uses, by index.
+    pub(super) fn params(&self) -> impl Iterator<Item = usize> + '_ {
+        self.pieces.iter().filter_map(|p| match p {
+            Piece::Param(i) => Some(*i),
+            Piece::Text(_) => None,
+        })
+    }
+
+    /// Writes the text with each hole filled from `values` into `out`.
+    #[inline]
+    pub(super) fn expand(&self, values: &[Vec<u8>], out: &mut Vec<u8>) {
+        out.clear();
+        for piece in &self.pieces {
+            match piece {
+                Piece::Text(t) => out.extend_from_slice(t),
+                Piece::Param(i) => out.extend_from_slice(&values[*i]),
+            }
+        }
+    }
+}
+
+/// A named parameter and how its values are drawn.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Param {
+    pub name: String,
+    pub kind: ParamKind,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ParamKind {
+    Sequence { start: u64 },
+    Random { kind: RandType, min: u64, max: u64 },
+    String { length: usize },
+}
+
+/// The characters of a random string: safe unescaped in a path, a query
+/// and a JSON string.
+const ALPHANUMERIC: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+
+/// A parameter ready to draw from, one per session.
+#[derive(Debug, Clone)]
+pub(super) enum Drawer {
+    Sequence { next: u64, step: u64 },
+    Random(Distribution),
+    String { length: usize },
+}
+
+impl Drawer {
+    /// Session `session` of `sessions`'s drawer for `param`.
+    pub(super) fn new(param: &Param, session: usize, sessions: usize) -> Drawer {
+        match param.kind {
+            ParamKind::Sequence { start } => Drawer::Sequence {
+                next: start + session as u64,
+                step: sessions.max(1) as u64,
+            },
+            ParamKind::Random { kind, min, max } => {
+                Drawer::Random(Distribution::new(kind, RandParams::default(), min, max))
+            }
+            ParamKind::String { length } => Drawer::String { length },
+        }
+    }
+
+    /// Writes the next value into `out`.
+    #[inline]
+    pub(super) fn draw(&mut self, rng: &mut SmallRng, out: &mut Vec<u8>) {
+        out.clear();
+        match self {
+            Drawer::Sequence { next, step } => {
+                out.extend_from_slice(itoa::Buffer::new().format(*next).as_bytes());
+                *next += *step;
+            }
+            Drawer::Random(d) => {
+                out.extend_from_slice(itoa::Buffer::new().format(d.sample(rng)).as_bytes())
+            }
+            Drawer::String { length } => out.extend(
+                (0..*length).map(|_| ALPHANUMERIC[rng.random_range(0..ALPHANUMERIC.len())]),
+            ),
+        }
+    }
+}
+
+/// A request file, read and checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestFile {
+    pub requests: Vec<RequestSpec>,
+    pub params: Vec<Param>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    #[serde(default)]
+    params: std::collections::BTreeMap<String, RawParam>,
+    request: Vec<RawRequest>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRequest {
+    #[serde(default = "one")]
+    weight: u32,
+    method: Option<String>,
+    path: String,
+    #[serde(default)]
+    headers: Vec<String>,
+    #[serde(default)]
+    body: String,
+}
+
+fn one() -> u32 {
+    1
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawParam {
+    #[serde(rename = "type")]
+    kind: String,
+    start: Option<u64>,
+    min: Option<u64>,
+    max: Option<u64>,
+    length: Option<usize>,
+}
+
+/// The most requests a file may hold (a mix, not a replay log).
+const MAX_REQUESTS: usize = 256;
+
+impl RequestFile {
+    /// Reads and checks `path`. Every error is one line naming the file,
+    /// and the line when the TOML parser can point at one.
+    pub fn read(path: &Path) -> Result<RequestFile, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("--request-file {}: {e}", path.display()))?;
+        Self::parse(&text).map_err(|e| format!("--request-file {}{e}", path.display()))
+    }
+
+    /// Parses a file's text; errors start with `:LINE: ` or `: `.
+    fn parse(text: &str) -> Result<RequestFile, String> {
+        let raw: RawFile = toml::from_str(text).map_err(|e| {
+            let line = e
+                .span()
+                .map(|s| format!(":{}", text[..s.start].matches('\n').count() + 1))
+                .unwrap_or_default();
+            format!("{line}: {}", e.message().trim().replace('\n', " "))
+        })?;
+        let params = raw
+            .params
+            .into_iter()
+            .map(|(name, raw)| {
+                let context = format!(": [params] {name}: ");
+                param(name, raw).map_err(|e| format!("{context}{e}"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if raw.request.is_empty() || raw.request.len() > MAX_REQUESTS {
+            return Err(format!(
+                ": give 1 to {MAX_REQUESTS} [[request]] tables, not {}",
+                raw.request.len()
+            ));
+        }
+        let requests = raw
+            .request
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| request(r, &params).map_err(|e| format!(": request {}: {e}", i + 1)))
+            .collect::<Result<_, _>>()?;
+        Ok(RequestFile { requests, params })
+    }
+}
+
+fn param(name: String, raw: RawParam) -> Result<Param, String> {
+    let unused = |field: &str, set: bool| {
+        if set {
+            Err(format!("'{field}' does not apply to type '{}'", raw.kind))
+        } else {
+            Ok(())
+        }
+    };
+    let kind = match raw.kind.as_str() {
+        "sequence" => {
+            unused("min", raw.min.is_some())?;
+            unused("max", raw.max.is_some())?;
+            unused("length", raw.length.is_some())?;
+            ParamKind::Sequence {
+                start: raw.start.unwrap_or(1),
+            }
+        }
+        "uniform" | "zipfian" => {
+            unused("start", raw.start.is_some())?;
+            unused("length", raw.length.is_some())?;
+            let (Some(min), Some(max)) = (raw.min, raw.max) else {
+                return Err(format!("type '{}' needs min and max", raw.kind));
+            };
+            if min > max {
+                return Err(format!("min {min} is above max {max}"));
+            }
+            ParamKind::Random {
+                kind: RandType::parse(&raw.kind)?,
+                min,
+                max,
+            }
+        }
+        "string" => {
+            unused("start", raw.start.is_some())?;
+            unused("min", raw.min.is_some())?;
+            unused("max", raw.max.is_some())?;
+            match raw.length {
+                Some(length @ 1..=65536) => ParamKind::String { length },
+                _ => return Err("type 'string' needs a length from 1 to 65536".to_string()),
+            }
+        }
+        other => {
+            return Err(format!(
+                "unknown type '{other}'; use sequence, uniform, zipfian or string"
+            ))
+        }
+    };
+    Ok(Param { name, kind })
+}
+
+fn request(raw: RawRequest, params: &[Param]) -> Result<RequestSpec, String> {
+    let method = loadcell_core::http::method(raw.method.as_deref().unwrap_or("GET"))?;
+    check_path(&raw.path)?;
+    if raw.weight == 0 {
+        return Err("weight must be at least 1".to_string());
+    }
+    let headers = raw
+        .headers
+        .iter()
+        .map(|h| super::parse_header(h))
+        .collect::<Result<_, _>>()?;
+    Ok(RequestSpec {
+        weight: raw.weight,
+        method,
+        path: Template::parse(&raw.path, params)?,
+        headers,
+        body: Template::parse(&raw.body, params)?,
+    })
+}
+
+/// A path is sent as written: it must start with `/` and hold nothing
+/// that would break the request line.
+pub fn check_path(path: &str) -> Result<(), String> {
+    if !path.is_empty() && !path.starts_with('/') {
+        return Err(format!("path '{path}' must start with '/'"));
+    }
+    if path.bytes().any(|b| b <= b' ' || b == 0x7f) {
+        return Err(format!(
+            "path '{path}' holds a space or control character: percent-encode it (%20)"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::SeedableRng;
+
+    use super::*;
+
+    const FILE: &str = r#"
+[params]
+id = { type = "zipfian", min = 1, max = 100 }
+n = { type = "sequence", start = 10 }
+word = { type = "string", length = 6 }
+
+[[request]]
+weight = 3
+path = "/echo?id=${id}&again=${id}"
+headers = ["Accept: application/json"]
+
+[[request]]
+method = "post"
+path = "/items"
+body = '{"n": ${n}, "w": "${word}"}'
+"#;
+
+    #[test]
+    fn a_file_gives_weighted_requests_with_templates() {
+        let f = RequestFile::parse(FILE).unwrap();
+        assert_eq!(f.params.len(), 3);
+        let r = &f.requests;
+        assert_eq!(
+            (r[0].weight, r[0].method, r[1].weight, r[1].method),
+            (3, "GET", 1, "POST")
+        );
+        assert_eq!(
+            r[0].headers,
+            vec![("Accept".into(), "application/json".into())]
+        );
+        assert_eq!(r[0].path.as_literal(), None);
+        assert_eq!(r[1].path.as_literal(), Some(&b"/items"[..]));
+        // Parameters are kept in name order: id, n, word.
+        let values = [b"7".to_vec(), b"10".to_vec(), b"abcdef".to_vec()];
+        let mut out = Vec::new();
+        r[0].path.expand(&values, &mut out);
+        assert_eq!(out, b"/echo?id=7&again=7");
+        r[1].body.expand(&values, &mut out);
+        assert_eq!(out, br#"{"n": 10, "w": "abcdef"}"#);
+    }
+
+    #[test]
+    fn a_literal_body_keeps_its_exact_length_and_is_held_once() {
+        let binary = Template::literal(&[0xff, 0xfe, b'x']);
+        assert_eq!(binary.source_len(), 3, "not the length of a lossy text");
+        assert_eq!(binary.as_literal(), Some(&[0xff, 0xfe, b'x'][..]));
+        assert!(
+            binary.source.is_empty(),
+            "the bytes are not copied into the source"
+        );
+    }
+
+    #[test]
+    fn sequences_interleave_sessions_and_draws_follow_the_seed() {
+        let seq = Param {
+            name: "n".into(),
+            kind: ParamKind::Sequence { start: 5 },
+        };
+        let (mut a, mut b) = (Drawer::new(&seq, 0, 2), Drawer::new(&seq, 1, 2));
+        let mut rng = SmallRng::seed_from_u64(1);
+        let mut out = Vec::new();
+        let mut seen = Vec::new();
+        for _ in 0..2 {
+            for d in [&mut a, &mut b] {
+                d.draw(&mut rng, &mut out);
+                seen.push(String::from_utf8(out.clone()).unwrap());
+            }
+        }
+        assert_eq!(seen, ["5", "6", "7", "8"]);
+        let word = Param {
+            name: "w".into(),
+            kind: ParamKind::String { length: 12 },
+        };
+        let draw = |seed| {
+            let mut out = Vec::new();
+            Drawer::new(&word, 0, 1).draw(&mut SmallRng::seed_from_u64(seed), &mut out);
+            out
+        };
+        assert_eq!(draw(3), draw(3));
+        assert_ne!(draw(3), draw(4));
+        assert!(draw(3).iter().all(u8::is_ascii_alphanumeric));
+    }
+
+    #[test]
+    fn mistakes_are_one_line_naming_the_line_or_the_part() {
+        let err = |text: &str| RequestFile::parse(text).unwrap_err();
+        let e = err("[[request]]\npath = \"/\"\nmethd = \"GET\"\n");
+        assert!(e.starts_with(":3: unknown field `methd`"), "{e}");
+        assert!(!e.contains('\n'), "{e}");
+        let e =
+            err("[params]\nx = { type = \"zipf\", min = 1, max = 2 }\n[[request]]\npath = \"/\"\n");
+        assert!(e.starts_with(": [params] x: unknown type 'zipf'"), "{e}");
+        let e = err("[[request]]\npath = \"/${nope}\"\n");
+        assert!(
+            e.contains("request 1: '/${nope}': no parameter 'nope'"),
+            "{e}"
+        );
+        let e = err("[[request]]\npath = \"/\"\nmethod = \"GTE\"\n");
+        assert!(e.contains("request 1: unknown HTTP method 'GTE'"), "{e}");
+        let e = err("[[request]]\npath = \"x\"\n");
+        assert!(e.contains("must start with '/'"), "{e}");
+        let e = err("[params]\nx = { type = \"string\", size = 3 }\n[[request]]\npath = \"/\"\n");
+        assert!(e.starts_with(":2: unknown field `size`"), "{e}");
+        let e = err("[params]\nx = { type = \"string\" }\n[[request]]\npath = \"/\"\n");
+        assert!(e.contains("needs a length"), "{e}");
+    }
+}
