@@ -431,3 +431,17 @@ fn disk_workloads_refuse_devices_files_and_unknown_modes_before_any_io() {
         0
     );
 }
+
+#[test]
+fn workloads_without_data_say_there_is_nothing_to_prepare_or_clean_up() {
+    // Refused before any connection: nothing listens on port 9.
+    fails_with(
+        &["prepare", "http", "--target", "http://127.0.0.1:9"],
+        &["the http workload loads nothing"],
+    );
+    fails_with(
+        &["cleanup", "http-cps", "--target", "http://127.0.0.1:9"],
+        &["the http-cps workload creates nothing"],
+    );
+    fails_with(&["prepare", "cpu"], &["the cpu workload loads nothing"]);
+}

@@ -5,18 +5,14 @@
 //! root): events per second is the score.
 
 use std::collections::BTreeMap;
-use std::rc::Rc;
-use std::sync::Arc;
-use std::time::Duration;
 
 use loadcell_core::family::MachineFamily;
 use loadcell_core::machine::MachineConn;
-use loadcell_core::{Driver, DriverError, DriverInfo, Family};
+use loadcell_core::{DriverError, DriverInfo, Family};
 use loadcell_engine::{Category, Ctx, OpSpec, Script, SessionInfo};
 use serde_json::Value;
 
-use crate::prepare::{CheckError, PrepareObserver};
-use crate::workload::{CleanupError, Lifecycle, Loading, Workload};
+use crate::workload::{Lifecycle, Workload};
 
 /// sysbench's default `--cpu-max-prime`.
 pub const DEFAULT_MAX_PRIME: u64 = 10_000;
@@ -107,36 +103,6 @@ impl<C: MachineConn + 'static> Lifecycle<C, MachineFamily> for CpuWorkload {
         Cpu {
             max_prime: self.max_prime,
         }
-    }
-
-    async fn check(&self, _script: &Cpu, _conn: &mut C) -> Result<(), CheckError> {
-        Ok(())
-    }
-
-    /// Nothing to prepare: the loop needs no data.
-    async fn prepare<D>(
-        &self,
-        _driver: Arc<D>,
-        _info: &DriverInfo,
-        _loading: Loading,
-        _observer: Rc<dyn PrepareObserver>,
-    ) -> Result<(), DriverError>
-    where
-        D: Driver<Conn = C>,
-    {
-        Ok(())
-    }
-
-    async fn cleanup<D>(
-        &self,
-        _driver: &D,
-        _connect_timeout: Duration,
-        _observer: &dyn PrepareObserver,
-    ) -> Result<(), CleanupError>
-    where
-        D: Driver<Conn = C>,
-    {
-        Ok(())
     }
 }
 

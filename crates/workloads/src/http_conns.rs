@@ -20,19 +20,16 @@
 
 use std::collections::BTreeMap;
 use std::num::NonZeroU64;
-use std::rc::Rc;
-use std::sync::Arc;
 use std::time::Duration;
 
 use loadcell_core::family::HttpFamily;
 use loadcell_core::http::HttpConn;
-use loadcell_core::{Driver, DriverError, DriverInfo, Family};
+use loadcell_core::{DriverError, DriverInfo, Family};
 use loadcell_engine::{Category, Ctx, OpSpec, Script, SessionInfo};
 use serde_json::{json, Value};
 
 use crate::http::{HttpOptions, HttpScript, HttpSession, HttpWorkload};
-use crate::prepare::{CheckError, PrepareObserver};
-use crate::workload::{CleanupError, Lifecycle, Loading, Workload};
+use crate::workload::{Lifecycle, Workload};
 
 /// Which of a load balancer's connection limits a run measures.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -186,40 +183,5 @@ impl<C: HttpConn> Lifecycle<C, HttpFamily> for HttpConnectionsWorkload {
 
     fn script(&self, _seed: u64, _driver: &DriverInfo) -> ConnectionScript {
         ConnectionScript::new(&self.opts, self.test)
-    }
-
-    async fn check(&self, _script: &ConnectionScript, _conn: &mut C) -> Result<(), CheckError> {
-        Ok(())
-    }
-
-    async fn prepare<D>(
-        &self,
-        _driver: Arc<D>,
-        _info: &DriverInfo,
-        _loading: Loading,
-        _observer: Rc<dyn PrepareObserver>,
-    ) -> Result<(), DriverError>
-    where
-        D: Driver<Conn = C>,
-    {
-        Err(DriverError::fatal(format!(
-            "the {} workload loads nothing: run it against the service as it is",
-            self.name()
-        )))
-    }
-
-    async fn cleanup<D>(
-        &self,
-        _driver: &D,
-        _connect_timeout: Duration,
-        _observer: &dyn PrepareObserver,
-    ) -> Result<(), CleanupError>
-    where
-        D: Driver<Conn = C>,
-    {
-        Err(CleanupError::Refused(format!(
-            "the {} workload creates nothing, so there is nothing to clean up",
-            self.name()
-        )))
     }
 }

@@ -61,27 +61,45 @@ pub trait Lifecycle<C, F>: Workload {
     fn script(&self, seed: u64, driver: &DriverInfo) -> Self::Script;
 
     /// Whether the data `script` reads is there, before any load is sent.
-    async fn check(&self, script: &Self::Script, conn: &mut C) -> Result<(), CheckError>;
+    /// By default there is none to check: a workload that reads no data
+    /// of its own (an HTTP service's pages, the CPU's loop).
+    async fn check(&self, _script: &Self::Script, _conn: &mut C) -> Result<(), CheckError> {
+        Ok(())
+    }
 
     /// Creates and loads the data set. Idempotent; never touches data
-    /// loadcell did not create.
+    /// loadcell did not create. By default the workload loads nothing, and
+    /// says so.
     async fn prepare<D>(
         &self,
-        driver: Arc<D>,
-        info: &DriverInfo,
-        loading: Loading,
-        observer: Rc<dyn PrepareObserver>,
+        _driver: Arc<D>,
+        _info: &DriverInfo,
+        _loading: Loading,
+        _observer: Rc<dyn PrepareObserver>,
     ) -> Result<(), DriverError>
     where
-        D: Driver<Conn = C>;
+        D: Driver<Conn = C>,
+    {
+        Err(DriverError::fatal(format!(
+            "the {} workload loads nothing: run it against the system as it is",
+            self.name()
+        )))
+    }
 
-    /// Deletes what `prepare` created, and nothing else.
+    /// Deletes what `prepare` created, and nothing else. By default the
+    /// workload created nothing, and says so.
     async fn cleanup<D>(
         &self,
-        driver: &D,
-        connect_timeout: Duration,
-        observer: &dyn PrepareObserver,
+        _driver: &D,
+        _connect_timeout: Duration,
+        _observer: &dyn PrepareObserver,
     ) -> Result<(), CleanupError>
     where
-        D: Driver<Conn = C>;
+        D: Driver<Conn = C>,
+    {
+        Err(CleanupError::Refused(format!(
+            "the {} workload creates nothing, so there is nothing to clean up",
+            self.name()
+        )))
+    }
 }

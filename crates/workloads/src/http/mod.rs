@@ -12,13 +12,10 @@ mod requests;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::rc::Rc;
-use std::sync::Arc;
-use std::time::Duration;
 
 use loadcell_core::family::HttpFamily;
 use loadcell_core::http::{HttpConn, Request};
-use loadcell_core::{Driver, DriverError, DriverInfo, Family};
+use loadcell_core::{DriverError, DriverInfo, Family};
 use loadcell_engine::{Category, Ctx, OpSpec, Script, SessionInfo};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -27,8 +24,7 @@ use serde_json::{json, Value};
 use requests::Drawer;
 pub use requests::{check_path, Param, ParamKind, RequestFile, RequestSpec, Template};
 
-use crate::prepare::{CheckError, PrepareObserver};
-use crate::workload::{CleanupError, Lifecycle, Loading, Workload};
+use crate::workload::{Lifecycle, Workload};
 
 /// The error class of a response with a status the run did not expect.
 pub const STATUS_CLASS: &str = "http status";
@@ -426,40 +422,6 @@ impl<C: HttpConn> Lifecycle<C, HttpFamily> for HttpWorkload {
 
     fn script(&self, _seed: u64, _driver: &DriverInfo) -> HttpScript {
         HttpScript::new(&self.opts)
-    }
-
-    async fn check(&self, _script: &HttpScript, _conn: &mut C) -> Result<(), CheckError> {
-        Ok(())
-    }
-
-    /// An HTTP service's content is its own: there is nothing to load.
-    async fn prepare<D>(
-        &self,
-        _driver: Arc<D>,
-        _info: &DriverInfo,
-        _loading: Loading,
-        _observer: Rc<dyn PrepareObserver>,
-    ) -> Result<(), DriverError>
-    where
-        D: Driver<Conn = C>,
-    {
-        Err(DriverError::fatal(
-            "the http workload loads nothing: run it against the service as it is",
-        ))
-    }
-
-    async fn cleanup<D>(
-        &self,
-        _driver: &D,
-        _connect_timeout: Duration,
-        _observer: &dyn PrepareObserver,
-    ) -> Result<(), CleanupError>
-    where
-        D: Driver<Conn = C>,
-    {
-        Err(CleanupError::Refused(
-            "the http workload creates nothing, so there is nothing to clean up".to_string(),
-        ))
     }
 }
 
