@@ -25,42 +25,12 @@ for bin in nginx wrk ab; do
 done
 
 out=$PWD/bench/results/$(date -u +%Y%m%dT%H%M%SZ)-http-cps
-mkdir -p "$out"/nginx/{html,logs,tmp}
+mkdir -p "$out"
 cp "$LOADCELL" "$out/loadcell" # a rebuild mid-benchmark cannot swap it
 
-NGINX_PORT=$(bench_free_port)
-head -c 612 /dev/zero | tr '\0' x >"$out/nginx/html/index.html"
-user=""; [[ $(id -u) == 0 ]] && user="user root;"
-cat >"$out/nginx/nginx.conf" <<CONF
-$user
-daemon off;
-worker_processes 1;
-worker_rlimit_nofile 20000;
-pid $out/nginx/nginx.pid;
-error_log $out/nginx/logs/error.log warn;
-events { worker_connections 12000; }
-http {
-  access_log off;
-  client_body_temp_path $out/nginx/tmp/body;
-  proxy_temp_path $out/nginx/tmp/proxy;
-  fastcgi_temp_path $out/nginx/tmp/fcgi;
-  uwsgi_temp_path $out/nginx/tmp/uwsgi;
-  scgi_temp_path $out/nginx/tmp/scgi;
-  keepalive_requests 100000;
-  server {
-    listen 127.0.0.1:$NGINX_PORT backlog=4096;
-    root $out/nginx/html;
-    location = /status { stub_status; }
-  }
-}
-CONF
-setsid nginx -p "$out/nginx" -c "$out/nginx/nginx.conf" >"$out/nginx/logs/stderr.log" 2>&1 &
-NGINX_PID=$!
-# nginx's workers share its process group: stop them all, by that group.
-stop_nginx() { kill -- -"$NGINX_PID" 2>/dev/null && _bench_wait_gone "$NGINX_PID" 10; return 0; }
-trap stop_nginx EXIT
+trap bench_stop_all EXIT
 trap 'exit 130' INT TERM
-_bench_wait_port "$NGINX_PID" "$NGINX_PORT" 30 || { echo "nginx did not start" >&2; exit 1; }
+nginx_start "$out/nginx"
 
 {
     echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"

@@ -12,7 +12,8 @@
 #   LOADCELL    binary to test [target/release/loadcell]
 #   OHA K6 VEGETA  peers [~/.cargo/bin/oha, ~/go/bin/k6, ~/go/bin/vegeta]
 #
-# nginx: one worker, access log off, a 612-byte /index.html (as testkit's).
+# nginx: bench/servers.sh's nginx_start (one worker, access log off, a
+# 612-byte /index.html as testkit's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,37 +33,14 @@ for bin in "$NGINX" wrk "$OHA" "$K6" "$VEGETA"; do
 done
 
 out=$PWD/bench/results/$(date -u +%Y%m%dT%H%M%SZ)-http
-mkdir -p "$out"/nginx/{html,logs,tmp}
+mkdir -p "$out"
 cp "$LOADCELL" "$out/loadcell" # a rebuild mid-benchmark cannot swap it
 cp "$CLIENTS" "$out/http1_clients"
 
-PORT=$(bench_free_port)
-python3 -c 'print("<!DOCTYPE html><html><body>" + "x" * 570 + "</body></html>")' >"$out/nginx/html/index.html"
-user=""; [[ $(id -u) == 0 ]] && user="user root;"
-cat >"$out/nginx/nginx.conf" <<CONF
-$user
-daemon off;
-worker_processes 1;
-pid $out/nginx/nginx.pid;
-error_log $out/nginx/logs/error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $out/nginx/tmp/body;
-  proxy_temp_path $out/nginx/tmp/proxy;
-  fastcgi_temp_path $out/nginx/tmp/fcgi;
-  uwsgi_temp_path $out/nginx/tmp/uwsgi;
-  scgi_temp_path $out/nginx/tmp/scgi;
-  keepalive_requests 1000000;
-  server { listen 127.0.0.1:$PORT; root $out/nginx/html; }
-}
-CONF
-"$NGINX" -p "$out/nginx" -c "$out/nginx/nginx.conf" >"$out/nginx/logs/stderr.log" 2>&1 &
-NGINX_PID=$!
-stop_nginx() { kill "$NGINX_PID" 2>/dev/null && _bench_wait_gone "$NGINX_PID" 10; return 0; }
-trap stop_nginx EXIT
+trap bench_stop_all EXIT
 trap 'exit 130' INT TERM
-_bench_wait_port "$NGINX_PID" "$PORT" 30 || { echo "nginx did not start" >&2; exit 1; }
+nginx_start "$out/nginx"
+PORT=$NGINX_PORT
 
 {
     echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"

@@ -248,9 +248,57 @@ postgres_stop() {
     unset POSTGRES_PID POSTGRES_DIR POSTGRES_PORT POSTGRES_SOCKET POSTGRES_URL
 }
 
+# nginx (one worker, access log off) serving a 612-byte /index.html (as
+# testkit's) from DIR on a free port, stub_status at /status, room for
+# 12,000 connections; sets NGINX_PID (the master, leading its own process
+# group) and NGINX_PORT.
+nginx_start() { # dir
+    local dir=$1 user=""
+    mkdir -p "$dir"/{html,logs,tmp}
+    python3 -c 'print("<!DOCTYPE html><html><body>" + "x" * 570 + "</body></html>")' >"$dir/html/index.html"
+    [[ $(id -u) == 0 ]] && user="user root;"
+    NGINX_PORT=$(bench_free_port)
+    cat >"$dir/nginx.conf" <<CONF
+$user
+daemon off;
+worker_processes 1;
+worker_rlimit_nofile 20000;
+pid $dir/nginx.pid;
+error_log $dir/logs/error.log warn;
+events { worker_connections 12000; }
+http {
+  access_log off;
+  client_body_temp_path $dir/tmp/body;
+  proxy_temp_path $dir/tmp/proxy;
+  fastcgi_temp_path $dir/tmp/fcgi;
+  uwsgi_temp_path $dir/tmp/uwsgi;
+  scgi_temp_path $dir/tmp/scgi;
+  keepalive_requests 1000000;
+  server {
+    listen 127.0.0.1:$NGINX_PORT backlog=4096;
+    root $dir/html;
+    location = /status { stub_status; }
+  }
+}
+CONF
+    setsid "$(command -v nginx || echo /usr/sbin/nginx)" -p "$dir" -c "$dir/nginx.conf" \
+        >"$dir/logs/stderr.log" 2>&1 &
+    NGINX_PID=$!
+    _bench_wait_port "$NGINX_PID" "$NGINX_PORT" 30 || { _bench_log "nginx did not start"; return 1; }
+    _bench_log "nginx pid $NGINX_PID on port $NGINX_PORT"
+}
+
+# Stops nginx and its workers (its process group).
+nginx_stop() {
+    [[ -n ${NGINX_PID:-} ]] && kill -- -"$NGINX_PID" 2>/dev/null && _bench_wait_gone "$NGINX_PID" 10
+    unset NGINX_PID NGINX_PORT
+    return 0
+}
+
 # Stop whatever this shell started (for traps).
 bench_stop_all() {
     [[ -n ${MARIADB_PID:-} ]] && mariadb_stop
     [[ -n ${POSTGRES_PID:-} ]] && postgres_stop
+    [[ -n ${NGINX_PID:-} ]] && nginx_stop
     return 0
 }
