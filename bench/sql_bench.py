@@ -35,7 +35,7 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def log(msg: str) -> None:
-    print(f"[sql_bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 # ---------------------------------------------------------------------------

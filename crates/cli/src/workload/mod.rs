@@ -117,8 +117,8 @@ pub fn catalog() -> Vec<(&'static str, &'static [Family], &'static str)> {
     all.extend(kv::catalog());
     all.extend(ycsb::catalog());
     all.extend(http::catalog());
-    all.extend(machine::catalog());
     all.extend(http_conns::catalog());
+    all.extend(machine::catalog());
     all
 }
 
