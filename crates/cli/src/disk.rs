@@ -12,7 +12,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{anyhow, bail, Context as _};
 use loadcell_core::{Family, ServerInfo};
-use loadcell_engine::{Category, OpSpec, RunOutcome, StopReason};
+use loadcell_engine::{Category, Interrupts, OpSpec, RunOutcome, StopReason};
 use loadcell_record::env::CpuTime;
 use loadcell_record::result::{
     DeviceUtil, DiskRun, Filesystem, Interval, IopsExpectation, RunResult,
@@ -21,7 +21,6 @@ use loadcell_record::{hist, Stats};
 use loadcell_workloads::disk::fio::{self, Direction, Report};
 use loadcell_workloads::disk::{DiskOptions, DiskWorkload};
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::signal::unix::{signal, SignalKind};
 
 use crate::args::RunArgs;
 use crate::launch::RunJob;
@@ -161,8 +160,7 @@ fn run_fio(args: &[String]) -> anyhow::Result<FioRun> {
         .build()
         .expect("a current-thread runtime can always be built");
     runtime.block_on(async {
-        let mut interrupts = signal(SignalKind::interrupt()).ok();
-        let mut terminates = signal(SignalKind::terminate()).ok();
+        let mut interrupts = Interrupts::listen();
         let mut child = tokio::process::Command::new("fio")
             .args(args)
             .stdin(Stdio::null())
@@ -173,17 +171,10 @@ fn run_fio(args: &[String]) -> anyhow::Result<FioRun> {
             .context("cannot start fio")?;
         let stdout = tokio::spawn(read_all(child.stdout.take()));
         let stderr = tokio::spawn(read_all(child.stderr.take()));
-        let signalled = async {
-            tokio::select! {
-                _ = async { interrupts.as_mut()?.recv().await }, if interrupts.is_some() => {}
-                _ = async { terminates.as_mut()?.recv().await }, if terminates.is_some() => {}
-                // No handler could be installed: fio runs to its end.
-                else => std::future::pending().await,
-            }
-        };
         let (status, interrupted) = tokio::select! {
             status = child.wait() => (status?, false),
-            () = signalled => match tokio::time::timeout(STOP_TIMEOUT, stop(&mut child)).await {
+            // Without handlers fio runs to its end.
+            () = interrupts.recv() => match tokio::time::timeout(STOP_TIMEOUT, stop(&mut child)).await {
                 Ok(status) => (status?, true),
                 Err(_) => {
                     child.kill().await?;

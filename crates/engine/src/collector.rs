@@ -12,10 +12,9 @@ use loadcell_record::env::CpuTime;
 use loadcell_record::resources::{self, ResourceSample, Sampler};
 use loadcell_record::result::Interval;
 use loadcell_record::Stats;
-use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::mpsc;
 
-use crate::control::{Control, StopReason};
+use crate::control::{Control, Interrupts, StopReason};
 use crate::hold::{HeldGauge, HeldOutcome};
 use crate::schedule::Schedule;
 use crate::script::Script;
@@ -368,15 +367,6 @@ where
 }
 
 /// Resolves at SIGINT or SIGTERM (never, if they could not be caught).
-async fn interrupted(interrupts: &mut Option<Signal>, terminates: &mut Option<Signal>) {
-    match (interrupts, terminates) {
-        (Some(i), Some(t)) => {
-            tokio::select! { _ = i.recv() => {}, _ = t.recv() => {} }
-        }
-        _ => std::future::pending().await,
-    }
-}
-
 async fn collect<D, S>(
     driver: Arc<D>,
     script: Arc<S>,
@@ -421,15 +411,14 @@ where
     drop(tx);
     let workers = handles.len();
 
-    let mut interrupts = signal(SignalKind::interrupt()).ok();
-    let mut terminates = signal(SignalKind::terminate()).ok();
+    let mut interrupts = Interrupts::listen();
 
     // The run's clock starts once every session is connected (or has
     // given up, which stops the run), or at Ctrl-C.
     tokio::select! {
         _ = shared.gate.all_ready(spec.sessions()) => {}
         _ = shared.control.stopped() => {}
-        _ = interrupted(&mut interrupts, &mut terminates) => {
+        _ = interrupts.recv() => {
             shared.control.stop(StopReason::Interrupted, None);
         }
     }
@@ -486,7 +475,7 @@ where
                 std::future::pending().await
             }
         };
-        let interrupted = interrupted(&mut interrupts, &mut terminates);
+        let interrupted = interrupts.recv();
         tokio::select! {
             msg = rx.recv() => {
                 let Some((w, report)) = msg else { break };

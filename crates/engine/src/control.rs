@@ -4,6 +4,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
+use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::watch;
 
 pub use loadcell_record::result::StopReason;
@@ -65,6 +66,38 @@ impl Control {
         let mut rx = self.notify.subscribe();
         // The sender lives as long as `self`, so this cannot fail.
         let _ = rx.wait_for(|stopped| *stopped).await;
+    }
+}
+
+/// Ctrl-C (SIGINT) and SIGTERM, listened for from creation on, so that
+/// either ends a run (or the program a job runs) with its result written.
+pub struct Interrupts {
+    interrupt: Option<Signal>,
+    terminate: Option<Signal>,
+}
+
+impl Interrupts {
+    /// Installs the handlers; one that cannot be installed is not waited
+    /// for. Needs a Tokio runtime with I/O enabled.
+    pub fn listen() -> Interrupts {
+        Interrupts {
+            interrupt: signal(SignalKind::interrupt()).ok(),
+            terminate: signal(SignalKind::terminate()).ok(),
+        }
+    }
+
+    /// Waits for the next of either signal; forever if neither handler
+    /// could be installed.
+    pub async fn recv(&mut self) {
+        let Interrupts {
+            interrupt,
+            terminate,
+        } = self;
+        tokio::select! {
+            _ = async { interrupt.as_mut()?.recv().await }, if interrupt.is_some() => {}
+            _ = async { terminate.as_mut()?.recv().await }, if terminate.is_some() => {}
+            else => std::future::pending().await,
+        }
     }
 }
 

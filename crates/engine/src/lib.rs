@@ -22,7 +22,7 @@ mod tests;
 mod worker;
 
 pub use collector::{IntervalView, Observer, Phase, RunOutcome};
-pub use control::StopReason;
+pub use control::{Interrupts, StopReason};
 pub use hold::{FirstFailure, HeldOutcome};
 pub use script::{BatchClock, Category, Ctx, OpSpec, Script, SessionInfo, NOT_FOUND};
 pub use spec::{Arrival, ConnectionPolicy, Hold, RateSpec, RunSpec};
