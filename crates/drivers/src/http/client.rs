@@ -101,6 +101,17 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// Appends the path a request for `path` asks for: the target's path
+    /// before it, `/` when both are empty.
+    #[inline]
+    pub(crate) fn write_path(&self, path: &[u8], out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.base);
+        if self.base.is_empty() && path.is_empty() {
+            out.push(b'/');
+        }
+        out.extend_from_slice(path);
+    }
+
     /// One plain-HTTP/1.1 origin, no base path (a status page).
     pub(crate) fn plain(origin: Origin) -> Shared {
         Shared {
@@ -261,11 +272,7 @@ impl Http1Connection {
         w.clear();
         w.extend_from_slice(request.method.as_bytes());
         w.push(b' ');
-        w.extend_from_slice(&self.shared.base);
-        if self.shared.base.is_empty() && request.path.is_empty() {
-            w.push(b'/');
-        }
-        w.extend_from_slice(request.path);
+        self.shared.write_path(request.path, w);
         w.extend_from_slice(b" HTTP/1.1\r\n");
         w.extend_from_slice(fixed_headers);
         w.extend_from_slice(request.headers);

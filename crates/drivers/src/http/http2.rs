@@ -115,11 +115,7 @@ impl Http2Connection {
         let bad =
             |what: String| DriverError::fatal(format!("an HTTP/2 request cannot carry {what}"));
         self.path.clear();
-        self.path.extend_from_slice(&self.shared.base);
-        self.path.extend_from_slice(request.path);
-        if self.path.is_empty() {
-            self.path.push(b'/');
-        }
+        self.shared.write_path(request.path, &mut self.path);
         let path =
             PathAndQuery::from_maybe_shared(Bytes::copy_from_slice(&self.path)).map_err(|e| {
                 bad(format!(
