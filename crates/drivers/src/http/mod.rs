@@ -39,7 +39,7 @@ pub(crate) use client::{Origin, Shared};
 pub use http2::Http2Connection;
 
 use crate::transport::tls::{self, SslMode};
-use crate::transport::url_text::{endpoint, percent_decode};
+use crate::transport::url_text::{self, percent_decode};
 use crate::{DriverInfo, Family};
 
 pub const INFO: DriverInfo = DriverInfo {
@@ -89,11 +89,7 @@ pub(crate) fn parse_target(target: &Target) -> Result<Settings, String> {
     let url = target.url();
     let tls = target.scheme() == "https";
     let default_port = if tls { 443 } else { 80 };
-    let hosts: Vec<(String, u16)> = target
-        .hosts()
-        .into_iter()
-        .map(|(h, p)| Ok((percent_decode(&h, "host")?, p.unwrap_or(default_port))))
-        .collect::<Result<_, String>>()?;
+    let hosts = url_text::hosts(target, default_port)?;
     if hosts.is_empty() || hosts.iter().any(|(h, _)| h.is_empty()) {
         return Err(format!(
             "an HTTP target needs a host: {}://host[:port][/path]",
@@ -275,12 +271,7 @@ impl HttpDriver {
     pub fn from_target(target: &Target) -> Result<HttpDriver, String> {
         let settings = parse_target(target)?;
         let tls = tls_config(&settings)?;
-        let endpoint = settings
-            .hosts
-            .iter()
-            .map(|(h, p)| endpoint(h, *p))
-            .collect::<Vec<_>>()
-            .join(",");
+        let endpoint = url_text::endpoints(&settings.hosts);
         let origins = settings
             .hosts
             .iter()

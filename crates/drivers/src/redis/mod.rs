@@ -57,7 +57,7 @@ use rustls::ClientConfig;
 use crate::transport::io_error::unresolved_host;
 use crate::transport::peer::{self, Awaiting, Progress};
 use crate::transport::tls::{self, SslMode};
-use crate::transport::url_text::{endpoint, percent_decode};
+use crate::transport::url_text::{self, endpoint, percent_decode};
 use crate::{DriverInfo, Family};
 
 mod cluster;
@@ -130,11 +130,7 @@ fn parse_target(target: &Target) -> Result<Settings, String> {
     let url = target.url();
     let scheme = target.scheme();
     let cluster = scheme == "redis+cluster";
-    let hosts: Vec<(String, u16)> = target
-        .hosts()
-        .into_iter()
-        .map(|(h, p)| Ok((percent_decode(&h, "host")?, p.unwrap_or(DEFAULT_PORT))))
-        .collect::<Result<_, String>>()?;
+    let hosts = url_text::hosts(target, DEFAULT_PORT)?;
     let hosts = if hosts.is_empty() {
         vec![(DEFAULT_HOST.to_string(), url.port().unwrap_or(DEFAULT_PORT))]
     } else {
@@ -248,12 +244,7 @@ impl RedisDriver {
     pub fn from_target(target: &Target) -> Result<RedisDriver, String> {
         let settings = parse_target(target)?;
         let tls = tls::client_config(settings.sslmode, settings.sslrootcert.as_deref())?;
-        let endpoint = settings
-            .hosts
-            .iter()
-            .map(|(h, p)| endpoint(h, *p))
-            .collect::<Vec<_>>()
-            .join(",");
+        let endpoint = url_text::endpoints(&settings.hosts);
         Ok(RedisDriver {
             shared: Arc::new(Shared {
                 settings,

@@ -11,6 +11,25 @@ pub(crate) fn endpoint(host: &str, port: u16) -> String {
     }
 }
 
+/// Every host of a target (several for a comma-separated list), decoded,
+/// each with its port or `default_port`.
+pub(crate) fn hosts(
+    target: &loadcell_core::Target,
+    default_port: u16,
+) -> Result<Vec<(String, u16)>, String> {
+    target
+        .hosts()
+        .into_iter()
+        .map(|(h, p)| Ok((percent_decode(&h, "host")?, p.unwrap_or(default_port))))
+        .collect()
+}
+
+/// The hosts' endpoints, comma-separated, for messages.
+pub(crate) fn endpoints(hosts: &[(String, u16)]) -> String {
+    let each: Vec<String> = hosts.iter().map(|(h, p)| endpoint(h, *p)).collect();
+    each.join(",")
+}
+
 /// Decodes `%XX` escapes in the URL's `what` (e.g. "password"); a bad
 /// escape or bytes that are not UTF-8 once decoded are errors that name it.
 pub(crate) fn percent_decode(s: &str, what: &str) -> Result<String, String> {
