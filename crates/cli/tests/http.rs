@@ -7,25 +7,10 @@
 
 mod common;
 
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::*;
-use serde_json::Value;
-
-/// `loadcell run http --target URL ARGS... --json`, which must succeed
-/// with a result valid against the schema.
-fn run_http(dir: &Path, url: &str, args: &[&str]) -> Value {
-    let mut all = vec!["run", "http", "--target", url];
-    all.extend_from_slice(args);
-    all.push("--json");
-    let o = ok(loadcell(dir, &all));
-    let r: Value = serde_json::from_str(&stdout(&o)).expect("--json prints the result");
-    assert_valid_result(&r);
-    assert_eq!(s(&r, "/status"), "complete", "{}", stderr(&o));
-    r
-}
 
 fn echo_log(server: &loadcell_testkit::TestServer) -> Vec<String> {
     let path = server.data_dir().join(loadcell_testkit::ECHO_LOG);
@@ -43,8 +28,9 @@ fn runs_against_nginx_record_statuses_and_expand_request_files() {
     let index = format!("{}/index.html", server.url());
 
     // A closed-loop run of the static page: every request a 2xx.
-    let r = run_http(
+    let r = run_json(
         dir.path(),
+        "http",
         &index,
         &["--events", "500", "--threads", "2", "--clients", "2"],
     );
@@ -63,7 +49,7 @@ fn runs_against_nginx_record_statuses_and_expand_request_files() {
 
     // A missing page: failed requests, counted by class and by code...
     let missing = ["--path", "/missing", "--events", "50"];
-    let r = run_http(dir.path(), server.url(), &missing);
+    let r = run_json(dir.path(), "http", server.url(), &missing);
     assert_eq!(u(&r, "/summary/errors"), 50);
     assert_eq!(
         r["summary"]["counters"],
@@ -73,7 +59,7 @@ fn runs_against_nginx_record_statuses_and_expand_request_files() {
     // ...unless --expect-status accepts them.
     let mut expected = missing.to_vec();
     expected.extend(["--expect-status", "404,2xx"]);
-    let r = run_http(dir.path(), server.url(), &expected);
+    let r = run_json(dir.path(), "http", server.url(), &expected);
     assert_eq!(u(&r, "/summary/errors"), 0);
     assert_eq!(r["summary"]["counters"], serde_json::json!({ "4xx": 50 }));
 
@@ -99,7 +85,7 @@ path = "/echo?id=${id}"
     .unwrap();
     let file_arg = file.to_str().unwrap();
     let seeded = ["--request-file", file_arg, "--events", "400", "--seed", "7"];
-    let r = run_http(dir.path(), server.url(), &seeded);
+    let r = run_json(dir.path(), "http", server.url(), &seeded);
     assert_eq!(s(&r, "/config/workload_options/request_file"), file_arg);
     let first = echo_log(&server);
     assert_eq!(first.len(), 400, "{first:?}");
@@ -140,7 +126,7 @@ path = "/echo?id=${id}"
     let tens = ids.iter().filter(|&&id| id == 10).count();
     assert!(ones > tens, "zipfian: 1 is drawn most ({ones} vs {tens})");
     // The same seed sends the same requests.
-    run_http(dir.path(), server.url(), &seeded);
+    run_json(dir.path(), "http", server.url(), &seeded);
     assert_eq!(
         echo_log(&server)[400..],
         first[..],
@@ -223,8 +209,9 @@ fn http2_over_tls_runs_one_connection_per_session() {
         server.url(),
         server.tls_ca().display()
     );
-    let r = run_http(
+    let r = run_json(
         dir.path(),
+        "http",
         &url,
         &["--events", "300", "--threads", "1", "--clients", "3"],
     );

@@ -11,19 +11,6 @@ use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 
 use common::*;
-use serde_json::Value;
-
-/// `loadcell run WORKLOAD --target URL ARGS... --json`, which must succeed.
-fn run(dir: &std::path::Path, workload: &str, url: &str, args: &[&str]) -> Value {
-    let mut all = vec!["run", workload, "--target", url];
-    all.extend_from_slice(args);
-    all.push("--json");
-    let o = ok(loadcell(dir, &all));
-    let r: Value = serde_json::from_str(&stdout(&o)).expect("--json prints the result");
-    assert_valid_result(&r);
-    assert_eq!(s(&r, "/status"), "complete", "{}", stderr(&o));
-    r
-}
 
 #[test]
 fn cps_makes_one_timed_connect_per_request_or_per_n_requests() {
@@ -41,7 +28,7 @@ fn cps_makes_one_timed_connect_per_request_or_per_n_requests() {
         "--report-interval",
         "250ms",
     ];
-    let r = run(dir.path(), "http-cps", &url, &common);
+    let r = run_json(dir.path(), "http-cps", &url, &common);
     let (requests, connects) = (u(&r, "/ops/request/count"), u(&r, "/ops/connect/count"));
     assert!(requests > 100, "{requests} requests");
     // Events cut off at the deadline may have connected without asking.
@@ -57,7 +44,7 @@ fn cps_makes_one_timed_connect_per_request_or_per_n_requests() {
 
     let mut every_4 = common.to_vec();
     every_4.extend(["--requests-per-connection", "4"]);
-    let r = run(dir.path(), "http-cps", &url, &every_4);
+    let r = run_json(dir.path(), "http-cps", &url, &every_4);
     let (requests, connects) = (u(&r, "/ops/request/count"), u(&r, "/ops/connect/count"));
     let expected = requests.div_ceil(4);
     assert!(
@@ -128,7 +115,7 @@ fn cps_asks_the_server_to_close_after_the_last_request_on_each_connection() {
     let dir = tempfile::tempdir().unwrap();
     let (port, seen) = recording_server();
     let url = format!("http://127.0.0.1:{port}/");
-    let r = run(
+    let r = run_json(
         dir.path(),
         "http-cps",
         &url,
@@ -151,7 +138,7 @@ fn cps_over_tls_times_each_handshake_as_its_own_operation() {
         nginx.port,
         nginx.tls_ca().display()
     );
-    let r = run(dir.path(), "http-cps", &url, &["--time", "1s"]);
+    let r = run_json(dir.path(), "http-cps", &url, &["--time", "1s"]);
     let handshakes = u(&r, "/ops/tls_handshake/count");
     let connects = u(&r, "/ops/connect/count");
     assert!(handshakes > 20, "{handshakes} handshakes");
@@ -170,7 +157,7 @@ fn held_connections_top_out_at_haproxys_maxconn_and_say_when_it_stopped() {
     let dir = tempfile::tempdir().unwrap();
     let lb = loadcell_testkit::haproxy(100).expect("haproxy and two nginx start");
     let url = format!("{}/health?status={}", lb.haproxy.url(), lb.stats_csv_url);
-    let r = run(
+    let r = run_json(
         dir.path(),
         "http-conns",
         &url,

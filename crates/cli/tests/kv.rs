@@ -8,19 +8,6 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use serde_json::Value;
-
-/// `loadcell run kv --target URL ARGS... --json`, which must succeed.
-fn run_kv(dir: &std::path::Path, url: &str, args: &[&str]) -> Value {
-    let mut all = vec!["run", "kv", "--target", url];
-    all.extend_from_slice(args);
-    all.push("--json");
-    let o = ok(loadcell(dir, &all));
-    let r: Value = serde_json::from_str(&stdout(&o)).expect("--json prints the result");
-    assert_valid_result(&r);
-    assert_eq!(s(&r, "/status"), "complete", "{}", stderr(&o));
-    r
-}
 
 /// Loads keys 1..=1000 with `--verify` values, then checks that every GET
 /// over them returns what was SET, and that GETs past them miss.
@@ -35,14 +22,15 @@ fn verify_round_trip(url: &str) {
     let mut args = vec!["--verify", "-d", "64", "--ratio", "0:1"];
     args.extend(["--key-pattern", "S:S", "--requests", "1000"]);
     args.extend(keys);
-    let r = run_kv(dir.path(), url, &args);
+    let r = run_json(dir.path(), "kv", url, &args);
     assert_eq!(u(&r, "/summary/hits"), 1000);
     assert_eq!(u(&r, "/summary/misses"), 0);
     assert_eq!(u(&r, "/summary/errors"), 0);
 
     // Half the range was never written: hits and misses add up to the GETs.
-    let r = run_kv(
+    let r = run_json(
         dir.path(),
+        "kv",
         url,
         &[
             "--ratio",
@@ -117,8 +105,9 @@ fn memcached_verify_hits_and_misses() {
 fn commands_run_on_redis_and_are_refused_by_memcached_before_connecting() {
     let dir = tempfile::tempdir().unwrap();
     let server = loadcell_testkit::redis().expect("Redis starts");
-    let r = run_kv(
+    let r = run_json(
         dir.path(),
+        "kv",
         server.url(),
         &[
             "--command",
@@ -262,13 +251,14 @@ fn server_pid_names_the_process_to_sample() {
     let dir = tempfile::tempdir().unwrap();
     let memcached = loadcell_testkit::memcached().expect("memcached starts");
     // Found from the port: memcached itself.
-    let r = run_kv(dir.path(), memcached.url(), &["--time", "2s"]);
+    let r = run_json(dir.path(), "kv", memcached.url(), &["--time", "2s"]);
     assert_eq!(u(&r, "/resources/server_pid"), u64::from(memcached.pid));
     // Named: another process (a redis-server) is sampled instead.
     let redis = loadcell_testkit::redis().expect("Redis starts");
     let pid = redis.pid.to_string();
-    let r = run_kv(
+    let r = run_json(
         dir.path(),
+        "kv",
         memcached.url(),
         &["--time", "2s", "--server-pid", &pid],
     );
@@ -293,8 +283,9 @@ fn server_counters_are_sampled_every_interval() {
         (&redis, "total_commands_processed"),
         (&memcached, "cmd_get"),
     ] {
-        let r = run_kv(
+        let r = run_json(
             dir.path(),
+            "kv",
             server.url(),
             &["--time", "2s", "--report-interval", "500ms"],
         );
@@ -312,7 +303,7 @@ fn findmax_against_memcached_brackets_the_connections_capacity() {
     // counting: a 2-core machine shared with other work runs the same
     // second 10-20% faster or slower from one run to the next.
     let closed_loop = || {
-        let r = run_kv(dir.path(), server.url(), &one_connection);
+        let r = run_json(dir.path(), "kv", server.url(), &one_connection);
         f(&r, "/summary/events_per_sec")
     };
     let before = closed_loop();

@@ -62,6 +62,19 @@ pub fn assert_valid_result(result: &Value) {
     );
 }
 
+/// `loadcell run WORKLOAD --target URL ARGS... --json`, which must succeed
+/// with a complete result valid against the schema.
+pub fn run_json(dir: &Path, workload: &str, url: &str, args: &[&str]) -> Value {
+    let mut all = vec!["run", workload, "--target", url];
+    all.extend_from_slice(args);
+    all.push("--json");
+    let o = ok(loadcell(dir, &all));
+    let r: Value = serde_json::from_str(&stdout(&o)).expect("--json prints the result");
+    assert_valid_result(&r);
+    assert_eq!(s(&r, "/status"), "complete", "{}", stderr(&o));
+    r
+}
+
 pub fn f(v: &Value, pointer: &str) -> f64 {
     v.pointer(pointer)
         .and_then(Value::as_f64)
