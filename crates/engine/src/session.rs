@@ -206,7 +206,10 @@ where
                 Ok(()) => {
                     let took = end - started;
                     self.ctx.stats().borrow_mut().record_event(took, took, None);
-                    if fresh {
+                    // Once the run has stopped, sessions leave and close
+                    // what they held: the target then answers connections
+                    // it had kept waiting, which were never held in the run.
+                    if fresh && !shared.control.is_stopped() {
                         shared.held.gained();
                     }
                 }
