@@ -1,6 +1,6 @@
 //! Families of systems: what a connection can do (the family traits
 //! [`crate::sql::SqlConn`], [`crate::kv::KvConn`], [`crate::http::HttpConn`],
-//! [`crate::machine::MachineConn`]), which a workload
+//! [`crate::search::SearchConn`], [`crate::machine::MachineConn`]), which a workload
 //! names to say what it runs on, and the facts about each driver that a
 //! workload checks before anything connects.
 
@@ -12,6 +12,8 @@ pub enum Family {
     Sql,
     Kv,
     Http,
+    /// Search engines (OpenSearch, Elasticsearch): bulk indexing and queries.
+    Search,
     /// The machine loadcell runs on: its CPU and disks.
     Machine,
 }
@@ -22,6 +24,7 @@ impl Family {
             Family::Sql => "sql",
             Family::Kv => "kv",
             Family::Http => "http",
+            Family::Search => "search",
             Family::Machine => "machine",
         }
     }
@@ -35,6 +38,8 @@ pub enum SqlFamily {}
 pub enum KvFamily {}
 /// See [`SqlFamily`].
 pub enum HttpFamily {}
+/// See [`SqlFamily`].
+pub enum SearchFamily {}
 pub enum MachineFamily {}
 
 /// What `loadcell list` shows about a driver, and what workloads check

@@ -14,6 +14,7 @@ pub mod http;
 pub mod kv;
 pub mod machine;
 pub mod park;
+pub mod search;
 pub mod sql;
 pub mod target;
 pub mod words;
