@@ -285,6 +285,7 @@ impl RunJob<'_> {
                 } else {
                     Arrival::Poisson
                 },
+                tick: a.rate_tick,
             }),
             interval: a.report_interval.unwrap_or(Duration::from_secs(1)),
             connect_timeout: a.target.connect_timeout,

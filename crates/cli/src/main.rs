@@ -61,12 +61,22 @@ fn parse_cli(argv: &[String]) -> Result<Cli, clap::Error> {
     Ok(cli)
 }
 
-/// A usage error's first line, without clap's "error: " and with any
-/// password in it redacted.
+/// A usage error on one line, without clap's "error: " and with any
+/// password in it redacted: its first line, and the indented lines under
+/// it that name what it is about (the arguments missing, for one).
 fn usage_error(e: &clap::Error) -> String {
     let rendered = e.render().to_string();
-    let first = rendered.lines().next().unwrap_or("invalid arguments");
-    loadcell_core::target::redact_raw(first.strip_prefix("error: ").unwrap_or(first))
+    let mut lines = rendered.lines();
+    let first = lines.next().unwrap_or("invalid arguments");
+    let mut text = first.strip_prefix("error: ").unwrap_or(first).to_string();
+    let named: Vec<&str> = lines
+        .take_while(|l| l.starts_with("  "))
+        .map(str::trim)
+        .collect();
+    if !named.is_empty() {
+        text = format!("{} {}", text, named.join(", "));
+    }
+    loadcell_core::target::redact_raw(&text)
 }
 
 /// Help and version print as usual; usage errors print one line that says

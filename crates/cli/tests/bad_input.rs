@@ -49,6 +49,27 @@ fn unknown_option() {
 }
 
 #[test]
+fn a_rate_tick_needs_a_rate() {
+    fails_with(
+        &["run", "kv", "--target", "sim://", "--rate-tick", "1ms"],
+        &["required arguments were not provided: --rate <PER_SEC>"],
+    );
+    fails_with(
+        &[
+            "run",
+            "kv",
+            "--target",
+            "sim://",
+            "--rate",
+            "10",
+            "--rate-tick",
+            "0",
+        ],
+        &["--rate-tick", "must be greater than 0"],
+    );
+}
+
+#[test]
 fn malformed_and_unsupported_urls() {
     fails_with(
         &[

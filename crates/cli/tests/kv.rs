@@ -481,3 +481,59 @@ fn connection_policies_time_their_connects() {
     assert!(r["ops"].get("connect").is_none(), "{r:#}");
     assert!(!text.contains("\n    connect "), "{text}");
 }
+
+/// `--rate-tick` sends a rate's events in bursts: the server sees them
+/// arrive in groups one tick apart, at the same rate, and the result says
+/// so. Without it, the same uniform rate arrives spread out.
+#[test]
+fn a_rate_tick_sends_the_rate_in_bursts_one_tick_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    // The sim's record: each request's arrival and completion, in ns.
+    let arrival_gaps = |tick: &[&str]| {
+        let mut args = vec![
+            "run",
+            "kv",
+            "--target",
+            "sim://?record=served",
+            "--rate",
+            "2000",
+            "--arrival",
+            "uniform",
+            "--time",
+            "1s",
+            "--threads",
+            "2",
+            "--clients",
+            "4",
+            "--out",
+            "r.json",
+        ];
+        args.extend_from_slice(tick);
+        let _ = std::fs::remove_file(dir.path().join("served"));
+        ok(loadcell(dir.path(), &args));
+        let mut arrivals: Vec<u64> = std::fs::read_to_string(dir.path().join("served"))
+            .unwrap()
+            .lines()
+            .map(|l| l.split_once(' ').unwrap().0.parse().unwrap())
+            .collect();
+        arrivals.sort_unstable();
+        let gaps: Vec<u64> = arrivals.windows(2).map(|w| w[1] - w[0]).collect();
+        (read_json(&dir.path().join("r.json")), gaps)
+    };
+    let (r, gaps) = arrival_gaps(&["--rate-tick", "10ms"]);
+    assert_valid_result(&r);
+    assert_eq!(r["config"]["rate_tick_s"], 0.01);
+    let rate = r["summary"]["events_per_sec"].as_f64().unwrap();
+    assert!((1800.0..2200.0).contains(&rate), "{rate}/s");
+    // 20 events every 10 ms: about 100 gaps between bursts, each near a
+    // tick, and the gaps inside a burst far shorter (a busy machine may
+    // merge a few bursts).
+    let between = gaps.iter().filter(|&&g| g > 5_000_000).count();
+    assert!((75..=110).contains(&between), "{between} gaps over 5 ms");
+    let (plain, gaps) = arrival_gaps(&[]);
+    assert!(plain["config"].get("rate_tick_s").is_none());
+    // One event every 0.5 ms: a gap near a tick only where the machine
+    // stalled the client.
+    let stalls = gaps.iter().filter(|&&g| g > 5_000_000).count();
+    assert!(stalls <= 20, "{stalls} gaps over 5 ms");
+}

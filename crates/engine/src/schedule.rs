@@ -54,6 +54,8 @@ pub struct Schedule {
     events_limit: Option<u64>,
     measured_claims: AtomicU64,
     rate: Rate,
+    /// `RateSpec::tick` in nanoseconds.
+    tick_ns: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -88,6 +90,10 @@ impl Schedule {
             events_limit: spec.events,
             measured_claims: AtomicU64::new(0),
             rate,
+            tick_ns: spec
+                .rate
+                .and_then(|r| r.tick)
+                .map(|t| t.as_nanos().max(1) as u64),
         }
     }
 
@@ -128,21 +134,27 @@ impl Schedule {
     #[inline]
     pub fn claim(&self, now: Instant, rng: &mut SmallRng) -> Claim {
         let begun = self.begun();
-        let due = match &self.rate {
+        let offset_ns = match &self.rate {
             Rate::Closed => None,
             Rate::Uniform { gap_ns, next_index } => {
                 let n = next_index.fetch_add(1, Ordering::Relaxed);
-                Some(begun.start + Duration::from_nanos((n as f64 * gap_ns) as u64))
+                Some((n as f64 * gap_ns) as u64)
             }
             Rate::Poisson {
                 mean_gap_ns,
                 next_offset_ns,
             } => {
                 let gap = exponential(rng, *mean_gap_ns);
-                let offset = next_offset_ns.fetch_add(gap, Ordering::Relaxed);
-                Some(begun.start + Duration::from_nanos(offset))
+                Some(next_offset_ns.fetch_add(gap, Ordering::Relaxed))
             }
         };
+        let due = offset_ns.map(|ns| {
+            let ns = match self.tick_ns {
+                Some(tick) => ns.div_ceil(tick) * tick,
+                None => ns,
+            };
+            begun.start + Duration::from_nanos(ns)
+        });
         let at = self.counts_at(now, due);
         if let Some(limit) = self.events_limit {
             if at >= begun.measure_start
@@ -243,6 +255,7 @@ mod tests {
         let rate = RateSpec {
             per_sec: 1000.0,
             arrival: Arrival::Uniform,
+            tick: None,
         };
         let s = begun(&spec(Some(rate), Some(Duration::from_secs(1)), None), start);
         let mut rng = SmallRng::seed_from_u64(1);
@@ -257,11 +270,37 @@ mod tests {
     }
 
     #[test]
+    fn ticks_send_each_ticks_events_together_at_its_end() {
+        let start = Instant::now();
+        let rate = RateSpec {
+            per_sec: 10_000.0,
+            arrival: Arrival::Uniform,
+            tick: Some(Duration::from_millis(1)),
+        };
+        let s = begun(&spec(Some(rate), Some(Duration::from_secs(1)), None), start);
+        let mut rng = SmallRng::seed_from_u64(1);
+        let mut dues = Vec::new();
+        while let Claim::Due(d) = s.claim(start, &mut rng) {
+            dues.push(d - start);
+        }
+        // The same 10k events in the second, ten at each millisecond: the
+        // first at the start, then those due in (0, 1 ms] at 1 ms, ...
+        assert_eq!(dues.len(), 9991);
+        assert_eq!(dues[0], Duration::ZERO);
+        assert!(dues[1..=10].iter().all(|&d| d == Duration::from_millis(1)));
+        assert_eq!(dues[11], Duration::from_millis(2));
+        assert!(dues
+            .iter()
+            .all(|d| d.as_nanos() % 1_000_000 == 0 && *d < Duration::from_secs(1)));
+    }
+
+    #[test]
     fn poisson_arrivals_have_exponential_gaps() {
         let start = Instant::now();
         let rate = RateSpec {
             per_sec: 10_000.0,
             arrival: Arrival::Poisson,
+            tick: None,
         };
         let s = begun(
             &spec(Some(rate), Some(Duration::from_secs(10)), None),
@@ -293,6 +332,7 @@ mod tests {
         let rate = RateSpec {
             per_sec: 100.0,
             arrival: Arrival::Uniform,
+            tick: None,
         };
         let s = begun(&spec(Some(rate), Some(Duration::from_secs(1)), None), start);
         let mut rng = SmallRng::seed_from_u64(1);
@@ -329,6 +369,7 @@ mod tests {
         let rate = RateSpec {
             per_sec: 10.0,
             arrival: Arrival::Uniform,
+            tick: None,
         };
         let mut p = spec(Some(rate), None, Some(3));
         p.warmup = Duration::from_secs(1);
@@ -348,6 +389,7 @@ mod tests {
         let rate = RateSpec {
             per_sec: 1e12,
             arrival: Arrival::Poisson,
+            tick: None,
         };
         let s = begun(&spec(Some(rate), None, None), start);
         // An hour at 10^12/s: 3.6e15 arrivals, counted without drawing them.

@@ -29,6 +29,10 @@ pub struct RateSpec {
     /// Total events per second across all sessions.
     pub per_sec: f64,
     pub arrival: Arrival,
+    /// Send in bursts: every event due within a tick waits for the tick's
+    /// end and counts from it, so a worker wakes once per tick rather than
+    /// once per event (wrk2's 1 ms timer, made explicit).
+    pub tick: Option<Duration>,
 }
 
 /// When a session opens a new connection.

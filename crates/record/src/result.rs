@@ -174,6 +174,9 @@ pub struct RunConfig {
     /// Target events per second for open-loop runs; `None` is closed loop.
     pub rate: Option<f64>,
     pub arrival: Option<String>,
+    /// `--rate-tick`: events sent in bursts, one every this many seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_tick_s: Option<f64>,
     pub report_interval_s: f64,
     pub connect_timeout_s: f64,
     /// When sessions opened new connections: `persistent`, `per-event` or

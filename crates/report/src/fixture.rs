@@ -137,6 +137,7 @@ pub fn run(threads: usize, tps: f64) -> RunResult {
             warmup_s: 2.0,
             rate: None,
             arrival: None,
+            rate_tick_s: None,
             report_interval_s: 1.0,
             connect_timeout_s: 5.0,
             connection_policy: Some("persistent".to_string()),

@@ -190,7 +190,14 @@ pub fn summary(r: &RunResult, op_order: &[&str]) -> String {
                 w,
                 "Schedule: open loop at {:.1} events/s ({}); achieved {:.1}/s; late starts {}, never sent {}",
                 sched.target_rate.unwrap_or(0.0),
-                r.config.arrival.as_deref().unwrap_or("uniform"),
+                match r.config.rate_tick_s {
+                    Some(tick) => format!(
+                        "{}, sent in bursts every {} ms",
+                        r.config.arrival.as_deref().unwrap_or("uniform"),
+                        (tick * 1e6).round() / 1e3
+                    ),
+                    None => r.config.arrival.as_deref().unwrap_or("uniform").to_string(),
+                },
                 sched.achieved_rate,
                 sched.late,
                 sched.dropped
