@@ -6,8 +6,9 @@
 
 Scenarios (issue 16, item 6), GET of a 612-byte static file:
   keepalive  2 threads x 50 connections, closed loop: loadcell, wrk, oha;
-  rate       a fixed rate for each of --rates: loadcell, k6 (constant-arrival-
-             rate), vegeta, 100 connections (VUs) each;
+  rate       a fixed rate for each of --rates: loadcell (evenly, and in 1 ms
+             bursts with --rate-tick 1ms), k6 (constant-arrival-rate), vegeta,
+             100 connections (VUs) each;
   stall      loadcell at the lowest rate, nginx's worker stopped (SIGSTOP) for
              200 ms half-way through;
   http1      hyper 1's client::conn::http1 vs loadcell's HTTP/1.1 client in one
@@ -206,6 +207,9 @@ def main() -> None:
 
             tools = [
                 ("loadcell", loadcell_cmd(a, url, lc_out, rate), lc(lc_out)),
+                # wrk2's 1 ms timer: the events of each millisecond leave together.
+                ("loadcell --rate-tick 1ms",
+                 loadcell_cmd(a, url, lc_out, rate) + ["--rate-tick", "1ms"], lc(lc_out)),
                 ("k6", [a.k6, "run", "--quiet", "--no-color", str(script)],
                  lambda _s, summary=summary: parse_k6(summary)),
                 ("vegeta", vegeta_cmd, parse_vegeta_run),
