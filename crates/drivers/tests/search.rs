@@ -315,4 +315,10 @@ fn http_targets_go_to_the_driver_of_the_workloads_family() {
     assert_eq!(open("opensearch://h", Family::Search), "search");
     let other = loadcell_drivers::find("elasticsearch", &[Family::Http]).unwrap_err();
     assert_eq!(other.to_string(), "elasticsearch: is a search driver");
+    let unknown = loadcell_drivers::find("solr", &[Family::Search]).unwrap_err();
+    assert_eq!(
+        unknown.to_string().matches(" http:").count(),
+        1,
+        "each scheme once: {unknown}"
+    );
 }
