@@ -14,6 +14,7 @@ pub mod memcached;
 pub mod mysql;
 pub mod postgres;
 pub mod redis;
+pub mod search;
 pub mod sim;
 pub mod sqlite;
 mod transport;
@@ -21,6 +22,7 @@ mod transport;
 use loadcell_core::http::HttpConn;
 use loadcell_core::kv::KvConn;
 use loadcell_core::machine::MachineConn;
+use loadcell_core::search::SearchConn;
 use loadcell_core::sql::SqlConn;
 use loadcell_core::{Driver, Target};
 
@@ -75,6 +77,7 @@ registry! {
     Sql sql SqlConn: [sqlite::SqliteDriver, mysql::MysqlDriver, postgres::PostgresDriver];
     Kv kv KvConn: [redis::RedisDriver, memcached::MemcachedDriver, sim::SimDriver];
     Http http HttpConn: [http::HttpDriver];
+    Search search SearchConn: [search::SearchDriver];
     Machine machine MachineConn: [local::LocalDriver];
 }
 
@@ -96,13 +99,17 @@ pub enum OpenError {
 pub fn find(scheme: &str, families: &[Family]) -> Result<&'static DriverInfo, OpenError> {
     let mut serving = REGISTRY.iter().filter(|d| d.schemes.contains(&scheme));
     let Some(first) = serving.clone().next() else {
+        // Each once: `http:` is served by the HTTP and the search drivers.
+        let mut supported: Vec<String> = Vec::new();
+        for s in REGISTRY.iter().flat_map(|d| d.schemes) {
+            let s = format!("{s}:");
+            if !supported.contains(&s) {
+                supported.push(s);
+            }
+        }
         return Err(OpenError::UnsupportedScheme {
             scheme: scheme.to_string(),
-            supported: REGISTRY
-                .iter()
-                .flat_map(|d| d.schemes.iter().map(|s| format!("{s}:")))
-                .collect::<Vec<_>>()
-                .join(", "),
+            supported: supported.join(", "),
         });
     };
     serving
