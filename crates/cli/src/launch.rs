@@ -109,13 +109,15 @@ pub const EXIT_INTERRUPTED: i32 = 130;
 pub const EXIT_BELOW_EXPECTATION: i32 = crate::views::EXIT_REGRESSED;
 
 /// The exit code for a finished run: 0 complete, 3 complete but short of
-/// `--expect-iops`, 130 interrupted, 1 other.
+/// `--expect-iops` or with data that did not arrive (its verification
+/// failed), 130 interrupted, 1 other.
 pub fn exit_code(r: &RunResult) -> i32 {
     let short = r
         .disk
         .as_ref()
         .and_then(|d| d.expect_iops.as_ref())
-        .is_some_and(|e| !e.met);
+        .is_some_and(|e| !e.met)
+        || r.verification.as_ref().is_some_and(|v| !v.ok);
     match r.stop_reason {
         StopReason::Completed if short => EXIT_BELOW_EXPECTATION,
         StopReason::Completed => 0,
@@ -344,7 +346,10 @@ impl Job for RunJob<'_> {
             }
             Ok::<ServerInfo, anyhow::Error>(server)
         })?;
-        self.execute(info, driver, script, server, seed)
+        let (result, ops) =
+            self.execute(info, Arc::clone(&driver), Arc::clone(&script), server, seed)?;
+        let result = self.verify(workload, &*driver, &script, result);
+        self.publish(result, &ops)
     }
 }
 
@@ -377,15 +382,39 @@ impl RunJob<'_> {
         Ok(())
     }
 
+    /// The check after the run: whether what the run wrote arrived
+    /// (nothing to check, for most workloads). A check that cannot be
+    /// made (the server went away) is a warning: the run's numbers stand.
+    fn verify<D, W, F>(
+        &self,
+        workload: &W,
+        driver: &D,
+        script: &W::Script,
+        mut result: RunResult,
+    ) -> RunResult
+    where
+        D: Driver,
+        W: Lifecycle<D::Conn, F>,
+    {
+        let timeout = self.config.args.target.connect_timeout;
+        match block_on(workload.verify(script, driver, timeout)) {
+            Ok(verification) => result.verification = verification,
+            Err(e) => result
+                .warnings
+                .push(format!("the check after the run could not be made: {e}")),
+        }
+        result
+    }
+
     /// The load phase and the result, the same for every family.
     fn execute<D, S>(
-        self,
+        &self,
         info: &'static DriverInfo,
         driver: Arc<D>,
         script: Arc<S>,
         server: ServerInfo,
         seed: u64,
-    ) -> anyhow::Result<RunResult>
+    ) -> anyhow::Result<(RunResult, Vec<OpSpec>)>
     where
         D: Driver,
         S: Script<D::Conn> + Send + Sync,
@@ -447,7 +476,7 @@ impl RunJob<'_> {
             ops,
             transactional: script.transactional(),
         };
-        self.publish(result::build(&ctx, outcome), ops)
+        Ok((result::build(&ctx, outcome), ops.to_vec()))
     }
 
     /// Writes the result file and prints the summary (or the JSON), unless

@@ -68,14 +68,18 @@ pub trait Lifecycle<C, F>: Workload {
         Ok(())
     }
 
-    /// After the run, on a new connection: whether what the run wrote
-    /// arrived, counted through the system's own API. By default a
-    /// workload has nothing to verify.
-    async fn verify(
+    /// After the run: whether what the run wrote arrived, counted through
+    /// the system's own API on a new connection. By default a workload
+    /// has nothing to verify, and connects for nothing.
+    async fn verify<D>(
         &self,
         _script: &Self::Script,
-        _conn: &mut C,
-    ) -> Result<Option<Verification>, DriverError> {
+        _driver: &D,
+        _connect_timeout: Duration,
+    ) -> Result<Option<Verification>, DriverError>
+    where
+        D: Driver<Conn = C>,
+    {
         Ok(None)
     }
 

@@ -470,11 +470,17 @@ impl<C: SearchConn> Lifecycle<C, SearchFamily> for SearchBulkWorkload {
         Ok(())
     }
 
-    async fn verify(
+    /// Refreshes the index and counts it, against what the run sent.
+    async fn verify<D>(
         &self,
         script: &BulkScript,
-        conn: &mut C,
-    ) -> Result<Option<Verification>, DriverError> {
+        driver: &D,
+        connect_timeout: Duration,
+    ) -> Result<Option<Verification>, DriverError>
+    where
+        D: Driver<Conn = C>,
+    {
+        let (mut conn, _) = loadcell_engine::connect_once(driver, connect_timeout).await?;
         conn.refresh(&self.opts.index.name).await?;
         let found = conn.count(&self.opts.index.name).await?;
         Ok(Some(script.verification(found)))
