@@ -16,6 +16,7 @@ PACKAGES=(
   procps
   openssl
   chromium
+  unzip
 )
 
 # Which packages are not yet installed?
@@ -43,9 +44,13 @@ else
 fi
 
 # Java and Maven read HdrHistogram logs with HdrHistogram's own tools in the
-# tests; any JDK on PATH will do, otherwise Debian's.
+# tests, and run the search servers (OpenSearch 2, Elasticsearch 7), which
+# need a JDK 17 or 21: they use the security manager, which later JDKs
+# dropped. crates/testkit looks for one under /usr/lib/jvm.
 java_pkgs=()
-command -v java >/dev/null || java_pkgs+=(openjdk-17-jre-headless)
+compgen -G "/usr/lib/jvm/java-17-openjdk-*/bin/java" >/dev/null \
+  || compgen -G "/usr/lib/jvm/java-21-openjdk-*/bin/java" >/dev/null \
+  || java_pkgs+=(openjdk-17-jre-headless)
 command -v mvn >/dev/null || java_pkgs+=(maven)
 if ((${#java_pkgs[@]})); then
   echo "install-test-deps: installing: ${java_pkgs[*]}"
@@ -60,6 +65,17 @@ if [[ ! -f "$HDR_JAR" ]]; then
   echo "install-test-deps: fetching HdrHistogram 2.2.2 from Maven Central"
   mvn -q dependency:get -Dartifact=org.hdrhistogram:HdrHistogram:2.2.2
 fi
+
+# The search servers' integ-test zips (crates/testkit unzips them once into
+# /var/tmp/loadcell-testkit, and would fetch them itself if missing).
+for zip in org.opensearch.distribution.integ-test-zip:opensearch:2.19.6 \
+           org.elasticsearch.distribution.integ-test-zip:elasticsearch:7.10.2; do
+  IFS=: read -r group artifact version <<<"$zip"
+  if [[ ! -f "$HOME/.m2/repository/${group//.//}/$artifact/$version/$artifact-$version.zip" ]]; then
+    echo "install-test-deps: fetching $artifact $version from Maven Central"
+    mvn -q dependency:get -Dartifact="$zip:zip"
+  fi
+done
 
 # Rust toolchain: must already exist (we do not download installers here).
 if command -v cargo >/dev/null; then

@@ -14,6 +14,7 @@ pub mod memcached;
 pub mod mysql;
 pub mod postgres;
 pub mod redis;
+pub mod search;
 pub mod sim;
 pub mod sqlite;
 mod transport;
@@ -21,6 +22,7 @@ mod transport;
 use loadcell_core::http::HttpConn;
 use loadcell_core::kv::KvConn;
 use loadcell_core::machine::MachineConn;
+use loadcell_core::search::SearchConn;
 use loadcell_core::sql::SqlConn;
 use loadcell_core::{Driver, Target};
 
@@ -75,6 +77,7 @@ registry! {
     Sql sql SqlConn: [sqlite::SqliteDriver, mysql::MysqlDriver, postgres::PostgresDriver];
     Kv kv KvConn: [redis::RedisDriver, memcached::MemcachedDriver, sim::SimDriver];
     Http http HttpConn: [http::HttpDriver];
+    Search search SearchConn: [search::SearchDriver];
     Machine machine MachineConn: [local::LocalDriver];
 }
 

@@ -10,7 +10,8 @@
 //! [`redis()`] (also [`redis_with_password`], [`redis_tls`]), [`redis_cluster`]
 //! and [`memcached()`] start key-value servers the same way, without data to
 //! create, [`nginx()`] (also [`nginx_tls`]) an HTTP server, and
-//! [`haproxy()`] a load balancer over two of them; see their modules.
+//! [`haproxy()`] a load balancer over two of them, and [`opensearch()`] /
+//! [`elasticsearch()`] one search server per test binary; see their modules.
 //!
 //! The servers come from Debian's packages (`scripts/install-test-deps.sh`). A
 //! missing binary is an error, never a silent skip. When run as root (the normal
@@ -21,12 +22,14 @@ mod haproxy;
 mod memcached;
 mod nginx;
 mod redis;
+mod search;
 mod tls;
 
 pub use haproxy::{haproxy, LoadBalancer};
 pub use memcached::memcached;
 pub use nginx::{nginx, nginx_tls, ECHO_LOG, INDEX_BYTES};
 pub use redis::{redis, redis_cli, redis_cluster, redis_tls, redis_with_password, TestCluster};
+pub use search::{elasticsearch, opensearch, SearchServer};
 pub use tls::make_certificates;
 
 use std::collections::HashSet;

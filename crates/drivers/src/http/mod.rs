@@ -52,7 +52,8 @@ pub const INFO: DriverInfo = DriverInfo {
     blocking: false,
 };
 
-const PARAMS: &[&str] = &["sslrootcert", "insecure", "http2", "status"];
+/// The parameters every target built on this client accepts.
+const COMMON_PARAMS: &[&str] = &["sslrootcert", "insecure"];
 
 /// What the target says, before any file is read.
 #[derive(Clone, PartialEq, Eq)]
@@ -85,10 +86,65 @@ impl std::fmt::Debug for Settings {
     }
 }
 
-pub(crate) fn parse_target(target: &Target) -> Result<Settings, String> {
+/// How a driver built on this client reads its target, beyond what every
+/// one accepts (hosts, credentials, a base path, `sslrootcert`, `insecure`).
+pub(crate) struct TargetForm {
+    /// The further parameters it accepts, of `http2`, `status` and `tls`
+    /// (TLS on a scheme that does not say it, as `https` does).
+    pub params: &'static [&'static str],
+    /// The port of a host that names none; the scheme's (80, or 443 with
+    /// TLS) when `None`.
+    pub default_port: Option<u16>,
+    /// What an unknown parameter's error adds.
+    pub hint: &'static str,
+}
+
+/// The HTTP driver's form.
+const HTTP_FORM: TargetForm = TargetForm {
+    params: &["http2", "status"],
+    default_port: None,
+    hint: " (request parameters go in --path)",
+};
+
+pub(crate) fn parse_target(target: &Target, form: &TargetForm) -> Result<Settings, String> {
     let url = target.url();
-    let tls = target.scheme() == "https";
-    let default_port = if tls { 443 } else { 80 };
+    let https = target.scheme() == "https";
+    let flag = |key: &str, value: &str| match value {
+        "true" | "1" | "" => Ok(true),
+        "false" | "0" => Ok(false),
+        other => Err(format!("{key} takes true or false, got '{other}'")),
+    };
+    let mut tls = https;
+    let mut sslrootcert = None;
+    let mut insecure = false;
+    let mut status = None;
+    let mut http2 = false;
+    for (key, value) in url.query_pairs() {
+        if !COMMON_PARAMS.contains(&&*key) && !form.params.contains(&&*key) {
+            let accepted: Vec<&str> = COMMON_PARAMS.iter().chain(form.params).copied().collect();
+            return Err(format!(
+                "unknown parameter '{key}'; accepted: {}{}",
+                accepted.join(", "),
+                form.hint
+            ));
+        }
+        match &*key {
+            "sslrootcert" if value.is_empty() => {
+                return Err("sslrootcert needs a path to a PEM file".to_string())
+            }
+            "sslrootcert" => sslrootcert = Some(PathBuf::from(&*value)),
+            "insecure" => insecure = flag(&key, &value)?,
+            "http2" => http2 = flag(&key, &value)?,
+            "status" => status = Some(status_page(&value)?),
+            _ => {
+                tls = flag(&key, &value)?;
+                if https && !tls {
+                    return Err("tls=false contradicts an https:// target".to_string());
+                }
+            }
+        }
+    }
+    let default_port = form.default_port.unwrap_or(if tls { 443 } else { 80 });
     let hosts = url_text::hosts(target, default_port)?;
     if hosts.is_empty() || hosts.iter().any(|(h, _)| h.is_empty()) {
         return Err(format!(
@@ -109,34 +165,15 @@ pub(crate) fn parse_target(target: &Target) -> Result<Settings, String> {
                 .unwrap_or_default(),
         )),
     };
-    let mut sslrootcert = None;
-    let mut insecure = false;
-    let mut status = None;
-    let mut http2 = false;
-    let flag = |key: &str, value: &str| match value {
-        "true" | "1" | "" => Ok(true),
-        "false" | "0" => Ok(false),
-        other => Err(format!("{key} takes true or false, got '{other}'")),
-    };
-    for (key, value) in url.query_pairs() {
-        match &*key {
-            "sslrootcert" if value.is_empty() => {
-                return Err("sslrootcert needs a path to a PEM file".to_string())
-            }
-            "sslrootcert" => sslrootcert = Some(PathBuf::from(&*value)),
-            "insecure" => insecure = flag(&key, &value)?,
-            "http2" => http2 = flag(&key, &value)?,
-            "status" => status = Some(status_page(&value)?),
-            other => {
-                return Err(format!(
-                    "unknown parameter '{other}'; accepted: {} (request parameters go in --path)",
-                    PARAMS.join(", ")
-                ))
-            }
-        }
-    }
     if !tls && (sslrootcert.is_some() || insecure) {
-        return Err("sslrootcert and insecure are for https:// targets".to_string());
+        let or_tls = if form.params.contains(&"tls") {
+            " or tls=true"
+        } else {
+            ""
+        };
+        return Err(format!(
+            "sslrootcert and insecure are for https:// targets{or_tls}"
+        ));
     }
     if !tls && http2 {
         return Err(
@@ -206,6 +243,23 @@ fn tls_config(settings: &Settings) -> Result<Option<Arc<ClientConfig>>, String> 
     Ok(Some(Arc::new(config)))
 }
 
+/// What every connection to the target shares: its hosts, their headers
+/// and the TLS configuration (reading any CA file now).
+pub(crate) fn shared(settings: &Settings) -> Result<Shared, String> {
+    let origins = settings
+        .hosts
+        .iter()
+        .map(|(host, port)| Origin::new(host, *port, settings.tls, settings.credentials.as_ref()))
+        .collect();
+    Ok(Shared {
+        origins,
+        tls: tls_config(settings)?,
+        base: settings.base.clone().into_bytes(),
+        source: AtomicU8::new(0),
+        http2: settings.http2,
+    })
+}
+
 /// A session's connection: HTTP/1.1, or HTTP/2 when the target asks.
 #[derive(Debug)]
 pub enum HttpConnection {
@@ -269,26 +323,11 @@ impl std::fmt::Debug for HttpDriver {
 impl HttpDriver {
     /// Parses the target and reads any TLS files; makes no connection.
     pub fn from_target(target: &Target) -> Result<HttpDriver, String> {
-        let settings = parse_target(target)?;
-        let tls = tls_config(&settings)?;
-        let endpoint = url_text::endpoints(&settings.hosts);
-        let origins = settings
-            .hosts
-            .iter()
-            .map(|(host, port)| {
-                Origin::new(host, *port, settings.tls, settings.credentials.as_ref())
-            })
-            .collect();
+        let settings = parse_target(target, &HTTP_FORM)?;
         Ok(HttpDriver {
-            shared: Arc::new(Shared {
-                origins,
-                tls,
-                base: settings.base.into_bytes(),
-                source: AtomicU8::new(0),
-                http2: settings.http2,
-            }),
+            shared: Arc::new(shared(&settings)?),
             next_host: AtomicUsize::new(0),
-            endpoint,
+            endpoint: url_text::endpoints(&settings.hosts),
             status: settings.status.map(|(host, port, path)| {
                 let page = Shared::plain(Origin::new(&host, port, false, None));
                 (Arc::new(page), path.into_bytes())
@@ -367,7 +406,7 @@ mod tests {
     use super::*;
 
     fn settings(url: &str) -> Result<Settings, String> {
-        parse_target(&Target::parse(url).unwrap())
+        parse_target(&Target::parse(url).unwrap(), &HTTP_FORM)
     }
 
     #[test]
@@ -393,7 +432,12 @@ mod tests {
         // `http:///x` is `http://x/` to URL parsers (and browsers); an
         // empty host is refused when the URL is parsed.
         assert!(Target::parse("http://:8080/x").is_err());
-        assert!(err("http://h/?q=1").starts_with("unknown parameter 'q'"));
+        assert_eq!(
+            err("http://h/?q=1"),
+            "unknown parameter 'q'; accepted: sslrootcert, insecure, http2, status \
+             (request parameters go in --path)"
+        );
+        assert!(err("http://h/?tls=true").starts_with("unknown parameter 'tls'"));
         assert!(err("http://h/?insecure=true").contains("for https://"));
         assert!(err("https://h/?insecure=yes").contains("insecure takes true or false"));
         assert!(err("https://h/?insecure=1&sslrootcert=/ca.pem").contains("ignored"));

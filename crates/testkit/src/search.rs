@@ -1,0 +1,475 @@
+//! Search servers (OpenSearch 2.19.6, Elasticsearch 7.10.2 OSS) on free
+//! 127.0.0.1 ports, one per test binary: a JVM takes seconds to start and
+//! half a gigabyte of heap, so [`opensearch()`] and [`elasticsearch()`]
+//! start theirs at the first call and hand every later caller the same
+//! one (tests on it use an index of their own). URL `http://127.0.0.1:P`:
+//! the integ-test zips have no security plugin (plain HTTP, no password).
+//!
+//! The zip comes from Maven Central (`mvn dependency:copy`, cached in
+//! `~/.m2`) and is unzipped once into `/var/tmp/loadcell-testkit/`, which,
+//! unlike `~/.cache` under root's private home, the server's user can
+//! read. Each server gets its own config, data and logs in a temp dir.
+//! Both refuse to run as root: as root the server runs as `nobody`.
+//!
+//! The server lives as long as the test binary: it is stopped (its
+//! process group killed, its temp dir removed) when the binary exits, and
+//! the kernel kills it (parent-death signal) if the binary is killed.
+
+use std::fs;
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{mpsc, Mutex, OnceLock};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use super::{
+    excerpt, free_port, is_root, lookup_user, run_cmd, signal_group, tail, temp_root, Account,
+    PORT_RETRIES,
+};
+
+/// How long a search server may take to report a green cluster: a JVM
+/// starting on a busy 2-core machine.
+const GREEN_TIMEOUT: Duration = Duration::from_secs(120);
+const HEAP: &str = "-Xms512m -Xmx512m";
+/// Where unzipped distributions are kept, readable by the server's user.
+const CACHE: &str = "/var/tmp/loadcell-testkit";
+
+/// A distribution of one product, and how its scripts are configured.
+struct Product {
+    name: &'static str,
+    artifact: &'static str,
+    version: &'static str,
+    script: &'static str,
+    config_file: &'static str,
+    /// The environment variables for the config dir, the temp dir and the
+    /// JVM options.
+    env: [&'static str; 3],
+}
+
+const OPENSEARCH: Product = Product {
+    name: "opensearch",
+    artifact: "org.opensearch.distribution.integ-test-zip:opensearch",
+    version: "2.19.6",
+    script: "bin/opensearch",
+    config_file: "opensearch.yml",
+    env: [
+        "OPENSEARCH_PATH_CONF",
+        "OPENSEARCH_TMPDIR",
+        "OPENSEARCH_JAVA_OPTS",
+    ],
+};
+
+const ELASTICSEARCH: Product = Product {
+    name: "elasticsearch",
+    artifact: "org.elasticsearch.distribution.integ-test-zip:elasticsearch",
+    version: "7.10.2",
+    script: "bin/elasticsearch",
+    config_file: "elasticsearch.yml",
+    env: ["ES_PATH_CONF", "ES_TMPDIR", "ES_JAVA_OPTS"],
+};
+
+/// A running search server shared by the tests of one binary.
+#[derive(Debug)]
+pub struct SearchServer {
+    /// `http://127.0.0.1:P`.
+    pub url: String,
+    pub port: u16,
+    /// PID of the JVM, the leader of its process group.
+    pub pid: u32,
+    /// The server's stdout and stderr (its log).
+    pub log_path: PathBuf,
+    dir: PathBuf,
+    child: Mutex<Option<Child>>,
+}
+
+impl SearchServer {
+    /// The last `lines` lines of the server log, for failure messages.
+    pub fn log_tail(&self, lines: usize) -> String {
+        tail(&self.log_path, lines)
+    }
+
+    /// Kills the process group, waits for the JVM and removes the temp dir.
+    fn stop(&self) {
+        let Some(mut child) = self.child.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+            return;
+        };
+        signal_group(self.pid, libc::SIGKILL);
+        let _ = child.wait();
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The OpenSearch 2.19.6 of this test binary, started at the first call.
+pub fn opensearch() -> Result<&'static SearchServer, String> {
+    static SERVER: OnceLock<Result<SearchServer, String>> = OnceLock::new();
+    shared(&SERVER, &OPENSEARCH)
+}
+
+/// The Elasticsearch 7.10.2 OSS of this test binary, started at the first
+/// call.
+pub fn elasticsearch() -> Result<&'static SearchServer, String> {
+    static SERVER: OnceLock<Result<SearchServer, String>> = OnceLock::new();
+    shared(&SERVER, &ELASTICSEARCH)
+}
+
+fn shared(
+    server: &'static OnceLock<Result<SearchServer, String>>,
+    product: &'static Product,
+) -> Result<&'static SearchServer, String> {
+    server
+        .get_or_init(|| {
+            let started = start_on_keeper_thread(product)?;
+            stop_at_exit(server);
+            Ok(started)
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// Starts the server from a thread that never ends: the parent-death
+/// signal fires when the thread that spawned the child exits, which for a
+/// test's own thread would be the end of that test.
+fn start_on_keeper_thread(product: &'static Product) -> Result<SearchServer, String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::Builder::new()
+        .name(format!("{}-keeper", product.name))
+        .spawn(move || {
+            let _ = tx.send(start(product));
+            loop {
+                std::thread::park();
+            }
+        })
+        .map_err(|e| format!("spawn the {} keeper thread: {e}", product.name))?;
+    rx.recv()
+        .map_err(|_| format!("the {} keeper thread died", product.name))?
+}
+
+/// Registers, once per server, an exit handler that stops it: statics are
+/// never dropped.
+fn stop_at_exit(server: &'static OnceLock<Result<SearchServer, String>>) {
+    static SERVERS: Mutex<Vec<&'static OnceLock<Result<SearchServer, String>>>> =
+        Mutex::new(Vec::new());
+    extern "C" fn stop_all() {
+        let servers = SERVERS.lock().unwrap_or_else(|e| e.into_inner());
+        for s in servers.iter() {
+            if let Some(Ok(s)) = s.get() {
+                s.stop();
+            }
+        }
+    }
+    let mut servers = SERVERS.lock().unwrap_or_else(|e| e.into_inner());
+    if servers.is_empty() {
+        // SAFETY: registers a plain function; it runs at exit(3).
+        unsafe {
+            libc::atexit(stop_all);
+        }
+    }
+    servers.push(server);
+}
+
+fn start(product: &Product) -> Result<SearchServer, String> {
+    let home = install(product)?;
+    let java_home = java_home()?;
+    let owner = if is_root() {
+        Some(lookup_user("nobody")?)
+    } else {
+        None
+    };
+    let mut last = String::new();
+    for _ in 0..=PORT_RETRIES {
+        match start_once(product, &home, &java_home, owner) {
+            Ok(server) => return Ok(server),
+            Err(Start::PortInUse(log)) => last = log,
+            Err(Start::Failed(e)) => return Err(e),
+        }
+    }
+    Err(format!(
+        "{}: ports still taken after {} attempts:\n{last}",
+        product.name,
+        PORT_RETRIES + 1
+    ))
+}
+
+enum Start {
+    PortInUse(String),
+    Failed(String),
+}
+
+fn start_once(
+    product: &Product,
+    home: &Path,
+    java_home: &Path,
+    owner: Option<Account>,
+) -> Result<SearchServer, Start> {
+    let failed = |e: String| Start::Failed(format!("{}: {e}", product.name));
+    let dir = temp_root(&format!("loadcell-{}-", product.name))
+        .map_err(failed)?
+        .keep();
+    let (http_port, transport_port) = (free_port(), free_port());
+    let config = dir.join("config");
+    write_config(product, home, &dir, http_port, transport_port).map_err(failed)?;
+    if let Some(a) = owner {
+        chown_tree(&dir, a).map_err(failed)?;
+    }
+    let log_path = dir.join("server.log");
+    let log = fs::File::create(&log_path)
+        .map_err(|e| failed(format!("create {}: {e}", log_path.display())))?;
+    let log2 = log
+        .try_clone()
+        .map_err(|e| failed(format!("dup {}: {e}", log_path.display())))?;
+    let mut cmd = Command::new(home.join(product.script));
+    cmd.env("JAVA_HOME", java_home)
+        .env(product.env[0], &config)
+        .env(product.env[1], dir.join("tmp"))
+        .env(product.env[2], HEAP)
+        .current_dir(&dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(log))
+        .stderr(Stdio::from(log2))
+        .process_group(0);
+    if let Some(a) = owner {
+        cmd.uid(a.uid).gid(a.gid);
+    }
+    // SAFETY: prctl and getppid are async-signal-safe. They run after the
+    // change of user (which would clear the signal), and the signal stays
+    // set across the script's exec of the JVM.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The keeper thread never ends, but the process may be exiting.
+            if libc::getppid() == 1 {
+                return Err(std::io::Error::other("the test binary is exiting"));
+            }
+            Ok(())
+        });
+    }
+    let child = cmd
+        .spawn()
+        .map_err(|e| failed(format!("could not start {}: {e}", product.script)))?;
+    let server = SearchServer {
+        url: format!("http://127.0.0.1:{http_port}"),
+        port: http_port,
+        pid: child.id(),
+        log_path,
+        dir,
+        child: Mutex::new(Some(child)),
+    };
+    match wait_green(&server) {
+        Ok(()) => Ok(server),
+        Err(e) => {
+            server.stop();
+            Err(e)
+        }
+    }
+}
+
+/// Polls `_cluster/health` until green, or says why not with the log.
+fn wait_green(server: &SearchServer) -> Result<(), Start> {
+    let start = Instant::now();
+    loop {
+        let exited = server
+            .child
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten());
+        if let Some(status) = exited {
+            let log = excerpt(&server.log_path, 30);
+            return Err(if log.contains("BindException") {
+                Start::PortInUse(log)
+            } else {
+                Start::Failed(format!(
+                    "exited ({status}) before its cluster was green; tail of {}:\n{log}",
+                    server.log_path.display()
+                ))
+            });
+        }
+        let health = http_get(
+            server.port,
+            "/_cluster/health?wait_for_status=green&timeout=1s",
+        );
+        if health.is_some_and(|h| h.contains("\"status\":\"green\"")) {
+            return Ok(());
+        }
+        if start.elapsed() > GREEN_TIMEOUT {
+            return Err(Start::Failed(format!(
+                "(pid {}) not green on 127.0.0.1:{} after {GREEN_TIMEOUT:?}; tail of {}:\n{}",
+                server.pid,
+                server.port,
+                server.log_path.display(),
+                excerpt(&server.log_path, 30)
+            )));
+        }
+        sleep(Duration::from_millis(200));
+    }
+}
+
+/// The body of `GET path` (HTTP/1.0, read to the end), if it answered.
+fn http_get(port: u16, path: &str) -> Option<String> {
+    let mut tcp = TcpStream::connect((Ipv4Addr::LOCALHOST, port)).ok()?;
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(tcp, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut answer = String::new();
+    tcp.read_to_string(&mut answer).ok()?;
+    Some(answer.split_once("\r\n\r\n")?.1.to_string())
+}
+
+/// The product's config dir in `dir`, from the distribution's: heap and
+/// log files moved out of the (shared, read-only) installation, and the
+/// node bound to loopback alone.
+fn write_config(
+    product: &Product,
+    home: &Path,
+    dir: &Path,
+    http_port: u16,
+    transport_port: u16,
+) -> Result<(), String> {
+    let config = dir.join("config");
+    for sub in ["config", "data", "logs", "tmp"] {
+        let path = dir.join(sub);
+        fs::create_dir(&path).map_err(|e| format!("mkdir {}: {e}", path.display()))?;
+    }
+    copy_dir(&home.join("config"), &config)?;
+    // Its own heap size, and no GC log or heap dump written relative to
+    // the installation.
+    let jvm_options = config.join("jvm.options");
+    let options = fs::read_to_string(&jvm_options)
+        .map_err(|e| format!("read {}: {e}", jvm_options.display()))?
+        .lines()
+        .filter(|l| !(l.contains("logs/") || l.contains("HeapDumpPath") || l.starts_with("-Xm")))
+        .map(|l| format!("{l}\n"))
+        .collect::<String>();
+    fs::write(&jvm_options, options)
+        .map_err(|e| format!("write {}: {e}", jvm_options.display()))?;
+    let yml = config.join(product.config_file);
+    let mut settings = fs::read_to_string(&yml).unwrap_or_default();
+    settings.push_str(&format!(
+        "\nnetwork.host: 127.0.0.1\nhttp.port: {http_port}\ntransport.port: {transport_port}\n\
+         discovery.type: single-node\npath.data: {}\npath.logs: {}\n\
+         cluster.routing.allocation.disk.threshold_enabled: false\n",
+        dir.join("data").display(),
+        dir.join("logs").display(),
+    ));
+    fs::write(&yml, settings).map_err(|e| format!("write {}: {e}", yml.display()))
+}
+
+fn copy_dir(from: &Path, to: &Path) -> Result<(), String> {
+    fs::create_dir_all(to).map_err(|e| format!("mkdir {}: {e}", to.display()))?;
+    let entries = fs::read_dir(from).map_err(|e| format!("read {}: {e}", from.display()))?;
+    for entry in entries.flatten() {
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        if src.is_dir() {
+            copy_dir(&src, &dst)?;
+        } else {
+            fs::copy(&src, &dst).map_err(|e| format!("copy {}: {e}", src.display()))?;
+        }
+    }
+    Ok(())
+}
+
+fn chown_tree(path: &Path, owner: Account) -> Result<(), String> {
+    std::os::unix::fs::chown(path, Some(owner.uid), Some(owner.gid))
+        .map_err(|e| format!("chown {}: {e}", path.display()))?;
+    if path.is_dir() {
+        let entries = fs::read_dir(path).map_err(|e| format!("read {}: {e}", path.display()))?;
+        for entry in entries.flatten() {
+            chown_tree(&entry.path(), owner)?;
+        }
+    }
+    Ok(())
+}
+
+/// The unzipped distribution, fetched and unzipped at the first use on
+/// this machine. Two test binaries may get here at once: each unzips into
+/// a directory of its own and renames it into place; the loser's is
+/// dropped.
+fn install(product: &Product) -> Result<PathBuf, String> {
+    let home = Path::new(CACHE).join(format!("{}-{}", product.name, product.version));
+    if home.join(product.script).exists() {
+        return Ok(home);
+    }
+    let zip = maven_zip(product)?;
+    fs::create_dir_all(CACHE).map_err(|e| format!("mkdir {CACHE}: {e}"))?;
+    let staging = Path::new(CACHE).join(format!(".{}.{}", product.name, std::process::id()));
+    let _ = fs::remove_dir_all(&staging);
+    let mut unzip = Command::new("unzip");
+    unzip.arg("-q").arg(&zip).arg("-d").arg(&staging);
+    let log = Path::new(CACHE).join(format!(".{}.{}.log", product.name, std::process::id()));
+    run_cmd(unzip, &log, "unzip")?;
+    let _ = fs::remove_file(&log);
+    let unpacked = staging.join(format!("{}-{}", product.name, product.version));
+    if fs::rename(&unpacked, &home).is_err() && !home.join(product.script).exists() {
+        return Err(format!(
+            "could not move {} to {}",
+            unpacked.display(),
+            home.display()
+        ));
+    }
+    let _ = fs::remove_dir_all(&staging);
+    Ok(home)
+}
+
+/// The zip in the local Maven repository, fetched from Maven Central when
+/// it is not there yet.
+fn maven_zip(product: &Product) -> Result<PathBuf, String> {
+    let (group, artifact) = product
+        .artifact
+        .split_once(':')
+        .expect("artifact is group:artifact");
+    let home = std::env::var_os("HOME").ok_or("HOME is not set")?;
+    let zip = Path::new(&home)
+        .join(".m2/repository")
+        .join(group.replace('.', "/"))
+        .join(artifact)
+        .join(product.version)
+        .join(format!("{artifact}-{}.zip", product.version));
+    if zip.exists() {
+        return Ok(zip);
+    }
+    let staging = temp_root("loadcell-mvn-")?;
+    let mut mvn = Command::new("mvn");
+    mvn.arg("-q")
+        .arg("dependency:copy")
+        .arg(format!(
+            "-Dartifact={}:{}:zip",
+            product.artifact, product.version
+        ))
+        .arg(format!("-DoutputDirectory={}", staging.path().display()))
+        .current_dir(staging.path());
+    run_cmd(mvn, &staging.path().join("mvn.log"), "mvn dependency:copy").map_err(|e| {
+        format!("{e}\n(scripts/install-test-deps.sh installs Maven and fetches the zips)")
+    })?;
+    if zip.exists() {
+        Ok(zip)
+    } else {
+        Err(format!(
+            "mvn dependency:copy did not leave {}",
+            zip.display()
+        ))
+    }
+}
+
+/// A JDK 17 or 21: OpenSearch 2 and Elasticsearch 7 need the security
+/// manager, which later JDKs dropped, so the `java` on PATH is not used.
+fn java_home() -> Result<PathBuf, String> {
+    ["java-17-openjdk", "java-21-openjdk"]
+        .iter()
+        .find_map(|prefix| {
+            fs::read_dir("/usr/lib/jvm").ok()?.flatten().find_map(|e| {
+                let path = e.path();
+                let name = e.file_name();
+                (name.to_string_lossy().starts_with(prefix) && path.join("bin/java").exists())
+                    .then_some(path)
+            })
+        })
+        .ok_or_else(|| {
+            "no JDK 17 or 21 under /usr/lib/jvm; run `scripts/install-test-deps.sh` \
+             (openjdk-17-jre-headless)"
+                .to_string()
+        })
+}
