@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use anyhow::{anyhow, bail, Context as _};
-use loadcell_core::family::{HttpFamily, KvFamily, MachineFamily, SqlFamily};
+use loadcell_core::family::{HttpFamily, KvFamily, MachineFamily, SearchFamily, SqlFamily};
 use loadcell_core::http::HttpConn;
 use loadcell_core::kv::KvConn;
 use loadcell_core::machine::MachineConn;
@@ -98,9 +98,8 @@ families! {
     Sql sql SqlConn SqlFamily: [Oltp, Ycsb];
     Kv kv KvConn KvFamily: [Kv, Dataset, Ycsb];
     Http http HttpConn HttpFamily: [Http, HttpConnections];
+    Search search SearchConn SearchFamily: [SearchBulk, SearchQuery];
     Machine machine MachineConn MachineFamily: [Cpu];
-    // No workload yet: the search workloads come with issue 17's CLI.
-    Search search SearchConn loadcell_core::family::SearchFamily: [];
 }
 
 /// How long in-flight events may finish once the run is told to stop.

@@ -349,15 +349,14 @@ mod tests {
             ..args()
         })
         .contains("not a percentage"));
-        for e in [err(SearchArgs {
+        let e = err(SearchArgs {
             mapping: Some("/nonexistent/m.json".into()),
             ..args()
-        })] {
-            assert!(
-                e.starts_with("--mapping /nonexistent/m.json:") && !e.contains('\n'),
-                "{e}"
-            );
-        }
+        });
+        assert!(
+            e.starts_with("--mapping /nonexistent/m.json:") && !e.contains('\n'),
+            "{e}"
+        );
     }
 
     #[test]

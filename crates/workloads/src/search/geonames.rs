@@ -256,9 +256,10 @@ impl Geonames {
             }
             "name" => out.extend_from_slice(self.name(mix).0.as_bytes()),
             "asciiname" => out.extend_from_slice(self.name(mix).1.as_bytes()),
-            // One word of a name, for `match`.
+            // One word of a name as the name field holds it (accents and
+            // all: the standard analyzer does not fold them), for `match`.
             "name.word" => {
-                let name = &self.name(mix).1;
+                let name = &self.name(mix).0;
                 let words = name.split(' ').count() as u64;
                 let word = name.split(' ').nth(mix.below(words) as usize);
                 out.extend_from_slice(word.unwrap_or_default().as_bytes())

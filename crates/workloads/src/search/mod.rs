@@ -255,12 +255,21 @@ async fn check_index<C: SearchConn>(
     Ok(count)
 }
 
+/// The error class of a failed item whose reason does not start with an
+/// error type.
+pub const ITEM_FAILED: &str = "bulk item failed";
+
 /// The error class of a failed item: the type its reason starts with
 /// (`mapper_parsing_exception: failed to parse…`).
 fn failure_class(reason: &str) -> &str {
-    reason
-        .split_once(':')
-        .map_or(reason, |(class, _)| class.trim())
+    let class = reason.split_once(':').map_or("", |(class, _)| class.trim());
+    let is_type =
+        class.ends_with("_exception") && class.bytes().all(|b| b.is_ascii_lowercase() || b == b'_');
+    if is_type {
+        class
+    } else {
+        ITEM_FAILED
+    }
 }
 
 /// Failed items of one bulk, by reason, in the order first seen.

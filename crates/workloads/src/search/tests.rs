@@ -182,7 +182,8 @@ fn failed_items_are_classed_by_their_reasons_type() {
         failure_class("mapper_parsing_exception: failed to parse field [population]"),
         "mapper_parsing_exception"
     );
-    assert_eq!(failure_class("odd"), "odd");
+    assert_eq!(failure_class("odd: Not A Type"), ITEM_FAILED);
+    assert_eq!(failure_class("odd"), ITEM_FAILED);
     let mut f = Failures::default();
     for reason in ["a: x", "b: y", "a: x"] {
         f.note(reason);
