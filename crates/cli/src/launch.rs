@@ -512,6 +512,32 @@ mod tests {
     use super::*;
     use crate::workload::{catalog, WorkloadArgs};
 
+    #[test]
+    fn data_that_did_not_arrive_fails_the_run_as_a_missed_expectation() {
+        let mut r = loadcell_report::fixture::run(4, 100.0);
+        assert_eq!(exit_code(&r), 0);
+        let v = loadcell_record::result::Verification {
+            expected: 20_000,
+            found: 19_000,
+            ok: false,
+            how: "_count".to_string(),
+        };
+        r.verification = Some(v.clone());
+        assert_eq!(exit_code(&r), EXIT_BELOW_EXPECTATION);
+        let summary = loadcell_report::text::summary(&r, &[]);
+        assert!(
+            summary.contains("VERIFICATION FAILED: found 19000 where 20000 were expected"),
+            "{summary}"
+        );
+        r.verification = Some(loadcell_record::result::Verification {
+            found: 20_000,
+            ok: true,
+            ..v
+        });
+        assert_eq!(exit_code(&r), 0);
+        assert!(loadcell_report::text::summary(&r, &[]).contains("Verified: found 20000"));
+    }
+
     /// `open` hands a workload drivers of the families it names; the
     /// dispatch must serve it on exactly those, or a run would reach an
     /// `unreachable!`.

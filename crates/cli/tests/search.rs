@@ -271,3 +271,78 @@ fn a_missing_index_is_a_one_line_error_before_any_load() {
     }
     assert_eq!(count("t-missing"), None);
 }
+
+#[test]
+fn a_gzipped_corpus_is_replayed_and_its_bad_documents_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = "t-corpus";
+    let countries = ["AT", "DE", "CH", "US"];
+    let mut docs = String::new();
+    for i in 0..2500 {
+        // Every 25th document's population is text, which the mapping refuses.
+        let population = if i % 25 == 0 {
+            "\"many\"".to_string()
+        } else {
+            (i * 10).to_string()
+        };
+        let cc = countries[i % countries.len()];
+        docs += &format!(
+            "{{\"name\":\"Place {i}\",\"country_code\":\"{cc}\",\"population\":{population}}}\n"
+        );
+    }
+    let plain = dir.path().join("documents.json");
+    std::fs::write(&plain, docs).unwrap();
+    let gz = std::process::Command::new("gzip")
+        .arg(&plain)
+        .status()
+        .unwrap();
+    assert!(gz.success());
+    let corpus = dir.path().join("documents.json.gz");
+    let corpus = corpus.to_str().unwrap();
+    let mapping = dir.path().join("mapping.json");
+    std::fs::write(
+        &mapping,
+        r#"{"properties":{"name":{"type":"text"},"country_code":{"type":"keyword"},"population":{"type":"long"}}}"#,
+    )
+    .unwrap();
+    let mapping = mapping.to_str().unwrap();
+    let opts = [
+        "--index",
+        index,
+        "--corpus",
+        corpus,
+        "--mapping",
+        mapping,
+        "--bulk-size",
+        "500",
+    ];
+    prepare(dir.path(), "search-bulk", &opts);
+    let r = run_json(dir.path(), "search-bulk", opensearch(), &opts);
+    assert_eq!(u(&r, "/ops/bulk/count"), 5, "the whole corpus, once");
+    assert_eq!(u(&r, "/ops/bulk/items"), 2500);
+    assert_eq!(u(&r, "/ops/bulk/errors"), 100, "each bad document, counted");
+    let classes = error_classes(&r);
+    assert!(
+        !classes.is_empty() && classes.iter().all(|c| c == "mapper_parsing_exception"),
+        "{classes:?}"
+    );
+    assert_eq!(u(&r, "/verification/found"), 2400);
+    assert_eq!(r["verification"]["ok"], true, "{}", r["verification"]);
+    assert_eq!(s(&r, "/config/workload_options/corpus"), corpus);
+    // Queries take their values from the corpus, so they hit.
+    let r = run_json(
+        dir.path(),
+        "search-query",
+        opensearch(),
+        &[
+            "--index", index, "--corpus", corpus, "--query", "term", "--time", "1",
+        ],
+    );
+    assert!(u(&r, "/ops/term/count") > 10);
+    assert!(
+        r.pointer("/summary/counters/no_hits").is_none(),
+        "{}",
+        r["summary"]
+    );
+    cleanup(dir.path(), "search-bulk", index);
+}
