@@ -153,37 +153,31 @@ fn failed_items_are_counted_each_with_its_reason() {
     cleanup(dir.path(), "search-bulk", index);
 }
 
-#[test]
-fn queries_find_what_was_indexed() {
+/// Prepares `index` with `documents` from `generator`, then runs each
+/// query kind on it: few may hit nothing, none fail.
+fn queries_hit(generator: &str, index: &str, documents: &str, most_missed: [f64; 4]) {
     let dir = tempfile::tempdir().unwrap();
-    let index = "t-query";
-    prepare(
-        dir.path(),
-        "search-query",
-        &["--index", index, "--documents", "20000"],
-    );
-    assert_eq!(count(index), Some(20_000));
-    for (kind, most_missed) in [
-        ("term", 0.0),
-        ("match", 0.02),
-        ("match_phrase", 0.05),
-        ("range", 0.02),
-    ] {
-        let r = run_json(
-            dir.path(),
-            "search-query",
-            opensearch(),
-            &["--index", index, "--query", kind, "--time", "2"],
-        );
+    let gen = ["--generator", generator, "--index", index];
+    let mut args = gen.to_vec();
+    args.extend(["--documents", documents]);
+    prepare(dir.path(), "search-query", &args);
+    assert_eq!(count(index), Some(documents.parse().unwrap()));
+    for (kind, most_missed) in ["term", "match", "match_phrase", "range"]
+        .into_iter()
+        .zip(most_missed)
+    {
+        let mut args = gen.to_vec();
+        args.extend(["--query", kind, "--time", "2"]);
+        let r = run_json(dir.path(), "search-query", opensearch(), &args);
         let queries = u(&r, &format!("/ops/{kind}/count"));
-        assert!(queries > 20, "{kind}: {queries} queries");
+        assert!(queries > 20, "{generator} {kind}: {queries} queries");
         let missed = r
             .pointer("/summary/counters/no_hits")
             .and_then(Value::as_u64)
             .unwrap_or(0);
         assert!(
             missed as f64 <= most_missed * queries as f64,
-            "{kind}: {missed} of {queries} hit nothing"
+            "{generator} {kind}: {missed} of {queries} hit nothing"
         );
         assert_eq!(u(&r, &format!("/ops/{kind}/errors")), 0);
         assert!(
@@ -192,6 +186,16 @@ fn queries_find_what_was_indexed() {
         );
     }
     cleanup(dir.path(), "search-query", index);
+}
+
+#[test]
+fn geonames_queries_find_what_was_indexed() {
+    queries_hit("geonames", "t-query", "20000", [0.0, 0.02, 0.05, 0.02]);
+}
+
+#[test]
+fn log_queries_find_what_was_indexed() {
+    queries_hit("logs", "t-query-logs", "5000", [0.0, 0.0, 0.02, 0.02]);
 }
 
 #[test]

@@ -184,9 +184,9 @@ fn conflicts(a: &SearchArgs) -> Result<IdConflicts, String> {
         }
     };
     let percent = a.conflict_probability.unwrap_or(25);
-    if percent > 100 {
+    if percent > 99 {
         return Err(format!(
-            "--conflict-probability {percent} is not a percentage (0 to 100)"
+            "--conflict-probability {percent}: give 0 to 99 (a percentage, and some documents need ids of their own)"
         ));
     }
     match a.id_conflicts.as_deref() {
@@ -348,7 +348,7 @@ mod tests {
             conflict_probability: Some(120),
             ..args()
         })
-        .contains("not a percentage"));
+        .contains("give 0 to 99"));
         let e = err(SearchArgs {
             mapping: Some("/nonexistent/m.json".into()),
             ..args()

@@ -272,15 +272,17 @@ fn failure_class(reason: &str) -> &str {
     }
 }
 
-/// Failed items of one bulk, by reason, in the order first seen.
+/// Failed items of one bulk, by reason, repeats in a row counted once:
+/// a bulk may fail thousands of items, so a reason is compared with the
+/// last one only.
 #[derive(Default)]
 struct Failures(Vec<(String, u64)>);
 
 impl Failures {
     fn note(&mut self, reason: &str) {
-        match self.0.iter_mut().find(|(r, _)| r == reason) {
-            Some((_, n)) => *n += 1,
-            None => self.0.push((reason.to_string(), 1)),
+        match self.0.last_mut() {
+            Some((last, n)) if last == reason => *n += 1,
+            _ => self.0.push((reason.to_string(), 1)),
         }
     }
 
