@@ -350,3 +350,48 @@ fn a_gzipped_corpus_is_replayed_and_its_bad_documents_counted() {
     );
     cleanup(dir.path(), "search-bulk", index);
 }
+
+#[test]
+fn id_conflicts_leave_one_document_per_distinct_id() {
+    let dir = tempfile::tempdir().unwrap();
+    for (index, kind, action) in [
+        ("t-conflicts-seq", "sequential", "index"),
+        ("t-conflicts-rnd", "random", "update"),
+    ] {
+        prepare(dir.path(), "search-bulk", &["--index", index]);
+        let r = run_json(
+            dir.path(),
+            "search-bulk",
+            opensearch(),
+            &[
+                "--index",
+                index,
+                "--documents",
+                "6000",
+                "--bulk-size",
+                "1000",
+                "--threads",
+                "2",
+                "--id-conflicts",
+                kind,
+                "--on-conflict",
+                action,
+                "--conflict-probability",
+                "30",
+            ],
+        );
+        assert_eq!(u(&r, "/ops/bulk/items"), 6000);
+        let found = u(&r, "/verification/found");
+        assert!(
+            (3800..4600).contains(&found),
+            "{kind}: {found} distinct ids of 6000 documents"
+        );
+        assert_eq!(
+            r["verification"]["ok"], true,
+            "{kind}: {}",
+            r["verification"]
+        );
+        assert_eq!(s(&r, "/config/workload_options/id_conflicts"), kind);
+        cleanup(dir.path(), "search-bulk", index);
+    }
+}

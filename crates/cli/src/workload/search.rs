@@ -30,7 +30,7 @@ pub struct SearchArgs {
     /// Documents from a file, one JSON object per line (esrally's documents.json; plain, .gz or .bz2).
     #[arg(long, value_name = "FILE")]
     pub corpus: Option<PathBuf>,
-    /// Documents per _bulk request (default 5000, as esrally's geonames).
+    /// Documents per _bulk request (esrally's geonames track sends 5000).
     #[arg(long, value_name = "N", default_value_t = 5000)]
     pub bulk_size: u64,
     /// Documents to index: search-bulk ends when all are acknowledged (default: until --time, or the whole corpus); search-query's prepare loads them (default 100000).
