@@ -140,9 +140,12 @@ impl Queries {
         let (body, field) = kind.template(source);
         let params = vec![QueryParam::Field {
             name: "value".to_string(),
-            values: source
-                .values(field)
-                .map_err(|e| format!("--query {}: {e}", kind.as_str()))?,
+            values: source.values(field).map_err(|e| {
+                format!(
+                    "--query {}: {e}; --query-file queries any field",
+                    kind.as_str()
+                )
+            })?,
         }];
         let body = Template::parse(&body, |name| (name == "value").then_some(0))?;
         Ok(Queries {
@@ -322,6 +325,20 @@ mod tests {
             .collect();
         let us = countries.iter().filter(|c| *c == "US").count();
         assert!((20..60).contains(&us), "{us} of 200 ask for the US");
+    }
+
+    #[test]
+    fn a_corpus_without_the_kinds_field_is_refused_with_the_way_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("docs.json");
+        std::fs::write(&path, "{\"status\": 200}\n").unwrap();
+        let corpus = super::super::corpus::Corpus::read(&path).unwrap();
+        let source = Source::Corpus(std::sync::Arc::new(corpus));
+        let e = Queries::builtin(QueryKind::Term, &source).unwrap_err();
+        assert!(e.starts_with("--query term: --corpus "), "{e}");
+        assert!(
+            e.contains("field 'country_code'") && e.ends_with("--query-file queries any field")
+        );
     }
 
     const FILE: &str = r#"
