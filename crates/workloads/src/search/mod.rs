@@ -537,7 +537,7 @@ pub struct SearchQueryWorkload {
 
 /// Documents `search-query`'s `prepare` loads when `--documents` is not
 /// given and there is no corpus.
-pub const QUERY_DOCUMENTS: u64 = 100_000;
+const QUERY_DOCUMENTS: u64 = 100_000;
 
 impl Workload for SearchQueryWorkload {
     fn name(&self) -> &'static str {
