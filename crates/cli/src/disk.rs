@@ -381,6 +381,7 @@ pub fn run(job: RunJob<'_>, w: &DiskWorkload) -> anyhow::Result<RunResult> {
         server: Some(ServerInfo {
             product: "fio".to_string(),
             version: last.version.trim_start_matches("fio-").to_string(),
+            cluster: None,
         }),
         spec: &spec,
         labels: config.args.labels.iter().cloned().collect(),

@@ -189,6 +189,7 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
             server: ctx.server.as_ref().map(|s| ServerDescription {
                 product: s.product.clone(),
                 version: s.version.clone(),
+                cluster: s.cluster.clone(),
             }),
         },
         summary,

@@ -10,6 +10,10 @@ use crate::DriverError;
 pub struct ServerInfo {
     pub product: String,
     pub version: String,
+    /// The cluster's name, for servers that report one (OpenSearch,
+    /// Elasticsearch): which of several clusters a result measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
 }
 
 /// A connection factory for one target. One instance is shared by every

@@ -99,13 +99,17 @@ pub enum OpenError {
 pub fn find(scheme: &str, families: &[Family]) -> Result<&'static DriverInfo, OpenError> {
     let mut serving = REGISTRY.iter().filter(|d| d.schemes.contains(&scheme));
     let Some(first) = serving.clone().next() else {
+        // Each once: `http:` is served by the HTTP and the search drivers.
+        let mut supported: Vec<String> = Vec::new();
+        for s in REGISTRY.iter().flat_map(|d| d.schemes) {
+            let s = format!("{s}:");
+            if !supported.contains(&s) {
+                supported.push(s);
+            }
+        }
         return Err(OpenError::UnsupportedScheme {
             scheme: scheme.to_string(),
-            supported: REGISTRY
-                .iter()
-                .flat_map(|d| d.schemes.iter().map(|s| format!("{s}:")))
-                .collect::<Vec<_>>()
-                .join(", "),
+            supported: supported.join(", "),
         });
     };
     serving

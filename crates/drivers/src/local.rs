@@ -54,6 +54,7 @@ impl Driver for LocalDriver {
         Ok(ServerInfo {
             product: "this machine".to_string(),
             version: loadcell_core::words::counted(cpus as u64, "CPU"),
+            cluster: None,
         })
     }
 }

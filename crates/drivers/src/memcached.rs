@@ -204,6 +204,7 @@ impl Driver for MemcachedDriver {
         Ok(ServerInfo {
             product: "memcached".to_string(),
             version: conn.version.clone(),
+            cluster: None,
         })
     }
 

@@ -528,6 +528,7 @@ impl Driver for SimDriver {
         Ok(ServerInfo {
             product: "loadcell-sim".to_string(),
             version: self.description.clone(),
+            cluster: None,
         })
     }
 }

@@ -125,6 +125,7 @@ impl Driver for SqliteDriver {
         Ok(ServerInfo {
             product: "SQLite".into(),
             version: rusqlite::version().into(),
+            cluster: None,
         })
     }
 }

@@ -7,7 +7,7 @@
 use std::future::Future;
 
 use loadcell_core::search::{BulkOutcome, SearchConn};
-use loadcell_core::{Driver, ErrorClass, Family, Target};
+use loadcell_core::{Driver, ErrorClass, Family, ServerInfo, Target};
 use loadcell_drivers::search::{SearchConnection, SearchDriver};
 
 fn opensearch() -> &'static str {
@@ -192,12 +192,11 @@ fn server_counters_have_heap_and_cpu(url: &str) {
     });
 }
 
-fn server_info_of(url: &str) -> (String, String) {
+fn server_info_of(url: &str) -> ServerInfo {
     block_on(async {
         let d = driver(url);
         let mut conn = d.connect().await.unwrap();
-        let info = d.server_info(&mut conn).await.unwrap();
-        (info.product, info.version)
+        d.server_info(&mut conn).await.unwrap()
     })
 }
 
@@ -228,14 +227,15 @@ fn opensearch_server_counters_have_heap_and_cpu() {
 
 #[test]
 fn opensearch_is_named_with_its_version() {
-    let (product, version) = server_info_of(opensearch());
+    let info = server_info_of(opensearch());
     assert_eq!(
-        (product.as_str(), version.as_str()),
+        (info.product.as_str(), info.version.as_str()),
         ("OpenSearch", "2.19.6")
     );
+    assert_eq!(info.cluster.as_deref(), Some("opensearch"));
     // Its own scheme means plain HTTP on the port given.
     let own = opensearch().replace("http://", "opensearch://");
-    assert_eq!(server_info_of(&own).0, "OpenSearch");
+    assert_eq!(server_info_of(&own).product, "OpenSearch");
 }
 
 #[test]
@@ -265,11 +265,12 @@ fn elasticsearch_server_counters_have_heap_and_cpu() {
 
 #[test]
 fn elasticsearch_is_named_with_its_version() {
-    let (product, version) = server_info_of(elasticsearch());
+    let info = server_info_of(elasticsearch());
     assert_eq!(
-        (product.as_str(), version.as_str()),
+        (info.product.as_str(), info.version.as_str()),
         ("Elasticsearch", "7.10.2")
     );
+    assert_eq!(info.cluster.as_deref(), Some("elasticsearch"));
 }
 
 #[test]
@@ -315,4 +316,10 @@ fn http_targets_go_to_the_driver_of_the_workloads_family() {
     assert_eq!(open("opensearch://h", Family::Search), "search");
     let other = loadcell_drivers::find("elasticsearch", &[Family::Http]).unwrap_err();
     assert_eq!(other.to_string(), "elasticsearch: is a search driver");
+    let unknown = loadcell_drivers::find("solr", &[Family::Search]).unwrap_err();
+    assert_eq!(
+        unknown.to_string().matches(" http:").count(),
+        1,
+        "each scheme once: {unknown}"
+    );
 }

@@ -39,6 +39,7 @@ impl Driver for Counting {
         Ok(ServerInfo {
             product: "counting".to_string(),
             version: "1".to_string(),
+            cluster: None,
         })
     }
 }

@@ -214,6 +214,9 @@ pub struct Environment {
 pub struct ServerDescription {
     pub product: String,
     pub version: String,
+    /// The cluster's name, when the server reports one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

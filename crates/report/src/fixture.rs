@@ -160,6 +160,7 @@ pub fn run(threads: usize, tps: f64) -> RunResult {
             server: Some(ServerDescription {
                 product: "MariaDB".to_string(),
                 version: "10.11.6".to_string(),
+                cluster: None,
             }),
         },
         summary: Summary {

@@ -250,9 +250,14 @@ pub fn summary(r: &RunResult, op_order: &[&str]) -> String {
         cpu.user_s, cpu.sys_s
     );
     if let Some(server) = &r.environment.server {
+        let cluster = server
+            .cluster
+            .as_ref()
+            .map(|c| format!(", cluster {c}"))
+            .unwrap_or_default();
         let _ = writeln!(
             w,
-            "Target: {} ({} {})",
+            "Target: {} ({} {}{cluster})",
             r.config.target, server.product, server.version
         );
     }
@@ -405,5 +410,14 @@ mod tests {
         r.summary.counters = Some(counts.into_iter().collect());
         let line = format!("    {:<37}2xx 990, 503 10\n", "counts:");
         assert!(summary(&r, &[]).contains(&line), "{}", summary(&r, &[]));
+    }
+
+    #[test]
+    fn the_target_line_names_a_cluster_when_the_server_reports_one() {
+        let mut r = fixture::run(4, 1000.0);
+        assert!(summary(&r, &[]).contains("(MariaDB 10.11.6)\n"));
+        let server = r.environment.server.as_mut().unwrap();
+        server.cluster = Some("logs-eu".to_string());
+        assert!(summary(&r, &[]).contains("(MariaDB 10.11.6, cluster logs-eu)\n"));
     }
 }

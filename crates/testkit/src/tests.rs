@@ -283,3 +283,76 @@ fn concurrent_starts() {
         assert!(ok, "{}", s.url());
     }
 }
+
+/// Run by [`a_search_server_ends_with_its_test_binary`] in a child test
+/// binary: starts OpenSearch, prints its PID and dir, then returns (the
+/// binary exits) or waits to be killed.
+#[test]
+#[ignore = "run as a child by a_search_server_ends_with_its_test_binary"]
+fn search_server_child() {
+    let server = timed("opensearch start", || crate::opensearch().unwrap());
+    let dir = server.log_path.parent().unwrap().display().to_string();
+    println!("server {} {dir}", server.pid);
+    std::io::Write::flush(&mut std::io::stdout()).unwrap();
+    if std::env::var_os("LOADCELL_TESTKIT_WAIT").is_some() {
+        sleep(Duration::from_secs(600));
+    }
+}
+
+#[test]
+fn a_search_server_ends_with_its_test_binary() {
+    use std::io::BufRead;
+    // One binary exits normally (the exit handler stops the server and
+    // removes its dir), one is killed (the parent-death signal).
+    let start = |wait: bool| {
+        let mut cmd = Command::new(std::env::current_exe().unwrap());
+        cmd.args(["--ignored", "--exact", "tests::search_server_child"])
+            .args(["--nocapture", "--test-threads=1"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        if wait {
+            cmd.env("LOADCELL_TESTKIT_WAIT", "1");
+        }
+        cmd.spawn().unwrap()
+    };
+    let server_of = |child: &mut Child| {
+        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        // After the harness's `test … ` on the same line.
+        let line = lines
+            .by_ref()
+            .map_while(Result::ok)
+            .find_map(|l| Some(l.split_once("server ")?.1.to_string()))
+            .expect("the child printed its server");
+        let mut words = line.split(' ');
+        let pid: u32 = words.next().unwrap().parse().unwrap();
+        // The rest of its output is read, or it would fail writing it.
+        (pid, PathBuf::from(words.next().unwrap()), lines)
+    };
+    /// A child killed if the test fails before it ends.
+    struct Reaped(Child);
+    impl Drop for Reaped {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut exiting = Reaped(start(false));
+    let mut killed = Reaped(start(true));
+    let (exiting_pid, exiting_dir, rest) = server_of(&mut exiting.0);
+    let (killed_pid, killed_dir, _) = server_of(&mut killed.0);
+    rest.for_each(drop);
+    assert!(exiting.0.wait().unwrap().success());
+    assert_gone(exiting_pid, &exiting_dir);
+    assert!(is_live(killed_pid));
+    drop(killed);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while is_live(killed_pid) && Instant::now() < deadline {
+        sleep(POLL);
+    }
+    assert!(
+        !is_live(killed_pid),
+        "the JVM outlived its killed test binary"
+    );
+    // What the exit handler would have removed.
+    fs::remove_dir_all(&killed_dir).unwrap();
+}

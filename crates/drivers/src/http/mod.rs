@@ -371,7 +371,11 @@ impl Driver for HttpDriver {
             None if server.is_empty() => ("HTTP server".to_string(), String::new()),
             None => (server, String::new()),
         };
-        Ok(ServerInfo { product, version })
+        Ok(ServerInfo {
+            product,
+            version,
+            cluster: None,
+        })
     }
 
     /// The status page's numbers (see [`status`]), on a connection of its

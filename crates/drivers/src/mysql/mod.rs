@@ -250,6 +250,7 @@ impl Driver for MysqlDriver {
         Ok(ServerInfo {
             product: product_of(&version).to_string(),
             version,
+            cluster: None,
         })
     }
 

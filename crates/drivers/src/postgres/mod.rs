@@ -349,6 +349,7 @@ impl Driver for PostgresDriver {
         Ok(ServerInfo {
             product: "PostgreSQL".to_string(),
             version,
+            cluster: None,
         })
     }
 

@@ -448,6 +448,7 @@ fn server_info_of(info: &str) -> ServerInfo {
         return ServerInfo {
             product: "Valkey".into(),
             version: v,
+            cluster: None,
         };
     }
     let lower = info.to_ascii_lowercase();
@@ -461,6 +462,7 @@ fn server_info_of(info: &str) -> ServerInfo {
     ServerInfo {
         product: product.into(),
         version: redis_version,
+        cluster: None,
     }
 }
 

@@ -224,7 +224,7 @@ pub(super) fn mapping_meta(body: &[u8]) -> Result<String, String> {
     })
 }
 
-/// Product and version from `GET /`.
+/// Product, version and cluster name from `GET /`.
 pub(super) fn server_info(body: &[u8]) -> Result<ServerInfo, String> {
     let answer: Value = serde_json::from_slice(body).map_err(|e| bad("GET /", &e))?;
     let version = answer
@@ -241,6 +241,10 @@ pub(super) fn server_info(body: &[u8]) -> Result<ServerInfo, String> {
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_string(),
+        cluster: answer
+            .get("cluster_name")
+            .and_then(Value::as_str)
+            .map(str::to_string),
     })
 }
 
@@ -445,8 +449,13 @@ mod tests {
             (info.product.as_str(), info.version.as_str()),
             ("OpenSearch", "2.19.6")
         );
+        assert_eq!(info.cluster.as_deref(), Some("c"));
         let es = r#"{"version":{"number":"7.10.2","build_flavor":"oss"}}"#;
-        assert_eq!(server_info(es.as_bytes()).unwrap().product, "Elasticsearch");
+        let info = server_info(es.as_bytes()).unwrap();
+        assert_eq!(
+            (info.product.as_str(), info.cluster),
+            ("Elasticsearch", None)
+        );
     }
 
     #[test]

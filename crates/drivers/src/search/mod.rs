@@ -118,7 +118,7 @@ impl Driver for SearchDriver {
     }
 
     /// `GET /`: OpenSearch when `version.distribution` says so, else
-    /// Elasticsearch, with `version.number`.
+    /// Elasticsearch, with `version.number` and `cluster_name`.
     async fn server_info(&self, conn: &mut SearchConnection) -> Result<ServerInfo, DriverError> {
         let info = answer::server_info(conn.get(b"/").await?);
         info.map_err(|e| garbled(&conn.endpoint, &e))
