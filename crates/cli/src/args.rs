@@ -252,6 +252,10 @@ pub struct CleanupArgs {
     /// With `kv`: the data set file whose keys to delete.
     #[arg(long, value_name = "FILE")]
     pub dataset: Option<PathBuf>,
+    /// With `search-bulk` and `search-query`: the index to delete, if
+    /// loadcell created it (default loadcell-geonames).
+    #[arg(long, value_name = "NAME")]
+    pub index: Option<String>,
 }
 
 #[derive(Debug, Clone, Args)]

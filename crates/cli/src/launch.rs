@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use anyhow::{anyhow, bail, Context as _};
-use loadcell_core::family::{HttpFamily, KvFamily, MachineFamily, SqlFamily};
+use loadcell_core::family::{HttpFamily, KvFamily, MachineFamily, SearchFamily, SqlFamily};
 use loadcell_core::http::HttpConn;
 use loadcell_core::kv::KvConn;
 use loadcell_core::machine::MachineConn;
@@ -98,9 +98,8 @@ families! {
     Sql sql SqlConn SqlFamily: [Oltp, Ycsb];
     Kv kv KvConn KvFamily: [Kv, Dataset, Ycsb];
     Http http HttpConn HttpFamily: [Http, HttpConnections];
+    Search search SearchConn SearchFamily: [SearchBulk, SearchQuery];
     Machine machine MachineConn MachineFamily: [Cpu];
-    // No workload yet: the search workloads come with issue 17's CLI.
-    Search search SearchConn loadcell_core::family::SearchFamily: [];
 }
 
 /// How long in-flight events may finish once the run is told to stop.
@@ -114,13 +113,15 @@ pub const EXIT_INTERRUPTED: i32 = 130;
 pub const EXIT_BELOW_EXPECTATION: i32 = crate::views::EXIT_REGRESSED;
 
 /// The exit code for a finished run: 0 complete, 3 complete but short of
-/// `--expect-iops`, 130 interrupted, 1 other.
+/// `--expect-iops` or with data that did not arrive (its verification
+/// failed), 130 interrupted, 1 other.
 pub fn exit_code(r: &RunResult) -> i32 {
     let short = r
         .disk
         .as_ref()
         .and_then(|d| d.expect_iops.as_ref())
-        .is_some_and(|e| !e.met);
+        .is_some_and(|e| !e.met)
+        || r.verification.as_ref().is_some_and(|v| !v.ok);
     match r.stop_reason {
         StopReason::Completed if short => EXIT_BELOW_EXPECTATION,
         StopReason::Completed => 0,
@@ -350,7 +351,10 @@ impl Job for RunJob<'_> {
             }
             Ok::<ServerInfo, anyhow::Error>(server)
         })?;
-        self.execute(info, driver, script, server, seed)
+        let (result, ops) =
+            self.execute(info, Arc::clone(&driver), Arc::clone(&script), server, seed)?;
+        let result = self.verify(workload, &*driver, &script, result);
+        self.publish(result, &ops)
     }
 }
 
@@ -383,15 +387,39 @@ impl RunJob<'_> {
         Ok(())
     }
 
+    /// The check after the run: whether what the run wrote arrived
+    /// (nothing to check, for most workloads). A check that cannot be
+    /// made (the server went away) is a warning: the run's numbers stand.
+    fn verify<D, W, F>(
+        &self,
+        workload: &W,
+        driver: &D,
+        script: &W::Script,
+        mut result: RunResult,
+    ) -> RunResult
+    where
+        D: Driver,
+        W: Lifecycle<D::Conn, F>,
+    {
+        let timeout = self.config.args.target.connect_timeout;
+        match block_on(workload.verify(script, driver, timeout)) {
+            Ok(verification) => result.verification = verification,
+            Err(e) => result
+                .warnings
+                .push(format!("the check after the run could not be made: {e}")),
+        }
+        result
+    }
+
     /// The load phase and the result, the same for every family.
     fn execute<D, S>(
-        self,
+        &self,
         info: &'static DriverInfo,
         driver: Arc<D>,
         script: Arc<S>,
         server: ServerInfo,
         seed: u64,
-    ) -> anyhow::Result<RunResult>
+    ) -> anyhow::Result<(RunResult, Vec<OpSpec>)>
     where
         D: Driver,
         S: Script<D::Conn> + Send + Sync,
@@ -453,7 +481,7 @@ impl RunJob<'_> {
             ops,
             transactional: script.transactional(),
         };
-        self.publish(result::build(&ctx, outcome), ops)
+        Ok((result::build(&ctx, outcome), ops.to_vec()))
     }
 
     /// Writes the result file and prints the summary (or the JSON), unless
@@ -484,6 +512,32 @@ mod tests {
 
     use super::*;
     use crate::workload::{catalog, WorkloadArgs};
+
+    #[test]
+    fn data_that_did_not_arrive_fails_the_run_as_a_missed_expectation() {
+        let mut r = loadcell_report::fixture::run(4, 100.0);
+        assert_eq!(exit_code(&r), 0);
+        let v = loadcell_record::result::Verification {
+            expected: 20_000,
+            found: 19_000,
+            ok: false,
+            how: "_count".to_string(),
+        };
+        r.verification = Some(v.clone());
+        assert_eq!(exit_code(&r), EXIT_BELOW_EXPECTATION);
+        let summary = loadcell_report::text::summary(&r, &[]);
+        assert!(
+            summary.contains("VERIFICATION FAILED: found 19000 where 20000 were expected"),
+            "{summary}"
+        );
+        r.verification = Some(loadcell_record::result::Verification {
+            found: 20_000,
+            ok: true,
+            ..v
+        });
+        assert_eq!(exit_code(&r), 0);
+        assert!(loadcell_report::text::summary(&r, &[]).contains("Verified: found 20000"));
+    }
 
     /// `open` hands a workload drivers of the families it names; the
     /// dispatch must serve it on exactly those, or a run would reach an

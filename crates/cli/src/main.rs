@@ -132,6 +132,7 @@ fn dispatch(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
             // what prepare recorded.
             let mut workload = WorkloadArgs::defaults();
             workload.kv.dataset = a.dataset.clone();
+            workload.search.index = a.index.clone();
             let (spec, target, _) = resolve(&a.target, &workload)?;
             if let WorkloadSpec::Disk(w) = &spec {
                 eprintln!(

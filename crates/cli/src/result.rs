@@ -223,6 +223,7 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
                 client_limit: f.client_limit,
             }),
         }),
+        verification: None,
     }
 }
 

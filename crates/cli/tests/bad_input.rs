@@ -466,3 +466,62 @@ fn workloads_without_data_say_there_is_nothing_to_prepare_or_clean_up() {
     );
     fails_with(&["prepare", "cpu"], &["the cpu workload loads nothing"]);
 }
+
+#[test]
+fn search_options_are_checked_before_any_connection() {
+    // Nothing listens on port 9: each is refused before connecting.
+    let dir = tempfile::tempdir().unwrap();
+    let bad_doc = dir.path().join("docs.json");
+    std::fs::write(&bad_doc, "{\"a\": 1}\n{\"a\": \n").unwrap();
+    let bad_doc = bad_doc.to_str().unwrap();
+    let queries = dir.path().join("q.toml");
+    std::fs::write(
+        &queries,
+        "[[query]]\nbody = '{\"query\":{\"term\":{\"x\":\"${nope}\"}}}'\n",
+    )
+    .unwrap();
+    let queries = queries.to_str().unwrap();
+    let target = "opensearch://127.0.0.1:9";
+    let run = |workload: &'static str, args: &[&'static str]| {
+        let mut all = vec!["run", workload, "--target", target];
+        all.extend_from_slice(args);
+        all
+    };
+    fails_with(
+        &run("search-bulk", &["--bulk-size", "0"]),
+        &["--bulk-size must be at least 1"],
+    );
+    fails_with(
+        &run("search-bulk", &["--generator", "tweets"]),
+        &["--generator 'tweets' is not a generator: use geonames or logs"],
+    );
+    fails_with(
+        &run(
+            "search-bulk",
+            &["--generator", "logs", "--corpus", "/nonexistent.json"],
+        ),
+        &["give --generator or --corpus, not both"],
+    );
+    fails_with(
+        &run("search-bulk", &["--corpus", "/nonexistent/docs.json.gz"]),
+        &["--corpus /nonexistent/docs.json.gz: No such file"],
+    );
+    let mut args = run("search-bulk", &["--corpus"]);
+    args.push(bad_doc);
+    fails_with(&args, &[&format!("--corpus {bad_doc}:2: not JSON")]);
+    let mut args = run("search-query", &["--query-file"]);
+    args.push(queries);
+    fails_with(&args, &["query 1:", "no parameter 'nope'"]);
+    fails_with(
+        &run("search-query", &["--query", "fuzzy"]),
+        &["--query 'fuzzy' is not a query kind"],
+    );
+    fails_with(
+        &run("search-bulk", &["--query", "term"]),
+        &["--query does not apply to search-bulk"],
+    );
+    fails_with(
+        &run("search-bulk", &["--method", "POST"]),
+        &["--method is an HTTP workload option; workload search-bulk does not take it"],
+    );
+}

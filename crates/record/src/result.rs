@@ -74,6 +74,24 @@ pub struct RunResult {
     /// What a run that held connections (`http-conns`) found.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connections: Option<HeldConnections>,
+    /// Whether the data the run wrote arrived: counted through the
+    /// system's own API afterwards (a search index's `_count`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification: Option<Verification>,
+}
+
+/// What a check after the run found of the data it wrote.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Verification {
+    /// What should be there: what was before the run and what the run
+    /// had acknowledged.
+    pub expected: u64,
+    /// What the system counted.
+    pub found: u64,
+    /// `found` is what was expected (or within the margin `how` states).
+    pub ok: bool,
+    /// How it was counted and compared, in words.
+    pub how: String,
 }
 
 /// A disk workload's facts: fio, the file and what holds it.

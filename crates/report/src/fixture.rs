@@ -224,6 +224,7 @@ pub fn run(threads: usize, tps: f64) -> RunResult {
         },
         disk: None,
         connections: None,
+        verification: None,
     }
 }
 

@@ -6,7 +6,9 @@
 use std::fmt::Write as _;
 
 use loadcell_core::words::counted;
-use loadcell_record::result::{HeldConnections, IopsExpectation, LoopMode, RunResult, RunStatus};
+use loadcell_record::result::{
+    HeldConnections, IopsExpectation, LoopMode, RunResult, RunStatus, Verification,
+};
 
 use crate::table::grouped;
 
@@ -269,6 +271,9 @@ pub fn summary(r: &RunResult, op_order: &[&str]) -> String {
     if let Some(e) = r.disk.as_ref().and_then(|d| d.expect_iops.as_ref()) {
         let _ = writeln!(w, "{}", expectation(e));
     }
+    if let Some(v) = &r.verification {
+        let _ = writeln!(w, "{}", verification(v));
+    }
     for sample in &r.error_samples {
         let _ = writeln!(
             w,
@@ -290,6 +295,21 @@ fn serde_plain<T: serde::Serialize>(v: &T) -> String {
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_default()
+}
+
+/// What the check after the run found, in one line: loud when short.
+pub fn verification(v: &Verification) -> String {
+    if v.ok {
+        format!(
+            "Verified: found {}, expected {} ({})",
+            v.found, v.expected, v.how
+        )
+    } else {
+        format!(
+            "VERIFICATION FAILED: found {} where {} were expected ({}): the written data did not all arrive as acknowledged",
+            v.found, v.expected, v.how
+        )
+    }
 }
 
 /// How far the measured IOPS are from `--expect-iops`'s, in one line.

@@ -1,6 +1,6 @@
 //! Workloads: which operations run, in what mix, on what data. Each
-//! workload is generic over the driver family it needs (SQL, key-value or
-//! HTTP;
+//! workload is generic over the driver family it needs (SQL, key-value,
+//! HTTP or search;
 //! YCSB's record workloads come in one wrapper per family), so it runs
 //! unchanged on every driver of that family.
 
@@ -17,5 +17,6 @@ pub mod oltp;
 pub mod prepare;
 #[cfg(test)]
 mod recorder;
+pub mod search;
 pub mod workload;
 pub mod ycsb;

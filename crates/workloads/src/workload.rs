@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use loadcell_core::{Driver, DriverError, DriverInfo, Family};
 use loadcell_engine::Script;
+use loadcell_record::result::Verification;
 
 use crate::prepare::{CheckError, PrepareObserver};
 
@@ -65,6 +66,21 @@ pub trait Lifecycle<C, F>: Workload {
     /// of its own (an HTTP service's pages, the CPU's loop).
     async fn check(&self, _script: &Self::Script, _conn: &mut C) -> Result<(), CheckError> {
         Ok(())
+    }
+
+    /// After the run: whether what the run wrote arrived, counted through
+    /// the system's own API on a new connection. By default a workload
+    /// has nothing to verify, and connects for nothing.
+    async fn verify<D>(
+        &self,
+        _script: &Self::Script,
+        _driver: &D,
+        _connect_timeout: Duration,
+    ) -> Result<Option<Verification>, DriverError>
+    where
+        D: Driver<Conn = C>,
+    {
+        Ok(None)
     }
 
     /// Creates and loads the data set. Idempotent; never touches data

@@ -8,6 +8,7 @@ mod http_conns;
 mod kv;
 mod machine;
 mod oltp;
+mod search;
 mod ycsb;
 
 use clap::{ArgMatches, Args, Command, Parser};
@@ -19,6 +20,7 @@ use loadcell_workloads::http::HttpWorkload;
 use loadcell_workloads::http_conns::HttpConnectionsWorkload;
 use loadcell_workloads::kv::KvWorkload;
 use loadcell_workloads::oltp::{OltpKind, OltpWorkload};
+use loadcell_workloads::search::{SearchBulkWorkload, SearchQueryWorkload};
 use loadcell_workloads::workload::Workload;
 use loadcell_workloads::ycsb::{Preset, YcsbWorkload};
 
@@ -27,6 +29,7 @@ pub use http_conns::HttpConnsArgs;
 pub use kv::KvArgs;
 pub use machine::MachineArgs;
 pub use oltp::OltpArgs;
+pub use search::SearchArgs;
 pub use ycsb::YcsbArgs;
 
 /// Every workload, typed. `Dataset` is `kv --dataset FILE`.
@@ -42,6 +45,8 @@ pub enum WorkloadSpec {
     Disk(DiskWorkload),
     /// `http-cps` and `http-conns`.
     HttpConnections(HttpConnectionsWorkload),
+    SearchBulk(SearchBulkWorkload),
+    SearchQuery(SearchQueryWorkload),
 }
 
 /// Every family's workload options, each group under its own heading.
@@ -59,6 +64,8 @@ pub struct WorkloadArgs {
     pub machine: MachineArgs,
     #[command(flatten)]
     pub http_conns: HttpConnsArgs,
+    #[command(flatten)]
+    pub search: SearchArgs,
     /// The options the command line gave, by flag (`--ratio`), as clap
     /// recorded them: a workload refuses another family's options.
     #[arg(skip)]
@@ -118,6 +125,7 @@ pub fn catalog() -> Vec<(&'static str, &'static [Family], &'static str)> {
     all.extend(ycsb::catalog());
     all.extend(http::catalog());
     all.extend(http_conns::catalog());
+    all.extend(search::catalog());
     all.extend(machine::catalog());
     all
 }
@@ -132,6 +140,7 @@ impl WorkloadSpec {
             (http::WHAT, args.given_in::<HttpArgs>()),
             (machine::WHAT, args.given_in::<MachineArgs>()),
             (http_conns::WHAT, args.given_in::<HttpConnsArgs>()),
+            (search::WHAT, args.given_in::<SearchArgs>()),
         ];
         let given = |own: &str| {
             let group = groups.iter().find(|(what, _)| *what == own);
@@ -173,6 +182,10 @@ impl WorkloadSpec {
             refuse_others(&[machine::WHAT])?;
             return machine::resolve(name, &args.machine, given(machine::WHAT));
         }
+        if search::names(name) {
+            refuse_others(&[search::WHAT])?;
+            return search::resolve(name, &args.search, given(search::WHAT));
+        }
         if let Some(spec) = http_conns::resolve(name, &args.http, &args.http_conns) {
             refuse_others(&[http::WHAT, http_conns::WHAT])?;
             return spec;
@@ -196,6 +209,8 @@ impl WorkloadSpec {
             WorkloadSpec::Cpu(w) => w,
             WorkloadSpec::Disk(w) => w,
             WorkloadSpec::HttpConnections(w) => w,
+            WorkloadSpec::SearchBulk(w) => w,
+            WorkloadSpec::SearchQuery(w) => w,
         }
     }
 
@@ -210,6 +225,10 @@ impl WorkloadSpec {
             WorkloadSpec::Kv(w) => kv::prepare_hint(&w.opts),
             WorkloadSpec::Dataset(w) => format!("--dataset {}", w.set.path),
             WorkloadSpec::Ycsb(w) => ycsb::prepare_hint(&w.opts),
+            WorkloadSpec::SearchBulk(SearchBulkWorkload { opts })
+            | WorkloadSpec::SearchQuery(SearchQueryWorkload { opts, .. }) => {
+                search::prepare_hint(opts)
+            }
             WorkloadSpec::Http(_)
             | WorkloadSpec::HttpConnections(_)
             | WorkloadSpec::Cpu(_)
@@ -225,7 +244,9 @@ impl WorkloadSpec {
             | WorkloadSpec::Http(_)
             | WorkloadSpec::HttpConnections(_)
             | WorkloadSpec::Cpu(_)
-            | WorkloadSpec::Disk(_) => None,
+            | WorkloadSpec::Disk(_)
+            | WorkloadSpec::SearchQuery(_) => None,
+            WorkloadSpec::SearchBulk(w) => search::implied_events(&w.opts),
             WorkloadSpec::Kv(KvWorkload { opts })
             | WorkloadSpec::Dataset(DataSetWorkload { opts, .. }) => {
                 kv::implied_events(&args.kv, opts, sessions)

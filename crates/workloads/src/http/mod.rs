@@ -21,8 +21,8 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 
-use requests::Drawer;
 pub use requests::{check_path, Param, ParamKind, RequestFile, RequestSpec, Template};
+pub(crate) use requests::{param, Drawer, RawParam};
 
 use crate::workload::{Lifecycle, Workload};
 

@@ -75,8 +75,12 @@ impl Template {
         }
     }
 
-    /// Splits `text` at each `${name}`, `name` one of `params`.
-    fn parse(text: &str, params: &[Param]) -> Result<Template, String> {
+    /// Splits `text` at each `${name}`, `position` giving the index of
+    /// each name among the parameters (`None`: there is no such one).
+    pub(crate) fn parse(
+        text: &str,
+        position: impl Fn(&str) -> Option<usize>,
+    ) -> Result<Template, String> {
         let mut pieces = Vec::new();
         let mut rest = text;
         while let Some(open) = rest.find("${") {
@@ -84,9 +88,7 @@ impl Template {
                 .find('}')
                 .ok_or_else(|| format!("'{text}': '${{' without a closing '}}'"))?;
             let name = &rest[open + 2..open + close];
-            let index = params
-                .iter()
-                .position(|p| p.name == name)
+            let index = position(name)
                 .ok_or_else(|| format!("'{text}': no parameter '{name}' in [params]"))?;
             if open > 0 {
                 pieces.push(Piece::Text(rest.as_bytes()[..open].to_vec()));
@@ -128,7 +130,7 @@ impl Template {
     }
 
     /// The parameters this template uses, by index.
-    pub(super) fn params(&self) -> impl Iterator<Item = usize> + '_ {
+    pub(crate) fn params(&self) -> impl Iterator<Item = usize> + '_ {
         self.pieces.iter().filter_map(|p| match p {
             Piece::Param(i) => Some(*i),
             Piece::Text(_) => None,
@@ -137,7 +139,7 @@ impl Template {
 
     /// Writes the text with each hole filled from `values` into `out`.
     #[inline]
-    pub(super) fn expand(&self, values: &[Vec<u8>], out: &mut Vec<u8>) {
+    pub(crate) fn expand(&self, values: &[Vec<u8>], out: &mut Vec<u8>) {
         out.clear();
         for piece in &self.pieces {
             match piece {
@@ -168,7 +170,7 @@ const ALPHANUMERIC: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwx
 
 /// A parameter ready to draw from, one per session.
 #[derive(Debug, Clone)]
-pub(super) enum Drawer {
+pub(crate) enum Drawer {
     Sequence { next: u64, step: u64 },
     Random(Distribution),
     String { length: usize },
@@ -176,7 +178,7 @@ pub(super) enum Drawer {
 
 impl Drawer {
     /// Session `session` of `sessions`'s drawer for `param`.
-    pub(super) fn new(param: &Param, session: usize, sessions: usize) -> Drawer {
+    pub(crate) fn new(param: &Param, session: usize, sessions: usize) -> Drawer {
         match param.kind {
             ParamKind::Sequence { start } => Drawer::Sequence {
                 next: start + session as u64,
@@ -191,7 +193,7 @@ impl Drawer {
 
     /// Writes the next value into `out`.
     #[inline]
-    pub(super) fn draw(&mut self, rng: &mut SmallRng, out: &mut Vec<u8>) {
+    pub(crate) fn draw(&mut self, rng: &mut SmallRng, out: &mut Vec<u8>) {
         out.clear();
         match self {
             Drawer::Sequence { next, step } => {
@@ -242,7 +244,7 @@ fn one() -> u32 {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawParam {
+pub(crate) struct RawParam {
     #[serde(rename = "type")]
     kind: String,
     start: Option<u64>,
@@ -296,7 +298,7 @@ impl RequestFile {
     }
 }
 
-fn param(name: String, raw: RawParam) -> Result<Param, String> {
+pub(crate) fn param(name: String, raw: RawParam) -> Result<Param, String> {
     let unused = |field: &str, set: bool| {
         if set {
             Err(format!("'{field}' does not apply to type '{}'", raw.kind))
@@ -352,6 +354,7 @@ fn request(raw: RawRequest, params: &[Param]) -> Result<RequestSpec, String> {
     if raw.weight == 0 {
         return Err("weight must be at least 1".to_string());
     }
+    let position = |name: &str| params.iter().position(|p| p.name == name);
     let headers = raw
         .headers
         .iter()
@@ -360,9 +363,9 @@ fn request(raw: RawRequest, params: &[Param]) -> Result<RequestSpec, String> {
     Ok(RequestSpec {
         weight: raw.weight,
         method,
-        path: Template::parse(&raw.path, params)?,
+        path: Template::parse(&raw.path, position)?,
         headers,
-        body: Template::parse(&raw.body, params)?,
+        body: Template::parse(&raw.body, position)?,
     })
 }
 

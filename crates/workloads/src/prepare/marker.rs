@@ -60,7 +60,7 @@ impl Tag {
 
     /// A tag as recorded in the marker table; `None` for anything else
     /// (an earlier loadcell's identity, an empty one).
-    fn parse(text: &str) -> Option<Tag> {
+    pub(crate) fn parse(text: &str) -> Option<Tag> {
         let id = text.strip_prefix(TAG_PREFIX)?;
         (id.len() == ID_LEN && id.bytes().all(|b| b.is_ascii_alphanumeric()))
             .then(|| Tag(text.to_string()))

@@ -1,0 +1,397 @@
+//! search-bulk and search-query against a real OpenSearch 2.19, one
+//! shared by every test here (a JVM takes seconds to start): each test
+//! uses an index of its own, so they run in any order.
+
+mod common;
+
+use common::{loadcell, ok, run_json, s, stderr, u};
+use loadcell_core::search::SearchConn;
+use loadcell_core::{Driver, Target};
+use loadcell_drivers::search::SearchDriver;
+use serde_json::Value;
+
+fn opensearch() -> &'static str {
+    &loadcell_testkit::opensearch()
+        .unwrap_or_else(|e| panic!("cannot start OpenSearch: {e}"))
+        .url
+}
+
+/// Runs `f` on a new connection to the server, as the engine would.
+fn with_conn<T>(f: impl AsyncFnOnce(&mut <SearchDriver as Driver>::Conn) -> T) -> T {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    tokio::task::LocalSet::new().block_on(&rt, async {
+        let driver = SearchDriver::from_target(&Target::parse(opensearch()).unwrap()).unwrap();
+        let mut conn = driver.connect().await.expect("connect");
+        f(&mut conn).await
+    })
+}
+
+fn count(index: &str) -> Option<u64> {
+    with_conn(async |c| {
+        c.index_meta(index).await.unwrap()?;
+        c.refresh(index).await.unwrap();
+        Some(c.count(index).await.unwrap())
+    })
+}
+
+fn prepare(dir: &std::path::Path, workload: &str, args: &[&str]) {
+    let mut all = vec!["prepare", workload, "--target", opensearch()];
+    all.extend_from_slice(args);
+    ok(loadcell(dir, &all));
+}
+
+fn cleanup(dir: &std::path::Path, workload: &str, index: &str) {
+    ok(loadcell(
+        dir,
+        &[
+            "cleanup",
+            workload,
+            "--target",
+            opensearch(),
+            "--index",
+            index,
+        ],
+    ));
+    assert_eq!(count(index), None, "{index} is deleted");
+}
+
+fn error_classes(r: &Value) -> Vec<String> {
+    r["error_samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["class"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn every_acknowledged_document_is_counted_in_the_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = "t-bulk-count";
+    prepare(
+        dir.path(),
+        "search-bulk",
+        &["--index", index, "--shards", "2"],
+    );
+    let r = run_json(
+        dir.path(),
+        "search-bulk",
+        opensearch(),
+        &[
+            "--index",
+            index,
+            "--documents",
+            "20000",
+            "--bulk-size",
+            "1500",
+            "--threads",
+            "3",
+        ],
+    );
+    assert_eq!(u(&r, "/ops/bulk/items"), 20_000, "docs are the run's items");
+    assert_eq!(
+        u(&r, "/ops/bulk/count"),
+        14,
+        "20000 documents in bulks of 1500"
+    );
+    assert_eq!(u(&r, "/verification/expected"), 20_000);
+    assert_eq!(u(&r, "/verification/found"), 20_000);
+    assert_eq!(r["verification"]["ok"], true, "{}", r["verification"]);
+    assert_eq!(s(&r, "/config/workload_options/generator"), "geonames");
+    assert_eq!(count(index), Some(20_000));
+    cleanup(dir.path(), "search-bulk", index);
+}
+
+#[test]
+fn failed_items_are_counted_each_with_its_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = "t-bulk-failed";
+    // Geonames fills alternatenames with text in most documents.
+    let mapping = dir.path().join("mapping.json");
+    std::fs::write(
+        &mapping,
+        r#"{"properties":{"alternatenames":{"type":"long"}}}"#,
+    )
+    .unwrap();
+    let mapping = mapping.to_str().unwrap();
+    prepare(
+        dir.path(),
+        "search-bulk",
+        &["--index", index, "--mapping", mapping],
+    );
+    let r = run_json(
+        dir.path(),
+        "search-bulk",
+        opensearch(),
+        &[
+            "--index",
+            index,
+            "--documents",
+            "3000",
+            "--bulk-size",
+            "1000",
+            "--mapping",
+            mapping,
+        ],
+    );
+    let (items, errors) = (u(&r, "/ops/bulk/items"), u(&r, "/ops/bulk/errors"));
+    assert_eq!(items, 3000);
+    assert!((2000..2900).contains(&errors), "{errors} of 3000 failed");
+    let classes = error_classes(&r);
+    assert!(
+        classes.iter().all(|c| c.ends_with("_exception")),
+        "{classes:?}"
+    );
+    let samples = r["error_samples"].to_string();
+    assert!(samples.contains("alternatenames"), "{samples}");
+    // Those that failed are not expected in the index; the others are.
+    assert_eq!(u(&r, "/verification/expected"), items - errors);
+    assert_eq!(r["verification"]["ok"], true, "{}", r["verification"]);
+    cleanup(dir.path(), "search-bulk", index);
+}
+
+/// Prepares `index` with `documents` from `generator`, then runs each
+/// query kind on it: few may hit nothing, none fail.
+fn queries_hit(generator: &str, index: &str, documents: &str, most_missed: [f64; 4]) {
+    let dir = tempfile::tempdir().unwrap();
+    let gen = ["--generator", generator, "--index", index];
+    let mut args = gen.to_vec();
+    args.extend(["--documents", documents]);
+    prepare(dir.path(), "search-query", &args);
+    assert_eq!(count(index), Some(documents.parse().unwrap()));
+    for (kind, most_missed) in ["term", "match", "match_phrase", "range"]
+        .into_iter()
+        .zip(most_missed)
+    {
+        let mut args = gen.to_vec();
+        args.extend(["--query", kind, "--time", "2"]);
+        let r = run_json(dir.path(), "search-query", opensearch(), &args);
+        let queries = u(&r, &format!("/ops/{kind}/count"));
+        assert!(queries > 20, "{generator} {kind}: {queries} queries");
+        let missed = r
+            .pointer("/summary/counters/no_hits")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        assert!(
+            missed as f64 <= most_missed * queries as f64,
+            "{generator} {kind}: {missed} of {queries} hit nothing"
+        );
+        assert_eq!(u(&r, &format!("/ops/{kind}/errors")), 0);
+        assert!(
+            r.get("verification").is_none(),
+            "queries write nothing to verify"
+        );
+    }
+    cleanup(dir.path(), "search-query", index);
+}
+
+#[test]
+fn geonames_queries_find_what_was_indexed() {
+    queries_hit("geonames", "t-query", "20000", [0.0, 0.02, 0.05, 0.02]);
+}
+
+#[test]
+fn log_queries_find_what_was_indexed() {
+    queries_hit("logs", "t-query-logs", "5000", [0.0, 0.0, 0.02, 0.02]);
+}
+
+#[test]
+fn cleanup_deletes_only_an_index_loadcell_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = "t-by-hand";
+    with_conn(async |c| {
+        let _ = c.delete_index(index).await;
+        c.create_index(index, br#"{"mappings":{"_meta":{"owner":"someone"}}}"#)
+            .await
+            .unwrap();
+    });
+    let o = loadcell(
+        dir.path(),
+        &[
+            "cleanup",
+            "search-bulk",
+            "--target",
+            opensearch(),
+            "--index",
+            index,
+        ],
+    );
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(
+        err.contains("index 't-by-hand' was not created by loadcell"),
+        "{err}"
+    );
+    assert_eq!(count(index), Some(0), "the index is still there");
+    // Nor does prepare take it over.
+    let o = loadcell(
+        dir.path(),
+        &[
+            "prepare",
+            "search-bulk",
+            "--target",
+            opensearch(),
+            "--index",
+            index,
+        ],
+    );
+    assert!(
+        stderr(&o).contains("exists and is not loadcell's"),
+        "{}",
+        stderr(&o)
+    );
+    with_conn(async |c| c.delete_index(index).await.unwrap());
+}
+
+#[test]
+fn a_missing_index_is_a_one_line_error_before_any_load() {
+    let dir = tempfile::tempdir().unwrap();
+    for workload in ["search-bulk", "search-query"] {
+        let o = loadcell(
+            dir.path(),
+            &[
+                "run",
+                workload,
+                "--target",
+                opensearch(),
+                "--index",
+                "t-missing",
+                "--time",
+                "1",
+            ],
+        );
+        assert!(!o.status.success());
+        let err = stderr(&o);
+        let line = err
+            .lines()
+            .find(|l| l.contains("t-missing"))
+            .unwrap_or_default();
+        assert!(line.contains("index 't-missing' does not exist"), "{err}");
+        assert!(line.contains("run `loadcell prepare"), "{err}");
+        assert!(!err.contains("Running"), "nothing was sent: {err}");
+    }
+    assert_eq!(count("t-missing"), None);
+}
+
+#[test]
+fn a_gzipped_corpus_is_replayed_and_its_bad_documents_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = "t-corpus";
+    let countries = ["AT", "DE", "CH", "US"];
+    let mut docs = String::new();
+    for i in 0..2500 {
+        // Every 25th document's population is text, which the mapping refuses.
+        let population = if i % 25 == 0 {
+            "\"many\"".to_string()
+        } else {
+            (i * 10).to_string()
+        };
+        let cc = countries[i % countries.len()];
+        docs += &format!(
+            "{{\"name\":\"Place {i}\",\"country_code\":\"{cc}\",\"population\":{population}}}\n"
+        );
+    }
+    let plain = dir.path().join("documents.json");
+    std::fs::write(&plain, docs).unwrap();
+    let gz = std::process::Command::new("gzip")
+        .arg(&plain)
+        .status()
+        .unwrap();
+    assert!(gz.success());
+    let corpus = dir.path().join("documents.json.gz");
+    let corpus = corpus.to_str().unwrap();
+    let mapping = dir.path().join("mapping.json");
+    std::fs::write(
+        &mapping,
+        r#"{"properties":{"name":{"type":"text"},"country_code":{"type":"keyword"},"population":{"type":"long"}}}"#,
+    )
+    .unwrap();
+    let mapping = mapping.to_str().unwrap();
+    let opts = [
+        "--index",
+        index,
+        "--corpus",
+        corpus,
+        "--mapping",
+        mapping,
+        "--bulk-size",
+        "500",
+    ];
+    prepare(dir.path(), "search-bulk", &opts);
+    let r = run_json(dir.path(), "search-bulk", opensearch(), &opts);
+    assert_eq!(u(&r, "/ops/bulk/count"), 5, "the whole corpus, once");
+    assert_eq!(u(&r, "/ops/bulk/items"), 2500);
+    assert_eq!(u(&r, "/ops/bulk/errors"), 100, "each bad document, counted");
+    let classes = error_classes(&r);
+    assert!(
+        !classes.is_empty() && classes.iter().all(|c| c == "mapper_parsing_exception"),
+        "{classes:?}"
+    );
+    assert_eq!(u(&r, "/verification/found"), 2400);
+    assert_eq!(r["verification"]["ok"], true, "{}", r["verification"]);
+    assert_eq!(s(&r, "/config/workload_options/corpus"), corpus);
+    // Queries take their values from the corpus, so they hit.
+    let r = run_json(
+        dir.path(),
+        "search-query",
+        opensearch(),
+        &[
+            "--index", index, "--corpus", corpus, "--query", "term", "--time", "1",
+        ],
+    );
+    assert!(u(&r, "/ops/term/count") > 10);
+    assert!(
+        r.pointer("/summary/counters/no_hits").is_none(),
+        "{}",
+        r["summary"]
+    );
+    cleanup(dir.path(), "search-bulk", index);
+}
+
+#[test]
+fn id_conflicts_leave_one_document_per_distinct_id() {
+    let dir = tempfile::tempdir().unwrap();
+    for (index, kind, action) in [
+        ("t-conflicts-seq", "sequential", "index"),
+        ("t-conflicts-rnd", "random", "update"),
+    ] {
+        prepare(dir.path(), "search-bulk", &["--index", index]);
+        let r = run_json(
+            dir.path(),
+            "search-bulk",
+            opensearch(),
+            &[
+                "--index",
+                index,
+                "--documents",
+                "6000",
+                "--bulk-size",
+                "1000",
+                "--threads",
+                "2",
+                "--id-conflicts",
+                kind,
+                "--on-conflict",
+                action,
+                "--conflict-probability",
+                "30",
+            ],
+        );
+        assert_eq!(u(&r, "/ops/bulk/items"), 6000);
+        let found = u(&r, "/verification/found");
+        assert!(
+            (3800..4600).contains(&found),
+            "{kind}: {found} distinct ids of 6000 documents"
+        );
+        assert_eq!(
+            r["verification"]["ok"], true,
+            "{kind}: {}",
+            r["verification"]
+        );
+        assert_eq!(s(&r, "/config/workload_options/id_conflicts"), kind);
+        cleanup(dir.path(), "search-bulk", index);
+    }
+}
