@@ -13,7 +13,7 @@ DIR/track.json       the local track: create the index (6 shards, 0 replicas,
                      clients, refresh, then a term and a match_phrase query
                      Q times each with C clients
 DIR/index.json       the index body (also given to loadcell as --mapping)
-DIR/term.json, DIR/phrase.json   the two queries (loadcell --query-file)
+DIR/term.toml, DIR/phrase.toml   the two queries (loadcell --query-file)
 """
 import argparse
 import json
@@ -105,8 +105,10 @@ def main() -> None:
             size += len(line.encode())
             f.write(line)
     (a.dir / "index.json").write_text(json.dumps(MAPPING))
-    (a.dir / "term.json").write_text(json.dumps(TERM))
-    (a.dir / "phrase.json").write_text(json.dumps(PHRASE))
+    # The same bodies as loadcell query files (no parameters: esrally's
+    # track sends one fixed query).
+    for name, body in (("term", TERM), ("phrase", PHRASE)):
+        (a.dir / f"{name}.toml").write_text(f"[[query]]\nbody = '{json.dumps(body)}'\n")
     queries = [
         {"operation": {"name": q, "operation-type": "search", "index": a.index, "body": body},
          "clients": a.clients, "warmup-iterations": a.query_iterations // 10,
@@ -131,7 +133,9 @@ def main() -> None:
             *queries,
         ],
     }
-    (a.dir / "track.json").write_text(json.dumps(track, indent=1))
+    # esrally reads track.json, OpenSearch Benchmark workload.json.
+    for name in ("track.json", "workload.json"):
+        (a.dir / name).write_text(json.dumps(track, indent=1))
     print(json.dumps({"documents": a.documents, "bytes": size,
                       "mean_bytes": size / max(a.documents, 1)}))
 
