@@ -6,11 +6,15 @@
 use std::io::Read;
 
 fn main() {
-    let product = std::env::args().nth(1).unwrap_or_else(|| "opensearch".into());
+    let product = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "opensearch".into());
     let server = match product.as_str() {
         "opensearch" => loadcell_testkit::opensearch(),
         "elasticsearch" => loadcell_testkit::elasticsearch(),
-        other => Err(format!("unknown search server '{other}': use opensearch or elasticsearch")),
+        other => Err(format!(
+            "unknown search server '{other}': use opensearch or elasticsearch"
+        )),
     };
     let server = server.unwrap_or_else(|e| {
         eprintln!("search_server: {e}");
