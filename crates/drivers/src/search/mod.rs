@@ -149,16 +149,8 @@ impl SearchConn for SearchConnection {
             headers: NDJSON,
             body,
         };
-        let response = self.http.request(&request).await?;
-        if !is_success(response.status) {
-            return Err(answer::failure(
-                response.status,
-                response.body,
-                &self.endpoint,
-            ));
-        }
-        answer::bulk(response.body, on_failure, &mut self.reason)
-            .map_err(|e| garbled(&self.endpoint, &e))
+        let answer = answered(&mut self.http, &self.endpoint, &request).await?;
+        answer::bulk(answer, on_failure, &mut self.reason).map_err(|e| garbled(&self.endpoint, &e))
     }
 
     async fn search(&mut self, index: &str, body: &[u8]) -> Result<SearchOutcome, DriverError> {
@@ -169,15 +161,8 @@ impl SearchConn for SearchConnection {
             headers: JSON,
             body,
         };
-        let response = self.http.request(&request).await?;
-        if !is_success(response.status) {
-            return Err(answer::failure(
-                response.status,
-                response.body,
-                &self.endpoint,
-            ));
-        }
-        answer::search(response.body).map_err(|e| garbled(&self.endpoint, &e))
+        let answer = answered(&mut self.http, &self.endpoint, &request).await?;
+        answer::search(answer).map_err(|e| garbled(&self.endpoint, &e))
     }
 
     async fn create_index(&mut self, index: &str, body: &[u8]) -> Result<(), DriverError> {
@@ -230,30 +215,15 @@ impl SearchConn for SearchConnection {
 
     async fn count(&mut self, index: &str) -> Result<u64, DriverError> {
         set_path(&mut self.path, index, "/_count");
-        let response = self.http.request(&get(&self.path)).await?;
-        if !is_success(response.status) {
-            return Err(answer::failure(
-                response.status,
-                response.body,
-                &self.endpoint,
-            ));
-        }
-        answer::count(response.body).map_err(|e| garbled(&self.endpoint, &e))
+        let answer = answered(&mut self.http, &self.endpoint, &get(&self.path)).await?;
+        answer::count(answer).map_err(|e| garbled(&self.endpoint, &e))
     }
 }
 
 impl SearchConnection {
     /// `GET path`'s body, a 2xx answer's.
     async fn get(&mut self, path: &[u8]) -> Result<&[u8], DriverError> {
-        let response = self.http.request(&get(path)).await?;
-        if !is_success(response.status) {
-            return Err(answer::failure(
-                response.status,
-                response.body,
-                &self.endpoint,
-            ));
-        }
-        Ok(response.body)
+        answered(&mut self.http, &self.endpoint, &get(path)).await
     }
 
     /// `method` on the path set, with no body, answered 2xx.
@@ -264,16 +234,23 @@ impl SearchConnection {
             headers: b"",
             body: b"",
         };
-        let response = self.http.request(&request).await?;
-        if !is_success(response.status) {
-            return Err(answer::failure(
-                response.status,
-                response.body,
-                &self.endpoint,
-            ));
-        }
-        Ok(())
+        answered(&mut self.http, &self.endpoint, &request)
+            .await
+            .map(drop)
     }
+}
+
+/// Sends `request`: a 2xx answer's body, or the server's error.
+async fn answered<'a>(
+    http: &'a mut Http1Connection,
+    endpoint: &str,
+    request: &Request<'_>,
+) -> Result<&'a [u8], DriverError> {
+    let response = http.request(request).await?;
+    if !is_success(response.status) {
+        return Err(answer::failure(response.status, response.body, endpoint));
+    }
+    Ok(response.body)
 }
 
 fn get(path: &[u8]) -> Request<'_> {
