@@ -173,7 +173,7 @@ fn redis_killed_mid_run_still_writes_the_result() {
     let (_, r) = run_and_kill_server(
         dir.path(),
         &["kv", "--target", &url, "--threads", "2", "--clients", "4"],
-        &mut server,
+        || server.kill(),
         Duration::from_millis(1500),
     );
     assert!(u(&r, "/summary/ops") > 0, "work before the kill is kept");

@@ -407,7 +407,7 @@ fn failures(mut server: TestServer) {
             "--threads",
             "2",
         ],
-        &mut server,
+        || server.kill(),
         Duration::from_millis(2000),
     );
     assert!(

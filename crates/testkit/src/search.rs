@@ -91,6 +91,14 @@ impl SearchServer {
         tail(&self.log_path, lines)
     }
 
+    /// Kills the server at once (a crash, for tests of a server lost
+    /// mid-run); the test binary's exit still reaps it and removes its dir.
+    /// Other tests of the binary lose it too: such a test needs a binary
+    /// of its own.
+    pub fn kill(&self) {
+        signal_group(self.pid, libc::SIGKILL);
+    }
+
     /// Kills the process group, waits for the JVM and removes the temp dir.
     fn stop(&self) {
         let Some(mut child) = self.child.lock().unwrap_or_else(|e| e.into_inner()).take() else {

@@ -160,7 +160,7 @@ pub fn assert_server_counter(r: &Value, needle: &str) {
 pub fn run_and_kill_server(
     dir: &Path,
     args: &[&str],
-    server: &mut loadcell_testkit::TestServer,
+    kill_server: impl FnOnce(),
     after: std::time::Duration,
 ) -> (Output, Value) {
     let child = Command::new(bin())
@@ -180,7 +180,7 @@ pub fn run_and_kill_server(
         .spawn()
         .unwrap();
     std::thread::sleep(after);
-    server.kill();
+    kill_server();
     let o = child.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let r = read_json(&dir.join("killed.json"));
