@@ -1,13 +1,15 @@
 //! The HTTP driver against a real nginx (one per test, from
 //! loadcell-testkit; each stops when its test ends).
 
-use std::future::Future;
+mod local_runtime;
+
 use std::io::Read;
 
 use loadcell_core::http::{HttpConn, Request};
 use loadcell_core::{Driver, ErrorClass, Target};
 use loadcell_drivers::http::{HttpConnection, HttpDriver};
 use loadcell_testkit::TestServer;
+use local_runtime::block_on;
 
 fn start() -> TestServer {
     loadcell_testkit::nginx().unwrap_or_else(|e| panic!("cannot start nginx: {e}"))
@@ -15,15 +17,6 @@ fn start() -> TestServer {
 
 fn driver(url: &str) -> HttpDriver {
     HttpDriver::from_target(&Target::parse(url).expect("valid URL")).expect("valid HTTP target")
-}
-
-/// The driver's futures are not `Send`: run them as the engine does.
-fn block_on<F: Future>(f: F) -> F::Output {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    tokio::task::LocalSet::new().block_on(&rt, f)
 }
 
 fn get(path: &str) -> Request<'_> {

@@ -1,12 +1,13 @@
 //! The memcached driver against real memcached servers (one per test, from
 //! loadcell-testkit; each stops when its test ends).
 
-use std::future::Future;
+mod local_runtime;
 
 use loadcell_core::kv::{KvConn, KvReply};
 use loadcell_core::{Driver, ErrorClass, Target};
 use loadcell_drivers::memcached::{MemcachedConn, MemcachedDriver};
 use loadcell_testkit::TestServer;
+use local_runtime::block_on;
 
 fn start() -> TestServer {
     loadcell_testkit::memcached().unwrap_or_else(|e| panic!("cannot start memcached: {e}"))
@@ -15,16 +16,6 @@ fn start() -> TestServer {
 fn driver(url: &str) -> MemcachedDriver {
     let target = Target::parse(url).expect("valid URL");
     MemcachedDriver::from_target(&target).expect("valid memcached target")
-}
-
-/// The driver's futures are not `Send`: run them as the engine does, on a
-/// current-thread runtime inside a `LocalSet`.
-fn block_on<F: Future>(f: F) -> F::Output {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    tokio::task::LocalSet::new().block_on(&rt, f)
 }
 
 /// A reply, owned, with its error's class and message.

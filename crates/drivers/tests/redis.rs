@@ -2,6 +2,8 @@
 //! (each stops when its test ends). Connections are used on one thread, as
 //! the engine does: a current-thread runtime and a `LocalSet`.
 
+mod local_runtime;
+
 use std::future::Future;
 use std::time::{Duration, Instant};
 
@@ -9,14 +11,7 @@ use loadcell_core::kv::{KvConn, KvReply};
 use loadcell_core::{Driver, DriverError, ErrorClass, Target};
 use loadcell_drivers::redis::{hash_slot, RedisConn, RedisDriver};
 use loadcell_testkit::{redis_cli, TestServer};
-
-fn run<F: Future>(f: F) -> F::Output {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    tokio::task::LocalSet::new().block_on(&rt, f)
-}
+use local_runtime::block_on as run;
 
 fn start() -> TestServer {
     loadcell_testkit::redis().unwrap_or_else(|e| panic!("cannot start Redis: {e}"))

@@ -4,11 +4,12 @@
 //! order. The same checks run on both through functions taking the
 //! server's URL.
 
-use std::future::Future;
+mod local_runtime;
 
 use loadcell_core::search::{BulkOutcome, SearchConn};
 use loadcell_core::{Driver, ErrorClass, Family, ServerInfo, Target};
 use loadcell_drivers::search::{SearchConnection, SearchDriver};
+use local_runtime::block_on;
 
 fn opensearch() -> &'static str {
     &loadcell_testkit::opensearch()
@@ -24,15 +25,6 @@ fn elasticsearch() -> &'static str {
 
 fn driver(url: &str) -> SearchDriver {
     SearchDriver::from_target(&Target::parse(url).expect("valid URL")).expect("valid target")
-}
-
-/// The driver's futures are not `Send`: run them as the engine does.
-fn block_on<F: Future>(f: F) -> F::Output {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    tokio::task::LocalSet::new().block_on(&rt, f)
 }
 
 async fn connect(url: &str) -> SearchConnection {

@@ -5,7 +5,8 @@
 //! waits for a request, as the MySQL driver waits for a greeting), the
 //! connect waits out its timeout and says what it was waiting for.
 
-use std::future::Future;
+mod local_runtime;
+
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
@@ -14,6 +15,7 @@ use loadcell_drivers::memcached::MemcachedDriver;
 use loadcell_drivers::mysql::MysqlDriver;
 use loadcell_drivers::postgres::PostgresDriver;
 use loadcell_drivers::redis::RedisDriver;
+use local_runtime::block_on;
 
 /// The connect timeout where the first bytes tell: the error must come
 /// well before it.
@@ -23,14 +25,6 @@ const QUICK: Duration = Duration::from_secs(1);
 /// The connect timeout where the server is silent and only the timeout can
 /// end the wait.
 const SILENT_TIMEOUT: Duration = Duration::from_millis(700);
-
-fn block_on<F: Future>(f: F) -> F::Output {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    tokio::task::LocalSet::new().block_on(&rt, f)
-}
 
 fn target(url: &str) -> Target {
     Target::parse(url).unwrap_or_else(|e| panic!("{url}: {e}"))
