@@ -22,7 +22,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 
 pub use requests::{check_path, Param, ParamKind, RequestFile, RequestSpec, Template};
-pub(crate) use requests::{param, Drawer, RawParam};
+pub(crate) use requests::{param, toml_file, Drawer, RawParam};
 
 use crate::workload::{Lifecycle, Workload};
 

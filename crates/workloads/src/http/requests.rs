@@ -267,13 +267,7 @@ impl RequestFile {
 
     /// Parses a file's text; errors start with `:LINE: ` or `: `.
     fn parse(text: &str) -> Result<RequestFile, String> {
-        let raw: RawFile = toml::from_str(text).map_err(|e| {
-            let line = e
-                .span()
-                .map(|s| format!(":{}", text[..s.start].matches('\n').count() + 1))
-                .unwrap_or_default();
-            format!("{line}: {}", e.message().trim().replace('\n', " "))
-        })?;
+        let raw: RawFile = toml_file(text)?;
         let params = raw
             .params
             .into_iter()
@@ -296,6 +290,19 @@ impl RequestFile {
             .collect::<Result<_, _>>()?;
         Ok(RequestFile { requests, params })
     }
+}
+
+/// A TOML file's text read as `T`; an error is one line, starting with
+/// `:LINE: ` where TOML says where (`: ` otherwise), for the caller to put
+/// the file's name before.
+pub(crate) fn toml_file<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
+    toml::from_str(text).map_err(|e| {
+        let line = e
+            .span()
+            .map(|s| format!(":{}", text[..s.start].matches('\n').count() + 1))
+            .unwrap_or_default();
+        format!("{line}: {}", e.message().trim().replace('\n', " "))
+    })
 }
 
 pub(crate) fn param(name: String, raw: RawParam) -> Result<Param, String> {

@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use super::source::{FieldValues, Source};
-use crate::http::{param, Param, RawParam, Template};
+use crate::http::{param, toml_file, Param, RawParam, Template};
 
 /// A built-in query kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -171,13 +171,7 @@ impl Queries {
 
     /// Parses a file's text; errors start with `:LINE: ` or `: `.
     fn parse(text: &str, source: &Source) -> Result<(Vec<QuerySpec>, Vec<QueryParam>), String> {
-        let raw: RawFile = toml::from_str(text).map_err(|e| {
-            let line = e
-                .span()
-                .map(|s| format!(":{}", text[..s.start].matches('\n').count() + 1))
-                .unwrap_or_default();
-            format!("{line}: {}", e.message().trim().replace('\n', " "))
-        })?;
+        let raw: RawFile = toml_file(text)?;
         let params = raw
             .params
             .into_iter()
