@@ -1,6 +1,6 @@
 //! Families of systems: what a connection can do (the family traits
 //! [`crate::sql::SqlConn`], [`crate::kv::KvConn`], [`crate::http::HttpConn`],
-//! [`crate::search::SearchConn`], [`crate::machine::MachineConn`]), which a workload
+//! [`crate::search::SearchConn`], [`crate::ts::TsConn`], [`crate::machine::MachineConn`]), which a workload
 //! names to say what it runs on, and the facts about each driver that a
 //! workload checks before anything connects.
 
@@ -14,6 +14,9 @@ pub enum Family {
     Http,
     /// Search engines (OpenSearch, Elasticsearch): bulk indexing and queries.
     Search,
+    /// Time-series databases (InfluxDB, Prometheus, VictoriaMetrics,
+    /// QuestDB): points written in batches, queried back.
+    TimeSeries,
     /// The machine loadcell runs on: its CPU and disks.
     Machine,
 }
@@ -25,6 +28,7 @@ impl Family {
             Family::Kv => "kv",
             Family::Http => "http",
             Family::Search => "search",
+            Family::TimeSeries => "time-series",
             Family::Machine => "machine",
         }
     }
@@ -40,6 +44,8 @@ pub enum KvFamily {}
 pub enum HttpFamily {}
 /// See [`SqlFamily`].
 pub enum SearchFamily {}
+/// See [`SqlFamily`].
+pub enum TimeSeriesFamily {}
 pub enum MachineFamily {}
 
 /// What `loadcell list` shows about a driver, and what workloads check

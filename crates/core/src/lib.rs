@@ -17,6 +17,7 @@ pub mod park;
 pub mod search;
 pub mod sql;
 pub mod target;
+pub mod ts;
 pub mod words;
 
 pub use driver::{Driver, ServerInfo};

@@ -1,0 +1,131 @@
+//! The time-series family (InfluxDB, Prometheus, VictoriaMetrics, QuestDB):
+//! writing points in batches and querying them back, over whichever
+//! protocol the target names (Influx line protocol, OpenTSDB `/api/put`,
+//! Prometheus remote write).
+//!
+//! One data model for every protocol: a point is a measurement, tags
+//! (keys with string values) and float fields at a timestamp. The workload
+//! hands a point to the connection piece by piece ([`TsConn::point`],
+//! [`TsConn::tag`], [`TsConn::field`], [`TsConn::end_point`]) and the
+//! driver encodes it at once into the request it is building, in its wire
+//! format, so that neither side holds a point as owned data. How the
+//! model maps onto a protocol's series is the driver's: line protocol keeps
+//! a point's fields in one series (`measurement,tags`), OpenTSDB and
+//! Prometheus make one series per field (`measurement.field`,
+//! `measurement_field`) with the same tags. The questions below are asked
+//! in the model's terms and answered in the database's own language
+//! (InfluxQL, PromQL, SQL).
+
+use crate::DriverError;
+
+/// What a write request's answer said about its points.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteOutcome {
+    /// Points the request carried.
+    pub points: u64,
+    /// Points among them the server said it did not store (a partial
+    /// write, OpenTSDB's `failed`), each failure's reason given to the
+    /// `on_failure` callback.
+    pub failed: u64,
+}
+
+/// A series of the model: a measurement and its tags, as written.
+#[derive(Debug, Clone, Copy)]
+pub struct Series<'a> {
+    pub measurement: &'a str,
+    /// Tag keys and values, in the order they were written.
+    pub tags: &'a [(&'a str, &'a str)],
+}
+
+/// A time range, nanoseconds since the Unix epoch, start included, end
+/// excluded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimeRange {
+    pub start_ns: i64,
+    pub end_ns: i64,
+}
+
+/// The questions `ts-query` asks, translated by the driver into the
+/// database's language.
+#[derive(Debug, Clone, Copy)]
+pub enum TsQuery<'a> {
+    /// The last point of one series' field.
+    LastPoint { series: Series<'a>, field: &'a str },
+    /// The mean of one series' field over `range`, by `step_ns` (an hour
+    /// by minute in TSBS's terms).
+    RangeMean {
+        series: Series<'a>,
+        field: &'a str,
+        range: TimeRange,
+        step_ns: i64,
+    },
+    /// The mean of a field over `range` for each value of `tag`, across
+    /// every series of the measurement.
+    GroupBy {
+        measurement: &'a str,
+        field: &'a str,
+        tag: &'a str,
+        range: TimeRange,
+    },
+}
+
+/// What the database holds of one series' field: what `verify` compares
+/// with what was sent.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StoredPoints {
+    pub count: u64,
+    pub last_timestamp_ns: i64,
+    pub last_value: f64,
+}
+
+pub trait TsConn {
+    /// Starts a point of `measurement` in the request being built.
+    fn point(&mut self, measurement: &str);
+    /// Adds a tag to the point started last.
+    fn tag(&mut self, key: &str, value: &str);
+    /// Adds a field to the point started last.
+    fn field(&mut self, key: &str, value: f64);
+    /// Ends the point started last, at `timestamp_ns`.
+    fn end_point(&mut self, timestamp_ns: i64);
+
+    /// Sends the points ended since the last `write` as one request and
+    /// empties the request, whatever the answer. A failed point's reason
+    /// goes to `on_failure`, called only for failures; a refused request
+    /// (non-2xx with no per-point account) is an error.
+    async fn write(&mut self, on_failure: &mut dyn FnMut(&str))
+        -> Result<WriteOutcome, DriverError>;
+
+    /// Runs `query`; returns the rows (InfluxQL, SQL) or samples (PromQL)
+    /// the answer held.
+    async fn query(&mut self, query: &TsQuery<'_>) -> Result<u64, DriverError>;
+
+    /// What the database holds of `series`' `field` within `range`;
+    /// `None` when it holds no point of it.
+    async fn stored_points(
+        &mut self,
+        series: Series<'_>,
+        field: &str,
+        range: TimeRange,
+    ) -> Result<Option<StoredPoints>, DriverError>;
+
+    /// How many series (distinct tag sets) of `measurement` the database
+    /// holds, counted by its own API; `field` names the series where the
+    /// protocol keeps one per field.
+    async fn series_count(&mut self, measurement: &str, field: &str) -> Result<u64, DriverError>;
+
+    /// Creates the place points go where the database needs one made (an
+    /// InfluxDB database, a QuestDB table) and records `marker` with it,
+    /// so that `cleanup` can tell it is loadcell's; `Ok(false)` where
+    /// nothing needs creating (Prometheus, VictoriaMetrics).
+    async fn create_store(&mut self, measurement: &str, marker: &str)
+        -> Result<bool, DriverError>;
+
+    /// The marker recorded by `create_store`: `Some("")` when the store
+    /// exists without one, `None` when it does not exist (or the database
+    /// has no stores).
+    async fn store_marker(&mut self, measurement: &str) -> Result<Option<String>, DriverError>;
+
+    /// Drops the store `create_store` made, or deletes the measurement's
+    /// series where the database has no stores.
+    async fn drop_store(&mut self, measurement: &str) -> Result<(), DriverError>;
+}
