@@ -170,18 +170,17 @@ impl Geonames {
 
     /// The place name of a draw: a few names take most documents.
     #[inline]
-    fn name(&self, mix: &mut Mix) -> &(Box<str>, Box<str>) {
-        &self.names[mix.skewed(NAMES as u64) as usize]
+    fn name(&self, mix: &mut Mix) -> usize {
+        mix.skewed(NAMES as u64) as usize
     }
 
     /// Writes document `n`'s source (one JSON object, no newline).
     #[inline]
     pub fn write(&self, seed: u64, n: u64, out: &mut Vec<u8>) {
-        let mut mix = Mix::new(seed, n);
-        let (name, ascii) = self.name(&mut mix);
-        let (code, timezone, _, [lat_lo, lat_hi, lon_lo, lon_hi]) =
-            COUNTRIES[mix.weighted(&self.countries)];
-        let (class, feature, _) = FEATURES[mix.weighted(&self.features)];
+        let p = self.place(seed, n);
+        let (name, ascii) = &self.names[p.name];
+        let (code, timezone, _, _) = COUNTRIES[p.country];
+        let (class, feature, _) = FEATURES[p.feature];
         out.extend_from_slice(b"{\"geonameid\":");
         write_int(out, 2_000_000 + n);
         out.extend_from_slice(b",\"name\":\"");
@@ -189,13 +188,12 @@ impl Geonames {
         out.extend_from_slice(b"\",\"asciiname\":\"");
         out.extend_from_slice(ascii.as_bytes());
         out.extend_from_slice(b"\"");
-        let alternates = mix.below(6);
-        if alternates > 0 {
+        if p.alternates > 0 {
             out.extend_from_slice(b",\"alternatenames\":\"");
             out.extend_from_slice(ascii.as_bytes());
-            for _ in 1..alternates {
+            for &other in &p.other_names[..p.alternates - 1] {
                 out.push(b',');
-                out.extend_from_slice(self.name(&mut mix).0.as_bytes());
+                out.extend_from_slice(self.names[other].0.as_bytes());
             }
             out.push(b'"');
         }
@@ -206,75 +204,134 @@ impl Geonames {
         out.extend_from_slice(b"\",\"country_code\":\"");
         out.extend_from_slice(code.as_bytes());
         out.extend_from_slice(b"\",\"admin1_code\":\"");
-        write_padded(out, mix.below(60), 2);
+        write_padded(out, p.admin1, 2);
         out.push(b'"');
-        for (field, percent, width) in [
-            (&b",\"admin2_code\":\""[..], 60, 3),
-            (b",\"admin3_code\":\"", 12, 5),
-            (b",\"admin4_code\":\"", 4, 7),
-        ] {
-            if mix.chance(percent) {
+        for ((field, width), code) in [
+            (&b",\"admin2_code\":\""[..], 3),
+            (b",\"admin3_code\":\"", 5),
+            (b",\"admin4_code\":\"", 7),
+        ]
+        .into_iter()
+        .zip(p.admin)
+        {
+            if let Some(code) = code {
                 out.extend_from_slice(field);
-                write_padded(out, mix.below(10u64.pow(width)), width as usize);
+                write_padded(out, code, width);
                 out.push(b'"');
             }
         }
         out.extend_from_slice(b",\"population\":");
-        let populated = class == "P" || class == "A";
-        write_int(
-            out,
-            if populated {
-                mix.skewed(1 << 20) * mix.below(8)
-            } else {
-                0
-            },
-        );
-        let dem = mix.skewed(3000);
-        if mix.chance(30) {
+        write_int(out, p.population);
+        if p.elevation {
             out.extend_from_slice(b",\"elevation\":");
-            write_int(out, dem);
+            write_int(out, p.dem);
         }
         out.extend_from_slice(b",\"dem\":");
-        write_int(out, dem);
+        write_int(out, p.dem);
         out.extend_from_slice(b",\"timezone\":\"");
         out.extend_from_slice(timezone.as_bytes());
         // esrally's location is [lon, lat], five decimals.
         out.extend_from_slice(b"\",\"location\":[");
-        write_fixed(out, degrees(&mut mix, lon_lo, lon_hi), 5);
+        write_fixed(out, p.lon, 5);
         out.push(b',');
-        write_fixed(out, degrees(&mut mix, lat_lo, lat_hi), 5);
+        write_fixed(out, p.lat, 5);
         out.extend_from_slice(b"]}");
     }
 
-    /// A value of `field` that generated documents hold, written as it
-    /// goes inside a JSON string or as a number; `false` for a field
+    /// The random draws that make document `n`, taken in one order, so
+    /// that a query can ask for a value document `n` holds without
+    /// writing it.
+    #[inline]
+    fn place(&self, seed: u64, n: u64) -> Place {
+        let mut mix = Mix::new(seed, n);
+        let name = self.name(&mut mix);
+        let country = mix.weighted(&self.countries);
+        let feature = mix.weighted(&self.features);
+        let alternates = mix.below(6) as usize;
+        let mut other_names = [0; 4];
+        for other in other_names.iter_mut().take(alternates.saturating_sub(1)) {
+            *other = self.name(&mut mix);
+        }
+        let admin1 = mix.below(60);
+        let admin = [(60, 3), (12, 5), (4, 7)]
+            .map(|(percent, width)| mix.chance(percent).then(|| mix.below(10u64.pow(width))));
+        let class = FEATURES[feature].0;
+        let population = if class == "P" || class == "A" {
+            mix.skewed(1 << 20) * mix.below(8)
+        } else {
+            0
+        };
+        let dem = mix.skewed(3000);
+        let elevation = mix.chance(30);
+        let [lat_lo, lat_hi, lon_lo, lon_hi] = COUNTRIES[country].3;
+        let lon = degrees(&mut mix, lon_lo, lon_hi);
+        let lat = degrees(&mut mix, lat_lo, lat_hi);
+        Place {
+            name,
+            country,
+            feature,
+            alternates,
+            other_names,
+            admin1,
+            admin,
+            population,
+            dem,
+            elevation,
+            lon,
+            lat,
+        }
+    }
+
+    /// Writes the value of `field` that document `n` (made with `seed`)
+    /// holds, as it goes inside a JSON string or as a number; `pick`
+    /// chooses among several (a word of the name). `false` for a field
     /// this generator cannot give values of.
-    pub(crate) fn value(&self, field: &str, mix: &mut Mix, out: &mut Vec<u8>) -> bool {
+    pub(crate) fn value(
+        &self,
+        field: &str,
+        (seed, n): (u64, u64),
+        pick: &mut Mix,
+        out: &mut Vec<u8>,
+    ) -> bool {
+        let p = self.place(seed, n);
+        let (name, ascii) = &self.names[p.name];
         match field {
-            "country_code" => {
-                out.extend_from_slice(COUNTRIES[mix.weighted(&self.countries)].0.as_bytes())
-            }
-            "name" => out.extend_from_slice(self.name(mix).0.as_bytes()),
-            "asciiname" => out.extend_from_slice(self.name(mix).1.as_bytes()),
+            "country_code" => out.extend_from_slice(COUNTRIES[p.country].0.as_bytes()),
+            "name" => out.extend_from_slice(name.as_bytes()),
+            "asciiname" => out.extend_from_slice(ascii.as_bytes()),
             // One word of a name as the name field holds it (accents and
             // all: the standard analyzer does not fold them), for `match`.
             "name.word" => {
-                let name = &self.name(mix).0;
                 let words = name.split(' ').count() as u64;
-                let word = name.split(' ').nth(mix.below(words) as usize);
+                let word = name.split(' ').nth(pick.below(words) as usize);
                 out.extend_from_slice(word.unwrap_or_default().as_bytes())
             }
-            "feature_code" => {
-                out.extend_from_slice(FEATURES[mix.weighted(&self.features)].1.as_bytes())
-            }
-            "timezone" => {
-                out.extend_from_slice(COUNTRIES[mix.weighted(&self.countries)].1.as_bytes())
-            }
-            "population" => write_int(out, mix.skewed(1 << 20) * mix.below(8)),
+            "feature_code" => out.extend_from_slice(FEATURES[p.feature].1.as_bytes()),
+            "timezone" => out.extend_from_slice(COUNTRIES[p.country].1.as_bytes()),
+            "population" => write_int(out, p.population),
             _ => return false,
         }
         true
     }
+}
+
+/// The draws of one document (see [`Geonames::place`]): indexes into the
+/// name, country and feature tables, and the numbers it holds.
+struct Place {
+    name: usize,
+    country: usize,
+    feature: usize,
+    /// How many alternate names: the ASCII name, then `other_names`.
+    alternates: usize,
+    other_names: [usize; 4],
+    admin1: u64,
+    /// admin2, admin3 and admin4 codes, where the document has them.
+    admin: [Option<u64>; 3],
+    population: u64,
+    dem: u64,
+    elevation: bool,
+    lon: i64,
+    lat: i64,
 }
 
 /// Fields [`Geonames::value`] gives values of.

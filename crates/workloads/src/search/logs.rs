@@ -236,35 +236,35 @@ impl Logs {
         out.extend_from_slice(b"\"},\"device\":{\"name\":\"Other\"}}}");
     }
 
-    /// A value of `field` that generated documents hold (see
-    /// [`super::geonames::Geonames::value`]).
-    pub(crate) fn value(&self, field: &str, mix: &mut Mix, out: &mut Vec<u8>) -> bool {
+    /// The value of `field` that document `n` (made with `seed`) holds
+    /// (see [`super::geonames::Geonames::value`]).
+    pub(crate) fn value(
+        &self,
+        field: &str,
+        (seed, n): (u64, u64),
+        _pick: &mut Mix,
+        out: &mut Vec<u8>,
+    ) -> bool {
+        let r = self.request(&mut Mix::new(seed, n));
         match field {
-            "http.response.status_code" => write_int(out, STATUSES[mix.weighted(&self.statuses)].0),
-            "http.request.method" => {
-                out.extend_from_slice(METHODS[mix.weighted(&self.methods)].0.as_bytes())
-            }
+            "http.response.status_code" => write_int(out, r.status),
+            "http.request.method" => out.extend_from_slice(r.method.as_bytes()),
             "source.geo.country_iso_code" => {
-                out.extend_from_slice(COUNTRIES[mix.weighted(&self.countries)].0.as_bytes())
+                out.extend_from_slice(COUNTRIES[r.country].0.as_bytes())
             }
             // One word of the log line, for `match`.
-            "message.word" => out.extend_from_slice(
-                SECTIONS[mix.skewed(SECTIONS.len() as u64) as usize]
-                    .split('/')
-                    .next()
-                    .unwrap_or_default()
-                    .as_bytes(),
-            ),
+            "message.word" => {
+                out.extend_from_slice(r.section.split('/').next().unwrap_or_default().as_bytes())
+            }
             // A method and the path's first part, as the log line holds
             // them (`GET /images`), for `match_phrase`: the whole path is
             // too rare to be in a small index.
             "message.request" => {
-                let r = self.request(mix);
                 out.extend_from_slice(r.method.as_bytes());
                 out.extend_from_slice(b" /");
                 out.extend_from_slice(r.section.as_bytes());
             }
-            "http.response.body.bytes" => write_int(out, mix.skewed(200_000)),
+            "http.response.body.bytes" => write_int(out, r.bytes),
             _ => return false,
         }
         true

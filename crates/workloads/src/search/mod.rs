@@ -640,6 +640,9 @@ pub struct QueryScript {
     /// Running sums of the queries' weights.
     cumulative: Vec<u32>,
     params: Vec<QueryParam>,
+    /// The documents the index held at the check before the run: field
+    /// values are drawn from among them.
+    documents: AtomicU64,
 }
 
 /// A session's generators, parameter values and body buffer.
@@ -681,6 +684,7 @@ impl QueryScript {
             queries,
             cumulative: mix::cumulative(w.queries.queries.iter().map(|q| q.weight)),
             params: w.queries.params.clone(),
+            documents: AtomicU64::new(0),
         }
     }
 }
@@ -734,10 +738,13 @@ impl<C: SearchConn> Script<C> for QueryScript {
                 &queries[sums.partition_point(|&s| s <= x)]
             }
         };
+        let documents = self.documents.load(Ordering::Relaxed);
         for &p in &query.params {
             match (&self.params[p], &mut drawers[p]) {
                 (_, Some(drawer)) => drawer.draw(rng, &mut values[p]),
-                (QueryParam::Field { values: field, .. }, None) => field.draw(mix, &mut values[p]),
+                (QueryParam::Field { values: field, .. }, None) => {
+                    field.draw(mix, documents, &mut values[p])
+                }
                 (QueryParam::Drawn(_), None) => unreachable!("drawn parameters have drawers"),
             }
         }
@@ -757,10 +764,10 @@ impl<C: SearchConn> Lifecycle<C, SearchFamily> for SearchQueryWorkload {
         QueryScript::new(self)
     }
 
-    async fn check(&self, _script: &QueryScript, conn: &mut C) -> Result<(), CheckError> {
-        check_index(conn, &self.opts.index.name, true)
-            .await
-            .map(drop)
+    async fn check(&self, script: &QueryScript, conn: &mut C) -> Result<(), CheckError> {
+        let documents = check_index(conn, &self.opts.index.name, true).await?;
+        script.documents.store(documents, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Creates the index and loads `--documents` (or the corpus) into it

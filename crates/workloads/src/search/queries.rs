@@ -281,7 +281,7 @@ mod tests {
                 for (p, param) in queries.params.iter().enumerate() {
                     match (param, &mut drawers[p]) {
                         (QueryParam::Field { values: v, .. }, _) => {
-                            v.draw(&mut mix, &mut values[p])
+                            v.draw(&mut mix, 1000, &mut values[p])
                         }
                         (_, Some(d)) => d.draw(&mut rng, &mut values[p]),
                         _ => unreachable!(),

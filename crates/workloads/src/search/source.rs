@@ -9,6 +9,7 @@ use super::corpus::Corpus;
 use super::geonames::{self, Geonames};
 use super::logs::{self, Logs};
 use super::mix::{write_int, Mix};
+use super::PREPARE_SEED;
 
 /// The documents a run indexes.
 #[derive(Debug, Clone)]
@@ -96,22 +97,28 @@ impl Source {
 /// Values of one field that indexed documents hold.
 #[derive(Debug, Clone)]
 pub enum FieldValues {
-    /// Drawn by the generator, as its documents draw them.
+    /// Those of documents the generator makes: `search-query`'s
+    /// `prepare` loads documents `0..n` made with its seed.
     Generated { source: Source, field: String },
     /// Read from the corpus file.
     Sampled(Arc<Vec<Box<[u8]>>>),
 }
 
 impl FieldValues {
-    /// Writes one value into `out` (cleared first).
+    /// Writes one value into `out` (cleared first): a generated one is
+    /// the value a document among the first `documents` that `prepare`
+    /// loads (seed [`PREPARE_SEED`]) holds, so that a query for it hits
+    /// however rare it is; documents indexed otherwise (another seed)
+    /// still hold values from the same distribution.
     #[inline]
-    pub(crate) fn draw(&self, mix: &mut Mix, out: &mut Vec<u8>) {
+    pub(crate) fn draw(&self, mix: &mut Mix, documents: u64, out: &mut Vec<u8>) {
         out.clear();
         match self {
             FieldValues::Generated { source, field } => {
+                let document = (PREPARE_SEED, mix.below(documents.max(1)));
                 let known = match source {
-                    Source::Geonames(g) => g.value(field, mix, out),
-                    Source::Logs(l) => l.value(field, mix, out),
+                    Source::Geonames(g) => g.value(field, document, mix, out),
+                    Source::Logs(l) => l.value(field, document, mix, out),
                     Source::Corpus(_) => false,
                 };
                 debug_assert!(known, "checked by Source::values");

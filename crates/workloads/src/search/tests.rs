@@ -206,3 +206,42 @@ fn options_are_recorded_with_esrallys_names() {
     assert_eq!(map["conflict_probability"], 25);
     assert_eq!(map["on_conflict"], "update");
 }
+/// Every value a generated field gives is one that a document among the
+/// first `documents` holds, so that a query for it hits, rare or not.
+#[test]
+fn generated_field_values_are_those_of_loaded_documents() {
+    use super::mix::Mix;
+    use super::source::Source;
+    use super::PREPARE_SEED;
+    let documents = 40;
+    for name in ["geonames", "logs"] {
+        let source = Source::generator(name).unwrap();
+        let loaded: Vec<String> = (0..documents)
+            .map(|n| {
+                let mut doc = Vec::new();
+                source.write(PREPARE_SEED, n, &mut doc);
+                String::from_utf8(doc).unwrap()
+            })
+            .collect();
+        let fields: &[&str] = match name {
+            "geonames" => super::geonames::VALUE_FIELDS,
+            _ => super::logs::VALUE_FIELDS,
+        };
+        for field in fields {
+            let values = source.values(field).unwrap();
+            let mut mix = Mix::new(9, 0);
+            let mut value = Vec::new();
+            for _ in 0..200 {
+                values.draw(&mut mix, documents, &mut value);
+                let value = std::str::from_utf8(&value).unwrap();
+                // `message.request` is `GET /images`, held as
+                // `GET /images/123/a.png` in the log line.
+                let held = loaded.iter().any(|doc| doc.contains(value));
+                assert!(
+                    held,
+                    "{name} {field}: '{value}' is in none of the {documents} documents"
+                );
+            }
+        }
+    }
+}
