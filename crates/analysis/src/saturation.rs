@@ -27,6 +27,11 @@ pub struct ResourceFigures {
     /// this host.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_cpu_pct: Option<f64>,
+    /// The CPU of the machine the server runs on, in percent of that
+    /// machine (a cluster's busiest node's), when the server says so in
+    /// its own counters: what shows a server on another host saturated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_host_cpu_pct: Option<f64>,
     /// Bytes received plus sent per second, all interfaces.
     pub net_bytes_per_s: f64,
     /// Share of time the busiest disk had I/O in flight, percent.
@@ -48,6 +53,7 @@ impl ResourceFigures {
         let n = all.len() as f64;
         let avg = |f: fn(&ResourceFigures) -> f64| all.iter().map(f).sum::<f64>() / n;
         let server: Option<Vec<f64>> = all.iter().map(|f| f.server_cpu_pct).collect();
+        let server_host: Option<Vec<f64>> = all.iter().map(|f| f.server_host_cpu_pct).collect();
         let server_disk: Option<Vec<f64>> = all.iter().map(|f| f.server_disk_bytes_per_s).collect();
         Some(ResourceFigures {
             client_cpu_pct: avg(|f| f.client_cpu_pct),
@@ -55,6 +61,7 @@ impl ResourceFigures {
             host_cpu_pct: avg(|f| f.host_cpu_pct),
             host_cpus: first.host_cpus,
             server_cpu_pct: server.map(|s| s.iter().sum::<f64>() / n),
+            server_host_cpu_pct: server_host.map(|s| s.iter().sum::<f64>() / n),
             net_bytes_per_s: avg(|f| f.net_bytes_per_s),
             disk_busy_pct: avg(|f| f.disk_busy_pct),
             disk_bytes_per_s: avg(|f| f.disk_bytes_per_s),
@@ -102,6 +109,12 @@ impl ResourceFigures {
         if let (Some(s), false) = (self.server_cpu_pct, named == Some(Resource::ServerCpu)) {
             parts.push(format!("server CPU {s:.0}%"));
         }
+        if let (Some(s), false) = (
+            self.server_host_cpu_pct,
+            named == Some(Resource::ServerHostCpu),
+        ) {
+            parts.push(format!("server's host CPU {s:.0}%"));
+        }
         if named != Some(Resource::HostCpu) {
             parts.push(format!(
                 "host CPU {:.0}% of {:.0}%",
@@ -136,6 +149,9 @@ pub enum Resource {
     /// The server process used (nearly) a whole core: the limit of a
     /// single-threaded server such as Redis.
     ServerCpu,
+    /// The machine a server on another host runs on (a cluster's busiest
+    /// node) had (nearly) all its CPU busy, as the server reported.
+    ServerHostCpu,
     /// The busiest disk had I/O in flight (nearly) all the time.
     Disk,
 }
@@ -150,6 +166,13 @@ pub fn saturated(f: &ResourceFigures) -> Option<Resource> {
         Some(Resource::HostCpu)
     } else if f.server_cpu_pct.is_some_and(|s| s >= SATURATED * 100.0) {
         Some(Resource::ServerCpu)
+    } else if f.server_cpu_pct.is_none()
+        && f.server_host_cpu_pct
+            .is_some_and(|s| s >= SATURATED * 100.0)
+    {
+        // Only for a server elsewhere: on this host, the host's CPU
+        // (above) says more, and tells whose processes used it.
+        Some(Resource::ServerHostCpu)
     } else if f.disk_busy_pct >= SATURATED * 100.0 && f.disk_busy_with_server() {
         Some(Resource::Disk)
     } else {
@@ -175,6 +198,10 @@ impl Resource {
             Resource::ServerCpu => format!(
                 "server CPU: the server process used {:.0}% of a core",
                 f.server_cpu_pct.unwrap_or(0.0)
+            ),
+            Resource::ServerHostCpu => format!(
+                "server's host CPU: the server reported its machine {:.0}% busy",
+                f.server_host_cpu_pct.unwrap_or(0.0)
             ),
             Resource::Disk => format!(
                 "disk: the busiest disk had I/O in flight {:.0}% of the time, the server \
@@ -255,6 +282,7 @@ mod tests {
             host_cpu_pct: host,
             host_cpus: 2,
             server_cpu_pct: server,
+            server_host_cpu_pct: None,
             net_bytes_per_s: 118e6,
             disk_busy_pct: 0.0,
             disk_bytes_per_s: 0.0,
@@ -327,6 +355,35 @@ mod tests {
             assert_eq!(saturated(&others), None, "{server_disk:?}");
         }
         assert_eq!(saturated(&figures(10.0, 2, 30.0, Some(89.0))), None);
+    }
+
+    #[test]
+    fn a_busy_machine_under_a_server_elsewhere_is_named_from_its_counters() {
+        let remote = ResourceFigures {
+            server_host_cpu_pct: Some(96.0),
+            ..figures(30.0, 2, 40.0, None)
+        };
+        assert_eq!(saturated(&remote), Some(Resource::ServerHostCpu));
+        assert_eq!(
+            Resource::ServerHostCpu.describe(&remote),
+            "server's host CPU: the server reported its machine 96% busy \
+             (client CPU 30% of 200%, host CPU 40% of 200%, network 118.0 MB/s)"
+        );
+        let calm = ResourceFigures {
+            server_host_cpu_pct: Some(60.0),
+            ..remote
+        };
+        assert_eq!(saturated(&calm), None);
+        assert!(Resource::ClientCpu
+            .describe(&calm)
+            .contains("server's host CPU 60%"));
+        // On this host, the host's own figures judge it, not the server's
+        // word: whose processes kept it busy is known here.
+        let local = ResourceFigures {
+            server_host_cpu_pct: Some(96.0),
+            ..figures(4.0, 2, 190.0, Some(20.0))
+        };
+        assert_eq!(saturated(&local), None);
     }
 
     #[test]

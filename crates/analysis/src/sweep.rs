@@ -225,6 +225,7 @@ mod tests {
                 host_cpu_pct: client_cpu_pct + 40.0,
                 host_cpus: 2,
                 server_cpu_pct: Some(35.0),
+                server_host_cpu_pct: None,
                 net_bytes_per_s: 2e6,
                 disk_busy_pct: 0.0,
                 disk_bytes_per_s: 0.0,

@@ -47,7 +47,10 @@ pub trait Driver: Send + Sync + 'static {
     /// The server's own counters, sampled once per interval on a separate
     /// monitoring connection (e.g. `SHOW GLOBAL STATUS`, `INFO`). Name
     /// monotonic counters with a `_total` suffix so they are reported as
-    /// rates. Drivers without counters keep this default.
+    /// rates. A server that says how busy its machine is reports it as
+    /// [`SERVER_HOST_CPU_PCT`], which the bottleneck hint reads when the
+    /// server runs on another host. Drivers without counters keep this
+    /// default.
     async fn server_counters(
         &self,
         _conn: &mut Self::Conn,
@@ -55,6 +58,10 @@ pub trait Driver: Send + Sync + 'static {
         Ok(Vec::new())
     }
 }
+
+/// The server counter for the CPU of the machine the server runs on, in
+/// percent of that machine (its busiest node's, for a cluster).
+pub const SERVER_HOST_CPU_PCT: &str = "server_host_cpu_pct";
 
 /// The error for a connect to `endpoint` that did not complete within
 /// `timeout`, when nothing more precise is known (the TCP connection itself

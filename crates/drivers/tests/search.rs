@@ -178,7 +178,7 @@ fn server_counters_have_heap_and_cpu(url: &str) {
         assert!(get("search_heap_used_bytes") > 1e6, "{counters:?}");
         let heap_pct = get("search_heap_used_pct");
         assert!(heap_pct > 0.0 && heap_pct < 100.0, "{counters:?}");
-        assert!(get("search_cpu_pct") >= 0.0);
+        assert!(get("server_host_cpu_pct") >= 0.0);
         assert!(get("search_process_cpu_pct") >= 0.0);
         assert!(get("search_gc_time_ms_total") >= 0.0);
     });

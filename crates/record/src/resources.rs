@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use loadcell_analysis::saturation::{saturated, ResourceFigures};
+use loadcell_core::driver::SERVER_HOST_CPU_PCT;
 use serde::{Deserialize, Serialize};
 
 /// One sample. CPU figures are in percent of one core; rates per second.
@@ -346,6 +347,8 @@ pub fn figures(samples: &[ResourceSample], client_cores: usize) -> Option<Resour
             / total
     };
     let server_measured = measured.iter().all(|s| s.server_cpu_pct.is_some());
+    let server_host = |s: &ResourceSample| s.server.get(SERVER_HOST_CPU_PCT).copied();
+    let server_host_measured = measured.iter().all(|s| server_host(s).is_some());
     let server_disk_measured = measured.iter().all(|s| s.server_disk_bytes_per_s.is_some());
     Some(ResourceFigures {
         client_cpu_pct: avg(&|s| s.client_cpu_pct),
@@ -353,6 +356,7 @@ pub fn figures(samples: &[ResourceSample], client_cores: usize) -> Option<Resour
         host_cpu_pct: avg(&|s| s.host_cpu_pct),
         host_cpus: measured[0].host_cpus,
         server_cpu_pct: server_measured.then(|| avg(&|s| s.server_cpu_pct.unwrap_or(0.0))),
+        server_host_cpu_pct: server_host_measured.then(|| avg(&|s| server_host(s).unwrap_or(0.0))),
         net_bytes_per_s: avg(&|s| s.net_rx_bytes_per_s + s.net_tx_bytes_per_s),
         disk_busy_pct: avg(&|s| s.disk_busy_pct),
         disk_bytes_per_s: avg(&|s| s.disk_read_bytes_per_s + s.disk_write_bytes_per_s),
@@ -431,6 +435,22 @@ mod tests {
         assert!(diagnose(&host, 4).unwrap().starts_with("host CPU"));
         let idle = vec![at(1.0, 10.0, 30.0, Some(20.0))];
         assert_eq!(diagnose(&idle, 4), None);
+        // A cluster elsewhere, reporting its busiest node's machine busy
+        // in every sample.
+        let remote: Vec<ResourceSample> = [97.0, 95.0]
+            .into_iter()
+            .enumerate()
+            .map(|(i, busy)| ResourceSample {
+                server: BTreeMap::from([(SERVER_HOST_CPU_PCT.to_string(), busy)]),
+                ..at(i as f64 + 1.0, 10.0, 30.0, None)
+            })
+            .collect();
+        assert_eq!(figures(&remote, 4).unwrap().server_host_cpu_pct, Some(96.0));
+        assert!(diagnose(&remote, 4)
+            .unwrap()
+            .starts_with("server's host CPU: the server reported its machine 96% busy"));
+        let unreported = [remote[0].clone(), at(2.0, 10.0, 30.0, None)];
+        assert_eq!(figures(&unreported, 4).unwrap().server_host_cpu_pct, None);
         assert_eq!(
             diagnose(&[at(-1.0, 100.0, 200.0, None)], 1),
             None,

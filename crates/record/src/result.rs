@@ -222,6 +222,17 @@ pub struct ServerDescription {
     pub cluster: Option<String>,
 }
 
+/// As reports name it: `OpenSearch 2.19.6, cluster logs-eu`.
+impl std::fmt::Display for ServerDescription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.product, self.version)?;
+        match &self.cluster {
+            Some(cluster) => write!(f, ", cluster {cluster}"),
+            None => Ok(()),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LoopMode {

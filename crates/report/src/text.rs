@@ -257,16 +257,7 @@ pub fn summary(r: &RunResult, op_order: &[&str]) -> String {
         cpu.user_s, cpu.sys_s
     );
     if let Some(server) = &r.environment.server {
-        let cluster = server
-            .cluster
-            .as_ref()
-            .map(|c| format!(", cluster {c}"))
-            .unwrap_or_default();
-        let _ = writeln!(
-            w,
-            "Target: {} ({} {}{cluster})",
-            r.config.target, server.product, server.version
-        );
+        let _ = writeln!(w, "Target: {} ({server})", r.config.target);
     }
     if let Some(e) = r.disk.as_ref().and_then(|d| d.expect_iops.as_ref()) {
         let _ = writeln!(w, "{}", expectation(e));

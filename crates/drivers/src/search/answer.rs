@@ -7,6 +7,7 @@
 use std::borrow::Cow;
 use std::fmt::Write as _;
 
+use loadcell_core::driver::SERVER_HOST_CPU_PCT;
 use loadcell_core::search::{BulkOutcome, SearchOutcome};
 use loadcell_core::{DriverError, ServerInfo};
 use serde::de::{self, IgnoredAny, MapAccess, Visitor};
@@ -259,12 +260,12 @@ pub(super) fn node_counters(body: &[u8]) -> Result<Vec<(String, f64)>, String> {
         .and_then(Value::as_object)
         .ok_or("a _nodes/stats answer without nodes")?;
     let num = |node: &Value, path: &str| node.pointer(path).and_then(Value::as_f64).unwrap_or(0.0);
-    let max = |name: &'static str, path: &'static str| -> (String, f64) {
+    let max = |name: &str, path: &str| -> (String, f64) {
         let v = nodes.values().map(|n| num(n, path)).fold(0.0, f64::max);
         (name.to_string(), v)
     };
     let mut counters = vec![
-        max("search_cpu_pct", "/os/cpu/percent"),
+        max(SERVER_HOST_CPU_PCT, "/os/cpu/percent"),
         max("search_process_cpu_pct", "/process/cpu/percent"),
         max("search_load_1m", "/os/cpu/load_average/1m"),
     ];
@@ -483,7 +484,7 @@ mod tests {
             .unwrap()
             .into_iter()
             .collect();
-        assert_eq!(c["search_cpu_pct"], 70.0);
+        assert_eq!(c["server_host_cpu_pct"], 70.0);
         assert_eq!(c["search_process_cpu_pct"], 60.0);
         assert_eq!(c["search_load_1m"], 1.5);
         assert_eq!(c["search_heap_used_bytes"], 400.0);

@@ -225,7 +225,7 @@ pub(super) fn run_section(o: &mut String, idx: usize, name: &str, r: &RunResult)
         .environment
         .server
         .as_ref()
-        .map(|s| format!(" ({} {})", s.product, s.version))
+        .map(|s| format!(" ({s})"))
         .unwrap_or_default();
     let mode = match s.schedule.mode {
         LoopMode::ClosedLoop => "closed loop".to_string(),
@@ -500,7 +500,7 @@ pub(super) fn environment(o: &mut String, r: &RunResult, command: &[String]) {
         "server",
         e.server
             .as_ref()
-            .map(|s| format!("{} {}", s.product, s.version))
+            .map(ToString::to_string)
             .unwrap_or_else(|| "not connected".to_string()),
     );
     if let Some(pid) = r.resources.server_pid {

@@ -107,6 +107,9 @@ fn renders_a_run_with_every_section() {
         count: 3,
     });
     r.intervals[3].errors = 2;
+    if let Some(server) = r.environment.server.as_mut() {
+        server.cluster = Some("oltp-<eu>".into());
+    }
     let html = render(&[Input::run("run-8.json", r)]);
     check_self_contained(&html);
     let tags = check_balanced(&html);
@@ -120,7 +123,7 @@ fn renders_a_run_with_every_section() {
         "Environment and configuration",
         "workload option",
         "Command line:",
-        "MariaDB 10.11.6",
+        "MariaDB 10.11.6, cluster oltp-&lt;eu&gt;",
         "instance=4c16g",
     ] {
         assert!(html.contains(section), "missing {section}");
