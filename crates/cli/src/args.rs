@@ -337,3 +337,18 @@ pub struct RunArgs {
     #[command(flatten)]
     pub workload: WorkloadArgs,
 }
+
+impl RunArgs {
+    /// Events at `per_sec` under the run's `--arrival` and `--rate-tick`.
+    pub fn rate_at(&self, per_sec: f64) -> loadcell_engine::RateSpec {
+        loadcell_engine::RateSpec {
+            per_sec,
+            arrival: if self.arrival == "uniform" {
+                loadcell_engine::Arrival::Uniform
+            } else {
+                loadcell_engine::Arrival::Poisson
+            },
+            tick: self.rate_tick,
+        }
+    }
+}

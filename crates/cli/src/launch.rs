@@ -15,7 +15,7 @@ use loadcell_core::search::SearchConn;
 use loadcell_core::sql::SqlConn;
 use loadcell_core::{Driver, DriverError, DriverInfo, ErrorClass, ServerInfo, Target};
 use loadcell_drivers::Visitor;
-use loadcell_engine::{Arrival, OpSpec, RateSpec, RunSpec, Script};
+use loadcell_engine::{OpSpec, RunSpec, Script};
 use loadcell_record::result::{RunResult, StopReason};
 use loadcell_workloads::prepare::CheckError;
 use loadcell_workloads::workload::{CleanupError, Lifecycle, Loading};
@@ -98,7 +98,7 @@ families! {
     Sql sql SqlConn SqlFamily: [Oltp, Ycsb];
     Kv kv KvConn KvFamily: [Kv, Dataset, Ycsb];
     Http http HttpConn HttpFamily: [Http, HttpConnections];
-    Search search SearchConn SearchFamily: [SearchBulk, SearchQuery];
+    Search search SearchConn SearchFamily: [SearchBulk, SearchQuery, SearchMixed];
     Machine machine MachineConn MachineFamily: [Cpu];
 }
 
@@ -216,13 +216,15 @@ impl Job for CleanupJob {
 /// than `--threads`. More sessions per thread costs the client less: a
 /// thread that wakes finds several replies waiting instead of one. Drivers
 /// whose calls block get a thread per `--threads`, as asked.
-fn workers(a: &RunArgs, info: &DriverInfo) -> usize {
+/// Sessions of other groups (`search-mixed`'s queries) count as threads of
+/// their own, so that they need not wait behind the first group's work.
+fn workers(a: &RunArgs, info: &DriverInfo, other_sessions: usize) -> usize {
     match a.workers {
         Some(w) => w,
         None if info.blocking => a.threads,
         None => {
             let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-            a.threads.min(cores)
+            (a.threads + other_sessions).min(cores)
         }
     }
 }
@@ -273,10 +275,14 @@ impl RunJob<'_> {
     pub(crate) fn run_spec(&self, seed: u64, info: &DriverInfo) -> RunSpec {
         let a = &self.config.args;
         let events = a.events.or_else(|| self.implied_events());
+        let groups = self.config.spec.groups(a);
+        let other_sessions = groups
+            .as_ref()
+            .map_or(0, |g| g.others.iter().map(|o| o.sessions).sum());
         RunSpec {
             threads: a.threads,
             clients: a.clients,
-            workers: workers(a, info),
+            workers: workers(a, info, other_sessions),
             time: match (a.time, events) {
                 (Some(t), _) => Some(t),
                 (None, Some(_)) => None,
@@ -284,19 +290,12 @@ impl RunJob<'_> {
             },
             events,
             warmup: a.warmup,
-            rate: a.rate.map(|per_sec| RateSpec {
-                per_sec,
-                arrival: if a.arrival == "uniform" {
-                    Arrival::Uniform
-                } else {
-                    Arrival::Poisson
-                },
-                tick: a.rate_tick,
-            }),
+            rate: a.rate.map(|per_sec| a.rate_at(per_sec)),
             interval: a.report_interval.unwrap_or(Duration::from_secs(1)),
             connect_timeout: a.target.connect_timeout,
             connection_policy: a.connection_policy,
             hold: self.config.spec.hold(a),
+            groups,
             reconnect_timeout: a.reconnect_timeout,
             drain_timeout: DRAIN_TIMEOUT,
             seed,
@@ -455,16 +454,29 @@ impl RunJob<'_> {
             metrics,
         };
         eprintln!(
-            "Running {} on {} ({} {}): {}, {}",
+            "Running {} on {} ({} {}): {}",
             self.config.spec.name(),
             self.config.target,
             server.product,
             server.version,
-            loadcell_core::words::counted(spec.sessions() as u64, "session"),
-            match spec.rate {
-                Some(r) => format!("open loop at {} events/s", r.per_sec),
-                None => "closed loop".to_string(),
-            }
+            (0..spec.group_count())
+                .map(|g| {
+                    let sessions = spec.group_sessions(g) as u64;
+                    let what = match spec.group_name(g) {
+                        "" => "session".to_string(),
+                        name => format!("{name} session"),
+                    };
+                    let schedule = match spec.rates()[g] {
+                        Some(r) => format!("open loop at {} events/s", r.per_sec),
+                        None => "closed loop".to_string(),
+                    };
+                    format!(
+                        "{}, {schedule}",
+                        loadcell_core::words::counted(sessions, &what)
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("; ")
         );
         let outcome =
             loadcell_engine::run(Arc::clone(&driver), Arc::clone(&script), &spec, &mut live);

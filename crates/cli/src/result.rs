@@ -7,13 +7,14 @@ use std::time::SystemTime;
 
 use loadcell_core::{ServerInfo, Target};
 use loadcell_drivers::Family;
-use loadcell_engine::{Category, OpSpec, RunOutcome, RunSpec};
+use loadcell_engine::{Category, OpSpec, RateSpec, RunOutcome, RunSpec};
 use loadcell_record::env::HostInfo;
 use loadcell_record::file::Destination;
-use loadcell_record::hist::{self, LatencySummary};
+use loadcell_record::hist::{self, LatencySummary, Micros};
 use loadcell_record::result::{
-    counted_rate, Environment, FirstFailure, HeldConnections, Histograms, LoopMode, OpSummary,
-    QueryCounts, Resources, RunConfig, RunResult, Schedule, ServerDescription, Summary, SCHEMA_ID,
+    counted_rate, Environment, FirstFailure, GroupSummary, HeldConnections, Histograms, LoopMode,
+    OpSummary, QueryCounts, Resources, RunConfig, RunResult, Schedule, ServerDescription, Summary,
+    SCHEMA_ID,
 };
 use loadcell_record::OpStats;
 use loadcell_workloads::http::recorded_header;
@@ -81,6 +82,29 @@ fn recorded_command(argv: &[String]) -> Vec<String> {
         .collect()
 }
 
+/// The schedule of events at `rate` (`None`: closed loop) that achieved
+/// `achieved` per second, `late` and `dropped` of them, started `lag`
+/// behind.
+fn schedule(
+    rate: Option<RateSpec>,
+    achieved: f64,
+    (late, dropped): (u64, u64),
+    lag: &Micros,
+) -> Schedule {
+    Schedule {
+        mode: if rate.is_some() {
+            LoopMode::OpenLoop
+        } else {
+            LoopMode::ClosedLoop
+        },
+        target_rate: rate.map(|r| r.per_sec),
+        achieved_rate: achieved,
+        late,
+        dropped,
+        lag_ms: rate.map(|_| LatencySummary::of(lag)),
+    }
+}
+
 pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
     let total = &outcome.total;
     let secs = outcome.duration.as_secs_f64();
@@ -116,6 +140,27 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
     let (items, items_per_sec) = counted_rate(total.items_total(), secs);
     let (connects, connects_per_sec) =
         counted_rate(total.connects.count - total.connects.errors, secs);
+    let groups = spec.groups.as_ref().map(|_| {
+        spec.rates()
+            .into_iter()
+            .zip(&total.groups)
+            .enumerate()
+            .map(|(g, (rate, events))| GroupSummary {
+                name: spec.group_name(g).to_string(),
+                sessions: spec.group_sessions(g),
+                events: events.events,
+                events_per_sec: per_sec(events.events),
+                latency_ms: LatencySummary::of(&events.response),
+                service_time_ms: LatencySummary::of(&events.service),
+                schedule: schedule(
+                    rate,
+                    per_sec(events.events),
+                    (events.late, events.dropped),
+                    &events.lag,
+                ),
+            })
+            .collect::<Vec<_>>()
+    });
     let summary = Summary {
         duration_s: secs,
         ops: total.ops_total(),
@@ -129,17 +174,14 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
         failed_events: total.failed_events,
         latency_ms: LatencySummary::of(&total.response),
         service_time_ms: LatencySummary::of(&total.service),
-        schedule: Schedule {
-            mode: if outcome.open_loop {
-                LoopMode::OpenLoop
-            } else {
-                LoopMode::ClosedLoop
-            },
-            target_rate: spec.rate.map(|r| r.per_sec),
-            achieved_rate: per_sec(total.events),
-            late: total.late,
-            dropped: total.dropped,
-            lag_ms: outcome.open_loop.then(|| LatencySummary::of(&total.lag)),
+        schedule: match groups.as_ref().and_then(|g| g.first()) {
+            Some(first) => first.schedule.clone(),
+            None => schedule(
+                spec.rate,
+                per_sec(total.events),
+                (total.late, total.dropped),
+                &total.lag,
+            ),
         },
         queries: (ctx.family == Family::Sql).then_some(queries),
         // Only reads that could tell a hit from a miss are counted: with
@@ -152,6 +194,7 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
         connects_per_sec,
         counters: total.counters_map(),
         client_cpu: outcome.client_cpu,
+        groups,
         bytes: None,
         bytes_per_sec: None,
     };

@@ -395,3 +395,70 @@ fn id_conflicts_leave_one_document_per_distinct_id() {
         cleanup(dir.path(), "search-bulk", index);
     }
 }
+
+#[test]
+fn indexing_while_searching_reports_each_group_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = "t-mixed";
+    let base = ["--index", index, "--documents", "2000"];
+    prepare(dir.path(), "search-mixed", &base);
+    let mut args = base.to_vec();
+    args.extend([
+        "--bulk-size",
+        "500",
+        "--query-clients",
+        "4",
+        "--query-rate",
+        "10",
+        "--arrival",
+        "uniform",
+        "--time",
+        "3",
+    ]);
+    let r = run_json(dir.path(), "search-mixed", opensearch(), &args);
+    let groups = r["summary"]["groups"].as_array().expect("groups");
+    let [bulk, query] = &groups[..] else {
+        panic!("two groups: {groups:?}")
+    };
+    assert_eq!((s(bulk, "/name"), u(bulk, "/sessions")), ("bulk", 1));
+    assert_eq!(bulk["schedule"]["mode"], "closed_loop");
+    assert_eq!((s(query, "/name"), u(query, "/sessions")), ("query", 4));
+    assert_eq!(query["schedule"]["target_rate"], 10.0);
+    // The queries keep their rate whatever the bulks do beside them
+    // (four sessions hold 10/s even at 300 ms a query).
+    let rate = query["events_per_sec"].as_f64().unwrap();
+    assert!((8.5..=10.5).contains(&rate), "{rate} queries/s");
+    assert_eq!(u(&r, "/ops/term/count"), u(query, "/events"));
+    assert_eq!(u(&r, "/ops/bulk/count"), u(bulk, "/events"));
+    assert!(u(&r, "/ops/bulk/items") >= 500, "{}", r["ops"]);
+    assert!(
+        r.pointer("/summary/counters/no_hits").is_none(),
+        "queries hit the prepared documents: {}",
+        r["summary"]
+    );
+    // What the bulks acknowledged arrived, on top of what prepare loaded.
+    assert_eq!(r["verification"]["ok"], true, "{}", r["verification"]);
+    assert_eq!(
+        u(&r, "/verification/expected"),
+        2000 + u(&r, "/ops/bulk/items")
+    );
+    assert_eq!(u(&r, "/config/workload_options/query_clients"), 4);
+    // Options of the other search workloads are refused by name.
+    let out = loadcell(
+        dir.path(),
+        &[
+            "run",
+            "search-query",
+            "--target",
+            opensearch(),
+            "--query-rate",
+            "5",
+        ],
+    );
+    assert!(!out.status.success());
+    assert_eq!(
+        stderr(&out).trim(),
+        "loadcell: error: --query-rate does not apply to search-query"
+    );
+    cleanup(dir.path(), "search-mixed", index);
+}

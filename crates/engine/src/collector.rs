@@ -440,8 +440,8 @@ where
     // Per worker: the next interval it has not reported, or `None` once done.
     let mut next_of: Vec<Option<usize>> = vec![Some(0); workers];
     let mut emitted = 0usize;
-    let mut total = Stats::new(n_ops);
-    let mut carry = Stats::new(n_ops);
+    let mut total = Stats::with_groups(n_ops, spec.group_count());
+    let mut carry = total.empty_like();
     // Emptied stats for the next intervals' `Pending`s (see `Stats::reset`).
     let mut spare: Vec<Stats> = Vec::new();
     let mut worker_cpu = vec![0.0; workers];
@@ -491,8 +491,8 @@ where
                     }
                 };
                 let p = pending.entry(seq).or_insert_with(|| Pending {
-                    measured: spare.pop().unwrap_or_else(|| Stats::new(n_ops)),
-                    warmup: spare.pop().unwrap_or_else(|| Stats::new(n_ops)),
+                    measured: spare.pop().unwrap_or_else(|| total.empty_like()),
+                    warmup: spare.pop().unwrap_or_else(|| total.empty_like()),
                     cpu: vec![None; workers],
                     run_delay: vec![None; workers],
                     all_waiting: vec![Duration::ZERO; workers],
@@ -687,18 +687,32 @@ where
         .into_iter()
         .flatten()
         .fold(run_end, Instant::min);
-    total.dropped += shared.schedule.unclaimed_before(schedule_end);
+    let unclaimed = shared.schedule.unclaimed_before(schedule_end);
+    total.dropped += unclaimed.iter().sum::<u64>();
+    for (group, dropped) in total.groups.iter_mut().zip(unclaimed) {
+        group.dropped += dropped;
+    }
 
     let duration = run_end.saturating_duration_since(measure_start);
-    if let Some(rate) = spec.rate {
-        let achieved = total.events as f64 / duration.as_secs_f64().max(1e-9);
+    // Each group's rate against its own events (the run's, with one group).
+    for (g, rate) in spec.rates().into_iter().enumerate() {
+        let Some(rate) = rate else { continue };
+        let (events, dropped, group) = match total.groups.get(g) {
+            Some(group) => (
+                group.events,
+                group.dropped,
+                format!(" for the {} sessions", spec.group_name(g)),
+            ),
+            None => (total.events, total.dropped, String::new()),
+        };
+        let achieved = events as f64 / duration.as_secs_f64().max(1e-9);
         if stop_reason == StopReason::Completed && achieved < rate.per_sec * 0.95 {
             warnings.push(format!(
-                "target rate not reached: {achieved:.1} events/s of {:.1} ({:.1}% short); {} due {} never sent. {}",
+                "target rate not reached{group}: {achieved:.1} events/s of {:.1} ({:.1}% short); {} due {} never sent. {}",
                 rate.per_sec,
                 100.0 * (1.0 - achieved / rate.per_sec),
-                counted(total.dropped, "event"),
-                if total.dropped == 1 { "was" } else { "were" },
+                counted(dropped, "event"),
+                if dropped == 1 { "was" } else { "were" },
                 missed_rate_cause(&run_load.shares(), spec.sessions())
             ));
         }

@@ -25,7 +25,9 @@ pub use collector::{IntervalView, Observer, Phase, RunOutcome};
 pub use control::{Interrupts, StopReason};
 pub use hold::{FirstFailure, HeldOutcome};
 pub use script::{BatchClock, Category, Ctx, OpSpec, Script, SessionInfo, NOT_FOUND};
-pub use spec::{Arrival, ConnectionPolicy, Hold, RateSpec, RunSpec};
+pub use spec::{
+    Arrival, ConnectionPolicy, GroupPlace, Hold, RateSpec, RunSpec, SessionGroup, SessionGroups,
+};
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -4,7 +4,8 @@
 //! queue, without the queue): each session claims the next due time with
 //! one atomic add, waits for it, and the event's latency counts from that
 //! time. A session that falls behind claims times already past, so
-//! queueing delay shows in the latency instead of being omitted.
+//! queueing delay shows in the latency instead of being omitted. A run of
+//! several session groups has one such rate per group.
 //!
 //! The schedule begins ([`Schedule::begin`]) once the sessions are
 //! connected, so connection set-up is neither measured time nor a backlog
@@ -17,7 +18,7 @@ use std::time::{Duration, Instant};
 use rand::rngs::SmallRng;
 use rand::Rng;
 
-use crate::spec::{Arrival, RunSpec};
+use crate::spec::{Arrival, RateSpec, RunSpec};
 
 pub use loadcell_core::clock::wait_until;
 
@@ -32,6 +33,7 @@ pub enum Claim {
     Stop,
 }
 
+/// One group's arrivals.
 #[derive(Debug)]
 enum Rate {
     Closed,
@@ -53,9 +55,9 @@ pub struct Schedule {
     time: Option<Duration>,
     events_limit: Option<u64>,
     measured_claims: AtomicU64,
-    rate: Rate,
-    /// `RateSpec::tick` in nanoseconds.
-    tick_ns: Option<u64>,
+    /// Each session group's arrivals, with its `RateSpec::tick` in
+    /// nanoseconds.
+    rates: Vec<(Rate, Option<u64>)>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -67,11 +69,11 @@ struct Begun {
 
 impl Schedule {
     pub fn new(spec: &RunSpec) -> Schedule {
-        let rate = match spec.rate {
-            None => Rate::Closed,
+        let rate = |rate: Option<RateSpec>| match rate {
+            None => (Rate::Closed, None),
             Some(r) => {
                 let gap_ns = 1e9 / r.per_sec;
-                match r.arrival {
+                let arrivals = match r.arrival {
                     Arrival::Uniform => Rate::Uniform {
                         gap_ns,
                         next_index: AtomicU64::new(0),
@@ -80,7 +82,8 @@ impl Schedule {
                         mean_gap_ns: gap_ns,
                         next_offset_ns: AtomicU64::new(0),
                     },
-                }
+                };
+                (arrivals, r.tick.map(|t| t.as_nanos().max(1) as u64))
             }
         };
         Schedule {
@@ -89,11 +92,7 @@ impl Schedule {
             time: spec.time,
             events_limit: spec.events,
             measured_claims: AtomicU64::new(0),
-            rate,
-            tick_ns: spec
-                .rate
-                .and_then(|r| r.tick)
-                .map(|t| t.as_nanos().max(1) as u64),
+            rates: spec.rates().into_iter().map(rate).collect(),
         }
     }
 
@@ -126,15 +125,19 @@ impl Schedule {
         self.begun().deadline
     }
 
+    /// Whether the first group (the whole run, with one group) runs at a
+    /// rate.
     pub fn is_open_loop(&self) -> bool {
-        !matches!(self.rate, Rate::Closed)
+        !matches!(self.rates[0].0, Rate::Closed)
     }
 
-    /// Claims the next event. `now` is the caller's clock reading.
+    /// Claims the next event of a session of group `group`. `now` is the
+    /// caller's clock reading.
     #[inline]
-    pub fn claim(&self, now: Instant, rng: &mut SmallRng) -> Claim {
+    pub fn claim(&self, group: usize, now: Instant, rng: &mut SmallRng) -> Claim {
         let begun = self.begun();
-        let offset_ns = match &self.rate {
+        let (rate, tick_ns) = &self.rates[group];
+        let offset_ns = match rate {
             Rate::Closed => None,
             Rate::Uniform { gap_ns, next_index } => {
                 let n = next_index.fetch_add(1, Ordering::Relaxed);
@@ -149,7 +152,7 @@ impl Schedule {
             }
         };
         let due = offset_ns.map(|ns| {
-            let ns = match self.tick_ns {
+            let ns = match *tick_ns {
                 Some(tick) => ns.div_ceil(tick) * tick,
                 None => ns,
             };
@@ -185,25 +188,34 @@ impl Schedule {
         at >= self.begun().measure_start
     }
 
-    /// Once every session has stopped: how many events were due before
-    /// `end` but never claimed (sent). Zero for closed loop.
-    pub fn unclaimed_before(&self, end: Instant) -> u64 {
+    /// Once every session has stopped: how many events of each group were
+    /// due before `end` but never claimed (sent). Zero for closed loop.
+    pub fn unclaimed_before(&self, end: Instant) -> Vec<u64> {
         let elapsed_ns = end.saturating_duration_since(self.start()).as_nanos() as f64;
-        match &self.rate {
-            Rate::Closed => 0,
-            Rate::Uniform { gap_ns, next_index } => {
-                let due = (elapsed_ns / gap_ns).ceil() as u64;
-                due.saturating_sub(next_index.load(Ordering::Relaxed))
-            }
-            // The arrivals expected in what is left of the window: drawing
-            // them one by one would take as long as the run at high rates.
-            Rate::Poisson {
-                mean_gap_ns,
-                next_offset_ns,
-            } => {
-                let left = elapsed_ns - next_offset_ns.load(Ordering::Relaxed) as f64;
-                (left.max(0.0) / mean_gap_ns).round() as u64
-            }
+        self.rates
+            .iter()
+            .map(|(rate, _)| unclaimed(rate, elapsed_ns))
+            .collect()
+    }
+}
+
+/// How many of `rate`'s events were due in the first `elapsed_ns` but
+/// never claimed.
+fn unclaimed(rate: &Rate, elapsed_ns: f64) -> u64 {
+    match rate {
+        Rate::Closed => 0,
+        Rate::Uniform { gap_ns, next_index } => {
+            let due = (elapsed_ns / gap_ns).ceil() as u64;
+            due.saturating_sub(next_index.load(Ordering::Relaxed))
+        }
+        // The arrivals expected in what is left of the window: drawing
+        // them one by one would take as long as the run at high rates.
+        Rate::Poisson {
+            mean_gap_ns,
+            next_offset_ns,
+        } => {
+            let left = elapsed_ns - next_offset_ns.load(Ordering::Relaxed) as f64;
+            (left.max(0.0) / mean_gap_ns).round() as u64
         }
     }
 }
@@ -217,7 +229,7 @@ fn exponential(rng: &mut SmallRng, mean_ns: f64) -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::spec::RateSpec;
     use rand::SeedableRng;
@@ -228,7 +240,11 @@ mod tests {
         s
     }
 
-    fn spec(rate: Option<RateSpec>, time: Option<Duration>, events: Option<u64>) -> RunSpec {
+    pub(crate) fn spec(
+        rate: Option<RateSpec>,
+        time: Option<Duration>,
+        events: Option<u64>,
+    ) -> RunSpec {
         RunSpec {
             workers: 1,
             threads: 1,
@@ -241,6 +257,7 @@ mod tests {
             connect_timeout: Duration::from_secs(5),
             connection_policy: Default::default(),
             hold: None,
+            groups: None,
             reconnect_timeout: Duration::from_secs(5),
             drain_timeout: Duration::from_secs(5),
             seed: 1,
@@ -260,13 +277,13 @@ mod tests {
         let s = begun(&spec(Some(rate), Some(Duration::from_secs(1)), None), start);
         let mut rng = SmallRng::seed_from_u64(1);
         let mut dues = Vec::new();
-        while let Claim::Due(d) = s.claim(start, &mut rng) {
+        while let Claim::Due(d) = s.claim(0, start, &mut rng) {
             dues.push(d - start);
         }
         assert_eq!(dues.len(), 1000);
         assert_eq!(dues[1] - dues[0], Duration::from_millis(1));
         assert_eq!(dues[999], Duration::from_millis(999));
-        assert_eq!(s.unclaimed_before(start + Duration::from_secs(1)), 0);
+        assert_eq!(s.unclaimed_before(start + Duration::from_secs(1)), [0]);
     }
 
     #[test]
@@ -280,7 +297,7 @@ mod tests {
         let s = begun(&spec(Some(rate), Some(Duration::from_secs(1)), None), start);
         let mut rng = SmallRng::seed_from_u64(1);
         let mut dues = Vec::new();
-        while let Claim::Due(d) = s.claim(start, &mut rng) {
+        while let Claim::Due(d) = s.claim(0, start, &mut rng) {
             dues.push(d - start);
         }
         // The same 10k events in the second, ten at each millisecond: the
@@ -308,7 +325,7 @@ mod tests {
         );
         let mut rng = SmallRng::seed_from_u64(7);
         let mut dues = Vec::new();
-        while let Claim::Due(d) = s.claim(start, &mut rng) {
+        while let Claim::Due(d) = s.claim(0, start, &mut rng) {
             dues.push((d - start).as_nanos() as f64);
         }
         // 10 s at 10k/s: about 100k arrivals (sd ~316).
@@ -337,13 +354,13 @@ mod tests {
         let s = begun(&spec(Some(rate), Some(Duration::from_secs(1)), None), start);
         let mut rng = SmallRng::seed_from_u64(1);
         for _ in 0..40 {
-            assert!(matches!(s.claim(start, &mut rng), Claim::Due(_)));
+            assert!(matches!(s.claim(0, start, &mut rng), Claim::Due(_)));
         }
         // 100 were due in the first second, 40 were claimed.
-        assert_eq!(s.unclaimed_before(start + Duration::from_secs(1)), 60);
+        assert_eq!(s.unclaimed_before(start + Duration::from_secs(1)), [60]);
         // Once past the deadline nothing more is handed out.
         let late = start + Duration::from_secs(2);
-        assert_eq!(s.claim(late, &mut rng), Claim::Stop);
+        assert_eq!(s.claim(0, late, &mut rng), Claim::Stop);
     }
 
     #[test]
@@ -354,13 +371,17 @@ mod tests {
         let s = begun(&p, start);
         let mut rng = SmallRng::seed_from_u64(1);
         for _ in 0..10 {
-            assert_eq!(s.claim(start, &mut rng), Claim::Now, "warm-up is unlimited");
+            assert_eq!(
+                s.claim(0, start, &mut rng),
+                Claim::Now,
+                "warm-up is unlimited"
+            );
         }
         let measured = start + Duration::from_secs(1);
         for _ in 0..3 {
-            assert_eq!(s.claim(measured, &mut rng), Claim::Now);
+            assert_eq!(s.claim(0, measured, &mut rng), Claim::Now);
         }
-        assert_eq!(s.claim(measured, &mut rng), Claim::Stop);
+        assert_eq!(s.claim(0, measured, &mut rng), Claim::Stop);
     }
 
     #[test]
@@ -377,7 +398,7 @@ mod tests {
         let mut rng = SmallRng::seed_from_u64(1);
         // All claimed at the start: 10 due in warm-up, then 3 measured.
         let mut measured = 0;
-        while let Claim::Due(due) = s.claim(start, &mut rng) {
+        while let Claim::Due(due) = s.claim(0, start, &mut rng) {
             measured += u32::from(s.is_measured(s.counts_at(start, Some(due))));
         }
         assert_eq!(measured, 3);
@@ -393,8 +414,59 @@ mod tests {
         };
         let s = begun(&spec(Some(rate), None, None), start);
         // An hour at 10^12/s: 3.6e15 arrivals, counted without drawing them.
-        let n = s.unclaimed_before(start + Duration::from_secs(3600));
+        let [n] = s.unclaimed_before(start + Duration::from_secs(3600))[..] else {
+            panic!("one group")
+        };
         assert!((n as f64 / 3.6e15 - 1.0).abs() < 1e-9, "{n}");
+    }
+
+    #[test]
+    fn each_session_group_keeps_its_own_rate() {
+        let start = Instant::now();
+        let mut spec = spec(
+            Some(RateSpec {
+                per_sec: 1000.0,
+                arrival: Arrival::Uniform,
+                tick: None,
+            }),
+            Some(Duration::from_secs(1)),
+            None,
+        );
+        spec.groups = Some(crate::spec::SessionGroups {
+            first: "bulk",
+            others: vec![
+                crate::spec::SessionGroup {
+                    name: "query",
+                    sessions: 1,
+                    rate: Some(RateSpec {
+                        per_sec: 10.0,
+                        arrival: Arrival::Uniform,
+                        tick: None,
+                    }),
+                },
+                crate::spec::SessionGroup {
+                    name: "scan",
+                    sessions: 1,
+                    rate: None,
+                },
+            ],
+        });
+        let s = begun(&spec, start);
+        let mut rng = SmallRng::seed_from_u64(1);
+        let due = |s: &Schedule, group, rng: &mut SmallRng| match s.claim(group, start, rng) {
+            Claim::Due(d) => d - start,
+            other => panic!("{other:?}"),
+        };
+        // Interleaved claims do not disturb each other's spacing.
+        for n in 0..3u32 {
+            assert_eq!(due(&s, 0, &mut rng), Duration::from_millis(1) * n);
+            assert_eq!(due(&s, 1, &mut rng), Duration::from_millis(100) * n);
+            assert_eq!(s.claim(2, start, &mut rng), Claim::Now);
+        }
+        // Half a second in: 500 of the first group's due and 3 claimed,
+        // 5 of the second's and 3 claimed; closed loop drops nothing.
+        let half = start + Duration::from_millis(500);
+        assert_eq!(s.unclaimed_before(half), [497, 2, 0]);
     }
 
     #[test]
@@ -402,9 +474,9 @@ mod tests {
         let start = Instant::now();
         let s = begun(&spec(None, Some(Duration::from_secs(1)), None), start);
         let mut rng = SmallRng::seed_from_u64(1);
-        assert_eq!(s.claim(start, &mut rng), Claim::Now);
+        assert_eq!(s.claim(0, start, &mut rng), Claim::Now);
         assert_eq!(
-            s.claim(start + Duration::from_secs(1), &mut rng),
+            s.claim(0, start + Duration::from_secs(1), &mut rng),
             Claim::Stop
         );
     }

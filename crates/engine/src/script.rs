@@ -35,9 +35,12 @@ pub struct OpSpec {
     pub category: Category,
 }
 
-/// Which session is opening, out of how many.
+/// Which session is opening, out of how many: in a run of several
+/// session groups, its index and count are among its group's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SessionInfo {
+    /// Its session group (`RunSpec::groups`): 0 in a run of one.
+    pub group: usize,
     pub index: usize,
     pub count: usize,
     /// Distinct per session and stable across runs with the same seed.
@@ -109,11 +112,12 @@ pub(crate) struct Sinks {
 }
 
 impl Sinks {
-    /// Stats for `op_kinds` operation kinds, on a worker with `sessions`.
-    pub fn new(op_kinds: usize, sessions: usize) -> Sinks {
+    /// Stats for `op_kinds` operation kinds and `groups` session groups,
+    /// on a worker with `sessions`.
+    pub fn new(op_kinds: usize, groups: usize, sessions: usize) -> Sinks {
         Sinks {
-            measured: RefCell::new(Stats::new(op_kinds)),
-            warmup: RefCell::new(Stats::new(op_kinds)),
+            measured: RefCell::new(Stats::with_groups(op_kinds, groups)),
+            warmup: RefCell::new(Stats::with_groups(op_kinds, groups)),
             all_waiting: AllWaiting::new(sessions),
         }
     }
@@ -355,7 +359,7 @@ mod tests {
     use super::*;
 
     fn ctx(op_kinds: usize) -> Ctx {
-        Ctx::new(Rc::new(Sinks::new(op_kinds, 1)))
+        Ctx::new(Rc::new(Sinks::new(op_kinds, 1, 1)))
     }
 
     #[test]

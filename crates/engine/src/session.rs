@@ -176,7 +176,10 @@ where
                 _ = shared.control.stopped() => return,
             }
             let started = Instant::now();
-            if matches!(shared.schedule.claim(started, &mut rng), Claim::Stop) {
+            if matches!(
+                shared.schedule.claim(self.info.group, started, &mut rng),
+                Claim::Stop
+            ) {
                 shared.control.stop(StopReason::Completed, None);
                 return;
             }
@@ -247,6 +250,8 @@ where
         // lasts), and how many the current one has served.
         let churn = shared.spec.connection_policy.events_per_connection();
         let mut served = 0;
+        // Each group's events are also kept apart, in a run of several.
+        let grouped = shared.spec.group_count() > 1;
         // A session that churns connections makes even its first one in
         // an event, measured like the others.
         let opened = match churn {
@@ -266,7 +271,7 @@ where
                 return;
             }
             let now = Instant::now();
-            let due = match shared.schedule.claim(now, &mut rng) {
+            let due = match shared.schedule.claim(self.info.group, now, &mut rng) {
                 Claim::Stop => {
                     // The deadline or the event limit: whatever is still
                     // in flight elsewhere gets the drain timeout.
@@ -299,12 +304,14 @@ where
                 let e = match result {
                     Ok(()) => {
                         let end = Instant::now();
-                        let intended = due.unwrap_or(started);
-                        self.ctx.stats().borrow_mut().record_event(
-                            end - intended,
-                            end - started,
-                            due.map(|d| started.saturating_duration_since(d)),
-                        );
+                        let (response, service) = (end - due.unwrap_or(started), end - started);
+                        let lag = due.map(|d| started.saturating_duration_since(d));
+                        let mut stats = self.ctx.stats().borrow_mut();
+                        stats.record_event(response, service, lag);
+                        if grouped {
+                            stats.record_group_event(self.info.group, response, service, lag);
+                        }
+                        drop(stats);
                         waiting.end(end);
                         if let Some(limit) = churn {
                             served += 1;
@@ -373,9 +380,11 @@ where
     D: Driver,
     S: Script<D::Conn> + Send + Sync,
 {
+    let place = shared.spec.place(index);
     let info = SessionInfo {
-        index,
-        count: shared.spec.sessions(),
+        group: place.group,
+        index: place.index,
+        count: place.count,
         seed: session_seed(shared.spec.seed, index),
         run_seed: shared.spec.seed,
     };

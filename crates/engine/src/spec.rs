@@ -111,6 +111,35 @@ impl Hold {
     }
 }
 
+/// Sessions of another kind beside the `threads × clients` ones, with a
+/// rate of their own (queries while indexing; consumers beside
+/// producers); each group's events are reported apart.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionGroup {
+    pub name: &'static str,
+    pub sessions: usize,
+    /// `None` runs this group closed loop.
+    pub rate: Option<RateSpec>,
+}
+
+/// A run of several session groups: the `threads × clients` sessions at
+/// `RunSpec::rate`, named `first`, then `others` in order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionGroups {
+    pub first: &'static str,
+    pub others: Vec<SessionGroup>,
+}
+
+/// Where a session stands among the groups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupPlace {
+    pub group: usize,
+    /// Its index among its group's sessions.
+    pub index: usize,
+    /// Its group's sessions.
+    pub count: usize,
+}
+
 /// One run's sessions, schedule, phases and limits.
 #[derive(Debug, Clone)]
 pub struct RunSpec {
@@ -137,6 +166,9 @@ pub struct RunSpec {
     /// Sessions that hold connections on a ramp instead of running the
     /// schedule's events.
     pub hold: Option<Hold>,
+    /// Further session groups, each at its own rate; `None` for a run of
+    /// one kind of session.
+    pub groups: Option<SessionGroups>,
     /// How long a session keeps trying to reconnect before the run gives up.
     pub reconnect_timeout: Duration,
     /// How long in-flight events may finish after the run is told to stop.
@@ -152,7 +184,67 @@ pub struct RunSpec {
 
 impl RunSpec {
     pub fn sessions(&self) -> usize {
-        self.threads * self.clients
+        self.threads * self.clients + self.others().iter().map(|g| g.sessions).sum::<usize>()
+    }
+
+    fn others(&self) -> &[SessionGroup] {
+        self.groups.as_ref().map_or(&[], |g| &g.others)
+    }
+
+    /// How many groups: 1 for a run of one kind.
+    pub fn group_count(&self) -> usize {
+        1 + self.others().len()
+    }
+
+    /// The group session `index` (of all the run's) belongs to: the
+    /// `threads × clients` first, then each other group's in turn.
+    pub fn place(&self, index: usize) -> GroupPlace {
+        let mut first = self.threads * self.clients;
+        if index < first {
+            return GroupPlace {
+                group: 0,
+                index,
+                count: first,
+            };
+        }
+        for (g, group) in self.others().iter().enumerate() {
+            if index < first + group.sessions {
+                return GroupPlace {
+                    group: g + 1,
+                    index: index - first,
+                    count: group.sessions,
+                };
+            }
+            first += group.sessions;
+        }
+        panic!(
+            "session {index} is beyond the run's {} sessions",
+            self.sessions()
+        )
+    }
+
+    /// Session group `g`'s name (empty in a run of one group).
+    pub fn group_name(&self, g: usize) -> &'static str {
+        match (&self.groups, g) {
+            (Some(groups), 0) => groups.first,
+            (Some(groups), g) => groups.others[g - 1].name,
+            (None, _) => "",
+        }
+    }
+
+    /// Session group `g`'s sessions.
+    pub fn group_sessions(&self, g: usize) -> usize {
+        match g {
+            0 => self.threads * self.clients,
+            g => self.others()[g - 1].sessions,
+        }
+    }
+
+    /// Each group's rate, in group order (`None`: closed loop).
+    pub fn rates(&self) -> Vec<Option<RateSpec>> {
+        std::iter::once(self.rate)
+            .chain(self.others().iter().map(|g| g.rate))
+            .collect()
     }
 }
 
@@ -169,6 +261,38 @@ mod tests {
         };
         assert_eq!(hold.connect_after(0), Duration::ZERO);
         assert_eq!(hold.connect_after(100), Duration::from_millis(500));
+    }
+
+    #[test]
+    fn sessions_are_placed_in_their_groups() {
+        let rate = RateSpec {
+            per_sec: 50.0,
+            arrival: Arrival::Uniform,
+            tick: None,
+        };
+        let mut spec = crate::schedule::tests::spec(None, None, None);
+        (spec.threads, spec.clients) = (2, 2);
+        assert_eq!((spec.sessions(), spec.group_count()), (4, 1));
+        spec.groups = Some(SessionGroups {
+            first: "bulk",
+            others: vec![SessionGroup {
+                name: "query",
+                sessions: 3,
+                rate: Some(rate),
+            }],
+        });
+        assert_eq!((spec.sessions(), spec.group_count()), (7, 2));
+        let place = |group, index, count| GroupPlace {
+            group,
+            index,
+            count,
+        };
+        assert_eq!(spec.place(3), place(0, 3, 4));
+        assert_eq!(spec.place(4), place(1, 0, 3));
+        assert_eq!(spec.place(6), place(1, 2, 3));
+        assert_eq!(spec.rates(), vec![None, Some(rate)]);
+        assert_eq!((spec.group_name(1), spec.group_sessions(1)), ("query", 3));
+        assert_eq!((spec.group_name(0), spec.group_sessions(0)), ("bulk", 4));
     }
 
     #[test]

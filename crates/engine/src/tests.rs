@@ -115,6 +115,7 @@ fn spec(clients: usize, time: Option<Duration>, events: Option<u64>) -> RunSpec 
         connect_timeout: Duration::from_secs(1),
         connection_policy: ConnectionPolicy::Persistent,
         hold: None,
+        groups: None,
         reconnect_timeout: Duration::from_secs(1),
         drain_timeout: Duration::from_secs(1),
         seed: 1,
@@ -251,4 +252,101 @@ fn held_connections_name_the_count_at_which_the_target_refused() {
     // The 26th session connected at 25/400 s, and failed then.
     assert!((0.05..0.1).contains(&first.t_s), "{}", first.t_s);
     assert!(outcome.total.connects.errors > 15);
+}
+
+/// Each session runs the operation kind of its group, 1 ms long, and
+/// says where it stands.
+#[derive(Default)]
+struct Grouped {
+    opened: std::sync::Mutex<Vec<(usize, usize, usize)>>,
+}
+
+impl Script<()> for Grouped {
+    type Session = usize;
+
+    fn ops(&self) -> &[OpSpec] {
+        &[
+            OpSpec {
+                name: "bulk",
+                category: Category::Write,
+            },
+            OpSpec {
+                name: "query",
+                category: Category::Read,
+            },
+        ]
+    }
+
+    fn transactional(&self) -> bool {
+        false
+    }
+
+    async fn open(&self, _conn: &mut (), s: SessionInfo) -> Result<usize, DriverError> {
+        self.opened
+            .lock()
+            .unwrap()
+            .push((s.group, s.index, s.count));
+        Ok(s.group)
+    }
+
+    async fn event(
+        &self,
+        _conn: &mut (),
+        group: &mut usize,
+        ctx: &mut Ctx,
+    ) -> Result<(), DriverError> {
+        ctx.op(*group, async {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            Ok(())
+        })
+        .await
+    }
+}
+
+#[test]
+fn session_groups_run_at_their_own_rates_and_are_counted_apart() {
+    let mut spec = spec(2, Some(Duration::from_millis(500)), None);
+    spec.groups = Some(crate::SessionGroups {
+        first: "bulk",
+        others: vec![crate::SessionGroup {
+            name: "query",
+            sessions: 1,
+            rate: Some(crate::RateSpec {
+                per_sec: 100.0,
+                arrival: crate::Arrival::Uniform,
+                tick: None,
+            }),
+        }],
+    });
+    let script = Arc::new(Grouped::default());
+    let outcome = crate::run(
+        Arc::new(Counting::default()),
+        Arc::clone(&script),
+        &spec,
+        &mut Seen::default(),
+    );
+    let mut opened = script.opened.lock().unwrap().clone();
+    opened.sort_unstable();
+    assert_eq!(opened, [(0, 0, 2), (0, 1, 2), (1, 0, 1)]);
+    let t = &outcome.total;
+    let [bulk, query] = &t.groups[..] else {
+        panic!("two groups kept apart: {}", t.groups.len())
+    };
+    // 100/s for half a second, whatever the closed-loop sessions do.
+    assert!(
+        (45..=51).contains(&query.events),
+        "{} queries",
+        query.events
+    );
+    assert_eq!(query.events, t.ops[1].count);
+    assert_eq!(bulk.events, t.ops[0].count);
+    assert!(
+        bulk.events > 4 * query.events,
+        "{} bulk events",
+        bulk.events
+    );
+    assert_eq!(bulk.events + query.events, t.events);
+    // Only the rate-limited group has a schedule lag.
+    assert_eq!(bulk.lag.len(), 0);
+    assert_eq!(query.lag.len(), query.events);
 }

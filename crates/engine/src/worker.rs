@@ -120,7 +120,7 @@ impl Cut {
         let mut swap = |sink: &RefCell<Stats>| {
             let fresh = recycled
                 .try_recv()
-                .unwrap_or_else(|_| Stats::new(sink.borrow().ops.len()));
+                .unwrap_or_else(|_| sink.borrow().empty_like());
             std::mem::replace(&mut *sink.borrow_mut(), fresh)
         };
         Cut {
@@ -175,7 +175,11 @@ async fn work<D, S>(
 {
     // Sessions are dealt round-robin, so worker loads differ by one at most.
     let mine = (worker..shared.spec.sessions()).step_by(shared.spec.workers);
-    let sinks = Rc::new(Sinks::new(shared.script.ops().len(), mine.len()));
+    let sinks = Rc::new(Sinks::new(
+        shared.script.ops().len(),
+        shared.spec.group_count(),
+        mine.len(),
+    ));
     let next_seq = Rc::new(Cell::new(0usize));
     let recycled = Rc::new(RefCell::new(recycled));
 

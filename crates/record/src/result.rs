@@ -257,6 +257,19 @@ pub struct Schedule {
     pub lag_ms: Option<LatencySummary>,
 }
 
+/// One session group of a run of several: its own sessions, rate and
+/// events, its latency from its own intended starts.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GroupSummary {
+    pub name: String,
+    pub sessions: usize,
+    pub events: u64,
+    pub events_per_sec: f64,
+    pub latency_ms: LatencySummary,
+    pub service_time_ms: LatencySummary,
+    pub schedule: Schedule,
+}
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QueryCounts {
     pub read: u64,
@@ -315,6 +328,10 @@ pub struct Summary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counters: Option<BTreeMap<String, u64>>,
     pub client_cpu: CpuTime,
+    /// Each session group's events, schedule and latency, in a run of
+    /// several (indexing and queries); `schedule` is then the first's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub groups: Option<Vec<GroupSummary>>,
     /// Bytes read and written (disk workloads), and their rate: bandwidth.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bytes: Option<u64>,

@@ -33,6 +33,35 @@ impl OpStats {
     }
 }
 
+/// One session group's events, in a run of several (queries beside
+/// indexing), kept apart from the others': each group has its own rate,
+/// so its latency from the intended start means something only alone.
+#[derive(Debug, Clone)]
+pub struct GroupEvents {
+    pub events: u64,
+    /// Events that started more than [`LATE_AFTER`] after their intended
+    /// start.
+    pub late: u64,
+    /// Events due under the group's rate but never sent.
+    pub dropped: u64,
+    pub response: Micros,
+    pub service: Micros,
+    pub lag: Micros,
+}
+
+impl GroupEvents {
+    fn new() -> GroupEvents {
+        GroupEvents {
+            events: 0,
+            late: 0,
+            dropped: 0,
+            response: new_histogram(),
+            service: new_histogram(),
+            lag: new_histogram(),
+        }
+    }
+}
+
 /// A distinct error message and how often it was seen.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorSample {
@@ -76,6 +105,8 @@ pub struct Stats {
     /// in the order first counted. Entries stay across [`Stats::reset`],
     /// zeroed, so counting a known name never allocates.
     pub counters: Vec<Counter>,
+    /// Each session group's events, in a run of several; empty otherwise.
+    pub groups: Vec<GroupEvents>,
 }
 
 /// One named count, e.g. `2xx` responses.
@@ -107,7 +138,25 @@ impl Stats {
             hits: 0,
             misses: 0,
             counters: Vec::new(),
+            groups: Vec::new(),
         }
+    }
+
+    /// Stats for a run of `groups` session groups (none kept apart for 1).
+    pub fn with_groups(op_kinds: usize, groups: usize) -> Stats {
+        Stats {
+            groups: if groups > 1 {
+                (0..groups).map(|_| GroupEvents::new()).collect()
+            } else {
+                Vec::new()
+            },
+            ..Stats::new(op_kinds)
+        }
+    }
+
+    /// Empty stats of the same shape (operation kinds, groups).
+    pub fn empty_like(&self) -> Stats {
+        Stats::with_groups(self.ops.len(), self.groups.len())
     }
 
     /// Empties these stats for reuse, keeping their shape. Histograms are
@@ -136,6 +185,14 @@ impl Stats {
         self.misses = 0;
         for c in &mut self.counters {
             c.count = 0;
+        }
+        for g in &mut self.groups {
+            g.events = 0;
+            g.late = 0;
+            g.dropped = 0;
+            for h in [&mut g.response, &mut g.service, &mut g.lag] {
+                clear(h);
+            }
         }
     }
 
@@ -173,6 +230,27 @@ impl Stats {
             if lag > LATE_AFTER {
                 self.late += 1;
             }
+        }
+    }
+
+    /// Records a completed event of session group `group` apart, in a run
+    /// of several (with [`Stats::record_event`], which counts it among
+    /// all).
+    #[inline]
+    pub fn record_group_event(
+        &mut self,
+        group: usize,
+        response: Duration,
+        service: Duration,
+        lag: Option<Duration>,
+    ) {
+        let g = &mut self.groups[group];
+        g.events += 1;
+        record(&mut g.response, response);
+        record(&mut g.service, service);
+        if let Some(lag) = lag {
+            record(&mut g.lag, lag);
+            g.late += u64::from(lag > LATE_AFTER);
         }
     }
 
@@ -270,6 +348,18 @@ impl Stats {
         for c in other.counters.iter().filter(|c| c.count > 0) {
             self.count(&c.name, c.count);
         }
+        if self.groups.len() < other.groups.len() {
+            self.groups
+                .resize_with(other.groups.len(), GroupEvents::new);
+        }
+        for (mine, theirs) in self.groups.iter_mut().zip(&other.groups) {
+            mine.events += theirs.events;
+            mine.late += theirs.late;
+            mine.dropped += theirs.dropped;
+            add(&mut mine.response, &theirs.response);
+            add(&mut mine.service, &theirs.service);
+            add(&mut mine.lag, &theirs.lag);
+        }
     }
 }
 
@@ -292,6 +382,35 @@ fn clear(h: &mut Micros) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn session_groups_are_kept_apart_merged_and_emptied() {
+        let ms = Duration::from_millis;
+        assert!(
+            Stats::with_groups(1, 1).groups.is_empty(),
+            "one group: the run's"
+        );
+        let mut a = Stats::with_groups(1, 2);
+        a.record_event(ms(5), ms(1), Some(ms(4)));
+        a.record_group_event(1, ms(5), ms(1), Some(ms(4)));
+        let mut b = a.empty_like();
+        assert_eq!((b.ops.len(), b.groups.len()), (1, 2));
+        b.record_event(ms(2), ms(2), None);
+        b.record_group_event(0, ms(2), ms(2), None);
+        a.merge(&b);
+        let [first, second] = &a.groups[..] else {
+            panic!("two groups")
+        };
+        assert_eq!((first.events, second.events, a.events), (1, 1, 2));
+        assert_eq!((first.late, second.late), (0, 1));
+        assert_eq!((first.lag.len(), second.lag.len()), (0, 1));
+        assert_eq!(second.response.max(), 5003);
+        a.reset();
+        assert!(a
+            .groups
+            .iter()
+            .all(|g| g.events == 0 && g.response.is_empty()));
+    }
 
     #[test]
     fn merge_adds_counts_and_histograms() {

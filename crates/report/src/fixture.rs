@@ -202,6 +202,7 @@ pub fn run(threads: usize, tps: f64) -> RunResult {
                 user_s: 1.5,
                 sys_s: 0.5,
             },
+            groups: None,
             bytes: None,
             bytes_per_sec: None,
         },

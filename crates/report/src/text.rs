@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use loadcell_core::words::counted;
 use loadcell_record::result::{
-    HeldConnections, IopsExpectation, LoopMode, RunResult, RunStatus, Verification,
+    GroupSummary, HeldConnections, IopsExpectation, LoopMode, RunResult, RunStatus, Verification,
 };
 
 use crate::table::grouped;
@@ -45,6 +45,51 @@ fn rate(n: u64, secs: f64) -> f64 {
 /// Renders the summary. `op_order` lists operation kinds in the
 /// workload's own order, and kinds it does not name (`connect`, timed by
 /// the engine) follow; kinds that never ran are left out.
+/// The session groups of a run of several, each with its own schedule.
+fn groups(w: &mut String, groups: &[GroupSummary]) {
+    let _ = writeln!(
+        w,
+        "Session groups (each on its own schedule; latency from its own intended starts, service time from the actual send) (ms):"
+    );
+    let _ = writeln!(
+        w,
+        "    {:<10} {:>8} {:>10} {:>10} {:>8} {:>8} {:>8} {:>9} {:>9} {:>6} {:>6}",
+        "group",
+        "sessions",
+        "target/s",
+        "events/s",
+        "p50",
+        "p90",
+        "p99",
+        "svc p90",
+        "svc p99",
+        "late",
+        "unsent"
+    );
+    for g in groups {
+        let (l, svc) = (&g.latency_ms, &g.service_time_ms);
+        let target = match g.schedule.target_rate {
+            Some(rate) => format!("{rate:.1}"),
+            None => "closed".to_string(),
+        };
+        let _ = writeln!(
+            w,
+            "    {:<10} {:>8} {:>10} {:>10.1} {:>8.2} {:>8.2} {:>8.2} {:>9.2} {:>9.2} {:>6} {:>6}",
+            g.name,
+            g.sessions,
+            target,
+            g.events_per_sec,
+            l.p50,
+            l.p90,
+            l.p99,
+            svc.p90,
+            svc.p99,
+            g.schedule.late,
+            g.schedule.dropped
+        );
+    }
+}
+
 pub fn summary(r: &RunResult, op_order: &[&str]) -> String {
     let s = &r.summary;
     let secs = s.duration_s;
@@ -174,6 +219,7 @@ pub fn summary(r: &RunResult, op_order: &[&str]) -> String {
     let sched = &s.schedule;
     let keepalive_s = r.config.workload_options.get("keepalive_interval_s");
     match sched.mode {
+        _ if s.groups.is_some() => groups(w, s.groups.as_deref().unwrap_or_default()),
         LoopMode::ClosedLoop if r.connections.is_some() => {
             let _ = writeln!(
                 w,
@@ -327,6 +373,7 @@ pub fn expectation(e: &IopsExpectation) -> String {
 mod tests {
     use super::*;
     use crate::fixture;
+    use loadcell_record::result::Schedule;
 
     #[test]
     fn reads_show_a_hit_ratio_only_when_some_were_counted() {
@@ -408,6 +455,59 @@ mod tests {
         r.summary.counters = Some(counts.into_iter().collect());
         let line = format!("    {:<37}2xx 990, 503 10\n", "counts:");
         assert!(summary(&r, &[]).contains(&line), "{}", summary(&r, &[]));
+    }
+
+    #[test]
+    fn session_groups_are_shown_each_on_its_own_schedule() {
+        let mut r = fixture::run(4, 100.0);
+        let group = |name: &str, rate: Option<f64>, per_sec: f64| GroupSummary {
+            name: name.to_string(),
+            sessions: 2,
+            events: 10,
+            events_per_sec: per_sec,
+            latency_ms: r.summary.latency_ms,
+            service_time_ms: r.summary.service_time_ms,
+            schedule: Schedule {
+                mode: if rate.is_some() {
+                    LoopMode::OpenLoop
+                } else {
+                    LoopMode::ClosedLoop
+                },
+                target_rate: rate,
+                achieved_rate: per_sec,
+                late: 0,
+                dropped: 3,
+                lag_ms: None,
+            },
+        };
+        r.summary.groups = Some(vec![
+            group("bulk", None, 12.5),
+            group("query", Some(50.0), 49.5),
+        ]);
+        let text = summary(&r, &[]);
+        assert!(
+            text.contains("Session groups (each on its own schedule"),
+            "{text}"
+        );
+        let rows: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("    bulk") || l.starts_with("    query"))
+            .collect();
+        assert_eq!(rows.len(), 2, "{text}");
+        assert!(
+            rows[0].contains(" closed ") && rows[0].contains(" 12.5 "),
+            "{}",
+            rows[0]
+        );
+        assert!(
+            rows[1].contains(" 50.0 ") && rows[1].ends_with(" 3"),
+            "{}",
+            rows[1]
+        );
+        assert!(
+            !text.contains("Schedule: "),
+            "the groups replace the one schedule"
+        );
     }
 
     #[test]

@@ -812,6 +812,7 @@ where
                     &kv,
                     &mut conn,
                     SessionInfo {
+                        group: 0,
                         index: c,
                         count,
                         seed: c as u64,
@@ -928,6 +929,7 @@ mod tests {
             }
         }
         let info = SessionInfo {
+            group: 0,
             index,
             count,
             seed: 1,

@@ -20,6 +20,7 @@ use loadcell_workloads::http::HttpWorkload;
 use loadcell_workloads::http_conns::HttpConnectionsWorkload;
 use loadcell_workloads::kv::KvWorkload;
 use loadcell_workloads::oltp::{OltpKind, OltpWorkload};
+use loadcell_workloads::search::mixed::SearchMixedWorkload;
 use loadcell_workloads::search::{SearchBulkWorkload, SearchQueryWorkload};
 use loadcell_workloads::workload::Workload;
 use loadcell_workloads::ycsb::{Preset, YcsbWorkload};
@@ -47,6 +48,7 @@ pub enum WorkloadSpec {
     HttpConnections(HttpConnectionsWorkload),
     SearchBulk(SearchBulkWorkload),
     SearchQuery(SearchQueryWorkload),
+    SearchMixed(SearchMixedWorkload),
 }
 
 /// Every family's workload options, each group under its own heading.
@@ -211,6 +213,7 @@ impl WorkloadSpec {
             WorkloadSpec::HttpConnections(w) => w,
             WorkloadSpec::SearchBulk(w) => w,
             WorkloadSpec::SearchQuery(w) => w,
+            WorkloadSpec::SearchMixed(w) => w,
         }
     }
 
@@ -226,9 +229,11 @@ impl WorkloadSpec {
             WorkloadSpec::Dataset(w) => format!("--dataset {}", w.set.path),
             WorkloadSpec::Ycsb(w) => ycsb::prepare_hint(&w.opts),
             WorkloadSpec::SearchBulk(SearchBulkWorkload { opts })
-            | WorkloadSpec::SearchQuery(SearchQueryWorkload { opts, .. }) => {
-                search::prepare_hint(opts)
-            }
+            | WorkloadSpec::SearchQuery(SearchQueryWorkload { opts, .. })
+            | WorkloadSpec::SearchMixed(SearchMixedWorkload {
+                queries: SearchQueryWorkload { opts, .. },
+                ..
+            }) => search::prepare_hint(opts),
             WorkloadSpec::Http(_)
             | WorkloadSpec::HttpConnections(_)
             | WorkloadSpec::Cpu(_)
@@ -245,7 +250,8 @@ impl WorkloadSpec {
             | WorkloadSpec::HttpConnections(_)
             | WorkloadSpec::Cpu(_)
             | WorkloadSpec::Disk(_)
-            | WorkloadSpec::SearchQuery(_) => None,
+            | WorkloadSpec::SearchQuery(_)
+            | WorkloadSpec::SearchMixed(_) => None,
             WorkloadSpec::SearchBulk(w) => search::implied_events(&w.opts),
             WorkloadSpec::Kv(KvWorkload { opts })
             | WorkloadSpec::Dataset(DataSetWorkload { opts, .. }) => {
@@ -262,6 +268,15 @@ impl WorkloadSpec {
         match self {
             WorkloadSpec::HttpConnections(w) => http_conns::fit_run(w, args),
             _ => Ok(()),
+        }
+    }
+
+    /// Session groups beside the `threads × clients` sessions, each with
+    /// its rate: a workload that runs two kinds of session at once.
+    pub fn groups(&self, args: &crate::args::RunArgs) -> Option<loadcell_engine::SessionGroups> {
+        match self {
+            WorkloadSpec::SearchMixed(w) => Some(search::groups(w, args)),
+            _ => None,
         }
     }
 

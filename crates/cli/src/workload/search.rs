@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use clap::Args;
 use loadcell_core::Family;
+use loadcell_engine::{SessionGroup, SessionGroups};
 use loadcell_workloads::search::corpus::Corpus;
+use loadcell_workloads::search::mixed::{SearchMixedWorkload, BULK_GROUP, QUERY_GROUP};
 use loadcell_workloads::search::queries::{Queries, QueryKind};
 use loadcell_workloads::search::source::{IdConflicts, OnConflict, Source};
 use loadcell_workloads::search::{
@@ -19,7 +21,7 @@ pub(super) const WHAT: &str = "a search workload option";
 
 /// The index, the documents and the queries of a search run.
 #[derive(Debug, Clone, Default, Args)]
-#[command(next_help_heading = "Search workload options (search-bulk, search-query)")]
+#[command(next_help_heading = "Search workload options (search-bulk, search-query, search-mixed)")]
 pub struct SearchArgs {
     /// The index written to or queried (default loadcell-GENERATOR, or loadcell-corpus).
     #[arg(long, value_name = "NAME")]
@@ -63,10 +65,16 @@ pub struct SearchArgs {
     /// search-query: weighted query templates with parameters, TOML (see README, "Search").
     #[arg(long, value_name = "FILE")]
     pub query_file: Option<PathBuf>,
+    /// search-mixed: sessions sending queries, beside the --threads × --clients sending bulks (default 1, as esrally's query tasks).
+    #[arg(long, value_name = "N", value_parser = crate::values::positive_u64)]
+    pub query_clients: Option<u64>,
+    /// search-mixed: the queries' target rate per second, open loop (esrally's target-throughput); --rate is the bulks'. Without it, queries run closed loop.
+    #[arg(long, value_name = "PER_SEC", value_parser = crate::values::positive_f64)]
+    pub query_rate: Option<f64>,
 }
 
 pub(super) fn names(name: &str) -> bool {
-    matches!(name, "search-bulk" | "search-query")
+    matches!(name, "search-bulk" | "search-query" | "search-mixed")
 }
 
 pub(super) fn catalog() -> Vec<(&'static str, &'static [Family], &'static str)> {
@@ -81,24 +89,32 @@ pub(super) fn catalog() -> Vec<(&'static str, &'static [Family], &'static str)> 
             &[Family::Search],
             "esrally-style queries: term, match_phrase, match or range, or --query-file templates, with values the indexed documents hold; queries that hit nothing counted (no_hits)",
         ),
+        (
+            "search-mixed",
+            &[Family::Search],
+            "indexing while searching: --threads × --clients sessions send bulks (at --rate) while --query-clients send queries (at --query-rate), each group's throughput and latency reported apart; the index's _count checked after",
+        ),
     ]
 }
 
-/// Options only one of the two workloads takes.
+/// Options only some of the workloads take.
 const BULK_ONLY: &[&str] = &["--id-conflicts", "--on-conflict", "--conflict-probability"];
 const QUERY_ONLY: &[&str] = &["--query", "--query-file"];
+const MIXED_ONLY: &[&str] = &["--query-clients", "--query-rate"];
 
 pub(super) fn resolve(
     name: &str,
     a: &SearchArgs,
     given: &[String],
 ) -> Result<WorkloadSpec, String> {
-    let (own, other) = match name {
-        "search-bulk" => ("search-bulk", QUERY_ONLY),
-        _ => ("search-query", BULK_ONLY),
+    let others: &[&[&str]] = match name {
+        "search-bulk" => &[QUERY_ONLY, MIXED_ONLY],
+        "search-query" => &[BULK_ONLY, MIXED_ONLY],
+        _ => &[],
     };
-    if let Some(flag) = given.iter().find(|f| other.contains(&f.as_str())) {
-        return Err(format!("{flag} does not apply to {own}"));
+    let refused = |f: &&String| others.iter().any(|o| o.contains(&f.as_str()));
+    if let Some(flag) = given.iter().find(refused) {
+        return Err(format!("{flag} does not apply to {name}"));
     }
     let opts = options(a)?;
     if name == "search-bulk" {
@@ -118,10 +134,28 @@ pub(super) fn resolve(
             Queries::builtin(kind, &opts.source)?
         }
     };
-    Ok(WorkloadSpec::SearchQuery(SearchQueryWorkload {
-        opts,
-        queries,
-    }))
+    let queries = SearchQueryWorkload { opts, queries };
+    if name == "search-mixed" {
+        return Ok(WorkloadSpec::SearchMixed(SearchMixedWorkload {
+            queries,
+            query_sessions: a.query_clients.unwrap_or(1) as usize,
+            query_rate: a.query_rate,
+        }));
+    }
+    Ok(WorkloadSpec::SearchQuery(queries))
+}
+
+/// `search-mixed`'s session groups: the bulks' (`threads × clients`, at
+/// `--rate`), then the queries'.
+pub(super) fn groups(w: &SearchMixedWorkload, args: &crate::args::RunArgs) -> SessionGroups {
+    SessionGroups {
+        first: BULK_GROUP,
+        others: vec![SessionGroup {
+            name: QUERY_GROUP,
+            sessions: w.query_sessions,
+            rate: w.query_rate.map(|per_sec| args.rate_at(per_sec)),
+        }],
+    }
 }
 
 pub(super) fn options(a: &SearchArgs) -> Result<SearchOptions, String> {

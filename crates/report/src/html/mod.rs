@@ -314,26 +314,26 @@ fn summary_section(o: &mut String, inputs: &[Input]) {
         let _ = writeln!(o, "<p>Every row: {}.</p>", parts.join(", "));
     }
     o.push_str("<div class=\"scroll\"><table>\n<thead><tr>");
-    for (name, numeric, shown) in [
-        ("run / point", false, true),
-        ("workload", false, workload_col),
-        ("target", false, target_col),
-        ("threads × clients", true, true),
-        ("TPS", true, true),
-        ("QPS", true, true),
-        ("p50 ms", true, true),
-        ("p95 ms", true, true),
-        ("p99 ms", true, true),
-        ("p99.9 ms", true, true),
-        ("errors", true, true),
-        ("status", false, true),
-    ] {
-        if !shown {
-            continue;
-        }
-        let class = if numeric { " class=\"n\"" } else { "" };
-        let _ = write!(o, "<th scope=\"col\"{class}>{name}</th>");
-    }
+    header_cells(
+        o,
+        [
+            ("run / point", false, true),
+            ("workload", false, workload_col),
+            ("target", false, target_col),
+            ("threads × clients", true, true),
+            ("TPS", true, true),
+            ("QPS", true, true),
+            ("p50 ms", true, true),
+            ("p95 ms", true, true),
+            ("p99 ms", true, true),
+            ("p99.9 ms", true, true),
+            ("errors", true, true),
+            ("status", false, true),
+        ]
+        .into_iter()
+        .filter(|c| c.2)
+        .map(|(name, numeric, _)| (name, numeric)),
+    );
     o.push_str("</tr></thead>\n<tbody>\n");
     for t in &tables {
         for (_, r) in &t.rows {
@@ -400,4 +400,12 @@ fn summary_section(o: &mut String, inputs: &[Input]) {
     o.push_str("</tbody>\n</table></div>\n");
     o.push_str("<p class=\"muted\">TPS: transactions per second, or events per second for workloads without transactions. QPS: operations (SQL statements, requests) per second. Latency is per event; sweep points show the mean over repeats ± standard deviation.</p>\n");
     o.push_str("</section>\n");
+}
+
+/// Column headings, numeric ones right-aligned (`class="n"`).
+fn header_cells<'a>(o: &mut String, columns: impl IntoIterator<Item = (&'a str, bool)>) {
+    for (name, numeric) in columns {
+        let class = if numeric { " class=\"n\"" } else { "" };
+        let _ = write!(o, "<th scope=\"col\"{class}>{}</th>", h(name));
+    }
 }

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use loadcell_record::hist;
 use loadcell_record::resources::ResourceSample;
-use loadcell_record::result::{Interval, LoopMode, RunResult, RunStatus};
+use loadcell_record::result::{GroupSummary, Interval, LoopMode, RunResult, RunStatus};
 use serde_json::Value;
 
 use super::*;
@@ -343,11 +343,15 @@ pub(super) fn run_section(o: &mut String, idx: usize, name: &str, r: &RunResult)
     }
     o.push_str("</tbody></table></div>\n</div>\n");
 
+    if let Some(groups) = &r.summary.groups {
+        session_groups(o, groups);
+    }
+
     if !r.ops.is_empty() {
         // Items only for runs whose operations carried some.
         let with_items = r.ops.values().any(|op| op.items.is_some());
         o.push_str("<h3>Per operation</h3>\n<div class=\"scroll\"><table><thead><tr>");
-        for (c, n, shown) in [
+        let columns = [
             ("operation", false, true),
             ("category", false, true),
             ("count", true, true),
@@ -359,16 +363,14 @@ pub(super) fn run_section(o: &mut String, idx: usize, name: &str, r: &RunResult)
             ("p99 ms", true, true),
             ("p99.9 ms", true, true),
             ("max ms", true, true),
-        ] {
-            if !shown {
-                continue;
-            }
-            let _ = write!(
-                o,
-                "<th scope=\"col\"{}>{c}</th>",
-                if n { " class=\"n\"" } else { "" }
-            );
-        }
+        ];
+        header_cells(
+            o,
+            columns
+                .into_iter()
+                .filter(|c| c.2)
+                .map(|(name, numeric, _)| (name, numeric)),
+        );
         o.push_str("</tr></thead><tbody>\n");
         let mut ops: Vec<_> = r.ops.iter().collect();
         ops.sort_by(|a, b| b.1.count.cmp(&a.1.count).then_with(|| a.0.cmp(b.0)));
@@ -560,4 +562,52 @@ pub(super) fn environment(o: &mut String, r: &RunResult, command: &[String]) {
             h(&shell_join(command))
         );
     }
+}
+
+/// A run of several session groups: each group's schedule, throughput and
+/// latency from its own intended starts, beside its service time.
+fn session_groups(o: &mut String, groups: &[GroupSummary]) {
+    o.push_str("<h3>Session groups</h3>\n<div class=\"scroll\"><table><thead><tr>");
+    header_cells(
+        o,
+        [
+            ("group", false),
+            ("sessions", true),
+            ("target/s", true),
+            ("events/s", true),
+            ("p50 ms", true),
+            ("p90 ms", true),
+            ("p99 ms", true),
+            ("service p90 ms", true),
+            ("service p99 ms", true),
+            ("late", true),
+            ("never sent", true),
+        ],
+    );
+    o.push_str("</tr></thead><tbody>\n");
+    for g in groups {
+        let (l, svc) = (&g.latency_ms, &g.service_time_ms);
+        let target = g
+            .schedule
+            .target_rate
+            .map_or_else(|| "closed loop".to_string(), |r| grouped(r, 1));
+        let cells = [
+            g.sessions.to_string(),
+            target,
+            grouped(g.events_per_sec, 1),
+            grouped(l.p50, 2),
+            grouped(l.p90, 2),
+            grouped(l.p99, 2),
+            grouped(svc.p90, 2),
+            grouped(svc.p99, 2),
+            grouped(g.schedule.late as f64, 0),
+            grouped(g.schedule.dropped as f64, 0),
+        ];
+        let _ = write!(o, "<tr><td>{}</td>", h(&g.name));
+        for cell in cells {
+            let _ = write!(o, "<td class=\"n\">{}</td>", h(&cell));
+        }
+        o.push_str("</tr>\n");
+    }
+    o.push_str("</tbody></table></div>\n");
 }

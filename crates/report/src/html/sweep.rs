@@ -415,14 +415,7 @@ pub(super) fn sweep_section(o: &mut String, idx: usize, name: &str, s: &SweepRes
         cols.push(("SLA".into(), false));
     }
     cols.push(("status".into(), false));
-    for (c, n) in &cols {
-        let _ = write!(
-            o,
-            "<th scope=\"col\"{}>{}</th>",
-            if *n { " class=\"n\"" } else { "" },
-            h(c)
-        );
-    }
+    header_cells(o, cols.iter().map(|(c, n)| (c.as_str(), *n)));
     o.push_str("</tr></thead><tbody>\n");
     let mut sorted: Vec<&SweepPoint> = s.points.iter().collect();
     sorted.sort_by(|a, b| a.value.total_cmp(&b.value));

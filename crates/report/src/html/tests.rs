@@ -140,6 +140,33 @@ fn renders_a_run_with_every_section() {
 }
 
 #[test]
+fn a_run_of_session_groups_shows_each_group_apart() {
+    let mut r = fixture::run(8, 1000.0);
+    let html = render(&[Input::run("run.json", r.clone())]);
+    assert!(!html.contains("Session groups"));
+    let group = |name: &str, rate: Option<f64>| loadcell_record::result::GroupSummary {
+        name: name.to_string(),
+        sessions: 3,
+        events: 100,
+        events_per_sec: 10.0,
+        latency_ms: r.summary.latency_ms,
+        service_time_ms: r.summary.service_time_ms,
+        schedule: loadcell_record::result::Schedule {
+            target_rate: rate,
+            ..r.summary.schedule.clone()
+        },
+    };
+    r.summary.groups = Some(vec![group("bulk", None), group("query", Some(25.0))]);
+    let html = render(&[Input::run("run.json", r)]);
+    check_balanced(&html);
+    assert!(html.contains("<h3>Session groups</h3>"));
+    assert!(
+        html.contains("<tr><td>bulk</td><td class=\"n\">3</td><td class=\"n\">closed loop</td>")
+    );
+    assert!(html.contains("<tr><td>query</td><td class=\"n\">3</td><td class=\"n\">25.0</td>"));
+}
+
+#[test]
 fn items_per_second_show_beside_ops_per_second_only_when_carried() {
     let mut r = fixture::run(8, 1000.0);
     let html = render(&[Input::run("run.json", r.clone())]);

@@ -21,6 +21,7 @@ pub mod corpus;
 pub mod geonames;
 pub mod logs;
 mod mix;
+pub mod mixed;
 pub mod queries;
 pub mod source;
 
@@ -352,7 +353,9 @@ pub struct BulkSession {
 }
 
 impl BulkScript {
-    fn new(opts: &SearchOptions, seed: u64) -> BulkScript {
+    /// Bulks of `opts`' documents, `total` of them in all (`None`: until
+    /// the run ends).
+    fn new(opts: &SearchOptions, total: Option<u64>, seed: u64) -> BulkScript {
         BulkScript {
             ops: [OpSpec {
                 name: "bulk",
@@ -361,7 +364,7 @@ impl BulkScript {
             index: opts.index.name.clone(),
             writer: BulkWriter::new(&opts.index.name, opts.source.clone(), opts.conflicts),
             bulk_size: opts.bulk_size,
-            total: opts.total(),
+            total,
             seed,
             next_bulk: AtomicU64::new(0),
             tally: Tally::default(),
@@ -472,7 +475,7 @@ impl<C: SearchConn> Lifecycle<C, SearchFamily> for SearchBulkWorkload {
     type Script = BulkScript;
 
     fn script(&self, seed: u64, _driver: &DriverInfo) -> BulkScript {
-        BulkScript::new(&self.opts, seed)
+        BulkScript::new(&self.opts, self.opts.total(), seed)
     }
 
     async fn check(&self, script: &BulkScript, conn: &mut C) -> Result<(), CheckError> {
@@ -643,6 +646,9 @@ pub struct QueryScript {
     /// The documents the index held at the check before the run: field
     /// values are drawn from among them.
     documents: AtomicU64,
+    /// The operation kind its queries are recorded as: 0, or after the
+    /// bulk's in `search-mixed`.
+    op: usize,
 }
 
 /// A session's generators, parameter values and body buffer.
@@ -656,7 +662,8 @@ pub struct QuerySession {
 }
 
 impl QueryScript {
-    fn new(w: &SearchQueryWorkload) -> QueryScript {
+    /// The script of `w`'s queries, recorded as operation kind `op`.
+    fn new(w: &SearchQueryWorkload, op: usize) -> QueryScript {
         let name = match &w.queries.origin {
             QueryOrigin::Kind(kind) => kind.as_str(),
             QueryOrigin::File(_) => "query",
@@ -685,6 +692,7 @@ impl QueryScript {
             cumulative: mix::cumulative(w.queries.queries.iter().map(|q| q.weight)),
             params: w.queries.params.clone(),
             documents: AtomicU64::new(0),
+            op,
         }
     }
 }
@@ -749,7 +757,7 @@ impl<C: SearchConn> Script<C> for QueryScript {
             }
         }
         query.body.expand(values, body);
-        let outcome = ctx.op(0, conn.search(&self.index, body)).await?;
+        let outcome = ctx.op(self.op, conn.search(&self.index, body)).await?;
         if outcome.hits == 0 {
             ctx.count("no_hits", 1);
         }
@@ -761,7 +769,7 @@ impl<C: SearchConn> Lifecycle<C, SearchFamily> for SearchQueryWorkload {
     type Script = QueryScript;
 
     fn script(&self, _seed: u64, _driver: &DriverInfo) -> QueryScript {
-        QueryScript::new(self)
+        QueryScript::new(self, 0)
     }
 
     async fn check(&self, script: &QueryScript, conn: &mut C) -> Result<(), CheckError> {

@@ -146,7 +146,7 @@ fn a_missing_or_empty_index_is_not_prepared() {
 
 #[test]
 fn bulks_split_the_documents_and_stop_at_the_last() {
-    let script = BulkScript::new(&options("geonames"), 1);
+    let script = BulkScript::new(&options("geonames"), options("geonames").total(), 1);
     assert_eq!(script.claim(), Some(0..5000));
     assert_eq!(script.claim(), Some(5000..10_000));
     assert_eq!(script.claim(), Some(10_000..12_000));
@@ -155,7 +155,7 @@ fn bulks_split_the_documents_and_stop_at_the_last() {
 
 #[test]
 fn the_count_after_the_run_is_compared_with_what_was_acknowledged() {
-    let script = BulkScript::new(&options("geonames"), 1);
+    let script = BulkScript::new(&options("geonames"), options("geonames").total(), 1);
     let t = &script.tally;
     t.before.store(100, Ordering::Relaxed);
     t.sent.store(12_000, Ordering::Relaxed);
