@@ -462,3 +462,51 @@ fn indexing_while_searching_reports_each_group_apart() {
     );
     cleanup(dir.path(), "search-mixed", index);
 }
+
+#[test]
+fn a_wrong_password_is_one_line_before_any_load() {
+    // The integration zips have no security plugin: the credentials are
+    // asked for by a proxy in front of the cluster, as often deployed.
+    let cluster = loadcell_testkit::opensearch().expect("OpenSearch");
+    let proxy = loadcell_testkit::nginx_basic_auth_proxy(cluster.port, "loadcell", "s3cret-pw")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let through =
+        |password: &str| format!("opensearch://loadcell:{password}@127.0.0.1:{}", proxy.port);
+    let dir = tempfile::tempdir().unwrap();
+    let index = ["--index", "t-auth", "--documents", "500"];
+    let wrong = through("not-it");
+    let mut args = vec!["run", "search-query", "--target", &wrong, "--time", "1"];
+    args.extend(index);
+    let out = loadcell(dir.path(), &args);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("refused the credentials (HTTP 401): wrong user or password?"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("not-it"),
+        "the password is never printed: {err}"
+    );
+    // The right one goes through to the cluster.
+    let right = through("s3cret-pw");
+    let mut args = vec!["prepare", "search-query", "--target", &right];
+    args.extend(index);
+    ok(loadcell(dir.path(), &args));
+    let mut args = index.to_vec();
+    args.extend(["--time", "1"]);
+    let r = run_json(dir.path(), "search-query", &right, &args);
+    assert!(u(&r, "/ops/term/count") > 0);
+    ok(loadcell(
+        dir.path(),
+        &[
+            "cleanup",
+            "search-query",
+            "--target",
+            &right,
+            "--index",
+            "t-auth",
+        ],
+    ));
+}

@@ -27,7 +27,7 @@ mod tls;
 
 pub use haproxy::{haproxy, LoadBalancer};
 pub use memcached::memcached;
-pub use nginx::{nginx, nginx_tls, ECHO_LOG, INDEX_BYTES};
+pub use nginx::{nginx, nginx_basic_auth_proxy, nginx_tls, ECHO_LOG, INDEX_BYTES};
 pub use redis::{redis, redis_cli, redis_cluster, redis_tls, redis_with_password, TestCluster};
 pub use search::{elasticsearch, opensearch, SearchServer};
 pub use tls::make_certificates;

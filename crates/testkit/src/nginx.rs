@@ -18,6 +18,10 @@
 //! [`nginx_tls`] listens with TLS instead, with a certificate for
 //! `localhost` and 127.0.0.1 signed by a test CA ([`TestServer::tls_ca`]),
 //! and offers HTTP/2 as well as HTTP/1.1 by ALPN.
+//!
+//! [`nginx_basic_auth_proxy`] asks for a user and password on every other
+//! path and passes the requests it lets through to a server on another
+//! port, as the proxy often put in front of a search cluster does.
 
 use std::fs;
 use std::io::{Read, Write};
@@ -34,12 +38,36 @@ use super::{
 
 /// Start a private plain-HTTP nginx.
 pub fn nginx() -> Result<TestServer, String> {
-    start_nginx(false)
+    start_nginx(false, None)
 }
 
 /// Start a private nginx serving HTTPS only.
 pub fn nginx_tls() -> Result<TestServer, String> {
-    start_nginx(true)
+    start_nginx(true, None)
+}
+
+/// Start a private plain-HTTP nginx that answers `401` to a request
+/// without `user`'s `password` (basic authentication) and passes the
+/// others to `127.0.0.1:upstream_port`.
+pub fn nginx_basic_auth_proxy(
+    upstream_port: u16,
+    user: &str,
+    password: &str,
+) -> Result<TestServer, String> {
+    start_nginx(
+        false,
+        Some(&AuthProxy {
+            upstream_port,
+            user,
+            password,
+        }),
+    )
+}
+
+struct AuthProxy<'a> {
+    upstream_port: u16,
+    user: &'a str,
+    password: &'a str,
 }
 
 /// The static page's bytes.
@@ -49,7 +77,7 @@ pub const INDEX_BYTES: usize = 612;
 /// [`TestServer::data_dir`].
 pub const ECHO_LOG: &str = "logs/echo.log";
 
-fn start_nginx(tls: bool) -> Result<TestServer, String> {
+fn start_nginx(tls: bool, proxy: Option<&AuthProxy>) -> Result<TestServer, String> {
     let bin = find_bin("nginx", SBIN_DIRS)?;
     let dir = temp_root("loadcell-nginx-")?;
     let root = dir.path().to_path_buf();
@@ -70,6 +98,14 @@ fn start_nginx(tls: bool) -> Result<TestServer, String> {
     if tls {
         crate::tls::make_certificates(&root.join("tls"))?;
     }
+    if let Some(p) = proxy {
+        // nginx reads `{PLAIN}` passwords as they are.
+        fs::write(
+            root.join("htpasswd"),
+            format!("{}:{{PLAIN}}{}\n", p.user, p.password),
+        )
+        .map_err(|e| format!("write htpasswd: {e}"))?;
+    }
     let mut server = TestServer {
         url: String::new(),
         port: 0,
@@ -83,7 +119,7 @@ fn start_nginx(tls: bool) -> Result<TestServer, String> {
     };
     let mut port = free_port();
     for attempt in 0..=PORT_RETRIES {
-        fs::write(root.join("nginx.conf"), config(&root, port, tls))
+        fs::write(root.join("nginx.conf"), config(&root, port, tls, proxy))
             .map_err(|e| format!("write nginx.conf: {e}"))?;
         let mut cmd = Command::new(&bin);
         cmd.arg("-p")
@@ -113,8 +149,14 @@ fn start_nginx(tls: bool) -> Result<TestServer, String> {
     Ok(server)
 }
 
-fn config(root: &Path, port: u16, tls: bool) -> String {
+fn config(root: &Path, port: u16, tls: bool, proxy: Option<&AuthProxy>) -> String {
     let root = root.display();
+    let proxied = proxy.map_or(String::new(), |p| {
+        format!(
+            r#"location / {{ auth_basic "loadcell"; auth_basic_user_file {root}/htpasswd; proxy_pass http://127.0.0.1:{}; proxy_http_version 1.1; proxy_set_header Connection ""; }}"#,
+            p.upstream_port
+        )
+    });
     let user = if is_root() { "user root;\n" } else { "" };
     let listen = if tls {
         format!(
@@ -148,6 +190,7 @@ http {{
     location = /health {{ return 200 "ok\n"; }}
     location = /echo {{ access_log {root}/{ECHO_LOG} echo; return 200 '{{"uri":"$request_uri","method":"$request_method"}}'; }}
     location = /status {{ stub_status; }}
+    {proxied}
   }}
 }}
 "#
@@ -173,6 +216,56 @@ fn answers_health(port: u16) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `GET path` with basic authentication by `credentials` (`user:password`
+    /// in base64), if any: the status line.
+    fn status_of(port: u16, path: &str, credentials: Option<&str>) -> String {
+        let mut s = TcpStream::connect((Ipv4Addr::LOCALHOST, port)).unwrap();
+        let auth = credentials
+            .map(|c| format!("Authorization: Basic {c}\r\n"))
+            .unwrap_or_default();
+        let request = format!("GET {path} HTTP/1.1\r\nHost: t\r\n{auth}Connection: close\r\n\r\n");
+        s.write_all(request.as_bytes()).unwrap();
+        let mut reply = String::new();
+        let _ = s.read_to_string(&mut reply);
+        reply.lines().next().unwrap_or_default().to_string()
+    }
+
+    #[test]
+    fn the_auth_proxy_lets_only_the_right_password_through() {
+        let upstream = nginx().unwrap_or_else(|e| panic!("{e}"));
+        let proxy =
+            nginx_basic_auth_proxy(upstream.port, "u", "s3cret").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            status_of(proxy.port, "/index.html", None),
+            "HTTP/1.1 401 Unauthorized"
+        );
+        assert_eq!(
+            status_of(
+                proxy.port,
+                "/index.html",
+                Some("dTp3cm9uZw==") /* u:wrong */
+            ),
+            "HTTP/1.1 401 Unauthorized"
+        );
+        assert_eq!(
+            status_of(
+                proxy.port,
+                "/index.html",
+                Some("dTpzM2NyZXQ=") /* u:s3cret */
+            ),
+            "HTTP/1.1 200 OK"
+        );
+        // Through to the upstream: its own answer to a path it lacks.
+        assert_eq!(
+            status_of(
+                proxy.port,
+                "/nothing",
+                Some("dTpzM2NyZXQ=") /* u:s3cret */
+            ),
+            "HTTP/1.1 404 Not Found"
+        );
+    }
 
     #[test]
     fn nginx_serves_and_stops_with_its_workers() {
