@@ -281,6 +281,20 @@ fn influxdb_takes_line_protocol_and_opentsdb_on_its_listener() {
         reasons[0].starts_with("partial write: unable to parse"),
         "{reasons:?}"
     );
+
+    // A statement's error inside a 200 answer is the query's error.
+    let d: TsDriver<influx::Line> = driver(&format!("influx://127.0.0.1:{port}/nowhere"));
+    let e = block_on(async {
+        let mut conn = d.connect().await.unwrap();
+        let series = Series {
+            measurement: "cpu",
+            tags: &[],
+        };
+        let last = TsQuery::LastPoint { series, field: "v" };
+        conn.query(&last).await.unwrap_err()
+    });
+    assert_eq!(e.class, ErrorClass::Fatal);
+    assert!(e.message.contains("database not found"), "{e}");
 }
 
 #[test]

@@ -233,8 +233,9 @@ impl Reader {
             && find(body, b"\"error\":\"").is_some()
         {
             let answer: Value = serde_json::from_slice(body).unwrap_or_default();
-            let error = answer
-                .pointer("/results/0/error")
+            let statements = answer["results"].as_array();
+            let error = statements
+                .and_then(|all| all.iter().find_map(|s| s.get("error")))
                 .or_else(|| answer.get("error"))
                 .and_then(Value::as_str)
                 .unwrap_or("an error");
