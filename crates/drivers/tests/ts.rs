@@ -470,6 +470,62 @@ fn writing_and_querying_allocate_nothing_once_warm() {
     assert_eq!(counts, [(0, 0); 3], "(writing, querying) per protocol");
 }
 
+/// A stand-in for a Prometheus started without `--web.enable-admin-api`:
+/// its build info as 2.42 answers it, and the admin API's refusal as 2.42
+/// words it, for every other path. Its port.
+fn prometheus_without_admin_api() -> u16 {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().map_while(Result::ok) {
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut line = String::new();
+                while reader.read_line(&mut line).unwrap_or(0) > 0 {
+                    let build = line.contains(" /api/v1/status/buildinfo ");
+                    // The headers, up to the empty line; no request has a body.
+                    while reader.read_line(&mut line).unwrap_or(0) > 0
+                        && !line.ends_with("\r\n\r\n")
+                    {}
+                    let (status, body) = if build {
+                        (
+                            "200 OK",
+                            r#"{"status":"success","data":{"version":"2.42.0","revision":"x"}}"#,
+                        )
+                    } else {
+                        (
+                            "500 Internal Server Error",
+                            r#"{"status":"error","errorType":"unavailable","error":"admin APIs disabled"}"#,
+                        )
+                    };
+                    let answer = format!(
+                        "HTTP/1.1 {status}\r\nContent-Length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    if stream.write_all(answer.as_bytes()).is_err() {
+                        return;
+                    }
+                    line.clear();
+                }
+            });
+        }
+    });
+    port
+}
+
+#[test]
+fn deleting_series_without_the_admin_api_names_the_flag() {
+    let port = prometheus_without_admin_api();
+    let d: TsDriver<remote_write::RemoteWrite> = driver(&format!("prom-rw://127.0.0.1:{port}"));
+    let e = block_on(async {
+        let mut conn = d.connect().await.unwrap();
+        conn.drop_store("cpu").await.unwrap_err()
+    });
+    assert_eq!(e.class, ErrorClass::Fatal);
+    assert!(e.message.contains("--web.enable-admin-api"), "{e}");
+}
+
 #[test]
 fn a_closed_port_is_a_one_line_connection_error() {
     let port = loadcell_testkit::closed_port();
