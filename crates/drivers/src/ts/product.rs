@@ -40,7 +40,7 @@ pub(crate) struct Found {
 }
 
 /// A `GET path` on `http`: status and body.
-pub(crate) async fn get<'a>(
+async fn get<'a>(
     http: &'a mut Http1Connection,
     path: &[u8],
 ) -> Result<(u16, &'a [u8]), DriverError> {

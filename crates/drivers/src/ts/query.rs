@@ -90,18 +90,20 @@ pub(super) struct Reader {
     path: Vec<u8>,
 }
 
-/// Sends `method path` on `http`: a 2xx answer's body, or the server's error.
+/// Sends `method path` with `body` on `http`: a 2xx answer's body, or the
+/// server's error.
 async fn answered<'a>(
     http: &'a mut Http1Connection,
     endpoint: &str,
     method: &'static str,
     path: &[u8],
+    body: &[u8],
 ) -> Result<&'a [u8], DriverError> {
     let request = Request {
         method,
         path,
         headers: b"",
-        body: b"",
+        body,
     };
     let response = http.request(&request).await?;
     if !(200..300).contains(&response.status) {
@@ -173,7 +175,7 @@ impl Reader {
             return Ok(Vec::new());
         };
         let http = Self::http(&mut self.own, &self.target, write).await?;
-        let body = answered(http, &self.endpoint, "GET", path).await?;
+        let body = answered(http, &self.endpoint, "GET", path, b"").await?;
         product::counters(product, body)
             .map_err(|e| DriverError::fatal(format!("{}: {e}", self.endpoint)))
     }
@@ -225,7 +227,7 @@ impl Reader {
         method: &'static str,
     ) -> Result<&'a [u8], DriverError> {
         let http = Self::http(&mut self.own, &self.target, write).await?;
-        let body = answered(http, &self.endpoint, method, &self.path).await?;
+        let body = answered(http, &self.endpoint, method, &self.path, b"").await?;
         if self
             .found
             .as_ref()
@@ -395,7 +397,7 @@ impl Reader {
         match layout.product {
             Product::VictoriaMetrics => {
                 let http = Self::http(&mut self.own, &self.target, write).await?;
-                answered(http, &self.endpoint, "GET", b"/internal/force_flush").await?;
+                answered(http, &self.endpoint, "GET", b"/internal/force_flush", b"").await?;
             }
             Product::QuestDb => {
                 let start = Instant::now();
@@ -587,16 +589,7 @@ impl Reader {
                 super::influx::escape(marker.as_bytes(), b"\"\\", &mut line);
                 line.push(b'"');
                 let http = Self::http(&mut self.own, &self.target, write).await?;
-                let request = Request {
-                    method: "POST",
-                    path: &self.path,
-                    headers: b"",
-                    body: &line,
-                };
-                let response = http.request(&request).await?;
-                if !(200..300).contains(&response.status) {
-                    return Err(failure(response.status, response.body, &self.endpoint));
-                }
+                answered(http, &self.endpoint, "POST", &self.path, &line).await?;
                 Ok(true)
             }
             Product::QuestDb => {
