@@ -92,8 +92,10 @@ pub trait TsConn {
     /// empties the request, whatever the answer. A failed point's reason
     /// goes to `on_failure`, called only for failures; a refused request
     /// (non-2xx with no per-point account) is an error.
-    async fn write(&mut self, on_failure: &mut dyn FnMut(&str))
-        -> Result<WriteOutcome, DriverError>;
+    async fn write(
+        &mut self,
+        on_failure: &mut dyn FnMut(&str),
+    ) -> Result<WriteOutcome, DriverError>;
 
     /// Runs `query`; returns the rows (InfluxQL, SQL) or samples (PromQL)
     /// the answer held.
@@ -117,8 +119,7 @@ pub trait TsConn {
     /// InfluxDB database, a QuestDB table) and records `marker` with it,
     /// so that `cleanup` can tell it is loadcell's; `Ok(false)` where
     /// nothing needs creating (Prometheus, VictoriaMetrics).
-    async fn create_store(&mut self, measurement: &str, marker: &str)
-        -> Result<bool, DriverError>;
+    async fn create_store(&mut self, measurement: &str, marker: &str) -> Result<bool, DriverError>;
 
     /// The marker recorded by `create_store`: `Some("")` when the store
     /// exists without one, `None` when it does not exist (or the database
