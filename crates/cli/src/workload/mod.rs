@@ -9,6 +9,7 @@ mod kv;
 mod machine;
 mod oltp;
 mod search;
+mod ts;
 mod ycsb;
 
 use clap::{ArgMatches, Args, Command, Parser};
@@ -21,6 +22,7 @@ use loadcell_workloads::http_conns::HttpConnectionsWorkload;
 use loadcell_workloads::kv::KvWorkload;
 use loadcell_workloads::oltp::{OltpKind, OltpWorkload};
 use loadcell_workloads::search::{SearchBulkWorkload, SearchQueryWorkload};
+use loadcell_workloads::ts::{TsIngestWorkload, TsQueryWorkload};
 use loadcell_workloads::workload::Workload;
 use loadcell_workloads::ycsb::{Preset, YcsbWorkload};
 
@@ -30,6 +32,7 @@ pub use kv::KvArgs;
 pub use machine::MachineArgs;
 pub use oltp::OltpArgs;
 pub use search::SearchArgs;
+pub use ts::TsArgs;
 pub use ycsb::YcsbArgs;
 
 /// Every workload, typed. `Dataset` is `kv --dataset FILE`.
@@ -47,6 +50,8 @@ pub enum WorkloadSpec {
     HttpConnections(HttpConnectionsWorkload),
     SearchBulk(SearchBulkWorkload),
     SearchQuery(SearchQueryWorkload),
+    TsIngest(TsIngestWorkload),
+    TsQuery(TsQueryWorkload),
 }
 
 /// Every family's workload options, each group under its own heading.
@@ -66,6 +71,8 @@ pub struct WorkloadArgs {
     pub http_conns: HttpConnsArgs,
     #[command(flatten)]
     pub search: SearchArgs,
+    #[command(flatten)]
+    pub ts: TsArgs,
     /// The options the command line gave, by flag (`--ratio`), as clap
     /// recorded them: a workload refuses another family's options.
     #[arg(skip)]
@@ -126,6 +133,7 @@ pub fn catalog() -> Vec<(&'static str, &'static [Family], &'static str)> {
     all.extend(http::catalog());
     all.extend(http_conns::catalog());
     all.extend(search::catalog());
+    all.extend(ts::catalog());
     all.extend(machine::catalog());
     all
 }
@@ -141,6 +149,7 @@ impl WorkloadSpec {
             (machine::WHAT, args.given_in::<MachineArgs>()),
             (http_conns::WHAT, args.given_in::<HttpConnsArgs>()),
             (search::WHAT, args.given_in::<SearchArgs>()),
+            (ts::WHAT, args.given_in::<TsArgs>()),
         ];
         let given = |own: &str| {
             let group = groups.iter().find(|(what, _)| *what == own);
@@ -186,6 +195,10 @@ impl WorkloadSpec {
             refuse_others(&[search::WHAT])?;
             return search::resolve(name, &args.search, given(search::WHAT));
         }
+        if ts::names(name) {
+            refuse_others(&[ts::WHAT])?;
+            return ts::resolve(name, &args.ts, given(ts::WHAT));
+        }
         if let Some(spec) = http_conns::resolve(name, &args.http, &args.http_conns) {
             refuse_others(&[http::WHAT, http_conns::WHAT])?;
             return spec;
@@ -211,6 +224,8 @@ impl WorkloadSpec {
             WorkloadSpec::HttpConnections(w) => w,
             WorkloadSpec::SearchBulk(w) => w,
             WorkloadSpec::SearchQuery(w) => w,
+            WorkloadSpec::TsIngest(w) => w,
+            WorkloadSpec::TsQuery(w) => w,
         }
     }
 
@@ -229,6 +244,8 @@ impl WorkloadSpec {
             | WorkloadSpec::SearchQuery(SearchQueryWorkload { opts, .. }) => {
                 search::prepare_hint(opts)
             }
+            WorkloadSpec::TsIngest(TsIngestWorkload { opts, .. })
+            | WorkloadSpec::TsQuery(TsQueryWorkload { opts, .. }) => ts::prepare_hint(opts),
             WorkloadSpec::Http(_)
             | WorkloadSpec::HttpConnections(_)
             | WorkloadSpec::Cpu(_)
@@ -245,8 +262,10 @@ impl WorkloadSpec {
             | WorkloadSpec::HttpConnections(_)
             | WorkloadSpec::Cpu(_)
             | WorkloadSpec::Disk(_)
-            | WorkloadSpec::SearchQuery(_) => None,
+            | WorkloadSpec::SearchQuery(_)
+            | WorkloadSpec::TsQuery(_) => None,
             WorkloadSpec::SearchBulk(w) => search::implied_events(&w.opts),
+            WorkloadSpec::TsIngest(w) => ts::implied_events(w),
             WorkloadSpec::Kv(KvWorkload { opts })
             | WorkloadSpec::Dataset(DataSetWorkload { opts, .. }) => {
                 kv::implied_events(&args.kv, opts, sessions)
