@@ -13,6 +13,7 @@ use loadcell_core::kv::KvConn;
 use loadcell_core::machine::MachineConn;
 use loadcell_core::search::SearchConn;
 use loadcell_core::sql::SqlConn;
+use loadcell_core::ts::TsConn;
 use loadcell_core::{Driver, DriverError, DriverInfo, ErrorClass, ServerInfo, Target};
 use loadcell_drivers::Visitor;
 use loadcell_engine::{Arrival, OpSpec, RateSpec, RunSpec, Script};
@@ -99,6 +100,8 @@ families! {
     Kv kv KvConn KvFamily: [Kv, Dataset, Ycsb];
     Http http HttpConn HttpFamily: [Http, HttpConnections];
     Search search SearchConn SearchFamily: [SearchBulk, SearchQuery];
+    // No workload yet: the marker is named in full until one imports it.
+    TimeSeries ts TsConn loadcell_core::family::TimeSeriesFamily: [];
     Machine machine MachineConn MachineFamily: [Cpu];
 }
 

@@ -18,13 +18,16 @@ pub mod search;
 pub mod sim;
 pub mod sqlite;
 mod transport;
+pub mod ts;
 
 use loadcell_core::http::HttpConn;
 use loadcell_core::kv::KvConn;
 use loadcell_core::machine::MachineConn;
 use loadcell_core::search::SearchConn;
 use loadcell_core::sql::SqlConn;
+use loadcell_core::ts::TsConn;
 use loadcell_core::{Driver, Target};
+use ts::{influx, opentsdb, remote_write};
 
 pub use loadcell_core::{DriverInfo, Family};
 
@@ -78,6 +81,7 @@ registry! {
     Kv kv KvConn: [redis::RedisDriver, memcached::MemcachedDriver, sim::SimDriver];
     Http http HttpConn: [http::HttpDriver];
     Search search SearchConn: [search::SearchDriver];
+    TimeSeries ts TsConn: [influx::InfluxDriver, opentsdb::OpenTsdbDriver, remote_write::RemoteWriteDriver];
     Machine machine MachineConn: [local::LocalDriver];
 }
 

@@ -69,6 +69,9 @@ pub(crate) struct Settings {
     /// The status page's host, port and path with query.
     pub status: Option<(String, u16, String)>,
     pub http2: bool,
+    /// The values of the form's [`TargetForm::own`] parameters, for its
+    /// driver to read.
+    pub own: Vec<(String, String)>,
 }
 
 impl std::fmt::Debug for Settings {
@@ -82,6 +85,7 @@ impl std::fmt::Debug for Settings {
             .field("insecure", &self.insecure)
             .field("status", &self.status)
             .field("http2", &self.http2)
+            .field("own", &self.own)
             .finish()
     }
 }
@@ -92,6 +96,8 @@ pub(crate) struct TargetForm {
     /// The further parameters it accepts, of `http2`, `status` and `tls`
     /// (TLS on a scheme that does not say it, as `https` does).
     pub params: &'static [&'static str],
+    /// Parameters of the driver's own, handed back in [`Settings::own`].
+    pub own: &'static [&'static str],
     /// The port of a host that names none; the scheme's (80, or 443 with
     /// TLS) when `None`.
     pub default_port: Option<u16>,
@@ -102,6 +108,7 @@ pub(crate) struct TargetForm {
 /// The HTTP driver's form.
 const HTTP_FORM: TargetForm = TargetForm {
     params: &["http2", "status"],
+    own: &[],
     default_port: None,
     hint: " (request parameters go in --path)",
 };
@@ -119,9 +126,19 @@ pub(crate) fn parse_target(target: &Target, form: &TargetForm) -> Result<Setting
     let mut insecure = false;
     let mut status = None;
     let mut http2 = false;
+    let mut own = Vec::new();
     for (key, value) in url.query_pairs() {
+        if form.own.contains(&&*key) {
+            own.push((key.into_owned(), value.into_owned()));
+            continue;
+        }
         if !COMMON_PARAMS.contains(&&*key) && !form.params.contains(&&*key) {
-            let accepted: Vec<&str> = COMMON_PARAMS.iter().chain(form.params).copied().collect();
+            let accepted: Vec<&str> = COMMON_PARAMS
+                .iter()
+                .chain(form.params)
+                .chain(form.own)
+                .copied()
+                .collect();
             return Err(format!(
                 "unknown parameter '{key}'; accepted: {}{}",
                 accepted.join(", "),
@@ -196,6 +213,7 @@ pub(crate) fn parse_target(target: &Target, form: &TargetForm) -> Result<Setting
         insecure,
         status,
         http2,
+        own,
     })
 }
 

@@ -76,6 +76,7 @@ impl SearchDriver {
         let own_scheme = matches!(target.scheme(), "opensearch" | "elasticsearch");
         let form = TargetForm {
             params: &["tls"],
+            own: &[],
             default_port: own_scheme.then_some(DEFAULT_PORT),
             hint: "",
         };
