@@ -119,7 +119,11 @@ pub(super) fn resolve(name: &str, a: &TsArgs, given: &[String]) -> Result<Worklo
         }));
     }
     let queries = match a.queries.as_deref() {
-        None => vec![QueryKind::LastPoint, QueryKind::RangeMean, QueryKind::GroupBy],
+        None => vec![
+            QueryKind::LastPoint,
+            QueryKind::RangeMean,
+            QueryKind::GroupBy,
+        ],
         Some(list) => list
             .split(',')
             .map(|q| {
@@ -329,13 +333,19 @@ mod tests {
             points_per_request: 5,
             ..args()
         });
-        assert!(e.starts_with("--points-per-request must be at least 7"), "{e}");
+        assert!(
+            e.starts_with("--points-per-request must be at least 7"),
+            "{e}"
+        );
         let e = err(TsArgs {
             start: Some("2024-01-02T00:00:00Z".into()),
             end: Some("2024-01-01T00:00:00Z".into()),
             ..args()
         });
-        assert_eq!(e, "--end 2024-01-01T00:00:00Z is not after --start 2024-01-02T00:00:00Z");
+        assert_eq!(
+            e,
+            "--end 2024-01-01T00:00:00Z is not after --start 2024-01-02T00:00:00Z"
+        );
         assert!(err(TsArgs {
             start: Some("yesterday".into()),
             ..args()
@@ -406,13 +416,19 @@ mod tests {
             ..args()
         };
         let e = resolve("ts-ingest", &a, &given(&["--use-case", "--tags"])).unwrap_err();
-        assert!(e.starts_with("--tags does not apply with --use-case"), "{e}");
+        assert!(
+            e.starts_with("--tags does not apply with --use-case"),
+            "{e}"
+        );
         let a = TsArgs {
             queries: Some("last-point,scan".into()),
             ..args()
         };
         let e = resolve("ts-query", &a, &given(&["--queries"])).unwrap_err();
-        assert!(e.starts_with("--queries: 'scan' is not a query kind"), "{e}");
+        assert!(
+            e.starts_with("--queries: 'scan' is not a query kind"),
+            "{e}"
+        );
         let spec = resolve("ts-query", &args(), &[]).unwrap();
         let WorkloadSpec::TsQuery(w) = spec else {
             panic!("ts-query")
