@@ -48,7 +48,7 @@ pub struct TsArgs {
     /// Time between a series' points when back-filling (TSBS's --log-interval).
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::values::positive_duration)]
     pub interval: Duration,
-    /// Back-fill from this time: RFC 3339 (2024-01-01T00:00:00Z) or relative (-1h, now-30m). Without it, points are stamped in real time.
+    /// Back-fill from this time (down to a multiple of --interval): RFC 3339 (2024-01-01T00:00:00Z) or relative (-1h, now-30m). Without it, points are stamped in real time.
     #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
     pub start: Option<String>,
     /// Back-fill up to this time, excluded (default now); ts-ingest ends when every series has its points.
@@ -246,6 +246,10 @@ fn timing(a: &TsArgs, now: SystemTime) -> Result<Timing, String> {
         Some(end) => parse_time("--end", end, now)?,
         None => parse_time("--end", "now", now)?,
     };
+    // On --interval's grid: runs with a relative --start (a sweep's
+    // steps) write their series the same timestamps, not points between.
+    let interval = a.interval.as_nanos() as i64;
+    let start_ns = start_ns.div_euclid(interval) * interval;
     if end_ns <= start_ns {
         return Err(format!(
             "--end {} is not after --start {start}",
@@ -390,6 +394,13 @@ mod tests {
             start: Some("-200s".into()),
             ..args()
         };
+        // A second later, the same grid: the same points.
+        let later = options(&a, now + Duration::from_secs(1)).unwrap();
+        assert_eq!(later.points_per_series(), Some(21));
+        let Timing::BackFill { start_ns, .. } = later.timing else {
+            panic!("back-fill")
+        };
+        assert_eq!(start_ns, (1_700_000_000 - 200) * s);
         let o = options(&a, now).unwrap();
         assert_eq!(o.points_per_series(), Some(20), "10 s apart by default");
         assert_eq!(o.requests(), Some(40), "1000 series, 500 a request");
