@@ -17,6 +17,7 @@ PACKAGES=(
   openssl
   chromium
   unzip
+  influxdb prometheus
 )
 
 # Which packages are not yet installed?
@@ -76,6 +77,34 @@ for zip in org.opensearch.distribution.integ-test-zip:opensearch:2.19.6 \
     mvn -q dependency:get -Dartifact="$zip:zip"
   fi
 done
+
+# QuestDB's jar (one jar, native libraries inside), run by crates/testkit.
+QUESTDB_JAR="$HOME/.m2/repository/org/questdb/questdb/9.3.4/questdb-9.3.4.jar"
+if [[ ! -f "$QUESTDB_JAR" ]]; then
+  echo "install-test-deps: fetching QuestDB 9.3.4 from Maven Central"
+  mvn -q dependency:get -Dartifact=org.questdb:questdb:9.3.4
+fi
+
+# VictoriaMetrics has no Debian package: crates/testkit builds it once with
+# `go install` (its version stamped in, as its releases are) into
+# /var/tmp/loadcell-testkit, and would do so itself if missing (30 s).
+VM_VERSION=v1.151.0
+VM_DIR=/var/tmp/loadcell-testkit/victoria-metrics-$VM_VERSION
+if [[ ! -x "$VM_DIR/victoria-metrics" ]]; then
+  GO=$(command -v go || echo /usr/local/go/bin/go)
+  if [[ -x "$GO" ]]; then
+    echo "install-test-deps: building VictoriaMetrics $VM_VERSION"
+    staging="/var/tmp/loadcell-testkit/.victoria-metrics-$VM_VERSION.$$"
+    mkdir -p "$staging"
+    GOBIN="$staging/bin" "$GO" install \
+      "-ldflags=-X=github.com/VictoriaMetrics/VictoriaMetrics/lib/buildinfo.Version=victoria-metrics-$VM_VERSION" \
+      "github.com/VictoriaMetrics/VictoriaMetrics/app/victoria-metrics@$VM_VERSION"
+    mv "$staging/bin" "$VM_DIR" 2>/dev/null || true
+    rm -rf "$staging"
+  else
+    echo "install-test-deps: note: no Go toolchain; the VictoriaMetrics tests need one (go 1.24+)"
+  fi
+fi
 
 # Rust toolchain: must already exist (we do not download installers here).
 if command -v cargo >/dev/null; then

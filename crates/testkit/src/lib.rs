@@ -10,8 +10,10 @@
 //! [`redis()`] (also [`redis_with_password`], [`redis_tls`]), [`redis_cluster`]
 //! and [`memcached()`] start key-value servers the same way, without data to
 //! create, [`nginx()`] (also [`nginx_tls`]) an HTTP server, and
-//! [`haproxy()`] a load balancer over two of them, and [`opensearch()`] /
-//! [`elasticsearch()`] one search server per test binary; see their modules.
+//! [`haproxy()`] a load balancer over two of them, [`opensearch()`] /
+//! [`elasticsearch()`] one search server per test binary, and [`influxdb()`],
+//! [`prometheus()`], [`victoriametrics()`] and [`questdb()`] time-series
+//! servers; see their modules.
 //!
 //! The servers come from Debian's packages (`scripts/install-test-deps.sh`). A
 //! missing binary is an error, never a silent skip. When run as root (the normal
@@ -24,6 +26,7 @@ mod nginx;
 mod redis;
 mod search;
 mod tls;
+mod ts;
 
 pub use haproxy::{haproxy, LoadBalancer};
 pub use memcached::memcached;
@@ -31,9 +34,11 @@ pub use nginx::{nginx, nginx_tls, ECHO_LOG, INDEX_BYTES};
 pub use redis::{redis, redis_cli, redis_cluster, redis_tls, redis_with_password, TestCluster};
 pub use search::{elasticsearch, opensearch, SearchServer};
 pub use tls::make_certificates;
+pub use ts::{influxdb, prometheus, questdb, victoriametrics, TsServer};
 
 use std::collections::HashSet;
 use std::fs::{self, File};
+use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
@@ -70,6 +75,10 @@ pub enum ServerKind {
     Memcached,
     Nginx,
     Haproxy,
+    InfluxDb,
+    Prometheus,
+    VictoriaMetrics,
+    QuestDb,
 }
 
 /// A running server owned by the test. Stopped and cleaned up on drop.
@@ -138,7 +147,11 @@ impl TestServer {
             ServerKind::MariaDb
             | ServerKind::Redis
             | ServerKind::Memcached
-            | ServerKind::Haproxy => {
+            | ServerKind::Haproxy
+            | ServerKind::InfluxDb
+            | ServerKind::Prometheus
+            | ServerKind::VictoriaMetrics
+            | ServerKind::QuestDb => {
                 let _ = child.kill();
                 let _ = child.wait();
             }
@@ -160,7 +173,11 @@ impl TestServer {
             | ServerKind::Redis
             | ServerKind::Memcached
             | ServerKind::Nginx
-            | ServerKind::Haproxy => self.kill(),
+            | ServerKind::Haproxy
+            | ServerKind::InfluxDb
+            | ServerKind::Prometheus
+            | ServerKind::VictoriaMetrics
+            | ServerKind::QuestDb => self.kill(),
             ServerKind::Postgres => {
                 let Some(mut child) = self.child.take() else {
                     return;
@@ -713,6 +730,75 @@ fn wait_ready(
         }
         sleep(POLL);
     }
+}
+
+/// Where built or unpacked servers are kept, readable by a server's user
+/// (unlike `~/.cache` under root's private home).
+const CACHE: &str = "/var/tmp/loadcell-testkit";
+
+/// `CACHE/entry`, made at the first use on this machine: `make` fills a
+/// staging directory of this process's own and returns what in it to
+/// rename into place, so that two test binaries getting here at once each
+/// make their own and the loser's is dropped. `is_made` tells a finished
+/// entry.
+fn install_once(
+    entry: &str,
+    is_made: impl Fn(&Path) -> bool,
+    make: impl FnOnce(&Path) -> Result<PathBuf, String>,
+) -> Result<PathBuf, String> {
+    let home = Path::new(CACHE).join(entry);
+    if is_made(&home) {
+        return Ok(home);
+    }
+    let staging = Path::new(CACHE).join(format!(".{entry}.{}", std::process::id()));
+    let _ = fs::remove_dir_all(&staging);
+    fs::create_dir_all(&staging).map_err(|e| format!("mkdir {}: {e}", staging.display()))?;
+    let result = make(&staging).and_then(|made| match fs::rename(&made, &home) {
+        Err(e) if !is_made(&home) => Err(format!(
+            "could not move {} to {}: {e}",
+            made.display(),
+            home.display()
+        )),
+        _ => Ok(home.clone()),
+    });
+    let _ = fs::remove_dir_all(&staging);
+    result
+}
+
+/// The body of `GET path` on 127.0.0.1 (HTTP/1.0), if it answered: read
+/// to its `Content-Length`, the end of a chunked body (left framed), or
+/// the end of the connection, for servers that keep it open (QuestDB).
+fn http_get(port: u16, path: &str) -> Option<String> {
+    let mut tcp = TcpStream::connect((Ipv4Addr::LOCALHOST, port)).ok()?;
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(tcp, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = tcp.read(&mut buf).ok()?;
+        answer.extend_from_slice(&buf[..n]);
+        if n == 0 || is_complete(&answer) {
+            break;
+        }
+    }
+    let answer = String::from_utf8_lossy(&answer);
+    Some(answer.split_once("\r\n\r\n")?.1.to_string())
+}
+
+/// Whether an HTTP answer read so far is whole, by its framing.
+fn is_complete(answer: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(answer).to_ascii_lowercase();
+    let Some((head, body)) = text.split_once("\r\n\r\n") else {
+        return false;
+    };
+    if head.contains("transfer-encoding: chunked") {
+        return body.ends_with("0\r\n\r\n");
+    }
+    let length = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|n| n.trim().parse::<usize>().ok());
+    length.is_some_and(|n| body.len() >= n)
 }
 
 /// Run a setup command to completion (with a timeout), output to `log`.

@@ -16,8 +16,6 @@
 //! the kernel kills it (parent-death signal) if the binary is killed.
 
 use std::fs;
-use std::io::{Read, Write};
-use std::net::{Ipv4Addr, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -26,16 +24,14 @@ use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use super::{
-    excerpt, free_port, is_root, lookup_user, run_cmd, signal_group, tail, temp_root, Account,
-    PORT_RETRIES,
+    excerpt, free_port, http_get, install_once, is_root, lookup_user, run_cmd, signal_group, tail,
+    temp_root, Account, PORT_RETRIES,
 };
 
 /// How long a search server may take to report a green cluster: a JVM
 /// starting on a busy 2-core machine.
 const GREEN_TIMEOUT: Duration = Duration::from_secs(120);
 const HEAP: &str = "-Xms512m -Xmx512m";
-/// Where unzipped distributions are kept, readable by the server's user.
-const CACHE: &str = "/var/tmp/loadcell-testkit";
 
 /// A distribution of one product, and how its scripts are configured.
 struct Product {
@@ -317,16 +313,6 @@ fn wait_green(server: &SearchServer) -> Result<(), Start> {
     }
 }
 
-/// The body of `GET path` (HTTP/1.0, read to the end), if it answered.
-fn http_get(port: u16, path: &str) -> Option<String> {
-    let mut tcp = TcpStream::connect((Ipv4Addr::LOCALHOST, port)).ok()?;
-    tcp.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(tcp, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
-    let mut answer = String::new();
-    tcp.read_to_string(&mut answer).ok()?;
-    Some(answer.split_once("\r\n\r\n")?.1.to_string())
-}
-
 /// The product's config dir in `dir`, from the distribution's: heap and
 /// log files moved out of the (shared, read-only) installation, and the
 /// node bound to loopback alone.
@@ -393,33 +379,20 @@ fn chown_tree(path: &Path, owner: Account) -> Result<(), String> {
 }
 
 /// The unzipped distribution, fetched and unzipped at the first use on
-/// this machine. Two test binaries may get here at once: each unzips into
-/// a directory of its own and renames it into place; the loser's is
-/// dropped.
+/// this machine (see [`install_once`]).
 fn install(product: &Product) -> Result<PathBuf, String> {
-    let home = Path::new(CACHE).join(format!("{}-{}", product.name, product.version));
-    if home.join(product.script).exists() {
-        return Ok(home);
-    }
-    let zip = maven_zip(product)?;
-    fs::create_dir_all(CACHE).map_err(|e| format!("mkdir {CACHE}: {e}"))?;
-    let staging = Path::new(CACHE).join(format!(".{}.{}", product.name, std::process::id()));
-    let _ = fs::remove_dir_all(&staging);
-    let mut unzip = Command::new("unzip");
-    unzip.arg("-q").arg(&zip).arg("-d").arg(&staging);
-    let log = Path::new(CACHE).join(format!(".{}.{}.log", product.name, std::process::id()));
-    run_cmd(unzip, &log, "unzip")?;
-    let _ = fs::remove_file(&log);
-    let unpacked = staging.join(format!("{}-{}", product.name, product.version));
-    if fs::rename(&unpacked, &home).is_err() && !home.join(product.script).exists() {
-        return Err(format!(
-            "could not move {} to {}",
-            unpacked.display(),
-            home.display()
-        ));
-    }
-    let _ = fs::remove_dir_all(&staging);
-    Ok(home)
+    let entry = format!("{}-{}", product.name, product.version);
+    install_once(
+        &entry,
+        |home| home.join(product.script).exists(),
+        |staging| {
+            let zip = maven_zip(product)?;
+            let mut unzip = Command::new("unzip");
+            unzip.arg("-q").arg(&zip).arg("-d").arg(staging);
+            run_cmd(unzip, &staging.join("unzip.log"), "unzip")?;
+            Ok(staging.join(&entry))
+        },
+    )
 }
 
 /// The zip in the local Maven repository, fetched from Maven Central when

@@ -276,9 +276,7 @@ fn concurrent_starts() {
                 mariadb_query(port, &user, &pass, &db, "select 1").0
             }
             ServerKind::Postgres => psql_query(s.url(), "select 1").0,
-            ServerKind::Redis | ServerKind::Memcached | ServerKind::Nginx | ServerKind::Haproxy => {
-                unreachable!("not started here")
-            }
+            _ => unreachable!("not started here"),
         };
         assert!(ok, "{}", s.url());
     }
@@ -355,4 +353,48 @@ fn a_search_server_ends_with_its_test_binary() {
     );
     // What the exit handler would have removed.
     fs::remove_dir_all(&killed_dir).unwrap();
+}
+
+#[test]
+fn answers_are_complete_by_their_framing() {
+    use crate::is_complete;
+    assert!(is_complete(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+    ));
+    assert!(!is_complete(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok"
+    ));
+    let chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n";
+    assert!(is_complete(chunked));
+    assert!(!is_complete(&chunked[..chunked.len() - 2]));
+    // No framing: read to the end of the connection.
+    assert!(!is_complete(b"HTTP/1.0 204 No Content\r\n\r\n"));
+}
+
+#[test]
+fn an_install_is_made_once_and_renamed_into_place() {
+    let entry = format!("test-install-{}", std::process::id());
+    let made = std::cell::Cell::new(0);
+    let install = || {
+        crate::install_once(
+            &entry,
+            |home| home.join("bin").exists(),
+            |staging| {
+                made.set(made.get() + 1);
+                let out = staging.join("out");
+                std::fs::create_dir_all(&out).unwrap();
+                std::fs::write(out.join("bin"), "x").unwrap();
+                Ok(out)
+            },
+        )
+    };
+    let home = install().unwrap();
+    assert_eq!(install().unwrap(), home);
+    assert_eq!(made.get(), 1);
+    assert!(home.join("bin").exists());
+    let staging = home.with_file_name(format!(".{entry}.{}", std::process::id()));
+    assert!(!staging.exists(), "the staging dir is removed");
+    std::fs::remove_dir_all(&home).unwrap();
+    let failed = crate::install_once(&entry, |h| h.exists(), |_| Err("no".to_string()));
+    assert_eq!(failed.unwrap_err(), "no");
 }

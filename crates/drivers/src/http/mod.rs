@@ -85,7 +85,8 @@ impl std::fmt::Debug for Settings {
             .field("insecure", &self.insecure)
             .field("status", &self.status)
             .field("http2", &self.http2)
-            .field("own", &self.own)
+            // Their values may hold a URL with a password.
+            .field("own", &self.own.iter().map(|(k, _)| k).collect::<Vec<_>>())
             .finish()
     }
 }

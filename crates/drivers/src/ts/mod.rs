@@ -101,9 +101,11 @@ pub struct TsDriver<P> {
 
 impl<P> std::fmt::Debug for TsDriver<P> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let query = self.query.shared.as_ref().map(|q| &q.origins[0].endpoint);
         f.debug_struct("TsDriver")
             .field("endpoint", &self.endpoint)
-            .field("query", &self.query)
+            .field("query", &query)
+            .field("db", &self.query.db)
             .finish_non_exhaustive()
     }
 }
@@ -346,7 +348,8 @@ mod tests {
         assert!(d.query.shared.is_none());
         assert!(d.shared.base.is_empty());
         let d = opentsdb::OpenTsdbDriver::from_target(
-            &Target::parse("opentsdb://u:secret@h:4242?query=http://h:8086/opentsdb").unwrap(),
+            &Target::parse("opentsdb://u:secret@h:4242?query=http://u:secret@h:8086/opentsdb")
+                .unwrap(),
         )
         .unwrap();
         assert_eq!(&*d.write_path, b"/api/put?details");
@@ -354,7 +357,12 @@ mod tests {
         let q = d.query.shared.as_ref().unwrap();
         assert_eq!(q.origins[0].endpoint, "h:8086");
         assert!(q.base.is_empty());
-        assert!(!format!("{d:?}").contains("secret"));
+        let shown = format!("{d:?}");
+        assert!(shown.contains("h:8086"), "{shown}");
+        assert!(
+            !shown.contains("secret") && !shown.contains("Basic"),
+            "{shown}"
+        );
         let d = remote_write::RemoteWriteDriver::from_target(
             &Target::parse("prom-rw://h?tls=true&insecure=true").unwrap(),
         )

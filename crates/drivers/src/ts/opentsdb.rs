@@ -4,7 +4,8 @@
 //! `-opentsdbHTTPListenAddr` port) and InfluxDB's OpenTSDB listener take
 //! it; neither answers with details (`204`, failures are not reported),
 //! OpenTSDB itself does. Queries go to the `query=` endpoint, the
-//! database's HTTP port.
+//! database's HTTP port. InfluxDB 1.6's listener keeps whole seconds only:
+//! it reads a millisecond timestamp's milliseconds as microseconds.
 //!
 //! A point's tags and fields are held until `end_point` brings its
 //! timestamp ([`HeldPoint`]), then written as JSON, escaped, into the

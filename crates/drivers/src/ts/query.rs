@@ -47,7 +47,7 @@ struct Layout {
     product: Product,
     /// The separator of `measurement` and `field` in one series per field's
     /// name; `None` where a point's fields share a series.
-    per_field: Option<char>,
+    per_field: Option<&'static str>,
     /// Whether series carry the target's database as a `db` label.
     db_label: bool,
 }
@@ -55,9 +55,9 @@ struct Layout {
 fn layout(kind: Kind, product: Product) -> Result<Layout, String> {
     let (per_field, db_label) = match (kind, product) {
         (Kind::Line, Product::InfluxDb | Product::QuestDb) => (None, false),
-        (Kind::Line, Product::VictoriaMetrics) => (Some('_'), true),
-        (Kind::OpenTsdb, Product::InfluxDb | Product::VictoriaMetrics) => (Some('.'), false),
-        (Kind::RemoteWrite, Product::Prometheus | Product::VictoriaMetrics) => (Some('_'), false),
+        (Kind::Line, Product::VictoriaMetrics) => (Some("_"), true),
+        (Kind::OpenTsdb, Product::InfluxDb | Product::VictoriaMetrics) => (Some("."), false),
+        (Kind::RemoteWrite, Product::Prometheus | Product::VictoriaMetrics) => (Some("_"), false),
         _ => {
             let protocol = match kind {
                 Kind::Line => "Influx line protocol",
@@ -85,6 +85,8 @@ pub(super) struct Reader {
     endpoint: String,
     found: Option<Found>,
     text: String,
+    /// PromQL's time parameters, appended to the path.
+    params: String,
     path: Vec<u8>,
 }
 
@@ -121,6 +123,7 @@ impl Reader {
             endpoint,
             found: None,
             text: String::with_capacity(256),
+            params: String::with_capacity(64),
             path: Vec::with_capacity(512),
         }
     }
@@ -184,9 +187,9 @@ impl Reader {
         })
     }
 
-    /// Writes the request path for `self.text` in the product's language
-    /// (`extra` appended to PromQL's query string).
-    fn set_path(&mut self, layout: Layout, range_query: bool, extra: &str) {
+    /// Writes the request path for `self.text` in the product's language,
+    /// `self.params` (PromQL's times) appended and consumed.
+    fn set_path(&mut self, layout: Layout, range_query: bool) {
         self.path.clear();
         match layout.product {
             Product::InfluxDb => {
@@ -204,7 +207,14 @@ impl Reader {
             Product::QuestDb => self.path.extend_from_slice(b"/exec?query="),
         }
         encode_component(self.text.as_bytes(), &mut self.path);
-        self.path.extend_from_slice(extra.as_bytes());
+        self.path.extend_from_slice(self.params.as_bytes());
+        self.params.clear();
+        if layout.product == Product::VictoriaMetrics {
+            // Else it hides the last 30 s (-search.latencyOffset) from
+            // queries at or near now: a spot check right after writing
+            // would find nothing.
+            self.path.extend_from_slice(b"&latency_offset=1ms");
+        }
     }
 
     /// Runs the query in `self.text` (path set): the answer's body, checked
@@ -223,8 +233,9 @@ impl Reader {
             && find(body, b"\"error\":\"").is_some()
         {
             let answer: Value = serde_json::from_slice(body).unwrap_or_default();
-            let error = answer
-                .pointer("/results/0/error")
+            let statements = answer["results"].as_array();
+            let error = statements
+                .and_then(|all| all.iter().find_map(|s| s.get("error")))
                 .or_else(|| answer.get("error"))
                 .and_then(Value::as_str)
                 .unwrap_or("an error");
@@ -255,7 +266,6 @@ impl Reader {
         query: &TsQuery<'_>,
     ) -> Result<u64, DriverError> {
         let layout = self.layout(write).await?;
-        let mut extra = TimeParams::default();
         let range_query = matches!(query, TsQuery::RangeMean { .. })
             && matches!(
                 layout.product,
@@ -323,7 +333,7 @@ impl Reader {
                         t,
                     );
                     let _ = write!(t, "[{}ms])", (step_ns / 1_000_000).max(1));
-                    extra.range(range, step_ns);
+                    promql_range(range, step_ns, &mut self.params);
                 }
             },
             (
@@ -357,11 +367,11 @@ impl Reader {
                     let _ = write!(t, "avg by ({tag}) (avg_over_time(");
                     prom_selector(layout, &self.target, measurement, field, &[], t);
                     let _ = write!(t, "[{}ms]))", range_ms(range));
-                    extra.at(range.end_ns - 1_000_000);
+                    promql_at(range.end_ns - 1_000_000, &mut self.params);
                 }
             },
         }
-        self.set_path(layout, range_query, extra.text());
+        self.set_path(layout, range_query);
         let body = self.run(write, "GET").await?;
         let rows = match layout.product {
             Product::InfluxDb => serde_json::from_slice::<InfluxRows>(body).map(|a| a.results.0),
@@ -394,7 +404,7 @@ impl Reader {
                     self.text
                         .push_str("SELECT writerTxn, sequencerTxn FROM wal_tables() WHERE name = ");
                     sql_string(measurement, &mut self.text);
-                    self.set_path(layout, false, "");
+                    self.set_path(layout, false);
                     let answer = self.run_parsed(write, "GET").await?;
                     let row = answer.pointer("/dataset/0");
                     let applied = row.is_none_or(|r| r[0].as_i64() >= r[1].as_i64());
@@ -427,7 +437,6 @@ impl Reader {
         self.settle(write, layout, series.measurement).await?;
         self.text.clear();
         let t = &mut self.text;
-        let mut extra = TimeParams::default();
         match layout.product {
             Product::InfluxDb => {
                 for selector in ["count", "last"] {
@@ -454,10 +463,10 @@ impl Reader {
                     t,
                 );
                 let _ = write!(t, "[{}ms]", range_ms(range));
-                extra.at(range.end_ns - 1_000_000);
+                promql_at(range.end_ns - 1_000_000, &mut self.params);
             }
         }
-        self.set_path(layout, false, extra.text());
+        self.set_path(layout, false);
         let answer = self.run_parsed(write, "GET").await?;
         let stored = match layout.product {
             Product::InfluxDb => influx_stored(&answer),
@@ -505,7 +514,7 @@ impl Reader {
                 let _ = write!(t, "[{LOOKBACK}]))");
             }
         }
-        self.set_path(layout, false, "");
+        self.set_path(layout, false);
         let answer = self.run_parsed(write, "GET").await?;
         let count = match layout.product {
             Product::InfluxDb => answer.pointer("/results/0/series/0/values/0/0"),
@@ -527,7 +536,7 @@ impl Reader {
         self.text.push_str("SELECT \"column\" FROM table_columns(");
         sql_string(table, &mut self.text);
         self.text.push_str(") WHERE type = 'SYMBOL'");
-        self.set_path(layout, false, "");
+        self.set_path(layout, false);
         let answer = self.run_parsed(write, "GET").await?;
         let rows = answer["dataset"].as_array().cloned().unwrap_or_default();
         let tags: Vec<String> = rows
@@ -566,7 +575,7 @@ impl Reader {
                 self.text.clear();
                 self.text.push_str("CREATE DATABASE ");
                 influx_ident(&db, &mut self.text);
-                self.set_path(layout, false, "");
+                self.set_path(layout, false);
                 self.admin(write, "POST").await?;
                 // The marker, a point of its own measurement.
                 self.path.clear();
@@ -618,7 +627,7 @@ impl Reader {
     ) -> Result<(), DriverError> {
         self.text.clear();
         self.text.push_str(statement);
-        self.set_path(layout, false, "");
+        self.set_path(layout, false);
         self.admin(write, "GET").await
     }
 
@@ -633,7 +642,7 @@ impl Reader {
                 let db = self.db()?.to_string();
                 self.text.clear();
                 self.text.push_str("SHOW DATABASES");
-                self.set_path(layout, false, "");
+                self.set_path(layout, false);
                 let answer = self.run_parsed(write, "GET").await?;
                 let names = answer.pointer("/results/0/series/0/values");
                 let exists = names
@@ -647,7 +656,7 @@ impl Reader {
                     "SELECT last(\"marker\") FROM {MARKER_TABLE} WHERE \"measurement\" = "
                 ));
                 influx_string(measurement, &mut self.text);
-                self.set_path(layout, false, "");
+                self.set_path(layout, false);
                 let answer = self.run_parsed(write, "GET").await?;
                 let marker = answer.pointer("/results/0/series/0/values/0/1");
                 Ok(Some(
@@ -662,7 +671,7 @@ impl Reader {
                 self.text
                     .push_str("SELECT count() FROM tables() WHERE table_name = ");
                 sql_string(measurement, &mut self.text);
-                self.set_path(layout, false, "");
+                self.set_path(layout, false);
                 let answer = self.run_parsed(write, "GET").await?;
                 if answer.pointer("/dataset/0/0").and_then(Value::as_u64) != Some(1) {
                     return Ok(None);
@@ -674,7 +683,7 @@ impl Reader {
                 );
                 sql_string(measurement, &mut self.text);
                 self.text.push_str(" LIMIT -1");
-                self.set_path(layout, false, "");
+                self.set_path(layout, false);
                 // No marker table: a table loadcell did not make.
                 let marker = match self.run_parsed(write, "GET").await {
                     Ok(answer) => answer
@@ -702,7 +711,7 @@ impl Reader {
                 self.text.clear();
                 self.text.push_str("DROP DATABASE ");
                 influx_ident(&db, &mut self.text);
-                self.set_path(layout, false, "");
+                self.set_path(layout, false);
                 self.admin(write, "POST").await
             }
             Product::QuestDb => {
@@ -715,11 +724,12 @@ impl Reader {
                 Ok(())
             }
             Product::Prometheus | Product::VictoriaMetrics => {
-                let sep = layout.per_field.unwrap_or('_');
+                let sep = layout.per_field.unwrap_or("_");
                 self.text.clear();
                 self.text.push_str("{__name__=~\"");
                 regex_escape(measurement, &mut self.text);
-                let _ = write!(self.text, "{}.+\"}}", regex_escape_char(sep));
+                regex_escape(sep, &mut self.text);
+                self.text.push_str(".+\"}");
                 self.path.clear();
                 self.path
                     .extend_from_slice(b"/api/v1/admin/tsdb/delete_series?match[]=");
@@ -762,28 +772,20 @@ fn sql_quoted(s: &str, quote: fn(&str, &mut String)) -> String {
     out
 }
 
-/// The PromQL `time=` or `start=…&end=…&step=…` parameters.
-#[derive(Default)]
-struct TimeParams(String);
+/// PromQL's `&time=` for an instant query at `ns`.
+fn promql_at(ns: i64, out: &mut String) {
+    out.push_str("&time=");
+    seconds(ns, out);
+}
 
-impl TimeParams {
-    fn at(&mut self, ns: i64) {
-        self.0.push_str("&time=");
-        seconds(ns, &mut self.0);
-    }
-
-    fn range(&mut self, range: TimeRange, step_ns: i64) {
-        self.0.push_str("&start=");
-        seconds(range.start_ns, &mut self.0);
-        self.0.push_str("&end=");
-        seconds(range.end_ns - 1_000_000, &mut self.0);
-        self.0.push_str("&step=");
-        seconds(step_ns.max(1_000_000), &mut self.0);
-    }
-
-    fn text(&self) -> &str {
-        &self.0
-    }
+/// PromQL's `&start=…&end=…&step=…` for a range query over `range`.
+fn promql_range(range: TimeRange, step_ns: i64, out: &mut String) {
+    out.push_str("&start=");
+    seconds(range.start_ns, out);
+    out.push_str("&end=");
+    seconds(range.end_ns - 1_000_000, out);
+    out.push_str("&step=");
+    seconds(step_ns.max(1_000_000), out);
 }
 
 /// Nanoseconds as seconds with milliseconds, PromQL's API's time.
@@ -800,10 +802,7 @@ fn range_ms(range: TimeRange) -> i64 {
 /// `"measurement"` (`"m.f"` for OpenTSDB's series) for InfluxQL.
 fn influx_measurement(layout: Layout, measurement: &str, field: &str, t: &mut String) {
     match layout.per_field {
-        Some(sep) => {
-            let name = format!("{measurement}{sep}{field}");
-            influx_ident(&name, t);
-        }
+        Some(sep) => quoted(&[measurement, sep, field], '"', &['"', '\\'], t),
         None => influx_ident(measurement, t),
     }
 }
@@ -863,10 +862,9 @@ fn prom_selector(
     tags: &[(&str, &str)],
     t: &mut String,
 ) {
-    let sep = layout.per_field.unwrap_or('_');
+    let sep = layout.per_field.unwrap_or("_");
     t.push_str("{__name__=");
-    let name = format!("{measurement}{sep}{field}");
-    prom_string(&name, t);
+    quoted(&[measurement, sep, field], '"', &['"', '\\'], t);
     for (key, value) in tags {
         let _ = write!(t, ",{key}=");
         prom_string(value, t);
@@ -878,9 +876,11 @@ fn prom_selector(
     t.push('}');
 }
 
-fn quoted(s: &str, quote: char, escaped: &[char], t: &mut String) {
+/// `parts` written as one quoted string, `escaped` characters after a
+/// backslash.
+fn quoted(parts: &[&str], quote: char, escaped: &[char], t: &mut String) {
     t.push(quote);
-    for c in s.chars() {
+    for c in parts.iter().flat_map(|p| p.chars()) {
         if escaped.contains(&c) {
             t.push('\\');
         }
@@ -890,15 +890,15 @@ fn quoted(s: &str, quote: char, escaped: &[char], t: &mut String) {
 }
 
 fn influx_ident(s: &str, t: &mut String) {
-    quoted(s, '"', &['"', '\\'], t);
+    quoted(&[s], '"', &['"', '\\'], t);
 }
 
 fn influx_string(s: &str, t: &mut String) {
-    quoted(s, '\'', &['\'', '\\'], t);
+    quoted(&[s], '\'', &['\'', '\\'], t);
 }
 
 fn prom_string(s: &str, t: &mut String) {
-    quoted(s, '"', &['"', '\\'], t);
+    quoted(&[s], '"', &['"', '\\'], t);
 }
 
 fn sql_doubled(s: &str, quote: char, t: &mut String) {
@@ -1136,7 +1136,7 @@ mod tests {
         );
         assert_eq!(
             layout(Kind::OpenTsdb, Product::InfluxDb).unwrap().per_field,
-            Some('.')
+            Some(".")
         );
         assert!(
             layout(Kind::Line, Product::VictoriaMetrics)
@@ -1194,18 +1194,16 @@ mod tests {
 
     #[test]
     fn promql_times_are_seconds_with_milliseconds() {
-        let mut p = TimeParams::default();
-        p.range(
-            TimeRange {
-                start_ns: 1_700_000_000_000_000_000,
-                end_ns: 1_700_000_060_000_000_000,
-            },
-            10_000_000_000,
-        );
-        assert_eq!(
-            p.text(),
-            "&start=1700000000.000&end=1700000059.999&step=10.000"
-        );
+        let mut p = String::new();
+        let range = TimeRange {
+            start_ns: 1_700_000_000_000_000_000,
+            end_ns: 1_700_000_060_000_000_000,
+        };
+        promql_range(range, 10_000_000_000, &mut p);
+        assert_eq!(p, "&start=1700000000.000&end=1700000059.999&step=10.000");
+        p.clear();
+        promql_at(-1_500_000_000, &mut p);
+        assert_eq!(p, "&time=-2.500");
         assert_eq!(
             range_ms(TimeRange {
                 start_ns: 0,

@@ -1,0 +1,387 @@
+//! The time-series drivers against real servers, one per test (each
+//! starts in well under a second, QuestDB in a few): every protocol ×
+//! database pair that works writes points, counts its series, reads a
+//! series back, asks each query, and goes through its store's life.
+
+mod local_runtime;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use loadcell_core::ts::{Series, TimeRange, TsConn, TsQuery};
+use loadcell_core::{Driver, ErrorClass, Target};
+use loadcell_drivers::ts::{influx, opentsdb, remote_write, Protocol, TsDriver};
+use loadcell_testkit::TsServer;
+use local_runtime::block_on;
+
+/// Points written, over `SERIES` series, [`Expect::spacing`] apart (so
+/// that each series' timestamps grow, as Prometheus wants).
+const POINTS: usize = 300;
+const SERIES: usize = 10;
+const FIELDS: [&str; 2] = ["usage", "idle"];
+
+fn start(server: Result<TsServer, String>, what: &str) -> TsServer {
+    server.unwrap_or_else(|e| panic!("cannot start {what}: {e}"))
+}
+
+fn driver<P: Protocol>(url: &str) -> TsDriver<P> {
+    TsDriver::from_target(&Target::parse(url).expect("valid URL")).expect("valid target")
+}
+
+fn now_ns() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i64
+}
+
+fn host(i: usize) -> String {
+    format!("h{}", i % SERIES)
+}
+
+fn dc(i: usize) -> &'static str {
+    ["east", "west"][i % SERIES % 2]
+}
+
+fn usage(i: usize) -> f64 {
+    i as f64 + 0.5
+}
+
+/// What each pair expects of its database.
+struct Expect {
+    product: &'static str,
+    /// Whether the database has stores to create (InfluxDB, QuestDB).
+    stores: bool,
+    /// How long written points may take to be counted (InfluxDB's
+    /// OpenTSDB listener batches them for a second).
+    delay: Duration,
+    /// Between points: a millisecond, or a second where the database keeps
+    /// no finer (InfluxDB 1.6's OpenTSDB listener reads a millisecond
+    /// timestamp's milliseconds as microseconds).
+    spacing: Duration,
+}
+
+/// Writes, verifies, queries and drops `measurement` through `url`.
+async fn round_trip<P: Protocol>(url: &str, measurement: &str, expect: Expect) {
+    let d: TsDriver<P> = driver(url);
+    let mut conn = d
+        .connect()
+        .await
+        .unwrap_or_else(|e| panic!("connect {url}: {e}"));
+    let info = d.server_info(&mut conn).await.unwrap();
+    assert_eq!(info.product, expect.product, "{url}");
+    assert!(
+        info.version
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_digit()),
+        "{url}: version {:?}",
+        info.version
+    );
+
+    assert_eq!(conn.store_marker(measurement).await.unwrap(), None, "{url}");
+    let marker = r#"{"created_by":"loadcell","run":"it's \"7\""}"#;
+    assert_eq!(
+        conn.create_store(measurement, marker).await.unwrap(),
+        expect.stores,
+        "{url}"
+    );
+    let stored_marker = conn.store_marker(measurement).await.unwrap();
+    assert_eq!(
+        stored_marker.as_deref(),
+        expect.stores.then_some(marker),
+        "{url}"
+    );
+
+    let spacing = expect.spacing.as_nanos() as i64;
+    let base =
+        (now_ns() - POINTS as i64 * spacing) / 1_000_000_000 * 1_000_000_000 - 10_000_000_000;
+    let ts = |i: usize| base + i as i64 * spacing;
+    for batch in (0..POINTS).collect::<Vec<_>>().chunks(100) {
+        for &i in batch {
+            conn.point(measurement);
+            conn.tag("host", &host(i));
+            conn.tag("dc", dc(i));
+            conn.field(FIELDS[0], usage(i));
+            conn.field(FIELDS[1], i as f64 * 2.0);
+            conn.end_point(ts(i));
+        }
+        let mut reasons = Vec::new();
+        let outcome = conn
+            .write(&mut |r| reasons.push(r.to_string()))
+            .await
+            .unwrap_or_else(|e| panic!("{url}: write: {e}"));
+        assert_eq!(
+            (outcome.points, outcome.failed),
+            (batch.len() as u64, 0),
+            "{url}: {reasons:?}"
+        );
+    }
+
+    let waited = std::time::Instant::now();
+    let count = loop {
+        let count = conn.series_count(measurement, FIELDS[0]).await.unwrap();
+        if count == SERIES as u64 || waited.elapsed() > expect.delay {
+            break count;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(count, SERIES as u64, "{url}");
+
+    let range = TimeRange {
+        start_ns: base,
+        end_ns: ts(POINTS),
+    };
+    let h0 = host(0);
+    let tags = [("host", h0.as_str()), ("dc", dc(0))];
+    let series = Series {
+        measurement,
+        tags: &tags,
+    };
+    let stored = conn
+        .stored_points(series, FIELDS[0], range)
+        .await
+        .unwrap()
+        .unwrap_or_else(|| panic!("{url}: no points of {h0}"));
+    let last = POINTS - SERIES;
+    assert_eq!(stored.count, (POINTS / SERIES) as u64, "{url}");
+    assert_eq!(stored.last_value, usage(last), "{url}");
+    // Milliseconds (OpenTSDB, Prometheus, VictoriaMetrics) or finer.
+    assert_eq!(
+        stored.last_timestamp_ns / 1_000_000,
+        ts(last) / 1_000_000,
+        "{url}"
+    );
+    let missing = Series {
+        measurement,
+        tags: &[("host", "nowhere"), ("dc", "east")],
+    };
+    assert_eq!(
+        conn.stored_points(missing, FIELDS[0], range).await.unwrap(),
+        None,
+        "{url}"
+    );
+
+    let queries = [
+        TsQuery::LastPoint {
+            series,
+            field: FIELDS[0],
+        },
+        TsQuery::RangeMean {
+            series,
+            field: FIELDS[0],
+            range,
+            step_ns: 20 * spacing,
+        },
+        TsQuery::GroupBy {
+            measurement,
+            field: FIELDS[1],
+            tag: "dc",
+            range,
+        },
+    ];
+    for q in &queries {
+        let rows = conn
+            .query(q)
+            .await
+            .unwrap_or_else(|e| panic!("{url}: {q:?}: {e}"));
+        assert!(rows > 0, "{url}: {q:?} answered no rows");
+    }
+    let group_by = conn.query(&queries[2]).await.unwrap();
+    assert_eq!(group_by, 2, "{url}: one mean per dc");
+
+    let counters = d.server_counters(&mut conn).await.unwrap();
+    if expect.product != "QuestDB" {
+        assert!(
+            counters
+                .iter()
+                .any(|(name, v)| name.starts_with("ts_") && *v > 0.0),
+            "{url}: {counters:?}"
+        );
+    }
+
+    conn.drop_store(measurement).await.unwrap();
+    assert_eq!(conn.store_marker(measurement).await.unwrap(), None, "{url}");
+    if !expect.stores {
+        assert_eq!(
+            conn.series_count(measurement, FIELDS[0]).await.unwrap(),
+            0,
+            "{url}"
+        );
+    }
+}
+
+/// Writes one good point and `bad`'s, and returns the outcome with the
+/// reasons given.
+async fn write_with_bad_point<P: Protocol>(
+    url: &str,
+    bad: impl Fn(&mut TsDriverConn<P>),
+) -> (u64, u64, Vec<String>) {
+    let d: TsDriver<P> = driver(url);
+    let mut conn = d.connect().await.unwrap();
+    conn.point("good");
+    conn.tag("host", "a");
+    conn.field("v", 1.0);
+    conn.end_point(now_ns());
+    bad(&mut conn);
+    let mut reasons = Vec::new();
+    let outcome = conn
+        .write(&mut |r| reasons.push(r.to_string()))
+        .await
+        .unwrap_or_else(|e| panic!("{url}: {e}"));
+    (outcome.points, outcome.failed, reasons)
+}
+
+type TsDriverConn<P> = <TsDriver<P> as Driver>::Conn;
+
+#[test]
+fn influxdb_takes_line_protocol_and_opentsdb_on_its_listener() {
+    let s = start(loadcell_testkit::influxdb(), "InfluxDB");
+    let expect = || Expect {
+        product: "InfluxDB",
+        stores: true,
+        delay: Duration::ZERO,
+        spacing: Duration::from_millis(1),
+    };
+    let port = s.server.port;
+    block_on(round_trip::<influx::Line>(
+        &format!("influx://127.0.0.1:{port}/metrics"),
+        "cpu",
+        expect(),
+    ));
+    // The listener writes into the database its config names.
+    let listener = format!(
+        "opentsdb://127.0.0.1:{}?query=http://127.0.0.1:{port}/opentsdb",
+        s.opentsdb_port.unwrap()
+    );
+    let listener_expect = Expect {
+        delay: Duration::from_secs(5),
+        spacing: Duration::from_secs(1),
+        ..expect()
+    };
+    block_on(round_trip::<opentsdb::Put>(
+        &listener,
+        "mem",
+        listener_expect,
+    ));
+
+    // A field without a name cannot be parsed: that point alone fails.
+    let url = format!("influx://127.0.0.1:{port}/bad");
+    block_on(async {
+        let d: TsDriver<influx::Line> = driver(&url);
+        let mut conn = d.connect().await.unwrap();
+        conn.create_store("good", "m").await.unwrap();
+    });
+    let (points, failed, reasons) = block_on(write_with_bad_point::<influx::Line>(&url, |c| {
+        c.point("bad");
+        c.field("", 1.0);
+        c.end_point(now_ns());
+    }));
+    assert_eq!((points, failed), (2, 1), "{reasons:?}");
+    assert!(
+        reasons[0].starts_with("partial write: unable to parse"),
+        "{reasons:?}"
+    );
+
+    // A statement's error inside a 200 answer is the query's error.
+    let d: TsDriver<influx::Line> = driver(&format!("influx://127.0.0.1:{port}/nowhere"));
+    let e = block_on(async {
+        let mut conn = d.connect().await.unwrap();
+        let series = Series {
+            measurement: "cpu",
+            tags: &[],
+        };
+        let last = TsQuery::LastPoint { series, field: "v" };
+        conn.query(&last).await.unwrap_err()
+    });
+    assert_eq!(e.class, ErrorClass::Fatal);
+    assert!(e.message.contains("database not found"), "{e}");
+}
+
+#[test]
+fn questdb_takes_line_protocol_into_tables() {
+    let s = start(loadcell_testkit::questdb(), "QuestDB");
+    let url = format!("influx://127.0.0.1:{}/ignored", s.server.port);
+    block_on(round_trip::<influx::Line>(
+        &url,
+        "cpu",
+        Expect {
+            product: "QuestDB",
+            stores: true,
+            delay: Duration::ZERO,
+            spacing: Duration::from_millis(1),
+        },
+    ));
+    // QuestDB refuses the whole request.
+    let (points, failed, reasons) = block_on(write_with_bad_point::<influx::Line>(&url, |c| {
+        c.point("good");
+        c.tag("host", "b");
+        c.field("", 2.0);
+        c.end_point(now_ns());
+    }));
+    assert_eq!((points, failed), (2, 2), "{reasons:?}");
+    assert!(reasons[0].contains("line protocol"), "{reasons:?}");
+}
+
+#[test]
+fn prometheus_takes_remote_write() {
+    let s = start(loadcell_testkit::prometheus(), "Prometheus");
+    let url = format!("prom-rw://127.0.0.1:{}", s.server.port);
+    block_on(round_trip::<remote_write::RemoteWrite>(
+        &url,
+        "cpu",
+        Expect {
+            product: "Prometheus",
+            stores: false,
+            delay: Duration::ZERO,
+            spacing: Duration::from_millis(1),
+        },
+    ));
+    // A sample from 1970 is out of the head's bounds: the request fails.
+    let (points, failed, reasons) = block_on(write_with_bad_point::<remote_write::RemoteWrite>(
+        &url,
+        |c| {
+            c.point("old");
+            c.field("v", 1.0);
+            c.end_point(1_000_000);
+        },
+    ));
+    assert_eq!((points, failed), (2, 2), "{reasons:?}");
+    assert!(reasons[0].contains("out of bounds"), "{reasons:?}");
+}
+
+#[test]
+fn victoriametrics_takes_all_three_protocols() {
+    let s = start(loadcell_testkit::victoriametrics(), "VictoriaMetrics");
+    let port = s.server.port;
+    let expect = || Expect {
+        product: "VictoriaMetrics",
+        stores: false,
+        delay: Duration::ZERO,
+        spacing: Duration::from_millis(1),
+    };
+    block_on(round_trip::<influx::Line>(
+        &format!("influx://127.0.0.1:{port}/metrics"),
+        "cpu",
+        expect(),
+    ));
+    let opentsdb = format!(
+        "opentsdb://127.0.0.1:{}?query=http://127.0.0.1:{port}",
+        s.opentsdb_port.unwrap()
+    );
+    block_on(round_trip::<opentsdb::Put>(&opentsdb, "mem", expect()));
+    block_on(round_trip::<remote_write::RemoteWrite>(
+        &format!("prom-rw://127.0.0.1:{port}/api/v1/write"),
+        "disk",
+        expect(),
+    ));
+}
+
+#[test]
+fn a_closed_port_is_a_one_line_connection_error() {
+    let port = loadcell_testkit::closed_port();
+    let d: TsDriver<influx::Line> = driver(&format!("influx://127.0.0.1:{port}/db"));
+    let e = block_on(d.connect()).unwrap_err();
+    assert_eq!(e.class, ErrorClass::Connection);
+    assert!(e.message.contains(&format!("127.0.0.1:{port}")), "{e}");
+    assert!(!e.message.contains('\n'), "{e}");
+}
