@@ -295,7 +295,7 @@ impl<C: TsConn> Script<C> for IngestScript {
         drop(lease);
         t.answered.fetch_add(outcome.points, Ordering::Relaxed);
         t.failed.fetch_add(outcome.failed, Ordering::Relaxed);
-        ctx.items(0, outcome.points - outcome.failed);
+        ctx.items(0, outcome.points.saturating_sub(outcome.failed));
         failures.record(ctx, 0, |_| POINT_FAILED);
         Ok(())
     }
