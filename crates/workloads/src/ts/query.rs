@@ -101,7 +101,7 @@ impl QueryScript {
     }
 
     /// An hour (or all there is, if less) at a random place in the data.
-    fn window(&self, rng: &mut SmallRng) -> TimeRange {
+    pub(super) fn window(&self, rng: &mut SmallRng) -> TimeRange {
         let data = self.written.unwrap_or_else(|| {
             let now = SystemTime::now()
                 .duration_since(SystemTime::UNIX_EPOCH)

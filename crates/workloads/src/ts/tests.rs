@@ -305,3 +305,33 @@ fn real_time_points_are_now_and_a_millisecond_apart_at_least() {
     assert!(v.ok, "{v:?}");
     assert_eq!(v.expected, 100);
 }
+
+#[test]
+fn query_ranges_are_an_hour_within_the_data_or_all_of_it() {
+    use rand::SeedableRng;
+
+    use super::query::QueryScript;
+    let hour = 3600 * SECOND;
+    let mut opts = backfill(100);
+    let kinds = [QueryKind::RangeMean];
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(1);
+    let short = QueryScript::new(&opts, &kinds, RandType::Uniform);
+    let Timing::BackFill { start_ns, end_ns } = opts.timing else {
+        panic!("back-fill")
+    };
+    assert_eq!(short.window(&mut rng), TimeRange { start_ns, end_ns });
+    opts.timing = Timing::BackFill {
+        start_ns,
+        end_ns: start_ns + 3 * hour,
+    };
+    let long = QueryScript::new(&opts, &kinds, RandType::Uniform);
+    let starts: std::collections::HashSet<i64> = (0..50)
+        .map(|_| {
+            let w = long.window(&mut rng);
+            assert_eq!(w.end_ns - w.start_ns, hour);
+            assert!(w.start_ns >= start_ns && w.end_ns <= start_ns + 3 * hour);
+            w.start_ns
+        })
+        .collect();
+    assert!(starts.len() > 40, "windows move about the data");
+}
