@@ -108,6 +108,11 @@ pub(super) fn resolve(name: &str, a: &TsArgs, given: &[String]) -> Result<Worklo
             ));
         }
     }
+    if a.start.is_none() && given.iter().any(|f| f == "--interval") {
+        return Err(
+            "--interval needs --start: without it, points are stamped as they are sent".into(),
+        );
+    }
     let opts = options(a, SystemTime::now())?;
     if name == "ts-ingest" {
         return Ok(WorkloadSpec::TsIngest(TsIngestWorkload {
@@ -440,6 +445,8 @@ mod tests {
             e.starts_with("--queries: 'scan' is not a query kind"),
             "{e}"
         );
+        let e = resolve("ts-ingest", &args(), &given(&["--interval"])).unwrap_err();
+        assert!(e.starts_with("--interval needs --start"), "{e}");
         let spec = resolve("ts-query", &args(), &[]).unwrap();
         let WorkloadSpec::TsQuery(w) = spec else {
             panic!("ts-query")
