@@ -291,13 +291,26 @@ impl<C: TsConn> Script<C> for IngestScript {
         t.sent.fetch_add(points, Ordering::Relaxed);
         let outcome = ctx
             .op(0, conn.write(&mut |reason| failures.note(reason)))
-            .await?;
+            .await
+            .map_err(with_size_hint)?;
         drop(lease);
         t.answered.fetch_add(outcome.points, Ordering::Relaxed);
         t.failed.fetch_add(outcome.failed, Ordering::Relaxed);
         ctx.items(0, outcome.points.saturating_sub(outcome.failed));
         failures.record(ctx, 0, |_| POINT_FAILED);
         Ok(())
+    }
+}
+
+/// A request the server found too large (HTTP 413: a `max-body-size`
+/// below the default loadcell sizes requests for) names the way out.
+fn with_size_hint(e: DriverError) -> DriverError {
+    if e.message.contains("HTTP 413") {
+        DriverError::fatal(format!(
+            "{e}: the server takes smaller requests; lower --points-per-request"
+        ))
+    } else {
+        e
     }
 }
 
@@ -456,5 +469,22 @@ impl IngestScript {
                 && (written..=before + written).contains(&found),
             how,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use loadcell_core::ErrorClass;
+
+    use super::*;
+
+    #[test]
+    fn a_request_too_large_says_to_send_fewer_points() {
+        let e = with_size_hint(DriverError::fatal("h:8086 answered HTTP 413: too large"));
+        assert_eq!(e.class, ErrorClass::Fatal);
+        assert!(e.message.ends_with("lower --points-per-request"), "{e}");
+        let other = with_size_hint(DriverError::retryable("h:8086 is overloaded (HTTP 503)"));
+        assert_eq!(other.class, ErrorClass::Retryable);
+        assert!(!other.message.contains("--points-per-request"));
     }
 }
