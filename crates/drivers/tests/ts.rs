@@ -5,6 +5,8 @@
 
 mod local_runtime;
 
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use loadcell_core::ts::{Series, TimeRange, TsConn, TsQuery};
@@ -12,6 +14,38 @@ use loadcell_core::{Driver, ErrorClass, Target};
 use loadcell_drivers::ts::{influx, opentsdb, remote_write, Protocol, TsDriver};
 use loadcell_testkit::TsServer;
 use local_runtime::block_on;
+
+/// The system allocator, counting each thread's allocations, for the
+/// check that writing and querying allocate nothing once warm.
+struct Counting;
+
+thread_local! {
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+// SAFETY: every call is passed to the system allocator unchanged.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+fn allocations() -> u64 {
+    ALLOCATIONS.with(Cell::get)
+}
 
 /// Points written, over `SERIES` series, [`Expect::spacing`] apart (so
 /// that each series' timestamps grow, as Prometheus wants).
@@ -374,6 +408,122 @@ fn victoriametrics_takes_all_three_protocols() {
         "disk",
         expect(),
     ));
+}
+
+/// Allocations made by writing three batches and asking one query
+/// through `url`, after two rounds of the same to warm up. The batches are
+/// the same each time: a snappy body a little longer than the longest yet
+/// would grow the HTTP client's buffers once more.
+async fn allocations_once_warm<P: Protocol>(url: &str) -> (u64, u64) {
+    let d: TsDriver<P> = driver(url);
+    let mut conn = d.connect().await.unwrap();
+    let hosts: Vec<String> = (0..SERIES).map(host).collect();
+    let base = now_ns() - 60_000_000_000;
+    let tags = [("host", hosts[0].as_str()), ("dc", dc(0))];
+    let last = TsQuery::LastPoint {
+        series: Series {
+            measurement: "hot",
+            tags: &tags,
+        },
+        field: "v",
+    };
+    let (mut writing, mut querying) = (0, 0);
+    for round in 0..5 {
+        let before = allocations();
+        for i in 0..100 {
+            conn.point("hot");
+            conn.tag("host", &hosts[i % SERIES]);
+            conn.tag("dc", dc(i));
+            conn.field("v", i as f64);
+            conn.end_point(base + i as i64 * 1_000_000);
+        }
+        let outcome = conn.write(&mut |_| {}).await.unwrap();
+        assert_eq!(outcome.failed, 0, "{url}");
+        let between = allocations();
+        conn.query(&last).await.unwrap();
+        if round >= 2 {
+            writing += between - before;
+            querying += allocations() - between;
+        }
+    }
+    (writing, querying)
+}
+
+#[test]
+fn writing_and_querying_allocate_nothing_once_warm() {
+    let s = start(loadcell_testkit::victoriametrics(), "VictoriaMetrics");
+    let port = s.server.port;
+    let opentsdb = format!(
+        "opentsdb://127.0.0.1:{}?query=http://127.0.0.1:{port}",
+        s.opentsdb_port.unwrap()
+    );
+    let counts = block_on(async {
+        [
+            allocations_once_warm::<influx::Line>(&format!("influx://127.0.0.1:{port}/db")).await,
+            allocations_once_warm::<opentsdb::Put>(&opentsdb).await,
+            allocations_once_warm::<remote_write::RemoteWrite>(&format!(
+                "prom-rw://127.0.0.1:{port}"
+            ))
+            .await,
+        ]
+    });
+    assert_eq!(counts, [(0, 0); 3], "(writing, querying) per protocol");
+}
+
+/// A stand-in for a Prometheus started without `--web.enable-admin-api`:
+/// its build info as 2.42 answers it, and the admin API's refusal as 2.42
+/// words it, for every other path. Its port.
+fn prometheus_without_admin_api() -> u16 {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().map_while(Result::ok) {
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut line = String::new();
+                while reader.read_line(&mut line).unwrap_or(0) > 0 {
+                    let build = line.contains(" /api/v1/status/buildinfo ");
+                    // The headers, up to the empty line; no request has a body.
+                    while reader.read_line(&mut line).unwrap_or(0) > 0
+                        && !line.ends_with("\r\n\r\n")
+                    {}
+                    let (status, body) = if build {
+                        (
+                            "200 OK",
+                            r#"{"status":"success","data":{"version":"2.42.0","revision":"x"}}"#,
+                        )
+                    } else {
+                        (
+                            "500 Internal Server Error",
+                            r#"{"status":"error","errorType":"unavailable","error":"admin APIs disabled"}"#,
+                        )
+                    };
+                    let answer = format!(
+                        "HTTP/1.1 {status}\r\nContent-Length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    if stream.write_all(answer.as_bytes()).is_err() {
+                        return;
+                    }
+                    line.clear();
+                }
+            });
+        }
+    });
+    port
+}
+
+#[test]
+fn deleting_series_without_the_admin_api_names_the_flag() {
+    let port = prometheus_without_admin_api();
+    let d: TsDriver<remote_write::RemoteWrite> = driver(&format!("prom-rw://127.0.0.1:{port}"));
+    let e = block_on(async {
+        let mut conn = d.connect().await.unwrap();
+        conn.drop_store("cpu").await.unwrap_err()
+    });
+    assert_eq!(e.class, ErrorClass::Fatal);
+    assert!(e.message.contains("--web.enable-admin-api"), "{e}");
 }
 
 #[test]

@@ -81,11 +81,21 @@ pub trait Protocol: Default + std::fmt::Debug + 'static {
 
 /// Where queries go when not to the write hosts, and the database the
 /// target names.
-#[derive(Debug)]
 struct QueryTarget {
     /// The `query=` endpoint; `None` for the write hosts.
     shared: Option<Arc<Shared>>,
     db: Option<String>,
+}
+
+/// The endpoint, never its credentials.
+impl std::fmt::Debug for QueryTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let endpoint = self.shared.as_ref().map(|q| &q.origins[0].endpoint);
+        f.debug_struct("QueryTarget")
+            .field("endpoint", &endpoint)
+            .field("db", &self.db)
+            .finish()
+    }
 }
 
 /// A time-series target written with protocol `P`: its hosts and what
@@ -101,11 +111,9 @@ pub struct TsDriver<P> {
 
 impl<P> std::fmt::Debug for TsDriver<P> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let query = self.query.shared.as_ref().map(|q| &q.origins[0].endpoint);
         f.debug_struct("TsDriver")
             .field("endpoint", &self.endpoint)
-            .field("query", &query)
-            .field("db", &self.query.db)
+            .field("query", &self.query)
             .finish_non_exhaustive()
     }
 }

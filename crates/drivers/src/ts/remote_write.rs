@@ -119,7 +119,9 @@ Content-Type: application/x-protobuf\r\nX-Prometheus-Remote-Write-Version: 0.1.0
     fn body(&mut self) -> Result<&[u8], DriverError> {
         let max = snap::raw::max_compress_len(self.proto.len());
         if self.compressed.len() < max {
-            self.compressed.resize(max, 0);
+            // By powers of two: requests a few bytes longer than the
+            // last do not each grow it.
+            self.compressed.resize(max.next_power_of_two(), 0);
         }
         let n = self
             .snappy
