@@ -256,6 +256,14 @@ pub struct CleanupArgs {
     /// loadcell created it (default loadcell-geonames).
     #[arg(long, value_name = "NAME")]
     pub index: Option<String>,
+    /// With `ts-ingest` and `ts-query`: the measurement whose store to
+    /// drop, if loadcell created it (default cpu).
+    #[arg(long, value_name = "NAME")]
+    pub measurement: Option<String>,
+    /// With `ts-ingest` and `ts-query`: the TSBS use case whose
+    /// measurements' stores to drop.
+    #[arg(long, value_name = "NAME")]
+    pub use_case: Option<String>,
 }
 
 #[derive(Debug, Clone, Args)]

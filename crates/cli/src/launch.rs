@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use anyhow::{anyhow, bail, Context as _};
-use loadcell_core::family::{HttpFamily, KvFamily, MachineFamily, SearchFamily, SqlFamily};
+use loadcell_core::family::{
+    HttpFamily, KvFamily, MachineFamily, SearchFamily, SqlFamily, TimeSeriesFamily,
+};
 use loadcell_core::http::HttpConn;
 use loadcell_core::kv::KvConn;
 use loadcell_core::machine::MachineConn;
@@ -100,8 +102,7 @@ families! {
     Kv kv KvConn KvFamily: [Kv, Dataset, Ycsb];
     Http http HttpConn HttpFamily: [Http, HttpConnections];
     Search search SearchConn SearchFamily: [SearchBulk, SearchQuery, SearchMixed];
-    // No workload yet: the marker is named in full until one imports it.
-    TimeSeries ts TsConn loadcell_core::family::TimeSeriesFamily: [];
+    TimeSeries ts TsConn TimeSeriesFamily: [TsIngest, TsQuery];
     Machine machine MachineConn MachineFamily: [Cpu];
 }
 

@@ -133,6 +133,8 @@ fn dispatch(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
             let mut workload = WorkloadArgs::defaults();
             workload.kv.dataset = a.dataset.clone();
             workload.search.index = a.index.clone();
+            workload.ts.measurement = a.measurement.clone();
+            workload.ts.use_case = a.use_case.clone();
             let (spec, target, _) = resolve(&a.target, &workload)?;
             if let WorkloadSpec::Disk(w) = &spec {
                 eprintln!(

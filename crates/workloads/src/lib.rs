@@ -18,5 +18,6 @@ pub mod prepare;
 #[cfg(test)]
 mod recorder;
 pub mod search;
+pub mod ts;
 pub mod workload;
 pub mod ycsb;

@@ -9,6 +9,7 @@ mod kv;
 mod machine;
 mod oltp;
 mod search;
+mod ts;
 mod ycsb;
 
 use clap::{ArgMatches, Args, Command, Parser};
@@ -22,6 +23,7 @@ use loadcell_workloads::kv::KvWorkload;
 use loadcell_workloads::oltp::{OltpKind, OltpWorkload};
 use loadcell_workloads::search::mixed::SearchMixedWorkload;
 use loadcell_workloads::search::{SearchBulkWorkload, SearchQueryWorkload};
+use loadcell_workloads::ts::{TsIngestWorkload, TsQueryWorkload};
 use loadcell_workloads::workload::Workload;
 use loadcell_workloads::ycsb::{Preset, YcsbWorkload};
 
@@ -31,6 +33,7 @@ pub use kv::KvArgs;
 pub use machine::MachineArgs;
 pub use oltp::OltpArgs;
 pub use search::SearchArgs;
+pub use ts::TsArgs;
 pub use ycsb::YcsbArgs;
 
 /// Every workload, typed. `Dataset` is `kv --dataset FILE`.
@@ -49,6 +52,8 @@ pub enum WorkloadSpec {
     SearchBulk(SearchBulkWorkload),
     SearchQuery(SearchQueryWorkload),
     SearchMixed(SearchMixedWorkload),
+    TsIngest(TsIngestWorkload),
+    TsQuery(TsQueryWorkload),
 }
 
 /// Every family's workload options, each group under its own heading.
@@ -68,6 +73,8 @@ pub struct WorkloadArgs {
     pub http_conns: HttpConnsArgs,
     #[command(flatten)]
     pub search: SearchArgs,
+    #[command(flatten)]
+    pub ts: TsArgs,
     /// The options the command line gave, by flag (`--ratio`), as clap
     /// recorded them: a workload refuses another family's options.
     #[arg(skip)]
@@ -128,6 +135,7 @@ pub fn catalog() -> Vec<(&'static str, &'static [Family], &'static str)> {
     all.extend(http::catalog());
     all.extend(http_conns::catalog());
     all.extend(search::catalog());
+    all.extend(ts::catalog());
     all.extend(machine::catalog());
     all
 }
@@ -143,6 +151,7 @@ impl WorkloadSpec {
             (machine::WHAT, args.given_in::<MachineArgs>()),
             (http_conns::WHAT, args.given_in::<HttpConnsArgs>()),
             (search::WHAT, args.given_in::<SearchArgs>()),
+            (ts::WHAT, args.given_in::<TsArgs>()),
         ];
         let given = |own: &str| {
             let group = groups.iter().find(|(what, _)| *what == own);
@@ -188,6 +197,10 @@ impl WorkloadSpec {
             refuse_others(&[search::WHAT])?;
             return search::resolve(name, &args.search, given(search::WHAT));
         }
+        if ts::names(name) {
+            refuse_others(&[ts::WHAT])?;
+            return ts::resolve(name, &args.ts, given(ts::WHAT));
+        }
         if let Some(spec) = http_conns::resolve(name, &args.http, &args.http_conns) {
             refuse_others(&[http::WHAT, http_conns::WHAT])?;
             return spec;
@@ -214,6 +227,8 @@ impl WorkloadSpec {
             WorkloadSpec::SearchBulk(w) => w,
             WorkloadSpec::SearchQuery(w) => w,
             WorkloadSpec::SearchMixed(w) => w,
+            WorkloadSpec::TsIngest(w) => w,
+            WorkloadSpec::TsQuery(w) => w,
         }
     }
 
@@ -234,6 +249,8 @@ impl WorkloadSpec {
                 queries: SearchQueryWorkload { opts, .. },
                 ..
             }) => search::prepare_hint(opts),
+            WorkloadSpec::TsIngest(TsIngestWorkload { opts, .. })
+            | WorkloadSpec::TsQuery(TsQueryWorkload { opts, .. }) => ts::prepare_hint(opts),
             WorkloadSpec::Http(_)
             | WorkloadSpec::HttpConnections(_)
             | WorkloadSpec::Cpu(_)
@@ -251,8 +268,10 @@ impl WorkloadSpec {
             | WorkloadSpec::Cpu(_)
             | WorkloadSpec::Disk(_)
             | WorkloadSpec::SearchQuery(_)
-            | WorkloadSpec::SearchMixed(_) => None,
+            | WorkloadSpec::SearchMixed(_)
+            | WorkloadSpec::TsQuery(_) => None,
             WorkloadSpec::SearchBulk(w) => search::implied_events(&w.opts),
+            WorkloadSpec::TsIngest(w) => ts::implied_events(w),
             WorkloadSpec::Kv(KvWorkload { opts })
             | WorkloadSpec::Dataset(DataSetWorkload { opts, .. }) => {
                 kv::implied_events(&args.kv, opts, sessions)

@@ -273,25 +273,26 @@ fn failure_class(reason: &str) -> &str {
     }
 }
 
-/// Failed items of one bulk, by reason, repeats in a row counted once:
-/// a bulk may fail thousands of items, so a reason is compared with the
-/// last one only.
+/// Failed items of one request (a bulk's documents, a write's points),
+/// by reason, repeats in a row counted once: a request may fail thousands
+/// of items, so a reason is compared with the last one only.
 #[derive(Default)]
-struct Failures(Vec<(String, u64)>);
+pub(crate) struct Failures(Vec<(String, u64)>);
 
 impl Failures {
-    fn note(&mut self, reason: &str) {
+    pub(crate) fn note(&mut self, reason: &str) {
         match self.0.last_mut() {
             Some((last, n)) if last == reason => *n += 1,
             _ => self.0.push((reason.to_string(), 1)),
         }
     }
 
-    /// Records each failed item as an error of operation `kind`.
-    fn record(&mut self, ctx: &mut Ctx, kind: usize) {
+    /// Records each failed item as an error of operation `kind`, of the
+    /// class `class` gives its reason.
+    pub(crate) fn record(&mut self, ctx: &mut Ctx, kind: usize, class: impl Fn(&str) -> &str) {
         for (reason, n) in self.0.drain(..) {
             for _ in 0..n {
-                ctx.failed(kind, failure_class(&reason), &reason);
+                ctx.failed(kind, class(&reason), &reason);
             }
         }
     }
@@ -466,7 +467,7 @@ impl<C: SearchConn> Script<C> for BulkScript {
         t.failed.fetch_add(outcome.failed, Ordering::Relaxed);
         t.own_ids.fetch_add(content.own_ids, Ordering::Relaxed);
         ctx.items(0, outcome.items);
-        failures.record(ctx, 0);
+        failures.record(ctx, 0, failure_class);
         Ok(())
     }
 }

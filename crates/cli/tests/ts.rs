@@ -1,0 +1,327 @@
+//! ts-ingest and ts-query against real servers: InfluxDB over line
+//! protocol, VictoriaMetrics and Prometheus over remote write. Each test
+//! starts its own server (each starts in a fraction of a second).
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::Output;
+use std::time::{Duration, SystemTime};
+
+use common::{loadcell, ok, read_json, run_json, s, stderr, stdout, u};
+use loadcell_testkit::TsServer;
+use serde_json::Value;
+
+fn start(server: Result<TsServer, String>, what: &str) -> TsServer {
+    server.unwrap_or_else(|e| panic!("cannot start {what}: {e}"))
+}
+
+/// InfluxQL `q` on the server's HTTP API, its answer's body.
+fn influxql(port: u16, q: &str) -> String {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let body = format!("q={}", q.replace(' ', "+"));
+    write!(
+        stream,
+        "POST /query HTTP/1.0\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    answer.split_once("\r\n\r\n").unwrap().1.to_string()
+}
+
+fn databases(port: u16) -> String {
+    influxql(port, "SHOW DATABASES")
+}
+
+/// `--start` and `--end` for `seconds` of back-fill ending on a multiple
+/// of 10 s, so each series gets `seconds / 10` points.
+fn backfill(seconds: u64) -> [String; 4] {
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        / 10
+        * 10;
+    let at = |s: u64| {
+        humantime::format_rfc3339_seconds(SystemTime::UNIX_EPOCH + Duration::from_secs(s))
+            .to_string()
+    };
+    ["--start".into(), at(now - seconds), "--end".into(), at(now)]
+}
+
+fn run(dir: &Path, workload: &str, target: &str, args: &[&str]) -> Output {
+    let mut all = vec!["run", workload, "--target", target];
+    all.extend_from_slice(args);
+    loadcell(dir, &all)
+}
+
+fn strs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
+#[test]
+fn influxdb_ingest_is_verified_queried_and_only_loadcells_database_dropped() {
+    let server = start(loadcell_testkit::influxdb(), "InfluxDB");
+    let port = server.server.port;
+    let target = format!("influx://127.0.0.1:{port}/lc");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let range = backfill(200);
+    let mut args = vec![
+        "--use-case",
+        "cpu-only",
+        "--series",
+        "1000",
+        "--threads",
+        "2",
+    ];
+    args.extend(strs(&range));
+
+    // No database yet: refused before any load, naming prepare.
+    let o = run(d, "ts-ingest", &target, &args);
+    assert_eq!(o.status.code(), Some(1));
+    let e = stderr(&o);
+    assert!(
+        e.contains("the store of 'cpu' does not exist")
+            && e.contains("database not found")
+            && e.contains("run `loadcell prepare ts-ingest")
+            && e.contains("--use-case cpu-only"),
+        "{e}"
+    );
+    assert_eq!(e.trim().lines().count(), 1, "{e}");
+
+    ok(loadcell(
+        d,
+        &[
+            "prepare",
+            "ts-ingest",
+            "--target",
+            &target,
+            "--use-case",
+            "cpu-only",
+        ],
+    ));
+    let r = run_json(d, "ts-ingest", &target, &args);
+    assert_eq!(u(&r, "/ops/write/items"), 20_000, "1000 series x 20 points");
+    assert_eq!(u(&r, "/ops/write/count"), 40, "500 points a request");
+    assert_eq!(u(&r, "/ops/write/errors"), 0);
+    let v = &r["verification"];
+    assert_eq!(v["ok"], true, "{v}");
+    assert_eq!(
+        (
+            u(&r, "/verification/expected"),
+            u(&r, "/verification/found")
+        ),
+        (1000, 1000)
+    );
+    assert!(
+        s(&r, "/verification/how").contains("20 random series spot-checked"),
+        "{v}"
+    );
+    assert_eq!(s(&r, "/config/workload_options/use_case"), "cpu-only");
+
+    // Queries of the same space hit what was written.
+    let mut q = vec!["--use-case", "cpu-only", "--series", "1000", "--time", "2s"];
+    q.extend(strs(&range));
+    let r = run_json(d, "ts-query", &target, &q);
+    for kind in ["last-point", "range-mean", "group-by"] {
+        let op = format!("/ops/{kind}");
+        assert!(u(&r, &format!("{op}/count")) > 0, "{kind}: {}", r["ops"]);
+        assert_eq!(u(&r, &format!("{op}/errors")), 0, "{kind}");
+        assert!(u(&r, &format!("{op}/items")) > 0, "{kind} returned rows");
+    }
+    assert!(
+        r["summary"]["counters"].get("no_rows").is_none(),
+        "{}",
+        r["summary"]
+    );
+
+    // A database someone else made is left alone; loadcell's is dropped.
+    influxql(port, "CREATE DATABASE theirs");
+    let theirs = format!("influx://127.0.0.1:{port}/theirs");
+    let o = loadcell(d, &["cleanup", "ts-ingest", "--target", &theirs]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("was not created by loadcell"),
+        "{}",
+        stderr(&o)
+    );
+    let o = loadcell(
+        d,
+        &[
+            "cleanup",
+            "ts-ingest",
+            "--target",
+            &target,
+            "--use-case",
+            "cpu-only",
+        ],
+    );
+    ok(o);
+    let dbs = databases(port);
+    assert!(dbs.contains("theirs") && !dbs.contains("\"lc\""), "{dbs}");
+}
+
+#[test]
+fn bad_options_are_one_line_errors_before_any_load() {
+    let dir = tempfile::tempdir().unwrap();
+    // A closed port: these must fail before connecting.
+    let target = format!("influx://127.0.0.1:{}/lc", loadcell_testkit::closed_port());
+    for (args, message) in [
+        (&["--series", "0"][..], "--series must be at least 1"),
+        (
+            &["--use-case", "iot"],
+            "--use-case 'iot' is not a use case: use cpu-only or devops",
+        ),
+        (
+            &["--points-per-request", "200000"],
+            "--points-per-request 200000: requests would be over 25 MB",
+        ),
+        (
+            &[
+                "--start",
+                "2024-01-02T00:00:00Z",
+                "--end",
+                "2024-01-01T00:00:00Z",
+            ],
+            "--end 2024-01-01T00:00:00Z is not after --start",
+        ),
+        (
+            &["--queries", "last-point"],
+            "--queries does not apply to ts-ingest",
+        ),
+    ] {
+        let o = run(dir.path(), "ts-ingest", &target, args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        let e = stderr(&o);
+        assert!(
+            e.contains(message) && e.trim().lines().count() == 1,
+            "{args:?}: {e}"
+        );
+    }
+}
+
+#[test]
+fn victoriametrics_over_remote_write_with_a_sweep_over_series() {
+    let server = start(loadcell_testkit::victoriametrics(), "VictoriaMetrics");
+    let target = format!("prom-rw://127.0.0.1:{}/api/v1/write", server.server.port);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let range = backfill(100);
+    // Nothing to prepare: VictoriaMetrics keeps no stores.
+    let o = ok(loadcell(d, &["prepare", "ts-ingest", "--target", &target]));
+    assert!(stderr(&o).contains("keeps no stores"), "{}", stderr(&o));
+
+    let mut args = vec![
+        "--series",
+        "300,1000",
+        "--tags",
+        "4",
+        "--fields",
+        "2",
+        "--threads",
+        "2",
+    ];
+    args.extend(strs(&range));
+    let mut all = vec!["sweep", "ts-ingest", "--target", &target];
+    all.extend(&args);
+    all.extend(["--out", "sweep.json"]);
+    ok(loadcell(d, &all));
+    let sweep = read_json(&d.join("sweep.json"));
+    assert_eq!(sweep["kind"], "sweep");
+    let points = sweep["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2, "{sweep}");
+    let values: Vec<f64> = points
+        .iter()
+        .map(|p| p["value"].as_f64().unwrap())
+        .collect();
+    assert_eq!(values, [300.0, 1000.0]);
+
+    // The series written, queried back.
+    let mut q = vec![
+        "--series", "1000", "--tags", "4", "--fields", "2", "--time", "2s",
+    ];
+    q.extend(strs(&range));
+    let r = run_json(d, "ts-query", &target, &q);
+    for kind in ["last-point", "range-mean", "group-by"] {
+        assert!(
+            u(&r, &format!("/ops/{kind}/items")) > 0,
+            "{kind}: {}",
+            r["ops"]
+        );
+    }
+}
+
+#[test]
+fn prometheus_in_real_time_and_a_refused_backfill_failing_the_check() {
+    let server = start(loadcell_testkit::prometheus(), "Prometheus");
+    let target = format!("prom-rw://127.0.0.1:{}/api/v1/write", server.server.port);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let args = [
+        "--series",
+        "200",
+        "--fields",
+        "1",
+        "--threads",
+        "2",
+        "--time",
+        "2s",
+    ];
+    let r = run_json(d, "ts-ingest", &target, &args);
+    assert!(u(&r, "/ops/write/items") > 200, "{}", r["ops"]);
+    assert_eq!(r["verification"]["ok"], true, "{}", r["verification"]);
+    assert_eq!(u(&r, "/verification/found"), 200);
+
+    // Prometheus refuses samples older than its head: every point fails.
+    let old = [
+        "--measurement",
+        "old",
+        "--series",
+        "50",
+        "--fields",
+        "1",
+        "--start",
+        "-30d",
+        "--end",
+        "-29d",
+        "--interval",
+        "1h",
+        "--verify-timeout",
+        "1s",
+        "--json",
+    ];
+    let o = run(d, "ts-ingest", &target, &old);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let r: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let v = &r["verification"];
+    assert_eq!(v["ok"], false);
+    assert_eq!(
+        (
+            u(&r, "/verification/expected"),
+            u(&r, "/verification/found")
+        ),
+        (50, 0)
+    );
+    let how = s(&r, "/verification/how");
+    assert!(
+        how.contains("points failed") && how.contains("series old,tag0="),
+        "{how}"
+    );
+    assert!(how.contains("the database holds no points"), "{how}");
+    assert!(u(&r, "/ops/write/errors") >= 50 * 24, "{}", r["ops"]);
+    let sample = &r["error_samples"][0];
+    assert_eq!(sample["class"], "point failed");
+    assert!(
+        sample["message"]
+            .as_str()
+            .unwrap()
+            .contains("out of bounds"),
+        "{sample}"
+    );
+    assert!(stdout(&o).contains("\"ok\": false"));
+}

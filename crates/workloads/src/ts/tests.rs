@@ -1,0 +1,337 @@
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::Ordering;
+
+use loadcell_core::ts::{Series, StoredPoints, TimeRange, TsQuery, WriteOutcome};
+
+use super::ingest::{IngestScript, Layout};
+use super::*;
+
+/// A time-series database in memory: each series' points of the first
+/// field, by the series' line-protocol name; stores by measurement, with
+/// their markers, where `has_stores`.
+#[derive(Default)]
+struct Points {
+    has_stores: bool,
+    stores: HashMap<String, String>,
+    series: BTreeMap<String, Vec<(i64, f64)>>,
+    /// The request being built: the current point's name and first field.
+    pending: Vec<(String, i64, f64)>,
+    point: (String, Option<f64>),
+    requests: Vec<u64>,
+}
+
+impl TsConn for Points {
+    fn point(&mut self, measurement: &str) {
+        self.point = (measurement.to_string(), None);
+    }
+    fn tag(&mut self, key: &str, value: &str) {
+        self.point.0 += &format!(",{key}={value}");
+    }
+    fn field(&mut self, _key: &str, value: f64) {
+        self.point.1.get_or_insert(value);
+    }
+    fn end_point(&mut self, timestamp_ns: i64) {
+        let (name, value) = std::mem::take(&mut self.point);
+        self.pending.push((name, timestamp_ns, value.unwrap()));
+    }
+    async fn write(&mut self, _: &mut dyn FnMut(&str)) -> Result<WriteOutcome, DriverError> {
+        let points = self.pending.len() as u64;
+        for (name, at, value) in self.pending.drain(..) {
+            self.series.entry(name).or_default().push((at, value));
+        }
+        self.requests.push(points);
+        Ok(WriteOutcome { points, failed: 0 })
+    }
+    async fn query(&mut self, _: &TsQuery<'_>) -> Result<u64, DriverError> {
+        Ok(1)
+    }
+    async fn stored_points(
+        &mut self,
+        series: Series<'_>,
+        _field: &str,
+        range: TimeRange,
+    ) -> Result<Option<StoredPoints>, DriverError> {
+        let mut name = series.measurement.to_string();
+        for (k, v) in series.tags {
+            name += &format!(",{k}={v}");
+        }
+        let points: Vec<_> = self.series.get(&name).into_iter().flatten().collect();
+        let inside: Vec<_> = points
+            .into_iter()
+            .filter(|(at, _)| (range.start_ns..range.end_ns).contains(at))
+            .collect();
+        Ok(inside.last().map(|&&(at, value)| StoredPoints {
+            count: inside.len() as u64,
+            last_timestamp_ns: at,
+            last_value: value,
+        }))
+    }
+    async fn series_count(&mut self, measurement: &str, _: &str) -> Result<u64, DriverError> {
+        if self.has_stores && !self.stores.contains_key(measurement) {
+            return Err(DriverError::fatal("database not found"));
+        }
+        let prefix = format!("{measurement},");
+        Ok(self
+            .series
+            .keys()
+            .filter(|k| k.starts_with(&prefix))
+            .count() as u64)
+    }
+    async fn create_store(&mut self, measurement: &str, marker: &str) -> Result<bool, DriverError> {
+        if self.has_stores {
+            self.stores
+                .insert(measurement.to_string(), marker.to_string());
+        }
+        Ok(self.has_stores)
+    }
+    async fn store_marker(&mut self, measurement: &str) -> Result<Option<String>, DriverError> {
+        Ok(self.stores.get(measurement).cloned())
+    }
+    async fn drop_store(&mut self, measurement: &str) -> Result<(), DriverError> {
+        self.stores.remove(measurement);
+        Ok(())
+    }
+}
+
+#[derive(Default)]
+struct Messages(RefCell<Vec<String>>);
+
+impl PrepareObserver for Messages {
+    fn message(&self, text: &str) {
+        self.0.borrow_mut().push(text.to_string());
+    }
+    fn add_total(&self, _: u64) {}
+    fn loaded(&self, _: u64) {}
+}
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
+
+const SECOND: i64 = 1_000_000_000;
+
+/// 1000 series of cpu-only, 20 points each, 10 s apart.
+fn backfill(series: u64) -> TsOptions {
+    TsOptions {
+        space: UseCase::CpuOnly.space(10, series).unwrap(),
+        use_case: Some(UseCase::CpuOnly),
+        points_per_request: 500,
+        interval_ns: 10 * SECOND,
+        timing: Timing::BackFill {
+            start_ns: 1_700_000_000 * SECOND,
+            end_ns: 1_700_000_200 * SECOND,
+        },
+    }
+}
+
+/// Sends every request the script has, as sessions would, one at a time.
+fn ingest(script: &IngestScript, conn: &mut Points) {
+    block_on(async {
+        let mut tags = script.space.tag_buffer();
+        while let super::ingest::Claim::Lease(lease) = script.claim() {
+            let points = script.build(conn, &lease, &mut tags);
+            script.tally.sent.fetch_add(points, Ordering::Relaxed);
+            let outcome = conn.write(&mut |_| {}).await.unwrap();
+            script
+                .tally
+                .answered
+                .fetch_add(outcome.points, Ordering::Relaxed);
+        }
+    })
+}
+
+#[test]
+fn requests_carry_about_the_points_per_request_whatever_the_series() {
+    let l = |series, measurements| Layout::new(series, measurements, 500);
+    let at = |groups, group_size, rounds_per_request| Layout {
+        groups,
+        group_size,
+        rounds_per_request,
+    };
+    assert_eq!(l(1000, 1), at(2, 500, 1));
+    assert_eq!(l(1001, 1), at(3, 500, 1));
+    assert_eq!(l(100, 1), at(1, 100, 5));
+    // devops: 7 measurements, a point of each per series and round.
+    assert_eq!(l(10_000, 7), at(141, 71, 1));
+    assert_eq!(l(1000, 1).requests(20), 40);
+    assert_eq!(l(100, 1).requests(20), 4);
+    assert_eq!(backfill(1000).requests(), Some(40));
+}
+
+#[test]
+fn a_backfill_writes_every_series_its_points_in_time_order_and_verifies() {
+    let opts = backfill(1000);
+    let script = IngestScript::new(&opts, 42);
+    let mut conn = Points::default();
+    ingest(&script, &mut conn);
+    assert_eq!(conn.requests, vec![500; 40]);
+    assert_eq!(conn.series.len(), 1000);
+    for points in conn.series.values() {
+        assert_eq!(points.len(), 20);
+        assert!(points.windows(2).all(|w| w[1].0 - w[0].0 == 10 * SECOND));
+    }
+    let v = block_on(script.verify(&mut conn, 20, Duration::ZERO)).unwrap();
+    assert!(v.ok, "{v:?}");
+    assert_eq!((v.expected, v.found), (1000, 1000));
+    assert!(v.how.contains("20 random series spot-checked"), "{}", v.how);
+    // The same seed sends the same values.
+    let again = IngestScript::new(&opts, 42);
+    let mut other = Points::default();
+    ingest(&again, &mut other);
+    assert_eq!(conn.series, other.series);
+}
+
+#[test]
+fn a_series_missing_or_short_fails_the_check_naming_it() {
+    let script = IngestScript::new(&backfill(50), 7);
+    let mut conn = Points::default();
+    ingest(&script, &mut conn);
+    // Every series is spot-checked: one lost its last point, another is gone.
+    let mut names = conn.series.keys().cloned();
+    let (short, gone) = (names.next().unwrap(), names.next().unwrap());
+    conn.series.get_mut(&short).unwrap().pop();
+    conn.series.remove(&gone);
+    let v = block_on(script.verify(&mut conn, 500, Duration::from_millis(600))).unwrap();
+    assert!(!v.ok);
+    assert_eq!((v.expected, v.found), (50, 49));
+    assert!(
+        v.how.contains(&format!(
+            "series {short} field usage_user: sent 20 points, the last "
+        )) && v.how.contains("the database holds 19 points"),
+        "{}",
+        v.how
+    );
+    assert!(
+        v.how
+            .contains(&format!("{gone} field usage_user: sent 20 points")),
+        "{}",
+        v.how
+    );
+    assert!(v.how.contains("the database holds no points"), "{}", v.how);
+}
+
+#[test]
+fn a_group_is_written_by_one_session_at_a_time() {
+    use super::ingest::Claim;
+    let script = IngestScript::new(&backfill(1000), 1);
+    let (Claim::Lease(a), Claim::Lease(b)) = (script.claim(), script.claim()) else {
+        panic!("two groups, two leases");
+    };
+    assert!(matches!(script.claim(), Claim::Wait));
+    drop(a);
+    assert!(matches!(script.claim(), Claim::Lease(_)));
+    drop(b);
+}
+
+#[test]
+fn failed_points_fail_the_check() {
+    let script = IngestScript::new(&backfill(10), 1);
+    let mut conn = Points::default();
+    ingest(&script, &mut conn);
+    script.tally.failed.store(3, Ordering::Relaxed);
+    let v = block_on(script.verify(&mut conn, 5, Duration::ZERO)).unwrap();
+    assert!(!v.ok && v.how.contains("3 points failed"), "{v:?}");
+}
+
+#[test]
+fn stores_are_made_marked_and_dropped_only_if_loadcells() {
+    let space = backfill(10).space;
+    let messages = Messages::default();
+    let mut conn = Points {
+        has_stores: true,
+        ..Points::default()
+    };
+    block_on(async {
+        let e = check_store(&mut conn, &space, false).await.unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "the store of 'cpu' does not exist (database not found)"
+        );
+        create_stores(&mut conn, &space, &messages).await.unwrap();
+        assert!(Tag::parse(&conn.stores["cpu"]).is_some());
+        assert_eq!(check_store(&mut conn, &space, false).await.unwrap(), 0);
+        let e = check_store(&mut conn, &space, true).await.unwrap_err();
+        assert!(e.to_string().contains("holds no series of 'cpu'"), "{e}");
+        // Someone else's store is neither taken nor dropped.
+        conn.stores.insert("cpu".to_string(), String::new());
+        let e = create_stores(&mut conn, &space, &messages)
+            .await
+            .unwrap_err();
+        assert!(e.message.contains("is not loadcell's"), "{e}");
+        assert_eq!(owner(&mut conn, "cpu").await.unwrap(), Owner::Other);
+    });
+    // A database without stores needs nothing prepared.
+    let mut conn = Points::default();
+    block_on(async {
+        create_stores(&mut conn, &space, &messages).await.unwrap();
+        assert_eq!(check_store(&mut conn, &space, false).await.unwrap(), 0);
+    });
+    assert!(messages
+        .0
+        .borrow()
+        .iter()
+        .any(|m| m.contains("keeps no stores")));
+}
+
+#[test]
+fn real_time_points_are_now_and_a_millisecond_apart_at_least() {
+    let opts = TsOptions {
+        timing: Timing::RealTime,
+        ..backfill(100)
+    };
+    let script = IngestScript::new(&opts, 3);
+    let mut conn = Points::default();
+    block_on(async {
+        let mut tags = script.space.tag_buffer();
+        for _ in 0..3 {
+            let super::ingest::Claim::Lease(lease) = script.claim() else {
+                panic!("real time never ends");
+            };
+            script.build(&mut conn, &lease, &mut tags);
+            conn.write(&mut |_| {}).await.unwrap();
+        }
+    });
+    // 100 series, 5 rounds a request: 15 points each.
+    for points in conn.series.values() {
+        assert_eq!(points.len(), 15);
+        assert!(points.windows(2).all(|w| w[1].0 - w[0].0 >= 1_000_000));
+    }
+    let v = block_on(script.verify(&mut conn, 10, Duration::ZERO)).unwrap();
+    assert!(v.ok, "{v:?}");
+    assert_eq!(v.expected, 100);
+}
+
+#[test]
+fn query_ranges_are_an_hour_within_the_data_or_all_of_it() {
+    use rand::SeedableRng;
+
+    use super::query::QueryScript;
+    let hour = 3600 * SECOND;
+    let mut opts = backfill(100);
+    let kinds = [QueryKind::RangeMean];
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(1);
+    let short = QueryScript::new(&opts, &kinds, RandType::Uniform);
+    let Timing::BackFill { start_ns, end_ns } = opts.timing else {
+        panic!("back-fill")
+    };
+    assert_eq!(short.window(&mut rng), TimeRange { start_ns, end_ns });
+    opts.timing = Timing::BackFill {
+        start_ns,
+        end_ns: start_ns + 3 * hour,
+    };
+    let long = QueryScript::new(&opts, &kinds, RandType::Uniform);
+    let starts: std::collections::HashSet<i64> = (0..50)
+        .map(|_| {
+            let w = long.window(&mut rng);
+            assert_eq!(w.end_ns - w.start_ns, hour);
+            assert!(w.start_ns >= start_ns && w.end_ns <= start_ns + 3 * hour);
+            w.start_ns
+        })
+        .collect();
+    assert!(starts.len() > 40, "windows move about the data");
+}
