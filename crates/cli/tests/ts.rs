@@ -325,3 +325,44 @@ fn prometheus_in_real_time_and_a_refused_backfill_failing_the_check() {
     );
     assert!(stdout(&o).contains("\"ok\": false"));
 }
+
+#[test]
+fn questdb_over_line_protocol_is_verified_queried_and_its_table_dropped() {
+    let server = start(loadcell_testkit::questdb(), "QuestDB");
+    // QuestDB ignores the database: a point's measurement is its table.
+    let target = format!("influx://127.0.0.1:{}/qdb", server.server.port);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let range = backfill(100);
+    let mut args = vec!["--series", "200", "--tags", "3", "--fields", "2"];
+    args.extend(strs(&range));
+    ok(loadcell(d, &["prepare", "ts-ingest", "--target", &target]));
+
+    let r = run_json(d, "ts-ingest", &target, &args);
+    assert_eq!(u(&r, "/ops/write/items"), 2000, "200 series x 10 points");
+    assert_eq!(u(&r, "/ops/write/errors"), 0);
+    assert_eq!(r["verification"]["ok"], true, "{}", r["verification"]);
+    assert_eq!(u(&r, "/verification/found"), 200, "series counted by SQL");
+
+    let mut q = vec![
+        "--series", "200", "--tags", "3", "--fields", "2", "--time", "2s",
+    ];
+    q.extend(strs(&range));
+    let r = run_json(d, "ts-query", &target, &q);
+    for kind in ["last-point", "range-mean", "group-by"] {
+        assert!(
+            u(&r, &format!("/ops/{kind}/items")) > 0,
+            "{kind}: {}",
+            r["ops"]
+        );
+    }
+    ok(loadcell(d, &["cleanup", "ts-ingest", "--target", &target]));
+    // Dropped: a run now finds no table and names prepare.
+    let o = run(d, "ts-ingest", &target, &args);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("loadcell prepare ts-ingest"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -499,16 +499,24 @@ impl Reader {
                 let tags = self.symbol_columns(write, layout, measurement).await?;
                 let t = &mut self.text;
                 t.clear();
-                t.push_str("SELECT count() FROM (SELECT DISTINCT ");
-                for (i, tag) in tags.iter().enumerate() {
-                    if i > 0 {
-                        t.push_str(", ");
+                if tags.is_empty() {
+                    // No tags (yet: `prepare` makes the table without
+                    // them): its rows, if any, are one series.
+                    t.push_str("SELECT count() FROM (SELECT * FROM ");
+                    sql_ident(measurement, t);
+                    t.push_str(" LIMIT 1)");
+                } else {
+                    t.push_str("SELECT count() FROM (SELECT DISTINCT ");
+                    for (i, tag) in tags.iter().enumerate() {
+                        if i > 0 {
+                            t.push_str(", ");
+                        }
+                        sql_ident(tag, t);
                     }
-                    sql_ident(tag, t);
+                    t.push_str(" FROM ");
+                    sql_ident(measurement, t);
+                    t.push(')');
                 }
-                t.push_str(" FROM ");
-                sql_ident(measurement, t);
-                t.push(')');
             }
             Product::Prometheus | Product::VictoriaMetrics => {
                 t.push_str("count(last_over_time(");
@@ -527,7 +535,7 @@ impl Reader {
     }
 
     /// The `SYMBOL` columns of QuestDB's table: the tags line protocol
-    /// gave it.
+    /// gave it (none before its first point).
     async fn symbol_columns(
         &mut self,
         write: &mut Http1Connection,
@@ -541,17 +549,10 @@ impl Reader {
         self.set_path(layout, false);
         let answer = self.run_parsed(write, "GET").await?;
         let rows = answer["dataset"].as_array().cloned().unwrap_or_default();
-        let tags: Vec<String> = rows
+        Ok(rows
             .iter()
             .filter_map(|r| r[0].as_str().map(str::to_string))
-            .collect();
-        if tags.is_empty() {
-            return Err(DriverError::fatal(format!(
-                "{}: table '{table}' has no SYMBOL (tag) columns to count series by",
-                self.endpoint
-            )));
-        }
-        Ok(tags)
+            .collect())
     }
 
     /// Runs one administration statement (`self.text`, path set) with
