@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::Output;
 use std::time::{Duration, SystemTime};
 
-use common::{loadcell, ok, read_json, run_json, s, stderr, stdout, u};
+use common::{loadcell, ok, read_json, run_and_kill_server, run_json, s, stderr, stdout, u};
 use loadcell_testkit::TsServer;
 use serde_json::Value;
 
@@ -364,5 +364,40 @@ fn questdb_over_line_protocol_is_verified_queried_and_its_table_dropped() {
         stderr(&o).contains("loadcell prepare ts-ingest"),
         "{}",
         stderr(&o)
+    );
+}
+
+#[test]
+fn an_influxdb_killed_mid_run_still_leaves_a_partial_result() {
+    let mut server = start(loadcell_testkit::influxdb(), "InfluxDB");
+    let target = format!("influx://127.0.0.1:{}/killed", server.server.port);
+    let dir = tempfile::tempdir().unwrap();
+    ok(loadcell(
+        dir.path(),
+        &["prepare", "ts-ingest", "--target", &target],
+    ));
+    // Real time, so the run lasts until the server goes.
+    let (o, r) = run_and_kill_server(
+        dir.path(),
+        &[
+            "ts-ingest",
+            "--target",
+            &target,
+            "--series",
+            "10000",
+            "--threads",
+            "2",
+        ],
+        || server.server.kill(),
+        Duration::from_secs(2),
+    );
+    assert!(
+        u(&r, "/summary/items") > 0,
+        "points sent before the kill are kept"
+    );
+    assert!(
+        stdout(&o).contains("partial run (server_unreachable)"),
+        "{}",
+        stdout(&o)
     );
 }
