@@ -69,6 +69,7 @@ pub fn run(threads: usize, tps: f64) -> RunResult {
                 },
                 connections_held: None,
                 histogram: hist::encode(&h),
+                merged: None,
             }
         })
         .collect();
