@@ -78,6 +78,11 @@ pub struct RunResult {
     /// system's own API afterwards (a search index's `_count`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verification: Option<Verification>,
+    /// The HdrHistogram interval log the run wrote as it went, every
+    /// interval at full resolution (`--hdr-log`, or next to the result
+    /// file), as the run named it; absent when none was written to its end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hdr_log: Option<String>,
 }
 
 /// What a check after the run found of the data it wrote.

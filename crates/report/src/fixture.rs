@@ -226,6 +226,7 @@ pub fn run(threads: usize, tps: f64) -> RunResult {
         disk: None,
         connections: None,
         verification: None,
+        hdr_log: None,
     }
 }
 
