@@ -3,7 +3,7 @@
 //! and result size depend on the configuration, not on the duration. The
 //! full resolution goes to the HdrHistogram interval log on disk.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 use crate::hist::{self, LatencySummary};
 use crate::resources::ResourceSample;
@@ -16,22 +16,32 @@ pub const MAX_POINTS: usize = 3_600;
 
 /// A point that can take in the next one in time.
 pub trait Coarsen {
+    /// What merging keeps from one merge to the next (buffers).
+    type Scratch: Default;
+
     /// Folds `later` into `self`; `weights` are how many fine points each
     /// of them stands for.
-    fn absorb(&mut self, later: Self, weights: (u64, u64));
+    fn absorb(&mut self, later: Self, weights: (u64, u64), scratch: &mut Self::Scratch);
 }
 
 /// Points in time order, at most `bound` of them: when the series is
 /// full its points are merged in pairs and each new point from then on
-/// stands for twice as many fine ones.
-#[derive(Debug)]
-pub struct Coarsened<T> {
+/// stands for twice as many fine ones. The pairs are merged one per push,
+/// not all at once: a merge of thousands would stall the collector, and
+/// the intervals piling up meanwhile would each take stats of their own.
+pub struct Coarsened<T: Coarsen> {
     bound: usize,
-    kept: Vec<T>,
-    /// Fine points per kept one.
+    /// In time order: `done`, then `pairing`, then `tail`.
+    done: Vec<T>,
+    /// Points of half the current width, still to be merged in pairs.
+    pairing: VecDeque<T>,
+    /// Points of the current width that came while `pairing` was merged.
+    tail: Vec<T>,
+    /// Fine points per new point.
     width: u64,
     /// The point being filled, and how many fine points it holds.
     open: Option<(T, u64)>,
+    scratch: T::Scratch,
 }
 
 impl<T: Coarsen> Coarsened<T> {
@@ -42,17 +52,40 @@ impl<T: Coarsen> Coarsened<T> {
         );
         Coarsened {
             bound,
-            kept: Vec::new(),
+            done: Vec::new(),
+            pairing: VecDeque::new(),
+            tail: Vec::new(),
             width: 1,
             open: None,
+            scratch: T::Scratch::default(),
+        }
+    }
+
+    /// Points kept, the one being filled aside.
+    fn len(&self) -> usize {
+        self.done.len() + self.pairing.len() + self.tail.len()
+    }
+
+    /// Merges the next pair of `pairing`, if any.
+    fn merge_a_pair(&mut self) {
+        if let (Some(mut first), Some(second)) =
+            (self.pairing.pop_front(), self.pairing.pop_front())
+        {
+            let half = self.width / 2;
+            first.absorb(second, (half, half), &mut self.scratch);
+            self.done.push(first);
+            if self.pairing.is_empty() {
+                self.done.append(&mut self.tail);
+            }
         }
     }
 
     pub fn push(&mut self, point: T) {
+        self.merge_a_pair();
         let (open, n) = match self.open.take() {
             None => (point, 1),
             Some((mut open, n)) => {
-                open.absorb(point, (n, 1));
+                open.absorb(point, (n, 1), &mut self.scratch);
                 (open, n + 1)
             }
         };
@@ -60,20 +93,23 @@ impl<T: Coarsen> Coarsened<T> {
             self.open = Some((open, n));
             return;
         }
-        self.kept.push(open);
-        if self.kept.len() == self.bound {
-            let mut pairs = std::mem::take(&mut self.kept).into_iter();
-            while let (Some(mut first), Some(second)) = (pairs.next(), pairs.next()) {
-                first.absorb(second, (self.width, self.width));
-                self.kept.push(first);
-            }
+        if self.pairing.is_empty() {
+            self.done.push(open);
+        } else {
+            self.tail.push(open);
+        }
+        if self.pairing.is_empty() && self.len() == self.bound {
+            self.pairing = std::mem::take(&mut self.done).into();
             self.width *= 2;
         }
     }
 
     /// Every point, the last one possibly standing for fewer fine ones.
-    pub fn into_vec(self) -> Vec<T> {
-        let mut all = self.kept;
+    pub fn into_vec(mut self) -> Vec<T> {
+        while !self.pairing.is_empty() {
+            self.merge_a_pair();
+        }
+        let mut all = self.done;
         all.extend(self.open.map(|(open, _)| open));
         all
     }
@@ -114,11 +150,14 @@ fn sum_options(a: Option<u64>, b: Option<u64>) -> Option<u64> {
 /// Counts summed, rates recomputed over the summed duration, latency from
 /// the summed histogram, and the fine intervals' spread kept in `merged`.
 impl Coarsen for Interval {
-    fn absorb(&mut self, later: Interval, _weights: (u64, u64)) {
-        let decode = |text: &str| hist::decode(text).expect("interval histograms are our own");
-        let mut h = decode(&self.histogram);
-        h.add(decode(&later.histogram))
-            .expect("interval histograms share their bounds");
+    type Scratch = hist::Codec;
+
+    fn absorb(&mut self, later: Interval, _weights: (u64, u64), codec: &mut hist::Codec) {
+        codec.sum.reset();
+        codec
+            .add(&self.histogram)
+            .and_then(|()| codec.add(&later.histogram))
+            .expect("interval histograms are our own");
         let merged = Merged::of(self).with(Merged::of(&later));
         let duration_s = self.duration_s + later.duration_s;
         let per_sec = |n: u64| {
@@ -141,7 +180,7 @@ impl Coarsen for Interval {
             }
             (mine, theirs) => mine.or(theirs),
         };
-        let l = LatencySummary::of(&h);
+        let l = LatencySummary::of(&codec.sum);
         *self = Interval {
             t_s: later.t_s,
             duration_s,
@@ -163,7 +202,7 @@ impl Coarsen for Interval {
             },
             // A gauge: its value at the end.
             connections_held: later.connections_held,
-            histogram: hist::encode(&h),
+            histogram: codec.encode_sum(),
             merged: Some(merged),
         };
     }
@@ -171,7 +210,9 @@ impl Coarsen for Interval {
 
 /// Weighted means of every figure; the time is the later one's.
 impl Coarsen for ResourceSample {
-    fn absorb(&mut self, later: ResourceSample, (mine, theirs): (u64, u64)) {
+    type Scratch = ();
+
+    fn absorb(&mut self, later: ResourceSample, (mine, theirs): (u64, u64), (): &mut ()) {
         let total = (mine + theirs) as f64;
         let mean = |a: f64, b: f64| (a * mine as f64 + b * theirs as f64) / total;
         let mean_u64 = |a: u64, b: u64| mean(a as f64, b as f64).round() as u64;
@@ -245,19 +286,30 @@ mod tests {
         let mut series = Coarsened::new(8);
         for t in 1..=100 {
             series.push(interval(t, 10, 1));
-            assert!(series.kept.len() < 8);
+            assert!(series.len() <= 8);
+            // Never more than one pair merged per push.
+            assert!(series.pairing.len() <= 8);
         }
         let all = series.into_vec();
         assert!(all.len() <= 8, "{}", all.len());
-        // 100 fine intervals: 6 of 16 each and a last one of 4.
         let widths: Vec<u64> = all
             .iter()
             .map(|i| i.merged.as_ref().unwrap().intervals)
             .collect();
-        assert_eq!(widths, [16, 16, 16, 16, 16, 16, 4]);
+        assert_eq!(widths.iter().sum::<u64>(), 100, "{widths:?}");
+        // Coarser first, as the series grew.
+        assert!(widths.windows(2).all(|w| w[0] >= w[1]), "{widths:?}");
+        // The last one may be partly filled.
+        assert!(
+            widths[..widths.len() - 1]
+                .iter()
+                .all(|w| w.is_power_of_two()),
+            "{widths:?}"
+        );
+        assert!(all.windows(2).all(|w| w[0].t_s < w[1].t_s));
         assert_eq!(all.iter().map(|i| i.events).sum::<u64>(), 1000);
         assert_eq!(all.last().unwrap().t_s, 100.0);
-        assert_eq!(all[0].duration_s, 16.0);
+        assert_eq!(all[0].duration_s, widths[0] as f64);
         assert_eq!(all[0].events_per_sec, 10.0);
     }
 
@@ -305,7 +357,7 @@ mod tests {
         assert_eq!(all.len(), 2);
         assert_eq!((all[0].t_s, all[0].client_cpu_pct), (2.0, 15.0));
         let mut three = all[0].clone();
-        three.absorb(all[1].clone(), (2, 1));
+        three.absorb(all[1].clone(), (2, 1), &mut ());
         assert_eq!(three.client_cpu_pct, 30.0);
         assert_eq!(three.server_cpu_pct, Some(30.0));
         assert_eq!(three.server["ops_per_s"], 30.0);
