@@ -147,7 +147,8 @@ pub struct MultiArgs {
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// Result or sweep files.
+    /// Result or sweep files; or a run's interval log (.hlog) for a
+    /// partial view of a run killed before it wrote its result.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
     /// Write one self-contained HTML page here.

@@ -390,6 +390,31 @@ impl RunJob<'_> {
         Ok(())
     }
 
+    /// The run's HdrHistogram interval log, every interval at full
+    /// resolution on disk while the result keeps a bounded number:
+    /// `--hdr-log`, else next to the result file (`NAME.hlog` for
+    /// `NAME.json`); none for a sweep's step, nor for a result written to
+    /// a device or a pipe.
+    fn hdr_log(&self, comment: &str) -> anyhow::Result<Option<HdrLog>> {
+        if let Some(path) = &self.config.args.hdr_log {
+            return HdrLog::create(path, comment).map(Some);
+        }
+        if self.quiet {
+            return Ok(None);
+        }
+        match self.destination() {
+            loadcell_record::file::Destination::Named(path) => {
+                if path.exists() && !path.is_file() {
+                    return Ok(None);
+                }
+                HdrLog::create(&path.with_extension("hlog"), comment).map(Some)
+            }
+            loadcell_record::file::Destination::New { dir, stem } => {
+                HdrLog::create_new(&dir, &stem, comment).map(Some)
+            }
+        }
+    }
+
     /// The check after the run: whether what the run wrote arrived
     /// (nothing to check, for most workloads). A check that cannot be
     /// made (the server went away) is a warning: the run's numbers stand.
@@ -429,17 +454,11 @@ impl RunJob<'_> {
     {
         let spec = self.run_spec(seed, info);
         let ops = script.ops();
-        let hdr_log = match &self.config.args.hdr_log {
-            Some(path) => Some(HdrLog::create(
-                path,
-                &format!(
-                    "loadcell {} on {}",
-                    self.config.spec.name(),
-                    self.config.target
-                ),
-            )?),
-            None => None,
-        };
+        let hdr_log = self.hdr_log(&format!(
+            "loadcell {} on {}",
+            self.config.spec.name(),
+            self.config.target
+        ))?;
         let metrics = match self.config.args.metrics_addr {
             Some(addr) => Some(Metrics {
                 exposition: crate::metrics::serve(addr)?,
@@ -497,7 +516,9 @@ impl RunJob<'_> {
             ops,
             transactional: script.transactional(),
         };
-        Ok((result::build(&ctx, outcome), ops.to_vec()))
+        let mut result = result::build(&ctx, outcome);
+        result.hdr_log = live.hdr_log.map(|log| log.path.display().to_string());
+        Ok((result, ops.to_vec()))
     }
 
     /// Writes the result file and prints the summary (or the JSON), unless

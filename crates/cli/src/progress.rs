@@ -74,8 +74,34 @@ impl HdrLog {
     pub fn create(path: &Path, comment: &str) -> anyhow::Result<HdrLog> {
         let file = File::create(path)
             .with_context(|| format!("cannot create the HDR log {}", path.display()))?;
+        HdrLog::begin(path, file, comment)
+    }
+
+    /// A new log in `dir` named `stem.hlog`, or `stem-2.hlog` ... if that
+    /// exists (runs side by side), as result files are named.
+    pub fn create_new(dir: &Path, stem: &str, comment: &str) -> anyhow::Result<HdrLog> {
+        for n in 1u32.. {
+            let path = match n {
+                1 => dir.join(format!("{stem}.hlog")),
+                n => dir.join(format!("{stem}-{n}.hlog")),
+            };
+            match File::create_new(&path) {
+                Ok(file) => return HdrLog::begin(&path, file, comment),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => {
+                    return Err(e)
+                        .with_context(|| format!("cannot create the HDR log {}", path.display()))
+                }
+            }
+        }
+        unreachable!("some suffix is free")
+    }
+
+    fn begin(path: &Path, file: File, comment: &str) -> anyhow::Result<HdrLog> {
         let mut file = BufWriter::new(file);
         hdrlog::write_header(&mut file, SystemTime::now(), comment)?;
+        // The header is on disk before the first interval.
+        file.flush()?;
         Ok(HdrLog {
             path: path.to_path_buf(),
             file,

@@ -267,6 +267,7 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
             }),
         }),
         verification: None,
+        hdr_log: None,
     }
 }
 

@@ -363,8 +363,8 @@ fn findmax_against_memcached_brackets_the_connections_capacity() {
 }
 
 /// Runs that finish within the same second (or side by side) keep one
-/// result file each: the default name gets `-2`, `-3`, ... instead of
-/// replacing the file before it.
+/// result file and one interval log each: the default name gets `-2`,
+/// `-3`, ... instead of replacing the file before it.
 #[test]
 fn results_of_the_same_second_never_replace_each_other() {
     let dir = tempfile::tempdir().unwrap();
@@ -395,10 +395,19 @@ fn results_of_the_same_second_never_replace_each_other() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     files.sort();
-    assert_eq!(files.len(), 3, "{files:?}");
-    for f in &files {
-        assert!(f.ends_with(".json") && f.contains("-kv"), "{f}");
-        assert_valid_result(&read_json(&dir.path().join("res").join(f)));
+    assert_eq!(files.len(), 6, "{files:?}");
+    let mut logs = Vec::new();
+    for f in files.iter().filter(|f| f.ends_with(".json")) {
+        assert!(f.contains("-kv"), "{f}");
+        let r = read_json(&dir.path().join("res").join(f));
+        assert_valid_result(&r);
+        logs.push(s(&r, "/hdr_log").to_string());
+    }
+    logs.sort();
+    logs.dedup();
+    assert_eq!(logs.len(), 3, "{logs:?}");
+    for log in logs {
+        assert!(log.ends_with(".hlog") && dir.path().join(log).is_file());
     }
 }
 

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use loadcell_core::words::counted;
 use loadcell_core::Driver;
+use loadcell_record::coarse::{Coarsened, MAX_POINTS};
 use loadcell_record::env::CpuTime;
 use loadcell_record::resources::{self, ResourceSample, Sampler};
 use loadcell_record::result::Interval;
@@ -316,12 +317,14 @@ pub struct RunOutcome {
     /// Length of the measurement phase.
     pub duration: Duration,
     pub total: Stats,
+    /// At most [`MAX_POINTS`]: a longer run's are merged.
     pub intervals: Vec<Interval>,
     pub open_loop: bool,
     /// Client CPU used during the measurement phase.
     pub client_cpu: CpuTime,
     pub warnings: Vec<String>,
-    /// Client, host, server-process and server-counter samples, one per interval.
+    /// Client, host, server-process and server-counter samples, one per
+    /// interval up to [`MAX_POINTS`], averaged in pairs beyond.
     pub resources: Vec<ResourceSample>,
     /// What most likely limited throughput, in plain words.
     pub bottleneck: Option<String>,
@@ -451,13 +454,13 @@ where
     let mut run_load = RunLoad::default();
     let mut warnings = Vec::new();
     let mut sampler = Sampler::new(spec.server_pid);
-    let mut samples = Vec::new();
+    let mut samples = Coarsened::new(MAX_POINTS);
     // A connection of its own for server counters; without one, samples
     // simply go without them.
     let mut monitor = crate::connect_with_timeout(&*shared.driver, spec.connect_timeout)
         .await
         .ok();
-    let mut intervals = Vec::new();
+    let mut intervals = Coarsened::new(MAX_POINTS);
     let mut last_end = start;
     let mut run_end = start;
 
@@ -718,6 +721,7 @@ where
         }
     }
 
+    let samples = samples.into_vec();
     let bottleneck = resources::diagnose(&samples, spec.workers);
     RunOutcome {
         stop_reason,
@@ -726,7 +730,7 @@ where
         ended_at: SystemTime::now(),
         duration,
         total,
-        intervals,
+        intervals: intervals.into_vec(),
         open_loop: shared.schedule.is_open_loop(),
         client_cpu: cpu_at_end.since(cpu_at_measure.unwrap_or(cpu_at_start)),
         warnings,

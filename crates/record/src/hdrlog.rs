@@ -2,13 +2,23 @@
 //! readable by `HistogramLogProcessor` and every HdrHistogram port).
 //! Values are microseconds, as in result files.
 
+use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::time::{Duration, SystemTime};
 
-use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+use hdrhistogram::serialization::interval_log::{
+    IntervalLogIterator, IntervalLogWriterBuilder, LogEntry, Tag,
+};
 use hdrhistogram::serialization::V2DeflateSerializer;
 
-use crate::hist::Micros;
+use crate::coarse::{Coarsened, MAX_POINTS};
+use crate::env::{CpuTime, HostInfo};
+use crate::hist::{self, LatencySummary, Micros};
+use crate::result::{
+    Environment, Histograms, Interval, LoopMode, Resources, RunConfig, RunResult, RunStatus,
+    Schedule, StopReason, Summary, SCHEMA_ID,
+};
+use crate::Stats;
 
 /// Writes the log's header: version, start time, base time and legend.
 /// Interval timestamps that follow are seconds since `base`.
@@ -43,6 +53,161 @@ pub fn write_interval(
     writer
         .write_histogram(histogram, start, length, tag.and_then(Tag::new))
         .map_err(|e| io::Error::other(format!("{e:?}")))
+}
+
+/// A result rebuilt from an interval log alone, for a run killed before
+/// it wrote its own: per interval, its events and their response times;
+/// totals from the intervals' sum; marked partial. `name` names the log
+/// in messages.
+pub fn rebuild(log: &[u8], name: &str) -> Result<RunResult, String> {
+    let header = log.split(|b| *b == b'\n').next().unwrap_or_default();
+    let (workload, target) = std::str::from_utf8(header)
+        .ok()
+        .and_then(|l| l.strip_prefix("#[loadcell ")?.strip_suffix(']'))
+        .and_then(|c| c.split_once(" on "))
+        .unwrap_or(("unknown", "unknown"));
+    let mut started = SystemTime::UNIX_EPOCH;
+    let mut fine = Vec::new();
+    let mut cut_short = false;
+    for entry in IntervalLogIterator::new(log) {
+        match entry {
+            Ok(LogEntry::StartTime(t)) => started = SystemTime::UNIX_EPOCH + t,
+            Ok(LogEntry::BaseTime(_)) => {}
+            Ok(LogEntry::Interval(i)) => match hist::decode(i.encoded_histogram()) {
+                Ok(h) => fine.push((i.start_timestamp(), i.duration(), h)),
+                Err(_) => {
+                    cut_short = true;
+                    break;
+                }
+            },
+            Err(_) => {
+                cut_short = true;
+                break;
+            }
+        }
+    }
+    let (Some((first, first_length, _)), Some((last, last_length, _))) =
+        (fine.first(), fine.last())
+    else {
+        return Err(format!(
+            "{name} is not an HdrHistogram interval log with intervals"
+        ));
+    };
+    // Interval times in a result count from the start of measurement,
+    // where the first logged interval begins.
+    let (measured_from, ended) = (*first, *last + *last_length);
+    let report_interval_s = first_length.as_secs_f64();
+    let mut total = Stats::new(0);
+    let mut intervals = Coarsened::new(MAX_POINTS);
+    for (start, length, h) in fine {
+        let mut interval = Stats::new(0);
+        interval.events = h.len();
+        interval.response = h;
+        intervals.push(Interval::from_stats(
+            (start + length - measured_from).as_secs_f64(),
+            length.as_secs_f64(),
+            &interval,
+        ));
+        total.merge(&interval);
+    }
+    let duration_s = (ended - measured_from).as_secs_f64();
+    let events_per_sec = total.events as f64 / duration_s.max(1e-9);
+    let latency_ms = LatencySummary::of(&total.response);
+    let mut warnings = vec![format!(
+        "rebuilt from the interval log {name} alone: the run did not write its result (killed?). \
+         Only events and their response times per interval are in the log; operations, errors, \
+         service times, the configuration and resource samples are not"
+    )];
+    if cut_short {
+        warnings.push(format!(
+            "{name} ends in a line cut short: the intervals before it are shown"
+        ));
+    }
+    let rfc3339 = |t: SystemTime| humantime::format_rfc3339_millis(t).to_string();
+    Ok(RunResult {
+        schema: SCHEMA_ID.to_string(),
+        loadcell_version: env!("CARGO_PKG_VERSION").to_string(),
+        status: RunStatus::Partial,
+        stop_reason: StopReason::Interrupted,
+        error: None,
+        started_at: rfc3339(started),
+        ended_at: rfc3339(started + ended),
+        command: Vec::new(),
+        labels: BTreeMap::new(),
+        config: RunConfig {
+            workload: workload.to_string(),
+            target: target.to_string(),
+            driver: "unknown".to_string(),
+            threads: 0,
+            clients_per_thread: 0,
+            worker_threads: None,
+            time_s: None,
+            events: None,
+            warmup_s: measured_from.as_secs_f64(),
+            rate: None,
+            arrival: None,
+            rate_tick_s: None,
+            report_interval_s,
+            connect_timeout_s: 0.0,
+            connection_policy: None,
+            seed: 0,
+            workload_options: BTreeMap::new(),
+        },
+        environment: Environment {
+            host: HostInfo::default(),
+            server: None,
+        },
+        summary: Summary {
+            duration_s,
+            ops: 0,
+            errors: 0,
+            ops_per_sec: 0.0,
+            events: total.events,
+            events_per_sec,
+            txn_per_sec: None,
+            retries: 0,
+            reconnects: 0,
+            failed_events: 0,
+            latency_ms,
+            service_time_ms: latency_ms,
+            schedule: Schedule {
+                mode: LoopMode::ClosedLoop,
+                target_rate: None,
+                achieved_rate: events_per_sec,
+                late: 0,
+                dropped: 0,
+                lag_ms: None,
+            },
+            queries: None,
+            hits: None,
+            misses: None,
+            items: None,
+            items_per_sec: None,
+            connects: None,
+            connects_per_sec: None,
+            counters: None,
+            client_cpu: CpuTime::default(),
+            bytes: None,
+            bytes_per_sec: None,
+        },
+        ops: BTreeMap::new(),
+        intervals: intervals.into_vec(),
+        histograms: Histograms {
+            encoding: hist::ENCODING.to_string(),
+            unit: "us".to_string(),
+            response: hist::encode(&total.response),
+            service: hist::encode(&total.response),
+            lag: hist::encode(&total.lag),
+            ops: BTreeMap::new(),
+        },
+        warnings,
+        error_samples: Vec::new(),
+        resources: Resources::default(),
+        disk: None,
+        connections: None,
+        verification: None,
+        hdr_log: Some(name.to_string()),
+    })
 }
 
 #[cfg(test)]
@@ -97,5 +262,60 @@ mod tests {
         assert_eq!(intervals[1].start_timestamp(), Duration::from_secs(1));
         let back = decode(intervals[0].encoded_histogram()).unwrap();
         assert_eq!(back, h);
+    }
+
+    #[test]
+    fn a_log_cut_short_rebuilds_a_partial_result_of_the_intervals_before_the_cut() {
+        let mut out = Vec::new();
+        write_header(
+            &mut out,
+            SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000),
+            "loadcell kv on redis://127.0.0.1:6379",
+        )
+        .unwrap();
+        for (second, ms) in [(2u64, 1u64), (3, 1), (4, 40)] {
+            let mut h = new_histogram();
+            for _ in 0..100 {
+                h.record(ms * 1000).unwrap();
+            }
+            write_interval(
+                &mut out,
+                Duration::from_secs(second),
+                Duration::from_secs(1),
+                &h,
+                None,
+            )
+            .unwrap();
+        }
+        // A SIGKILL in the middle of writing the next line.
+        let whole = out.len();
+        out.extend_from_slice(b"5.000,1.000,40.000,HISTFAAAA");
+        for log in [&out[..whole], &out[..]] {
+            let r = rebuild(log, "r.hlog").unwrap();
+            assert_eq!(r.status, RunStatus::Partial);
+            assert_eq!(
+                (r.config.workload.as_str(), r.config.target.as_str()),
+                ("kv", "redis://127.0.0.1:6379")
+            );
+            assert_eq!(r.summary.events, 300);
+            assert_eq!(r.summary.duration_s, 3.0);
+            assert_eq!(r.summary.events_per_sec, 100.0);
+            assert_eq!(r.intervals.len(), 3);
+            assert_eq!(r.intervals[2].t_s, 3.0);
+            assert!((r.intervals[2].latency_ms.p50 - 40.0).abs() < 0.1);
+            assert!((r.summary.latency_ms.max - 40.0).abs() < 0.1);
+            assert!(
+                r.started_at.starts_with("2023-11-14T22:13:20"),
+                "{}",
+                r.started_at
+            );
+            assert_eq!(
+                r.warnings.len(),
+                if log.len() == whole { 1 } else { 2 },
+                "{:?}",
+                r.warnings
+            );
+        }
+        assert!(rebuild(b"#[nothing]\n", "x.hlog").is_err());
     }
 }

@@ -1,6 +1,7 @@
 //! Recording: what a run measured, kept per worker without locks and merged
 //! off the hot path, and the result file it becomes.
 
+pub mod coarse;
 pub mod env;
 pub mod file;
 pub mod hdrlog;

@@ -78,6 +78,11 @@ pub struct RunResult {
     /// system's own API afterwards (a search index's `_count`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verification: Option<Verification>,
+    /// The HdrHistogram interval log the run wrote as it went, every
+    /// interval at full resolution (`--hdr-log`, or next to the result
+    /// file), as the run named it; absent when none was written to its end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hdr_log: Option<String>,
 }
 
 /// What a check after the run found of the data it wrote.
@@ -417,6 +422,24 @@ pub struct Interval {
     /// This interval's response-time histogram (same encoding as
     /// `histograms`), so interval logs can be exported later.
     pub histogram: String,
+    /// Present when this interval merges finer ones (a run longer than
+    /// [`crate::coarse::MAX_POINTS`] intervals): how they varied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged: Option<Merged>,
+}
+
+/// The spread of the finer intervals a merged one holds, so that a stall
+/// as long as one of them stays visible.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Merged {
+    /// How many finer intervals (of `config.report_interval_s`) it holds.
+    pub intervals: u64,
+    pub ops_per_sec_min: f64,
+    pub ops_per_sec_max: f64,
+    pub events_per_sec_min: f64,
+    pub events_per_sec_max: f64,
+    /// The highest of their p99 response times, in ms.
+    pub p99_max: f64,
 }
 
 impl Interval {
@@ -452,6 +475,7 @@ impl Interval {
             },
             connections_held: None,
             histogram: crate::hist::encode(&s.response),
+            merged: None,
         }
     }
 }

@@ -69,6 +69,7 @@ pub fn run(threads: usize, tps: f64) -> RunResult {
                 },
                 connections_held: None,
                 histogram: hist::encode(&h),
+                merged: None,
             }
         })
         .collect();
@@ -226,6 +227,7 @@ pub fn run(threads: usize, tps: f64) -> RunResult {
         disk: None,
         connections: None,
         verification: None,
+        hdr_log: None,
     }
 }
 

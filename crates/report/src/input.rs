@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use loadcell_record::hdrlog;
 use loadcell_record::result::RunResult;
 use loadcell_record::sweep::{AnyResult, SweepResult};
 
@@ -30,13 +31,21 @@ impl Input {
         Input::new(name, AnyResult::Sweep(Box::new(sweep)))
     }
 
-    /// Reads a result or sweep file; the input is named by the file name.
+    /// Reads a result or sweep file, or rebuilds a partial result from a
+    /// run's interval log (`.hlog`, a run killed before it wrote its
+    /// result); the input is named by the file name.
     pub fn read(path: &Path) -> Result<Input, String> {
-        let result = AnyResult::read_from(path)?;
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| path.display().to_string());
+        let result = if path.extension().is_some_and(|e| e == "hlog") {
+            let log =
+                std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            AnyResult::Run(Box::new(hdrlog::rebuild(&log, &name)?))
+        } else {
+            AnyResult::read_from(path)?
+        };
         Ok(Input::new(name, result))
     }
 

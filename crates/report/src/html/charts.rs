@@ -1,8 +1,9 @@
 //! Chart builders shared by the run, sweep and comparison sections.
 
+use loadcell_record::coarse::Coarsened;
 use loadcell_record::hist::Micros;
 use loadcell_record::resources::ResourceSample;
-use loadcell_record::result::Interval;
+use loadcell_record::result::{Interval, Merged};
 
 use super::*;
 use crate::svg::{Axis, Chart, Series};
@@ -142,14 +143,58 @@ pub(super) fn measured(samples: &[ResourceSample]) -> Vec<&ResourceSample> {
     m
 }
 
+/// Most intervals a chart over time draws: about one per pixel of its
+/// width, so a page of day-long runs opens fast.
+pub(super) const MAX_DRAWN: usize = 1_000;
+
 /// The intervals to draw over time: all but a last one cut at the run's
-/// deadline to less than half the one before, for the same reason. Tables
-/// and totals still count it.
-pub(super) fn charted(intervals: &[Interval]) -> &[Interval] {
-    match intervals {
+/// deadline to less than half the one before, for the same reason (tables
+/// and totals still count it); more than [`MAX_DRAWN`] merged in pairs,
+/// each keeping its finer intervals' extremes (`merged`) for the bands.
+pub(super) fn charted(intervals: &[Interval]) -> Vec<Interval> {
+    let whole = match intervals {
         [.., prev, last] if last.duration_s < 0.5 * prev.duration_s => {
             &intervals[..intervals.len() - 1]
         }
         _ => intervals,
+    };
+    if whole.len() <= MAX_DRAWN {
+        return whole.to_vec();
     }
+    let mut drawn = Coarsened::new(MAX_DRAWN);
+    for interval in whole {
+        drawn.push(interval.clone());
+    }
+    drawn.into_vec()
+}
+
+/// A dashed line at an extreme (`of`) of the finer intervals each drawn
+/// one merges, an edge of the band around the line drawn, so a stall as
+/// short as one of them shows; none when no interval was merged.
+pub(super) fn extreme(
+    intervals: &[Interval],
+    name: String,
+    of: fn(&Merged) -> f64,
+) -> Option<Series> {
+    let points: Vec<(f64, f64)> = intervals
+        .iter()
+        .filter_map(|i| Some((i.t_s, of(i.merged.as_ref()?))))
+        .collect();
+    (!points.is_empty()).then(|| Series::new(name, points).dashed())
+}
+
+/// Both edges of a throughput band: its lowest and highest finer interval.
+pub(super) fn throughput_band(
+    intervals: &[Interval],
+    name: &str,
+    low: fn(&Merged) -> f64,
+    high: fn(&Merged) -> f64,
+) -> Vec<Series> {
+    [
+        extreme(intervals, format!("{name}, lowest interval"), low),
+        extreme(intervals, format!("{name}, highest interval"), high),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
 }

@@ -58,11 +58,20 @@ pub fn time_series_charts(r: &RunResult) -> Vec<Chart> {
     } else {
         1.0
     };
+    let ops_band = || throughput_band(&iv, ops_name, |m| m.ops_per_sec_min, |m| m.ops_per_sec_max);
+    let events_band = || {
+        throughput_band(
+            &iv,
+            ev_name,
+            |m| m.events_per_sec_min,
+            |m| m.events_per_sec_max,
+        )
+    };
     if same {
-        out.push(target_line(
-            Chart::new("Throughput over time", time(), Axis::from_zero(ops_name))
-                .series(Series::new(ops_name, ops)),
-        ));
+        let mut c = Chart::new("Throughput over time", time(), Axis::from_zero(ops_name))
+            .series(Series::new(ops_name, ops));
+        c.series.extend(ops_band());
+        out.push(target_line(c));
     } else if ratio <= 4.0 {
         out.push(target_line(
             Chart::new(
@@ -74,31 +83,32 @@ pub fn time_series_charts(r: &RunResult) -> Vec<Chart> {
             .series(Series::new(ev_name, events)),
         ));
     } else {
-        out.push(
-            Chart::new(
-                format!("{ops_name} over time"),
-                time(),
-                Axis::from_zero(ops_name),
-            )
-            .series(Series::new(ops_name, ops)),
-        );
-        out.push(target_line(
-            Chart::new(
-                format!("{ev_name} over time"),
-                time(),
-                Axis::from_zero(ev_name),
-            )
-            .series(Series::new(ev_name, events)),
-        ));
+        let mut c = Chart::new(
+            format!("{ops_name} over time"),
+            time(),
+            Axis::from_zero(ops_name),
+        )
+        .series(Series::new(ops_name, ops));
+        c.series.extend(ops_band());
+        out.push(c);
+        let mut c = Chart::new(
+            format!("{ev_name} over time"),
+            time(),
+            Axis::from_zero(ev_name),
+        )
+        .series(Series::new(ev_name, events));
+        c.series.extend(events_band());
+        out.push(target_line(c));
     }
     let lat = |f: fn(&loadcell_record::result::IntervalLatency) -> f64| -> Vec<(f64, f64)> {
         iv.iter().map(|i| (i.t_s, f(&i.latency_ms))).collect()
     };
-    let series = vec![
+    let mut series = vec![
         Series::new("p50", lat(|l| l.p50)),
         Series::new("p95", lat(|l| l.p95)),
         Series::new("p99", lat(|l| l.p99)),
     ];
+    series.extend(extreme(&iv, "p99, highest interval".into(), |m| m.p99_max));
     let y = latency_axis_for(&series);
     let mut c = Chart::new("Latency over time (per interval)", time(), y);
     c.series = series;

@@ -1,6 +1,6 @@
 use loadcell_analysis::sweep::SweepAnalysis;
 use loadcell_record::hist;
-use loadcell_record::result::{LoopMode, RunStatus};
+use loadcell_record::result::{Interval, LoopMode, RunStatus};
 use serde_json::json;
 
 use super::*;
@@ -72,6 +72,63 @@ fn check_self_contained(html: &str) {
         !html.contains("secret@") && !html.contains("hunter2"),
         "passwords redacted"
     );
+}
+
+#[test]
+fn a_day_long_run_draws_a_bounded_number_of_points_and_its_one_interval_stall() {
+    use std::time::Duration;
+    let mut r = fixture::run(8, 1000.0);
+    let interval = |t: usize, events: u64, ms: u64| {
+        let mut s = loadcell_record::Stats::new(1);
+        for _ in 0..events {
+            s.record_op(0, Duration::from_millis(ms), true);
+            s.record_event(Duration::from_millis(ms), Duration::from_millis(ms), None);
+        }
+        Interval::from_stats(t as f64, 1.0, &s)
+    };
+    // 5,000 intervals of 1 s; one of them a stall: one event, of 900 ms.
+    r.intervals = (1..=5_000)
+        .map(|t| {
+            if t == 2_500 {
+                interval(t, 1, 900)
+            } else {
+                interval(t, 100, 2)
+            }
+        })
+        .collect();
+    let charts = time_series_charts(&r);
+    let (_, ops) = throughput_names(&r);
+    for chart in &charts {
+        for series in &chart.series {
+            assert!(
+                series.points.len() <= charts::MAX_DRAWN,
+                "{}: {}",
+                chart.title,
+                series.name
+            );
+        }
+    }
+    let series = |name: &str| {
+        charts
+            .iter()
+            .flat_map(|c| &c.series)
+            .find(|s| s.name == name)
+            .unwrap_or_else(|| panic!("no series {name}"))
+    };
+    let lowest = |name: &str| {
+        series(name)
+            .points
+            .iter()
+            .map(|p| p.1)
+            .fold(f64::MAX, f64::min)
+    };
+    let highest = |name: &str| series(name).points.iter().map(|p| p.1).fold(0.0, f64::max);
+    // The line of merged intervals hides the stall; the band shows it.
+    assert!(lowest(ops) > 80.0, "{}", lowest(ops));
+    assert_eq!(lowest(&format!("{ops}, lowest interval")), 1.0);
+    assert!(highest("p99") < 3.0);
+    assert!(highest("p99, highest interval") > 890.0);
+    assert!(series("p99, highest interval").dashed);
 }
 
 #[test]
