@@ -187,6 +187,7 @@ pub fn rebuild(log: &[u8], name: &str) -> Result<RunResult, String> {
             connects_per_sec: None,
             counters: None,
             client_cpu: CpuTime::default(),
+            groups: None,
             bytes: None,
             bytes_per_sec: None,
         },
