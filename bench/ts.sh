@@ -9,7 +9,7 @@
 #
 # Environment (defaults in brackets):
 #   BENCH_TAGS inch's -t, tag cardinalities [100,100: 10,000 series]
-#   BENCH_POINTS per series [200]  BENCH_BATCHES [500,5000]
+#   BENCH_POINTS per series [500]  BENCH_BATCHES [500,5000]
 #   BENCH_WORKERS [1,2,4]  BENCH_REPS [3]
 #   LOADCELL  binary to test [target/release/loadcell]
 #   INCH      inch [~/.cache/loadcell-bench/bin/inch: built by hand from
@@ -49,6 +49,6 @@ cat "$out/host.txt" >&2
 
 python3 bench/ts_bench.py --outdir "$out" --loadcell "$out/loadcell" --inch "$out/inch" \
     --url "$URL" --server-pid "$SERVER_PID" --tags "${BENCH_TAGS:-100,100}" \
-    --points "${BENCH_POINTS:-200}" --batches "${BENCH_BATCHES:-500,5000}" \
+    --points "${BENCH_POINTS:-500}" --batches "${BENCH_BATCHES:-500,5000}" \
     --workers "${BENCH_WORKERS:-1,2,4}" --reps "${BENCH_REPS:-3}"
 echo "results: $out" >&2

@@ -83,7 +83,7 @@ def main() -> None:
         p.add_argument(f"--{opt}", required=True)
     p.add_argument("--server-pid", type=int, required=True)
     p.add_argument("--tags", default="100,100", help="inch's -t: tag cardinalities")
-    p.add_argument("--points", type=int, default=200, help="points per series")
+    p.add_argument("--points", type=int, default=500, help="points per series")
     p.add_argument("--interval-s", type=int, default=10)
     p.add_argument("--batches", default="500,5000")
     p.add_argument("--workers", default="1,2,4")
@@ -133,7 +133,7 @@ def main() -> None:
             raise RuntimeError(f"{tag} failed ({m.returncode}): {m.stderr[-3000:]}{m.stdout[-2000:]}")
         points, stored_series = stored(a.url)
         row = {"tool": tool, "batch": batch, "workers": workers, "rep": rep, "cmd": cmd,
-               "wall_s": m.wall_s, "client_cpu_s": m.cpu_s, "maxrss_kb": m.maxrss_kb,
+               "wall_s": m.wall_s, "client_cpu_s": m.cpu_s,
                "server_cpu_s": server, "points_sent": total, "points_stored": points,
                "series_stored": stored_series,
                "counted_rate": points / m.wall_s,
