@@ -815,29 +815,36 @@ fn influx_from(layout: Layout, measurement: &str, field: &str, t: &mut String) {
     influx_measurement(layout, measurement, field, t);
 }
 
-fn influx_where(tags: &[(&str, &str)], range: Option<TimeRange>, t: &mut String) {
+/// Writes a name or a value quoted as a query language wants it.
+type Quote = fn(&str, &mut String);
+
+/// ` WHERE key = 'value' AND …` for `tags`, quoted by the language's
+/// `ident` and `string`; returns what joins a further condition.
+fn where_tags(
+    tags: &[(&str, &str)],
+    (ident, string): (Quote, Quote),
+    t: &mut String,
+) -> &'static str {
     let mut and = " WHERE ";
     for (key, value) in tags {
         t.push_str(and);
-        influx_ident(key, t);
+        ident(key, t);
         t.push_str(" = ");
-        influx_string(value, t);
+        string(value, t);
         and = " AND ";
     }
+    and
+}
+
+fn influx_where(tags: &[(&str, &str)], range: Option<TimeRange>, t: &mut String) {
+    let and = where_tags(tags, (influx_ident, influx_string), t);
     if let Some(r) = range {
         let _ = write!(t, "{and}time >= {} AND time < {}", r.start_ns, r.end_ns);
     }
 }
 
 fn sql_where(tags: &[(&str, &str)], range: Option<TimeRange>, t: &mut String) {
-    let mut and = " WHERE ";
-    for (key, value) in tags {
-        t.push_str(and);
-        sql_ident(key, t);
-        t.push_str(" = ");
-        sql_string(value, t);
-        and = " AND ";
-    }
+    let and = where_tags(tags, (sql_ident, sql_string), t);
     if let Some(r) = range {
         // QuestDB's timestamps are microseconds.
         let start = r.start_ns.div_euclid(1000);
