@@ -34,7 +34,10 @@ impl RunConfig {
             crate::disk::check(&args, w)?;
         }
         spec.fit_run(&mut args).map_err(|e| anyhow!(e))?;
-        check_workers(&args)?;
+        let other_sessions = spec
+            .groups(&args)
+            .map_or(0, |g| g.others.iter().map(|o| o.sessions).sum());
+        check_workers(&args, other_sessions)?;
         Ok(RunConfig {
             args,
             spec,
@@ -152,12 +155,13 @@ fn check_driver(spec: &WorkloadSpec, target: &Target) -> anyhow::Result<()> {
     }
 }
 
-/// `--workers` is at most the number of sessions: a worker thread with no
-/// session would only idle (sweep and findmax check it before their first
-/// step, too).
-fn check_workers(a: &RunArgs) -> anyhow::Result<()> {
+/// `--workers` is at most the number of sessions, the `other_sessions` of
+/// further session groups (`search-mixed`'s queries) included: a worker
+/// thread with no session would only idle (sweep and findmax check it
+/// before their first step, too).
+fn check_workers(a: &RunArgs, other_sessions: usize) -> anyhow::Result<()> {
     const MAX_SESSIONS: usize = 1_000_000;
-    let sessions = match a.threads.checked_mul(a.clients) {
+    let first = match a.threads.checked_mul(a.clients) {
         Some(n) if n <= MAX_SESSIONS => n,
         _ => {
             return Err(anyhow!(
@@ -168,9 +172,14 @@ fn check_workers(a: &RunArgs) -> anyhow::Result<()> {
             ))
         }
     };
+    let sessions = first + other_sessions;
+    let others = match other_sessions {
+        0 => String::new(),
+        n => format!(" + {n} of other session groups"),
+    };
     match a.workers {
         Some(w) if w > sessions => Err(anyhow!(
-            "--workers {w} is more than the sessions to run (--threads {} x --clients {} = \
+            "--workers {w} is more than the sessions to run (--threads {} x --clients {}{others} = \
              {sessions}): give --workers {sessions} at most",
             a.threads,
             a.clients,

@@ -219,6 +219,24 @@ fn more_workers_than_sessions() {
         &["run", "oltp_read_write", "--workers", "0"],
         &["--workers", "greater than 0"],
     );
+    // Another session group's sessions count: 1 bulk and 2 query sessions.
+    fails_with(
+        &[
+            "run",
+            "search-mixed",
+            "--target",
+            "opensearch://127.0.0.1:1",
+            "--query-clients",
+            "2",
+            "--workers",
+            "4",
+        ],
+        &[
+            "--workers 4",
+            "--threads 1 x --clients 1 + 2 of other session groups = 3",
+            "--workers 3 at most",
+        ],
+    );
 }
 
 #[test]
