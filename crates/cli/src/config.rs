@@ -34,9 +34,7 @@ impl RunConfig {
             crate::disk::check(&args, w)?;
         }
         spec.fit_run(&mut args).map_err(|e| anyhow!(e))?;
-        let other_sessions = spec
-            .groups(&args)
-            .map_or(0, |g| g.others.iter().map(|o| o.sessions).sum());
+        let other_sessions = spec.groups(&args).map_or(0, |g| g.other_sessions());
         check_workers(&args, other_sessions)?;
         Ok(RunConfig {
             args,

@@ -280,9 +280,7 @@ impl RunJob<'_> {
         let a = &self.config.args;
         let events = a.events.or_else(|| self.implied_events());
         let groups = self.config.spec.groups(a);
-        let other_sessions = groups
-            .as_ref()
-            .map_or(0, |g| g.others.iter().map(|o| o.sessions).sum());
+        let other_sessions = groups.as_ref().map_or(0, |g| g.other_sessions());
         RunSpec {
             threads: a.threads,
             clients: a.clients,
@@ -482,14 +480,16 @@ impl RunJob<'_> {
             self.config.target,
             server.product,
             server.version,
-            (0..spec.group_count())
-                .map(|g| {
+            spec.rates()
+                .into_iter()
+                .enumerate()
+                .map(|(g, rate)| {
                     let sessions = spec.group_sessions(g) as u64;
                     let what = match spec.group_name(g) {
                         "" => "session".to_string(),
                         name => format!("{name} session"),
                     };
-                    let schedule = match spec.rates()[g] {
+                    let schedule = match rate {
                         Some(r) => format!("open loop at {} events/s", r.per_sec),
                         None => "closed loop".to_string(),
                     };

@@ -130,6 +130,13 @@ pub struct SessionGroups {
     pub others: Vec<SessionGroup>,
 }
 
+impl SessionGroups {
+    /// The sessions of the groups after the first.
+    pub fn other_sessions(&self) -> usize {
+        self.others.iter().map(|g| g.sessions).sum()
+    }
+}
+
 /// Where a session stands among the groups.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GroupPlace {
@@ -184,7 +191,11 @@ pub struct RunSpec {
 
 impl RunSpec {
     pub fn sessions(&self) -> usize {
-        self.threads * self.clients + self.others().iter().map(|g| g.sessions).sum::<usize>()
+        self.threads * self.clients
+            + self
+                .groups
+                .as_ref()
+                .map_or(0, SessionGroups::other_sessions)
     }
 
     fn others(&self) -> &[SessionGroup] {

@@ -24,8 +24,7 @@ use loadcell_record::result::Verification;
 use serde_json::{json, Value};
 
 use super::{
-    check_index, cleanup, load, BulkScript, BulkSession, QueryScript, QuerySession,
-    SearchBulkWorkload, SearchQueryWorkload,
+    cleanup, load, BulkScript, BulkSession, QueryScript, QuerySession, SearchQueryWorkload,
 };
 use crate::prepare::{CheckError, PrepareObserver};
 use crate::workload::{CleanupError, Lifecycle, Loading, Workload};
@@ -43,16 +42,6 @@ pub struct SearchMixedWorkload {
     pub query_sessions: usize,
     /// Queries per second, open loop (`--query-rate`); `None`: closed loop.
     pub query_rate: Option<f64>,
-}
-
-impl SearchMixedWorkload {
-    /// The bulk half: the same index and documents, sent until the run
-    /// ends (the documents `--documents` counts are what `prepare` loads).
-    fn bulk(&self) -> SearchBulkWorkload {
-        SearchBulkWorkload {
-            opts: self.queries.opts.clone(),
-        }
-    }
 }
 
 impl Workload for SearchMixedWorkload {
@@ -133,8 +122,8 @@ impl<C: SearchConn> Lifecycle<C, SearchFamily> for SearchMixedWorkload {
     /// The index holds documents to query; what it holds is also the
     /// count the bulks add to.
     async fn check(&self, script: &MixedScript, conn: &mut C) -> Result<(), CheckError> {
-        let documents = check_index(conn, &self.queries.opts.index.name, true).await?;
-        script.query.documents.store(documents, Ordering::Relaxed);
+        Lifecycle::<C, SearchFamily>::check(&self.queries, &script.query, conn).await?;
+        let documents = script.query.documents.load(Ordering::Relaxed);
         script.bulk.tally.before.store(documents, Ordering::Relaxed);
         Ok(())
     }
@@ -148,9 +137,7 @@ impl<C: SearchConn> Lifecycle<C, SearchFamily> for SearchMixedWorkload {
     where
         D: Driver<Conn = C>,
     {
-        self.bulk()
-            .verify(&script.bulk, driver, connect_timeout)
-            .await
+        script.bulk.verify(driver, connect_timeout).await.map(Some)
     }
 
     async fn prepare<D>(

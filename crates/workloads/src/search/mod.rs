@@ -384,6 +384,21 @@ impl BulkScript {
         }
     }
 
+    /// Refreshes the index and counts it, against what the run sent.
+    async fn verify<D: Driver>(
+        &self,
+        driver: &D,
+        connect_timeout: Duration,
+    ) -> Result<Verification, DriverError>
+    where
+        D::Conn: SearchConn,
+    {
+        let (mut conn, _) = loadcell_engine::connect_once(driver, connect_timeout).await?;
+        conn.refresh(&self.index).await?;
+        let found = conn.count(&self.index).await?;
+        Ok(self.verification(found))
+    }
+
     /// The check after the run: what the index holds against what was
     /// there before and what the run had acknowledged.
     fn verification(&self, found: u64) -> Verification {
@@ -495,10 +510,7 @@ impl<C: SearchConn> Lifecycle<C, SearchFamily> for SearchBulkWorkload {
     where
         D: Driver<Conn = C>,
     {
-        let (mut conn, _) = loadcell_engine::connect_once(driver, connect_timeout).await?;
-        conn.refresh(&self.opts.index.name).await?;
-        let found = conn.count(&self.opts.index.name).await?;
-        Ok(Some(script.verification(found)))
+        script.verify(driver, connect_timeout).await.map(Some)
     }
 
     /// Creates the index only: indexing is the run.
