@@ -16,6 +16,7 @@ pub mod machine;
 pub mod park;
 pub mod search;
 pub mod sql;
+pub mod stream;
 pub mod target;
 pub mod ts;
 pub mod words;
