@@ -8,10 +8,11 @@ use std::time::{Duration, Instant, SystemTime};
 
 use loadcell_core::words::counted;
 use loadcell_core::Driver;
-use loadcell_record::coarse::{Coarsened, MAX_POINTS};
+use loadcell_record::coarse::MAX_POINTS;
 use loadcell_record::env::CpuTime;
 use loadcell_record::resources::{self, ResourceSample, Sampler};
 use loadcell_record::result::Interval;
+use loadcell_record::spill::Spilled;
 use loadcell_record::Stats;
 use tokio::sync::mpsc;
 
@@ -45,6 +46,13 @@ pub trait Observer {
     fn interval(&mut self, view: &IntervalView<'_>);
     fn warning(&mut self, message: &str);
 }
+
+/// Emptied stats kept for reuse, per worker and for the collector's
+/// pending intervals: two intervals' worth. Stats made while the collector
+/// fell behind (a stall) are dropped once it catches up, rather than kept
+/// for good: memory follows the worst moment otherwise, and a long run
+/// meets worse moments the longer it lasts.
+const RECYCLED: usize = 4;
 
 /// A worker above this share of a core is saturated...
 const HOT_WORKER: f64 = 0.90;
@@ -447,6 +455,8 @@ where
     let mut carry = total.empty_like();
     // Emptied stats for the next intervals' `Pending`s (see `Stats::reset`).
     let mut spare: Vec<Stats> = Vec::new();
+    // Per worker: emptied stats sent back and not yet taken by its cuts.
+    let mut waiting_at = vec![0usize; workers];
     let mut worker_cpu = vec![0.0; workers];
     let mut last_cpu = vec![Duration::ZERO; workers];
     let mut last_run_delay = vec![Some(Duration::ZERO); workers];
@@ -454,13 +464,13 @@ where
     let mut run_load = RunLoad::default();
     let mut warnings = Vec::new();
     let mut sampler = Sampler::new(spec.server_pid);
-    let mut samples = Coarsened::new(MAX_POINTS);
+    let mut samples = Spilled::new(MAX_POINTS);
     // A connection of its own for server counters; without one, samples
     // simply go without them.
     let mut monitor = crate::connect_with_timeout(&*shared.driver, spec.connect_timeout)
         .await
         .ok();
-    let mut intervals = Coarsened::new(MAX_POINTS);
+    let mut intervals = Spilled::new(MAX_POINTS);
     let mut last_end = start;
     let mut run_end = start;
 
@@ -508,11 +518,16 @@ where
                 p.all_waiting[w] += cut.all_waiting;
                 p.measured.merge(&cut.measured);
                 p.warmup.merge(&cut.warmup);
+                // The cut took up to two of those sent back.
+                waiting_at[w] = waiting_at[w].saturating_sub(2);
                 if done_at.is_none() {
                     for mut stats in [cut.measured, cut.warmup] {
-                        stats.reset();
                         // A worker that has finished no longer takes any.
-                        let _ = give_back[w].send(stats);
+                        if waiting_at[w] < RECYCLED {
+                            stats.reset();
+                            let _ = give_back[w].send(stats);
+                            waiting_at[w] += 1;
+                        }
                     }
                 }
                 if let Some(at) = done_at {
@@ -631,8 +646,10 @@ where
                 carry.reset();
             }
             for mut stats in [p.measured, p.warmup] {
-                stats.reset();
-                spare.push(stats);
+                if spare.len() < RECYCLED {
+                    stats.reset();
+                    spare.push(stats);
+                }
             }
             last_end = end;
             emitted += 1;

@@ -8,6 +8,7 @@ pub mod hdrlog;
 pub mod hist;
 pub mod resources;
 pub mod result;
+pub mod spill;
 pub mod stats;
 pub mod sweep;
 
