@@ -145,6 +145,12 @@ fn rows_round_trip_in_order_wal_is_released_and_no_slot_is_left() {
         let mut admin = stream_conn(&driver).await;
         let mut sql = sql_conn(server.url()).await;
         let stream = "lc_orders";
+        // TCP logins there are SCRAM's (pg_hba.conf's host lines), the
+        // replication connections below included.
+        assert_eq!(
+            sql.query_strings("SHOW password_encryption").await.unwrap(),
+            ["scram-sha-256"]
+        );
 
         assert!(admin
             .create_stream(stream, CHANNELS, "loadcell:t1")
@@ -263,9 +269,25 @@ fn rows_round_trip_in_order_wal_is_released_and_no_slot_is_left() {
             );
         }
         eprintln!("confirmed_flush_lsn before {before:?}, after {after:?}");
-        for p in admin.positions(stream, "g1").await.unwrap() {
-            let end = per_channel + u64::from(p.channel == 0);
-            assert_eq!((p.end, p.committed), (end, end), "{p:?}");
+        // The server applies a status update when its walsender reads it
+        // (no answer comes): the last one may take a moment.
+        let want: Vec<_> = (0..CHANNELS)
+            .map(|c| {
+                (
+                    per_channel + u64::from(c == 0),
+                    per_channel + u64::from(c == 0),
+                )
+            })
+            .collect();
+        let give_up = Instant::now() + Duration::from_secs(10);
+        loop {
+            let positions = admin.positions(stream, "g1").await.unwrap();
+            let got: Vec<_> = positions.iter().map(|p| (p.end, p.committed)).collect();
+            if got == want {
+                break;
+            }
+            assert!(Instant::now() < give_up, "positions {positions:?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
 
         // Dropped while its consumers still hold the slots.
@@ -430,4 +452,16 @@ fn a_server_without_logical_wal_or_slots_enough_is_refused_in_one_line() {
         let mut sql = sql_conn(few_slots.url()).await;
         assert_eq!(loadcell_slots(&mut sql).await, vec![]);
     });
+}
+
+#[test]
+fn postgres_urls_go_to_the_driver_of_the_workloads_family() {
+    use loadcell_core::Family;
+    let stream = loadcell_drivers::find("postgres", &[Family::Stream]).unwrap();
+    assert_eq!(
+        (stream.name, stream.family),
+        ("postgres-stream", Family::Stream)
+    );
+    let sql = loadcell_drivers::find("postgresql", &[Family::Sql]).unwrap();
+    assert_eq!((sql.name, sql.family), ("postgres", Family::Sql));
 }
