@@ -412,6 +412,17 @@ fn a_failed_run_leaves_a_slot_that_cleanup_drops_and_bad_input_is_refused() {
             .await
             .unwrap_err();
         one_line(&e, &["has no replication slot", "create the group first"]);
+        for (channels, needle) in [
+            (Channels::Assigned(&[]), "at least one channel"),
+            (Channels::Group, "no coordinator"),
+        ] {
+            let e = stream_conn(&driver)
+                .await
+                .subscribe(stream, "g", "c", channels)
+                .await
+                .unwrap_err();
+            one_line(&e, &[needle]);
+        }
         let e = admin.create_stream("Bad-Name", 1, "m").await.unwrap_err();
         one_line(&e, &["lower-case"]);
         admin.drop_stream(stream).await.unwrap();

@@ -36,6 +36,8 @@
 //!   holds the slot, and the server drops the copy with the session
 //!   whatever happens): `committed = end - pending`. That costs a decode of
 //!   the unacknowledged WAL, like consuming it once without the network.
+//!   Rows committed before a group's slot existed were never the group's
+//!   to read ([`StartFrom::End`]) and count as committed.
 //!
 //! # Slots left behind
 //!
@@ -626,6 +628,9 @@ impl StreamConn for PgStreamConn {
         };
         if !self.replicas.is_empty() {
             return Err(DriverError::fatal("this connection already consumes"));
+        }
+        if channels.is_empty() {
+            return Err(DriverError::fatal("a consumer needs at least one channel"));
         }
         check_stream_name(stream)?;
         self.check_publications(stream, channels).await?;
