@@ -10,7 +10,9 @@
 //!   add a B-tree insert per row). Each table carries the marker as its
 //!   `COMMENT ON TABLE` and has its own publication `s_<c>_pub` (inserts
 //!   only), so channels replicate in parallel, each through its own slot.
-//!   The stream name must be a lower-case identifier.
+//!   The stream name must be a lower-case identifier; keys and payload
+//!   are text columns, so they must be UTF-8 without NUL (loadcell's rows
+//!   are ASCII).
 //! - **Group** `g`: one logical slot (pgoutput) per channel, named
 //!   `loadcell_<s>_<g>_<c>` ([`slot_name`]). A slot starts at its creation:
 //!   it sees only rows committed after it, so a catch-up run must create
@@ -221,8 +223,8 @@ impl Producer {
                     "INSERT INTO {} ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
                     table_name(stream, row.channel)
                 );
-                // Fails only for a NUL in the text, which a stream name
-                // cannot hold (the server refuses it at produce).
+                // Fails only for a NUL in the stream name: the Bind then
+                // names a statement the server lacks, and the request fails.
                 let _ = frontend::parse(&name, &sql, PARAM_TYPES, &mut self.parses);
                 empty.insert(name.into())
             }
@@ -432,7 +434,7 @@ impl PgStreamConn {
                 return Err(DriverError::fatal(format!(
                     "publication {publication} does not exist at {}: channel {channel} of stream \
                      '{stream}' cannot be replicated (create the stream with loadcell's prepare, \
-                     or CREATE PUBLICATION {publication} FOR TABLE {}",
+                     or CREATE PUBLICATION {publication} FOR TABLE {})",
                     self.endpoint(),
                     table_name(stream, channel)
                 )));
