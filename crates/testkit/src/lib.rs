@@ -413,20 +413,43 @@ pub fn postgres() -> Result<TestServer, String> {
     start_postgres(None)
 }
 
+/// What [`postgres_logical`] sets: 64 channels' replication slots and
+/// walsenders, and more for `positions`' temporary slot copies and a
+/// second group.
+pub const PG_STREAM_SETTINGS: &[(&str, &str)] = &[
+    ("wal_level", "logical"),
+    ("max_replication_slots", "160"),
+    ("max_wal_senders", "160"),
+];
+
+/// [`postgres()`] for logical replication: [`PG_STREAM_SETTINGS`], then
+/// `settings` (`name`, `value`), which override them (`wal_level=replica`,
+/// a short `wal_sender_timeout`); the user has the REPLICATION attribute
+/// (initdb's `pg_hba.conf` already lets replication connections in on
+/// loopback, with SCRAM). Not the default: a REPLICATION role may not
+/// change its own password, which the SQL tests do.
+pub fn postgres_logical(settings: &[(&str, &str)]) -> Result<TestServer, String> {
+    start_postgres_with(None, false, Some(settings))
+}
+
 /// [`postgres()`] with TLS on (`ssl=on`), with a certificate for `localhost`
 /// and 127.0.0.1 issued by a CA made for it (with `openssl`). Plain
 /// connections are still accepted. The URL is the plain one; add
 /// `?sslmode=require`, or `?sslmode=verify-full&sslrootcert=` and
 /// [`TestServer::tls_ca`].
 pub fn postgres_tls() -> Result<TestServer, String> {
-    start_postgres_with(None, true)
+    start_postgres_with(None, true, None)
 }
 
 fn start_postgres(first_port: Option<u16>) -> Result<TestServer, String> {
-    start_postgres_with(first_port, false)
+    start_postgres_with(first_port, false, None)
 }
 
-fn start_postgres_with(first_port: Option<u16>, tls: bool) -> Result<TestServer, String> {
+fn start_postgres_with(
+    first_port: Option<u16>,
+    tls: bool,
+    logical: Option<&[(&str, &str)]>,
+) -> Result<TestServer, String> {
     let bin = pg_bin_dir()?;
     let initdb = bin.join("initdb");
     let postgres = bin.join("postgres");
@@ -512,6 +535,11 @@ fn start_postgres_with(first_port: Option<u16>, tls: bool) -> Result<TestServer,
                 .args(["-c", "ssl_cert_file=server.crt"])
                 .args(["-c", "ssl_key_file=server.key"]);
         }
+        if let Some(settings) = logical {
+            for (name, value) in PG_STREAM_SETTINGS.iter().chain(settings) {
+                cmd.arg("-c").arg(format!("{name}={value}"));
+            }
+        }
         let log = server.log_path.clone();
         spawn_server(&mut server, cmd, &log, "postgres")?;
         server.port = port;
@@ -554,7 +582,8 @@ fn start_postgres_with(first_port: Option<u16>, tls: bool) -> Result<TestServer,
         .args(["-U", "postgres", "-d", "postgres"])
         .arg("-c")
         .arg(format!(
-            "CREATE ROLE {DB_USER} LOGIN PASSWORD '{DB_PASSWORD}'"
+            "CREATE ROLE {DB_USER} LOGIN {} PASSWORD '{DB_PASSWORD}'",
+            if logical.is_some() { "REPLICATION" } else { "" }
         ))
         .arg("-c")
         .arg(format!("CREATE DATABASE {DB_NAME} OWNER {DB_USER}"));

@@ -63,12 +63,15 @@ impl PostgresStatement {
 
 impl PostgresConn {
     /// Startup message, authentication, then the server's parameters up
-    /// to the first ReadyForQuery.
+    /// to the first ReadyForQuery. `replication`: a logical replication
+    /// connection (`replication=database`), which takes replication
+    /// commands as simple queries.
     pub(super) async fn startup(
         &mut self,
         user: &str,
         dbname: Option<&str>,
         password: Option<&str>,
+        replication: bool,
         progress: &Progress,
     ) -> Result<(), Failure> {
         let mut params = vec![
@@ -78,6 +81,9 @@ impl PostgresConn {
         ];
         if let Some(db) = dbname {
             params.push(("database", db));
+        }
+        if replication {
+            params.push(("replication", "database"));
         }
         self.wbuf.clear();
         frontend::startup_message(params, &mut self.wbuf)
@@ -205,7 +211,7 @@ impl PostgresConn {
 
     /// The next whole message during the startup: its type and the range
     /// of its body in `rbuf`, consumed.
-    async fn next_message(&mut self) -> Result<(u8, std::ops::Range<usize>), Failure> {
+    pub(super) async fn next_message(&mut self) -> Result<(u8, std::ops::Range<usize>), Failure> {
         loop {
             match frame_at(self.rbuf.received(), self.rbuf.start())? {
                 Frame::Whole { tag, body, next } => {
@@ -224,7 +230,7 @@ impl PostgresConn {
     /// One read into the buffer, with room for `need` bytes from the first
     /// unread one. `Err(None)` is the end of the stream.
     #[inline]
-    async fn fill(&mut self, need: usize) -> Result<(), Option<io::Error>> {
+    pub(super) async fn fill(&mut self, need: usize) -> Result<(), Option<io::Error>> {
         match self.stream.read(self.rbuf.spare(need)).await {
             Ok(0) => Err(None),
             Ok(n) => {
@@ -238,7 +244,11 @@ impl PostgresConn {
     /// Reads the response to the request just sent, up to ReadyForQuery.
     /// `sent_sync`: the request was in the extended protocol (ends with
     /// Sync), which matters only to get out of a COPY FROM STDIN.
-    async fn finish(&mut self, out: &mut Outcome, sent_sync: bool) -> Result<(), Failure> {
+    pub(super) async fn finish(
+        &mut self,
+        out: &mut Outcome,
+        sent_sync: bool,
+    ) -> Result<(), Failure> {
         loop {
             let mut pos = self.rbuf.start();
             let scanned = scan(self.rbuf.received(), &mut pos, out);
@@ -278,7 +288,7 @@ impl PostgresConn {
 
     /// Marks the connection unusable for `why`; returns what to report.
     #[cold]
-    fn lose(&mut self, why: Failure) -> Failure {
+    pub(super) fn lose(&mut self, why: Failure) -> Failure {
         let lost = Failure::Lost(Box::new(why));
         self.broken = Some(lost.clone());
         lost
@@ -286,7 +296,7 @@ impl PostgresConn {
 
     /// Writes `wbuf`; the response is then awaited.
     #[inline]
-    async fn send(&mut self) -> Result<(), Failure> {
+    pub(super) async fn send(&mut self) -> Result<(), Failure> {
         self.in_flight = true;
         self.stream.forget_readable();
         match self.stream.send(&self.wbuf).await {
@@ -300,7 +310,7 @@ impl PostgresConn {
 
     /// Whether the connection can take a request; if not, why.
     #[inline]
-    fn check_usable(&mut self) -> Result<(), Failure> {
+    pub(super) fn check_usable(&mut self) -> Result<(), Failure> {
         if self.in_flight && self.broken.is_none() {
             self.lose(Failure::Other(
                 "a previous request was abandoned before its response was read".to_string(),
@@ -313,7 +323,7 @@ impl PostgresConn {
     }
 
     #[cold]
-    fn error(&self, failure: Failure) -> DriverError {
+    pub(super) fn error(&self, failure: Failure) -> DriverError {
         describe(failure, &self.ctx, Phase::Session)
     }
 

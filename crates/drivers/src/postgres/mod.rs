@@ -40,6 +40,7 @@ use loadcell_core::kv::KvCapabilities;
 mod codec;
 mod conn;
 mod error;
+pub mod stream;
 #[cfg(test)]
 mod tests;
 
@@ -219,7 +220,8 @@ impl PostgresDriver {
         })
     }
 
-    async fn open(&self, progress: &Progress) -> Result<PostgresConn, Failure> {
+    /// A session; with `replication`, a logical replication connection.
+    async fn open(&self, progress: &Progress, replication: bool) -> Result<PostgresConn, Failure> {
         let s = &self.settings;
         let tcp = connect_tcp(&s.host, s.port)
             .await
@@ -252,6 +254,7 @@ impl PostgresDriver {
             &self.user(),
             s.dbname.as_deref(),
             s.password.as_deref(),
+            replication,
             progress,
         )
         .await?;
@@ -320,7 +323,7 @@ impl Driver for PostgresDriver {
     }
 
     async fn connect(&self) -> Result<PostgresConn, DriverError> {
-        self.open(&Progress::new())
+        self.open(&Progress::new(), false)
             .await
             .map_err(|f| describe(f, &self.ctx, Phase::Connect))
     }
@@ -331,7 +334,7 @@ impl Driver for PostgresDriver {
     ) -> Result<PostgresConn, DriverError> {
         let progress = Progress::new();
         let open = async {
-            self.open(&progress)
+            self.open(&progress, false)
                 .await
                 .map_err(|f| describe(f, &self.ctx, Phase::Connect))
         };
