@@ -9,6 +9,7 @@
 
 mod catalog;
 pub mod http;
+pub mod kafka;
 pub mod local;
 pub mod memcached;
 pub mod mysql;
@@ -25,6 +26,7 @@ use loadcell_core::kv::KvConn;
 use loadcell_core::machine::MachineConn;
 use loadcell_core::search::SearchConn;
 use loadcell_core::sql::SqlConn;
+use loadcell_core::stream::StreamConn;
 use loadcell_core::ts::TsConn;
 use loadcell_core::{Driver, Target};
 use ts::{influx, opentsdb, remote_write};
@@ -82,6 +84,7 @@ registry! {
     Http http HttpConn: [http::HttpDriver];
     Search search SearchConn: [search::SearchDriver];
     TimeSeries ts TsConn: [influx::InfluxDriver, opentsdb::OpenTsdbDriver, remote_write::RemoteWriteDriver];
+    Stream stream StreamConn: [kafka::KafkaDriver];
     Machine machine MachineConn: [local::LocalDriver];
 }
 
