@@ -299,6 +299,32 @@ fn a_topic_loadcell_did_not_make_has_no_marker_and_is_left_alone() {
 }
 
 #[test]
+fn rows_for_a_partition_the_topic_lacks_fail_with_the_reason() {
+    let driver = driver(kafka());
+    block_on(async {
+        let mut conn = connect(&driver).await;
+        assert!(conn.create_stream("short", 2, "run-2").await.unwrap());
+        for seq in 0..3 {
+            conn.queue_row("short", &row(1, seq, b"k"));
+            conn.queue_row("short", &row(5, seq, b"k"));
+        }
+        let mut reasons = Vec::new();
+        let outcome = conn
+            .produce(&mut |reason| reasons.push(reason.to_string()))
+            .await
+            .unwrap();
+        assert_eq!((outcome.rows, outcome.failed), (6, 3), "{reasons:?}");
+        assert_eq!(reasons.len(), 3);
+        assert!(reasons[0].contains("Unknown partition"), "{reasons:?}");
+        // The next call counts only its own rows.
+        conn.queue_row("short", &row(0, 0, b"k"));
+        let outcome = conn.produce(&mut |r| panic!("{r}")).await.unwrap();
+        assert_eq!((outcome.rows, outcome.failed), (1, 0));
+        conn.drop_stream("short").await.unwrap();
+    });
+}
+
+#[test]
 fn a_closed_port_is_a_one_line_connection_error_within_the_timeout() {
     let port = loadcell_testkit::closed_port();
     let url = format!("kafka://127.0.0.1:{port}");

@@ -290,6 +290,7 @@ impl Driver for KafkaDriver {
         Ok(KafkaConn {
             session: Session::new(clients.producer.clone()),
             consumer: None,
+            group_client: None,
             settings: self.settings.clone(),
             clients,
         })
@@ -315,6 +316,9 @@ impl Driver for KafkaDriver {
 pub struct KafkaConn {
     session: Session,
     consumer: Option<GroupConsumer>,
+    /// A client of the group `positions` last asked about, kept for the
+    /// next call (the workload asks every interval).
+    group_client: Option<(String, Arc<BaseConsumer>)>,
     settings: Arc<Settings>,
     clients: SharedClients,
 }
@@ -336,6 +340,18 @@ impl KafkaConn {
             .create()
             .map(Arc::new)
             .map_err(|e| fatal("make a Kafka consumer", &e))
+    }
+
+    /// A client in `group` that never joins it: for its offsets.
+    fn group_client(&mut self, group: &str) -> Result<Arc<BaseConsumer>, DriverError> {
+        match &self.group_client {
+            Some((kept, client)) if kept == group => Ok(client.clone()),
+            _ => {
+                let client = self.admin_consumer(group)?;
+                self.group_client = Some((group.to_string(), client.clone()));
+                Ok(client)
+            }
+        }
     }
 
     /// `stream`'s partition count, `None` when the topic does not exist.
@@ -564,7 +580,7 @@ impl StreamConn for KafkaConn {
         group: &str,
         from: StartFrom,
     ) -> Result<bool, DriverError> {
-        let consumer = self.admin_consumer(group)?;
+        let consumer = self.group_client(group)?;
         let partitions = Self::partitions(&consumer, stream)
             .await?
             .ok_or_else(|| DriverError::fatal(format!("no topic {stream} to make a group on")))?;
@@ -616,7 +632,7 @@ impl StreamConn for KafkaConn {
         stream: &str,
         group: &str,
     ) -> Result<Vec<ChannelPosition>, DriverError> {
-        let consumer = self.admin_consumer(group)?;
+        let consumer = self.group_client(group)?;
         let partitions = Self::partitions(&consumer, stream)
             .await?
             .ok_or_else(|| DriverError::fatal(format!("no topic {stream}")))?;
