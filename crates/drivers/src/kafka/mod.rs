@@ -196,10 +196,6 @@ impl Settings {
     /// A consumer's configuration, in `group`.
     fn consumer_config(&self, group: &str) -> ClientConfig {
         let mut config = self.config();
-        // Producer-only properties would each log a warning.
-        for key in ["acks", "compression.type", "linger.ms"] {
-            config.remove(key);
-        }
         // Incremental rebalances: a member keeps its partitions when
         // another joins or leaves, and only those that move pause.
         if config.get("partition.assignment.strategy").is_none() {

@@ -31,9 +31,8 @@ fn parameters_are_librdkafka_properties_over_the_defaults() {
     assert_eq!(property(&s, "compression.type"), Some("zstd"));
     assert_eq!(property(&s, "client.id"), Some("me"));
     assert_eq!(s.replication, 3);
-    // Producer properties stay out of a consumer's configuration.
     let consumer = s.consumer_config("g");
-    assert_eq!(consumer.get("acks"), None);
+    assert_eq!(consumer.get("linger.ms"), Some("5"));
     assert_eq!(consumer.get("group.id"), Some("g"));
     assert_eq!(consumer.get("enable.auto.commit"), Some("false"));
     assert_eq!(
