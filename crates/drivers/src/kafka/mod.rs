@@ -47,7 +47,8 @@
 //! up in a rebalance, so that their next owner does not read again what it
 //! polled. Rebalances are incremental (`cooperative-sticky` unless the
 //! target sets `partition.assignment.strategy`): members keep their
-//! partitions when another joins or leaves.
+//! partitions when another joins or leaves. A member that dies without
+//! leaving is noticed after `session.timeout.ms`, 10 s by default here.
 //! [`Channels::Assigned`] assigns those partitions, starting at the
 //! group's committed offsets; [`Channels::Group`] subscribes, and the
 //! group's rebalances set [`PollOutcome::reassigned`]. A poll waits for
@@ -99,7 +100,7 @@ pub const INFO: DriverInfo = DriverInfo {
     family: Family::Stream,
     url_form: "kafka://host:port[,host:port…][?acks=all|1|0&compression=none|gzip|snappy|lz4|zstd\
                &replication=N&client.id=ID&<librdkafka property>=VALUE…] \
-               (e.g. linger.ms=5, session.timeout.ms=6000)",
+               (e.g. linger.ms=5, session.timeout.ms=6000; default 10000)",
     about: "Apache Kafka through librdkafka: partitions as channels, consumer groups with \
             rebalancing, offset commits",
     kv: KvCapabilities::NONE,
@@ -196,10 +197,19 @@ impl Settings {
     /// A consumer's configuration, in `group`.
     fn consumer_config(&self, group: &str) -> ClientConfig {
         let mut config = self.config();
-        // Incremental rebalances: a member keeps its partitions when
-        // another joins or leaves, and only those that move pause.
-        if config.get("partition.assignment.strategy").is_none() {
-            config.set("partition.assignment.strategy", "cooperative-sticky");
+        // Defaults the target may override. Incremental rebalances: a
+        // member keeps its partitions when another joins or leaves, and only
+        // those that move pause. A member that dies without leaving (a
+        // killed process) hands its partitions on after 10 s, not
+        // librdkafka's 45; heartbeats come from librdkafka's own thread, so
+        // a busy session is no false alarm.
+        for (key, default) in [
+            ("partition.assignment.strategy", "cooperative-sticky"),
+            ("session.timeout.ms", "10000"),
+        ] {
+            if config.get(key).is_none() {
+                config.set(key, default);
+            }
         }
         config
             .set("enable.auto.commit", "false")

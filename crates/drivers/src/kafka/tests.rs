@@ -33,6 +33,12 @@ fn parameters_are_librdkafka_properties_over_the_defaults() {
     assert_eq!(s.replication, 3);
     let consumer = s.consumer_config("g");
     assert_eq!(consumer.get("linger.ms"), Some("5"));
+    assert_eq!(consumer.get("session.timeout.ms"), Some("10000"));
+    let s = settings("kafka://h:1?session.timeout.ms=6000").unwrap();
+    assert_eq!(
+        s.consumer_config("g").get("session.timeout.ms"),
+        Some("6000")
+    );
     assert_eq!(consumer.get("group.id"), Some("g"));
     assert_eq!(consumer.get("enable.auto.commit"), Some("false"));
     assert_eq!(
