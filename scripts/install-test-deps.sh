@@ -18,6 +18,8 @@ PACKAGES=(
   chromium
   unzip
   influxdb prometheus
+  # rdkafka builds its bundled librdkafka (and zstd) with configure and make.
+  gcc make
 )
 
 # Which packages are not yet installed?
@@ -119,3 +121,17 @@ else
 fi
 echo "install-test-deps: $("$CARGO" --version)"
 echo "install-test-deps: ok"
+
+# Kafka 3.9.2's jars (the broker crates/testkit starts, and Kafka's own perf
+# tools for bench/stream.sh), from Maven Central through the pom testkit
+# uses, into the directory testkit would otherwise fill at its first run.
+KAFKA_HOME=/var/tmp/loadcell-testkit/kafka-3.9.2
+if [[ ! -f "$KAFKA_HOME/lib/kafka_2.13-3.9.2.jar" ]]; then
+  echo "install-test-deps: fetching Kafka 3.9.2's jars from Maven Central"
+  staging=$(mktemp -d /var/tmp/loadcell-kafka-jars.XXXXXX)
+  cp "$(dirname "$0")/../crates/testkit/src/kafka-pom.xml" "$staging/pom.xml"
+  mvn -q -f "$staging/pom.xml" dependency:copy-dependencies -DoutputDirectory="$staging/lib"
+  rm "$staging/pom.xml"
+  mkdir -p "$(dirname "$KAFKA_HOME")"
+  mv "$staging" "$KAFKA_HOME"
+fi

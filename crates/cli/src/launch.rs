@@ -104,7 +104,7 @@ families! {
     Http http HttpConn HttpFamily: [Http, HttpConnections];
     Search search SearchConn SearchFamily: [SearchBulk, SearchQuery, SearchMixed];
     TimeSeries ts TsConn TimeSeriesFamily: [TsIngest, TsQuery];
-    Stream stream StreamConn loadcell_core::family::StreamFamily: [];
+    Stream stream StreamConn StreamFamily: [];
     Machine machine MachineConn MachineFamily: [Cpu];
 }
 

@@ -9,6 +9,7 @@
 
 mod catalog;
 pub mod http;
+pub mod kafka;
 pub mod local;
 pub mod memcached;
 pub mod mysql;
@@ -84,7 +85,7 @@ registry! {
     Http http HttpConn: [http::HttpDriver];
     Search search SearchConn: [search::SearchDriver];
     TimeSeries ts TsConn: [influx::InfluxDriver, opentsdb::OpenTsdbDriver, remote_write::RemoteWriteDriver];
-    Stream stream StreamConn: [pgstream::PgStreamDriver];
+    Stream stream StreamConn: [kafka::KafkaDriver, pgstream::PgStreamDriver];
     Machine machine MachineConn: [local::LocalDriver];
 }
 

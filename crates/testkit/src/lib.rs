@@ -11,7 +11,8 @@
 //! and [`memcached()`] start key-value servers the same way, without data to
 //! create, [`nginx()`] (also [`nginx_tls`]) an HTTP server, and
 //! [`haproxy()`] a load balancer over two of them, [`opensearch()`] /
-//! [`elasticsearch()`] one search server per test binary, and [`influxdb()`],
+//! [`elasticsearch()`] one search server per test binary, [`kafka()`] one
+//! Kafka broker per test binary, and [`influxdb()`],
 //! [`prometheus()`], [`victoriametrics()`] and [`questdb()`] time-series
 //! servers; see their modules.
 //!
@@ -21,18 +22,22 @@
 //! run as the current user.
 
 mod haproxy;
+mod kafka;
 mod memcached;
 mod nginx;
 mod redis;
 mod search;
+mod shared;
 mod tls;
 mod ts;
 
 pub use haproxy::{haproxy, LoadBalancer};
+pub use kafka::{kafka, kafka_lib};
 pub use memcached::memcached;
 pub use nginx::{nginx, nginx_basic_auth_proxy, nginx_tls, ECHO_LOG, INDEX_BYTES};
 pub use redis::{redis, redis_cli, redis_cluster, redis_tls, redis_with_password, TestCluster};
-pub use search::{elasticsearch, opensearch, SearchServer};
+pub use search::{elasticsearch, opensearch};
+pub use shared::SharedServer;
 pub use tls::make_certificates;
 pub use ts::{influxdb, prometheus, questdb, victoriametrics, TsServer};
 

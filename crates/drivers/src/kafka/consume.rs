@@ -1,0 +1,185 @@
+//! Consuming: one group member per session, polled without blocking the
+//! worker thread (librdkafka wakes the task when records arrive).
+
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::task::Poll;
+use std::time::Duration;
+
+use futures_core::Stream;
+use loadcell_core::stream::{Channels, OnRow, PollOutcome, RowCodec};
+use loadcell_core::DriverError;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{
+    BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer,
+};
+use rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode};
+use rdkafka::{ClientContext, Message, Offset, TopicPartitionList};
+
+use super::{fatal, kafka_error};
+
+/// What the group's events told a member between two polls.
+#[derive(Default)]
+pub(super) struct MemberEvents {
+    /// Partitions were assigned or revoked.
+    reassigned: AtomicBool,
+    /// Why the last asynchronous commit failed.
+    commit_failure: Mutex<Option<String>>,
+}
+
+impl ClientContext for MemberEvents {}
+
+impl ConsumerContext for MemberEvents {
+    /// Commits what was polled from partitions about to move, so that
+    /// their next owner starts after it.
+    fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        let Rebalance::Revoke(partitions) = rebalance else {
+            return;
+        };
+        if partitions.count() == 0 {
+            return;
+        }
+        match consumer.commit_consumer_state(CommitMode::Sync) {
+            Ok(()) | Err(KafkaError::ConsumerCommit(RDKafkaErrorCode::NoOffset)) => {}
+            Err(e) => self.commit_failed(e.to_string()),
+        }
+    }
+
+    fn post_rebalance(&self, _: &BaseConsumer<Self>, _: &Rebalance<'_>) {
+        self.reassigned.store(true, Ordering::Release);
+    }
+
+    fn commit_callback(&self, result: KafkaResult<()>, _: &TopicPartitionList) {
+        if let Err(e) = result {
+            self.commit_failed(e.to_string());
+        }
+    }
+}
+
+impl MemberEvents {
+    fn commit_failed(&self, reason: String) {
+        *self
+            .commit_failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(reason);
+    }
+}
+
+/// A session's consumer, a member of its group.
+pub(super) struct GroupConsumer {
+    consumer: StreamConsumer<MemberEvents>,
+}
+
+impl GroupConsumer {
+    pub(super) fn subscribe(
+        config: &ClientConfig,
+        stream: &str,
+        channels: Channels<'_>,
+    ) -> Result<GroupConsumer, DriverError> {
+        let consumer: StreamConsumer<MemberEvents> = config
+            .create_with_context(MemberEvents::default())
+            .map_err(|e| fatal("make a Kafka consumer", &e))?;
+        match channels {
+            Channels::Group => consumer
+                .subscribe(&[stream])
+                .map_err(|e| fatal("subscribe", &e))?,
+            Channels::Assigned(partitions) => {
+                let mut list = TopicPartitionList::with_capacity(partitions.len());
+                for &partition in partitions {
+                    // From the group's committed offset.
+                    list.add_partition_offset(stream, partition as i32, Offset::Stored)
+                        .map_err(|e| fatal("assign partitions", &e))?;
+                }
+                consumer
+                    .assign(&list)
+                    .map_err(|e| fatal("assign partitions", &e))?;
+            }
+        }
+        Ok(GroupConsumer { consumer })
+    }
+
+    /// Waits up to `wait` for the first record, then takes the records
+    /// already fetched, up to `max_rows`. A rebalance ends the batch so
+    /// that [`PollOutcome::reassigned`] is true only for the rows after it.
+    pub(super) async fn poll(
+        &self,
+        max_rows: usize,
+        wait: Duration,
+        on_row: &mut OnRow<'_>,
+    ) -> Result<PollOutcome, DriverError> {
+        let events = self.consumer.context();
+        let mut stream = self.consumer.stream();
+        let mut outcome = PollOutcome::default();
+        let batch = std::future::poll_fn(|cx| loop {
+            let taken = (outcome.rows + outcome.undecodable) as usize;
+            if events.reassigned.load(Ordering::Acquire) {
+                if taken > 0 {
+                    return Poll::Ready(Ok(()));
+                }
+                outcome.reassigned |= events.reassigned.swap(false, Ordering::AcqRel);
+            }
+            if taken >= max_rows {
+                return Poll::Ready(Ok(()));
+            }
+            match Pin::new(&mut stream).poll_next(cx) {
+                Poll::Ready(Some(Ok(message))) => {
+                    let value = message.payload().unwrap_or_default();
+                    outcome.bytes += value.len() as u64;
+                    match RowCodec::decode(value) {
+                        Ok(row) => {
+                            outcome.rows += 1;
+                            on_row(row);
+                        }
+                        Err(_) => outcome.undecodable += 1,
+                    }
+                }
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Err(e)),
+                Poll::Ready(None) => unreachable!("a Kafka consumer's stream never ends"),
+                Poll::Pending if taken > 0 => return Poll::Ready(Ok(())),
+                Poll::Pending => return Poll::Pending,
+            }
+        });
+        let finished = tokio::time::timeout(wait, batch).await;
+        match finished {
+            Ok(Ok(())) | Err(_) => Ok(outcome),
+            Ok(Err(e)) => Err(kafka_error("consume", &e)),
+        }
+    }
+
+    pub(super) fn assignment(&self) -> Result<Vec<u32>, DriverError> {
+        let list = self
+            .consumer
+            .assignment()
+            .map_err(|e| fatal("read the assignment", &e))?;
+        let mut channels: Vec<u32> = list
+            .elements()
+            .iter()
+            .map(|e| e.partition() as u32)
+            .collect();
+        channels.sort_unstable();
+        Ok(channels)
+    }
+
+    /// Commits the positions polled so far, asynchronously; reports the
+    /// failure of the previous commit, if it failed.
+    pub(super) fn commit(&self) -> Result<(), DriverError> {
+        let failed = self
+            .consumer
+            .context()
+            .commit_failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(reason) = failed {
+            return Err(DriverError::fatal(format!(
+                "an offset commit failed: {reason}"
+            )));
+        }
+        match self.consumer.commit_consumer_state(CommitMode::Async) {
+            // Nothing polled since the last commit.
+            Err(KafkaError::ConsumerCommit(RDKafkaErrorCode::NoOffset)) => Ok(()),
+            result => result.map_err(|e| kafka_error("commit offsets", &e)),
+        }
+    }
+}
