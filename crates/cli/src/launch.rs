@@ -559,6 +559,7 @@ mod tests {
             found: 19_000,
             ok: false,
             how: "_count".to_string(),
+            stream: None,
         };
         r.verification = Some(v.clone());
         assert_eq!(exit_code(&r), EXIT_BELOW_EXPECTATION);

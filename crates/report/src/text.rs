@@ -7,7 +7,8 @@ use std::fmt::Write as _;
 
 use loadcell_core::words::counted;
 use loadcell_record::result::{
-    GroupSummary, HeldConnections, IopsExpectation, LoopMode, RunResult, RunStatus, Verification,
+    GroupSummary, HeldConnections, IopsExpectation, LoopMode, RunResult, RunStatus,
+    StreamCompleteness, Verification,
 };
 
 use crate::table::grouped;
@@ -310,6 +311,9 @@ pub fn summary(r: &RunResult, op_order: &[&str]) -> String {
     }
     if let Some(v) = &r.verification {
         let _ = writeln!(w, "{}", verification(v));
+        if let Some(s) = &v.stream {
+            let _ = writeln!(w, "{}", stream_rows(s));
+        }
     }
     for sample in &r.error_samples {
         let _ = writeln!(
@@ -347,6 +351,24 @@ pub fn verification(v: &Verification) -> String {
             v.found, v.expected, v.how
         )
     }
+}
+
+/// A stream run's rows in one line.
+pub fn stream_rows(s: &StreamCompleteness) -> String {
+    let mut line = format!(
+        "Stream rows: produced {}, consumed {}, missing {}, duplicated {}, gaps {}, reorders {}",
+        s.produced, s.consumed, s.missing, s.duplicated, s.gaps, s.reorders
+    );
+    if let Some(us) = s.poll_us_per_1000_rows {
+        line += &format!("; polling {us:.1} µs per 1000 rows");
+    }
+    if s.untimed > 0 {
+        line += &format!(
+            "; {} rows of other runs or hosts not timed end to end",
+            s.untimed
+        );
+    }
+    line
 }
 
 /// How far the measured IOPS are from `--expect-iops`'s, in one line.
