@@ -8,13 +8,14 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::{anyhow, bail, Context as _};
 use loadcell_core::family::{
-    HttpFamily, KvFamily, MachineFamily, SearchFamily, SqlFamily, TimeSeriesFamily,
+    HttpFamily, KvFamily, MachineFamily, SearchFamily, SqlFamily, StreamFamily, TimeSeriesFamily,
 };
 use loadcell_core::http::HttpConn;
 use loadcell_core::kv::KvConn;
 use loadcell_core::machine::MachineConn;
 use loadcell_core::search::SearchConn;
 use loadcell_core::sql::SqlConn;
+use loadcell_core::stream::StreamConn;
 use loadcell_core::ts::TsConn;
 use loadcell_core::{Driver, DriverError, DriverInfo, ErrorClass, ServerInfo, Target};
 use loadcell_drivers::Visitor;
@@ -103,6 +104,7 @@ families! {
     Http http HttpConn HttpFamily: [Http, HttpConnections];
     Search search SearchConn SearchFamily: [SearchBulk, SearchQuery, SearchMixed];
     TimeSeries ts TsConn TimeSeriesFamily: [TsIngest, TsQuery];
+    Stream stream StreamConn StreamFamily: [Stream];
     Machine machine MachineConn MachineFamily: [Cpu];
 }
 

@@ -25,8 +25,10 @@ use loadcell_core::kv::KvConn;
 use loadcell_core::machine::MachineConn;
 use loadcell_core::search::SearchConn;
 use loadcell_core::sql::SqlConn;
+use loadcell_core::stream::StreamConn;
 use loadcell_core::ts::TsConn;
 use loadcell_core::{Driver, Target};
+use redis::streams as redis_streams;
 use ts::{influx, opentsdb, remote_write};
 
 pub use loadcell_core::{DriverInfo, Family};
@@ -82,6 +84,7 @@ registry! {
     Http http HttpConn: [http::HttpDriver];
     Search search SearchConn: [search::SearchDriver];
     TimeSeries ts TsConn: [influx::InfluxDriver, opentsdb::OpenTsdbDriver, remote_write::RemoteWriteDriver];
+    Stream stream StreamConn: [redis_streams::RedisDriver];
     Machine machine MachineConn: [local::LocalDriver];
 }
 
