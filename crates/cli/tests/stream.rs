@@ -236,3 +236,24 @@ fn bad_stream_input_is_one_line_before_any_load() {
         assert!(err.contains(expected), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn list_and_help_show_the_workload_the_driver_and_the_options() {
+    let dir = tempfile::tempdir().unwrap();
+    let list = stdout(&ok(loadcell(dir.path(), &["list"])));
+    for name in ["stream", "redis-streams", "claim_idle"] {
+        assert!(list.contains(name), "{name} in {list}");
+    }
+    let help = stdout(&ok(loadcell(dir.path(), &["run", "--help"])));
+    let heading = help
+        .find("Stream workload options (stream):")
+        .expect("a heading of its own");
+    for flag in [
+        "--partitions",
+        "--produce-rate",
+        "--poll-wait",
+        "--drain-timeout",
+    ] {
+        assert!(help[heading..].contains(flag), "{flag} under the heading");
+    }
+}
