@@ -72,6 +72,7 @@ fn rows_produced_on_8_partitions_are_all_consumed_in_order_then_cleaned_up() {
         );
     }
     assert_eq!(u(&r, "/verification/expected"), produced);
+    assert!(u(&r, "/verification/stream/lag_at_end") <= produced);
     assert!(u(&r, "/ops/end_to_end/count") > 0);
     assert!(u(&r, "/ops/poll/items") > 0);
     assert!(f(&r, "/verification/stream/poll_us_per_1000_rows") > 0.0);
@@ -119,6 +120,11 @@ fn a_consume_only_run_drains_the_backlog_prepare_loaded() {
     );
     assert_eq!(r["verification"]["ok"], true, "{}", r["verification"]);
     assert_eq!(u(&r, "/verification/stream/consumed"), 5000);
+    assert_eq!(
+        u(&r, "/verification/stream/lag_at_end"),
+        0,
+        "caught up in the run"
+    );
     assert_eq!(u(&r, "/verification/stream/produced"), 0);
     // The backlog is another run's: consumed, not timed end to end.
     assert_eq!(u(&r, "/verification/stream/untimed"), 5000);

@@ -113,6 +113,9 @@ pub struct StreamCompleteness {
     /// Rows the stream holds that the group never acknowledged, after the
     /// drain wait.
     pub missing: u64,
+    /// Rows the group had not acknowledged when the run stopped: the
+    /// consumers' lag behind the producers at the end.
+    pub lag_at_end: u64,
     /// Rows received again in a channel.
     pub duplicated: u64,
     /// Jumps in a channel's sequence (rows that never came to a consumer

@@ -356,8 +356,9 @@ pub fn verification(v: &Verification) -> String {
 /// A stream run's rows in one line.
 pub fn stream_rows(s: &StreamCompleteness) -> String {
     let mut line = format!(
-        "Stream rows: produced {}, consumed {}, missing {}, duplicated {}, gaps {}, reorders {}",
-        s.produced, s.consumed, s.missing, s.duplicated, s.gaps, s.reorders
+        "Stream rows: produced {}, consumed {}, missing {}, duplicated {}, gaps {}, reorders {}; \
+         {} not yet acknowledged when the run stopped",
+        s.produced, s.consumed, s.missing, s.duplicated, s.gaps, s.reorders, s.lag_at_end
     );
     if let Some(us) = s.poll_us_per_1000_rows {
         line += &format!("; polling {us:.1} µs per 1000 rows");
@@ -458,6 +459,40 @@ mod tests {
             at("point_select") < at("commit") && at("commit") < at("connect"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_stream_run_gets_a_line_of_its_rows() {
+        let mut r = fixture::run(4, 1000.0);
+        let rows = StreamCompleteness {
+            produced: 900,
+            consumed: 910,
+            missing: 0,
+            lag_at_end: 35,
+            duplicated: 10,
+            gaps: 0,
+            reorders: 0,
+            untimed: 0,
+            poll_us_per_1000_rows: Some(412.5),
+        };
+        r.verification = Some(Verification {
+            expected: 900,
+            found: 900,
+            ok: true,
+            how: "acknowledged".to_string(),
+            stream: Some(rows.clone()),
+        });
+        let text = summary(&r, &[]);
+        assert!(
+            text.contains(
+                "Stream rows: produced 900, consumed 910, missing 0, duplicated 10, gaps 0, \
+                 reorders 0; 35 not yet acknowledged when the run stopped; polling 412.5 µs \
+                 per 1000 rows\n"
+            ),
+            "{text}"
+        );
+        let untimed = stream_rows(&StreamCompleteness { untimed: 7, ..rows });
+        assert!(untimed.ends_with("; 7 rows of other runs or hosts not timed end to end"));
     }
 
     #[test]

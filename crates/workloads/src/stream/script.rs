@@ -329,7 +329,7 @@ impl StreamScript {
                 .sum();
             return Ok(self.produced_verification(held));
         }
-        let (drained, positions) = self.drain(conn).await?;
+        let (drained, lag_at_end, positions) = self.drain(conn).await?;
         let end: u64 = positions.iter().map(|p| p.end).sum();
         let committed: u64 = positions.iter().map(|p| p.committed).sum();
         let missing = end.saturating_sub(committed);
@@ -338,6 +338,7 @@ impl StreamScript {
             produced: t.produced.load(Ordering::Relaxed),
             consumed: t.consumed.load(Ordering::Relaxed),
             missing,
+            lag_at_end,
             duplicated: t.duplicates.load(Ordering::Relaxed) + found.duplicates,
             gaps: t.gaps.load(Ordering::Relaxed) + found.gaps,
             reorders: t.reorders.load(Ordering::Relaxed) + found.reorders,
@@ -390,6 +391,7 @@ impl StreamScript {
                 produced,
                 consumed: 0,
                 missing: produced.saturating_sub(added),
+                lag_at_end: 0,
                 duplicated: 0,
                 gaps: 0,
                 reorders: 0,
@@ -400,11 +402,12 @@ impl StreamScript {
     }
 
     /// Polls as one consumer of every channel until the group has
-    /// acknowledged every row or `--drain-timeout` passes.
+    /// acknowledged every row or `--drain-timeout` passes: what it found,
+    /// the rows unacknowledged when it began, and the positions at its end.
     async fn drain<C: StreamConn>(
         &self,
         conn: &mut C,
-    ) -> Result<(Receiver, Vec<ChannelPosition>), DriverError> {
+    ) -> Result<(Receiver, u64, Vec<ChannelPosition>), DriverError> {
         let o = &self.opts;
         let all = o.share(0, 1);
         let name = self.consumer_name("drain");
@@ -417,11 +420,16 @@ impl StreamScript {
         .await?;
         let mut receiver = Receiver::new(o.partitions, self.exclusive);
         let deadline = Instant::now() + o.drain_timeout;
+        let mut lag_at_end = None;
         loop {
             let positions = conn.positions(&o.stream, &o.group).await?;
-            let left = positions.iter().any(|p| p.end > p.committed);
-            if !left || Instant::now() >= deadline {
-                return Ok((receiver, positions));
+            let lag = positions
+                .iter()
+                .map(|p| p.end.saturating_sub(p.committed))
+                .sum();
+            let lag_at_end = *lag_at_end.get_or_insert(lag);
+            if lag == 0 || Instant::now() >= deadline {
+                return Ok((receiver, lag_at_end, positions));
             }
             loop {
                 let before = receiver.found;
