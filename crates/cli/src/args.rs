@@ -265,6 +265,13 @@ pub struct CleanupArgs {
     /// measurements' stores to drop.
     #[arg(long, value_name = "NAME")]
     pub use_case: Option<String>,
+    /// With `stream`: the stream to drop with its groups, if loadcell
+    /// created it (default loadcell-stream).
+    #[arg(long, value_name = "NAME")]
+    pub stream: Option<String>,
+    /// With `stream`: the consumer group to drop (default loadcell-STREAM).
+    #[arg(long, value_name = "ID")]
+    pub group: Option<String>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::{anyhow, bail, Context as _};
 use loadcell_core::family::{
-    HttpFamily, KvFamily, MachineFamily, SearchFamily, SqlFamily, TimeSeriesFamily,
+    HttpFamily, KvFamily, MachineFamily, SearchFamily, SqlFamily, StreamFamily, TimeSeriesFamily,
 };
 use loadcell_core::http::HttpConn;
 use loadcell_core::kv::KvConn;
@@ -104,7 +104,7 @@ families! {
     Http http HttpConn HttpFamily: [Http, HttpConnections];
     Search search SearchConn SearchFamily: [SearchBulk, SearchQuery, SearchMixed];
     TimeSeries ts TsConn TimeSeriesFamily: [TsIngest, TsQuery];
-    Stream stream StreamConn StreamFamily: [];
+    Stream stream StreamConn StreamFamily: [Stream];
     Machine machine MachineConn MachineFamily: [Cpu];
 }
 
@@ -561,6 +561,7 @@ mod tests {
             found: 19_000,
             ok: false,
             how: "_count".to_string(),
+            stream: None,
         };
         r.verification = Some(v.clone());
         assert_eq!(exit_code(&r), EXIT_BELOW_EXPECTATION);

@@ -135,6 +135,10 @@ fn dispatch(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
             workload.search.index = a.index.clone();
             workload.ts.measurement = a.measurement.clone();
             workload.ts.use_case = a.use_case.clone();
+            if let Some(stream) = &a.stream {
+                workload.stream.stream = stream.clone();
+            }
+            workload.stream.group = a.group.clone();
             let (spec, target, _) = resolve(&a.target, &workload)?;
             if let WorkloadSpec::Disk(w) = &spec {
                 eprintln!(

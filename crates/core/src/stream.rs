@@ -122,6 +122,15 @@ pub struct StreamMeta {
 pub type OnRow<'f> = dyn FnMut(StreamRow<'_>) + 'f;
 
 pub trait StreamConn {
+    /// The server assigns a group's channels to its consumers, each
+    /// channel to one consumer at a time (Kafka's group coordinator): the
+    /// workload subscribes with [`Channels::Group`] and every row of a
+    /// channel it is given reaches it. Without one (Redis Streams,
+    /// PostgreSQL) the workload shares the channels out itself with
+    /// [`Channels::Assigned`], and on Redis several processes in one group
+    /// split each channel's rows between them.
+    const COORDINATED: bool = false;
+
     /// Queues `row` for `stream`, encoded at once into the request being
     /// built, into the channel `row.channel`.
     fn queue_row(&mut self, stream: &str, row: &StreamRow<'_>);

@@ -30,6 +30,7 @@ use loadcell_core::stream::StreamConn;
 use loadcell_core::ts::TsConn;
 use loadcell_core::{Driver, Target};
 use postgres::stream as pgstream;
+use redis::streams as redis_streams;
 use ts::{influx, opentsdb, remote_write};
 
 pub use loadcell_core::{DriverInfo, Family};
@@ -85,7 +86,7 @@ registry! {
     Http http HttpConn: [http::HttpDriver];
     Search search SearchConn: [search::SearchDriver];
     TimeSeries ts TsConn: [influx::InfluxDriver, opentsdb::OpenTsdbDriver, remote_write::RemoteWriteDriver];
-    Stream stream StreamConn: [kafka::KafkaDriver, pgstream::PgStreamDriver];
+    Stream stream StreamConn: [kafka::KafkaDriver, pgstream::PgStreamDriver, redis_streams::RedisDriver];
     Machine machine MachineConn: [local::LocalDriver];
 }
 

@@ -312,6 +312,11 @@ fn http_targets_go_to_the_driver_of_the_workloads_family() {
     assert_eq!(open("https://h:9200", Family::Search), "search");
     assert_eq!(open("http://h:9200", Family::Http), "http");
     assert_eq!(open("opensearch://h", Family::Search), "search");
+    // One scheme, two families: Redis as a key-value store and as streams.
+    assert_eq!(open("redis://h", Family::Kv), "redis");
+    assert_eq!(open("redis://h", Family::Stream), "redis-streams");
+    let cluster = loadcell_drivers::find("redis+cluster", &[Family::Stream]).unwrap_err();
+    assert_eq!(cluster.to_string(), "redis+cluster: is a kv driver");
     let other = loadcell_drivers::find("elasticsearch", &[Family::Http]).unwrap_err();
     assert_eq!(other.to_string(), "elasticsearch: is a search driver");
     let unknown = loadcell_drivers::find("solr", &[Family::Search]).unwrap_err();

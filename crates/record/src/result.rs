@@ -86,7 +86,7 @@ pub struct RunResult {
 }
 
 /// What a check after the run found of the data it wrote.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Verification {
     /// What should be there: what was before the run and what the run
     /// had acknowledged.
@@ -97,6 +97,39 @@ pub struct Verification {
     pub ok: bool,
     /// How it was counted and compared, in words.
     pub how: String,
+    /// A stream run's rows, end to end (the `stream` workload).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<StreamCompleteness>,
+}
+
+/// Where a stream run's rows went: what its producers had acknowledged,
+/// what its consumers received, and what the group never acknowledged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamCompleteness {
+    /// Rows this run's producers had acknowledged by the server.
+    pub produced: u64,
+    /// Rows this run's consumers received, duplicates included.
+    pub consumed: u64,
+    /// Rows the stream holds that the group never acknowledged, after the
+    /// drain wait.
+    pub missing: u64,
+    /// Rows the group had not acknowledged when the run stopped: the
+    /// consumers' lag behind the producers at the end.
+    pub lag_at_end: u64,
+    /// Rows received again in a channel.
+    pub duplicated: u64,
+    /// Jumps in a channel's sequence (rows that never came to a consumer
+    /// that reads every row of the channel).
+    pub gaps: u64,
+    /// Rows that came before rows produced earlier in their channel.
+    pub reorders: u64,
+    /// Rows consumed from other runs or other hosts, not timed end to end
+    /// (only this run's own rows are: one clock).
+    pub untimed: u64,
+    /// Time spent polling per 1000 rows consumed, microseconds (the
+    /// Tunnel report's "latency per 1000 rows").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub poll_us_per_1000_rows: Option<f64>,
 }
 
 /// A disk workload's facts: fio, the file and what holds it.

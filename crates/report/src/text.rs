@@ -7,7 +7,8 @@ use std::fmt::Write as _;
 
 use loadcell_core::words::counted;
 use loadcell_record::result::{
-    GroupSummary, HeldConnections, IopsExpectation, LoopMode, RunResult, RunStatus, Verification,
+    GroupSummary, HeldConnections, IopsExpectation, LoopMode, RunResult, RunStatus,
+    StreamCompleteness, Verification,
 };
 
 use crate::table::grouped;
@@ -310,6 +311,9 @@ pub fn summary(r: &RunResult, op_order: &[&str]) -> String {
     }
     if let Some(v) = &r.verification {
         let _ = writeln!(w, "{}", verification(v));
+        if let Some(s) = &v.stream {
+            let _ = writeln!(w, "{}", stream_rows(s));
+        }
     }
     for sample in &r.error_samples {
         let _ = writeln!(
@@ -347,6 +351,25 @@ pub fn verification(v: &Verification) -> String {
             v.found, v.expected, v.how
         )
     }
+}
+
+/// A stream run's rows in one line.
+pub fn stream_rows(s: &StreamCompleteness) -> String {
+    let mut line = format!(
+        "Stream rows: produced {}, consumed {}, missing {}, duplicated {}, gaps {}, reorders {}; \
+         {} not yet acknowledged when the run stopped",
+        s.produced, s.consumed, s.missing, s.duplicated, s.gaps, s.reorders, s.lag_at_end
+    );
+    if let Some(us) = s.poll_us_per_1000_rows {
+        line += &format!("; polling {us:.1} µs per 1000 rows");
+    }
+    if s.untimed > 0 {
+        line += &format!(
+            "; {} rows of other runs or hosts not timed end to end",
+            s.untimed
+        );
+    }
+    line
 }
 
 /// How far the measured IOPS are from `--expect-iops`'s, in one line.
@@ -436,6 +459,40 @@ mod tests {
             at("point_select") < at("commit") && at("commit") < at("connect"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_stream_run_gets_a_line_of_its_rows() {
+        let mut r = fixture::run(4, 1000.0);
+        let rows = StreamCompleteness {
+            produced: 900,
+            consumed: 910,
+            missing: 0,
+            lag_at_end: 35,
+            duplicated: 10,
+            gaps: 0,
+            reorders: 0,
+            untimed: 0,
+            poll_us_per_1000_rows: Some(412.5),
+        };
+        r.verification = Some(Verification {
+            expected: 900,
+            found: 900,
+            ok: true,
+            how: "acknowledged".to_string(),
+            stream: Some(rows.clone()),
+        });
+        let text = summary(&r, &[]);
+        assert!(
+            text.contains(
+                "Stream rows: produced 900, consumed 910, missing 0, duplicated 10, gaps 0, \
+                 reorders 0; 35 not yet acknowledged when the run stopped; polling 412.5 µs \
+                 per 1000 rows\n"
+            ),
+            "{text}"
+        );
+        let untimed = stream_rows(&StreamCompleteness { untimed: 7, ..rows });
+        assert!(untimed.ends_with("; 7 rows of other runs or hosts not timed end to end"));
     }
 
     #[test]

@@ -18,6 +18,7 @@ pub mod prepare;
 #[cfg(test)]
 mod recorder;
 pub mod search;
+pub mod stream;
 pub mod ts;
 pub mod workload;
 pub mod ycsb;

@@ -9,6 +9,7 @@ mod kv;
 mod machine;
 mod oltp;
 mod search;
+mod stream;
 mod ts;
 mod ycsb;
 
@@ -23,6 +24,7 @@ use loadcell_workloads::kv::KvWorkload;
 use loadcell_workloads::oltp::{OltpKind, OltpWorkload};
 use loadcell_workloads::search::mixed::SearchMixedWorkload;
 use loadcell_workloads::search::{SearchBulkWorkload, SearchQueryWorkload};
+use loadcell_workloads::stream::StreamWorkload;
 use loadcell_workloads::ts::{TsIngestWorkload, TsQueryWorkload};
 use loadcell_workloads::workload::Workload;
 use loadcell_workloads::ycsb::{Preset, YcsbWorkload};
@@ -33,6 +35,7 @@ pub use kv::KvArgs;
 pub use machine::MachineArgs;
 pub use oltp::OltpArgs;
 pub use search::SearchArgs;
+pub use stream::StreamArgs;
 pub use ts::TsArgs;
 pub use ycsb::YcsbArgs;
 
@@ -54,6 +57,7 @@ pub enum WorkloadSpec {
     SearchMixed(SearchMixedWorkload),
     TsIngest(TsIngestWorkload),
     TsQuery(TsQueryWorkload),
+    Stream(StreamWorkload),
 }
 
 /// Every family's workload options, each group under its own heading.
@@ -75,6 +79,8 @@ pub struct WorkloadArgs {
     pub search: SearchArgs,
     #[command(flatten)]
     pub ts: TsArgs,
+    #[command(flatten)]
+    pub stream: StreamArgs,
     /// The options the command line gave, by flag (`--ratio`), as clap
     /// recorded them: a workload refuses another family's options.
     #[arg(skip)]
@@ -136,6 +142,7 @@ pub fn catalog() -> Vec<(&'static str, &'static [Family], &'static str)> {
     all.extend(http_conns::catalog());
     all.extend(search::catalog());
     all.extend(ts::catalog());
+    all.extend(stream::catalog());
     all.extend(machine::catalog());
     all
 }
@@ -152,6 +159,7 @@ impl WorkloadSpec {
             (http_conns::WHAT, args.given_in::<HttpConnsArgs>()),
             (search::WHAT, args.given_in::<SearchArgs>()),
             (ts::WHAT, args.given_in::<TsArgs>()),
+            (stream::WHAT, args.given_in::<StreamArgs>()),
         ];
         let given = |own: &str| {
             let group = groups.iter().find(|(what, _)| *what == own);
@@ -201,6 +209,10 @@ impl WorkloadSpec {
             refuse_others(&[ts::WHAT])?;
             return ts::resolve(name, &args.ts, given(ts::WHAT));
         }
+        if stream::names(name) {
+            refuse_others(&[stream::WHAT])?;
+            return stream::resolve(&args.stream, given(stream::WHAT));
+        }
         if let Some(spec) = http_conns::resolve(name, &args.http, &args.http_conns) {
             refuse_others(&[http::WHAT, http_conns::WHAT])?;
             return spec;
@@ -229,6 +241,7 @@ impl WorkloadSpec {
             WorkloadSpec::SearchMixed(w) => w,
             WorkloadSpec::TsIngest(w) => w,
             WorkloadSpec::TsQuery(w) => w,
+            WorkloadSpec::Stream(w) => w,
         }
     }
 
@@ -251,6 +264,7 @@ impl WorkloadSpec {
             }) => search::prepare_hint(opts),
             WorkloadSpec::TsIngest(TsIngestWorkload { opts, .. })
             | WorkloadSpec::TsQuery(TsQueryWorkload { opts, .. }) => ts::prepare_hint(opts),
+            WorkloadSpec::Stream(w) => stream::prepare_hint(&w.opts),
             WorkloadSpec::Http(_)
             | WorkloadSpec::HttpConnections(_)
             | WorkloadSpec::Cpu(_)
@@ -269,7 +283,8 @@ impl WorkloadSpec {
             | WorkloadSpec::Disk(_)
             | WorkloadSpec::SearchQuery(_)
             | WorkloadSpec::SearchMixed(_)
-            | WorkloadSpec::TsQuery(_) => None,
+            | WorkloadSpec::TsQuery(_)
+            | WorkloadSpec::Stream(_) => None,
             WorkloadSpec::SearchBulk(w) => search::implied_events(&w.opts),
             WorkloadSpec::TsIngest(w) => ts::implied_events(w),
             WorkloadSpec::Kv(KvWorkload { opts })
@@ -286,6 +301,7 @@ impl WorkloadSpec {
     pub fn fit_run(&self, args: &mut crate::args::RunArgs) -> Result<(), String> {
         match self {
             WorkloadSpec::HttpConnections(w) => http_conns::fit_run(w, args),
+            WorkloadSpec::Stream(w) => stream::fit_run(w, args),
             _ => Ok(()),
         }
     }
@@ -295,6 +311,7 @@ impl WorkloadSpec {
     pub fn groups(&self, args: &crate::args::RunArgs) -> Option<loadcell_engine::SessionGroups> {
         match self {
             WorkloadSpec::SearchMixed(w) => Some(search::groups(w, args)),
+            WorkloadSpec::Stream(w) => stream::groups(w),
             _ => None,
         }
     }

@@ -480,6 +480,9 @@ impl KafkaConn {
 }
 
 impl StreamConn for KafkaConn {
+    // The group coordinator assigns partitions and rebalances them.
+    const COORDINATED: bool = true;
+
     fn queue_row(&mut self, stream: &str, row: &StreamRow<'_>) {
         self.session.queue_row(stream, row);
     }

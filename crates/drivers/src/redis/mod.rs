@@ -11,6 +11,10 @@
 //!   through any of the seeds; `?sslmode=require|verify-ca|verify-full`
 //!   turns TLS on for every node. Database 0 only.
 //!
+//! - `?claim_idle=DURATION` (Redis Streams, [`streams`]): how long a row
+//!   delivered to a consumer may stay unacknowledged before another
+//!   consumer of the group claims it (XAUTOCLAIM); default 5s.
+//!
 //! Defaults: host 127.0.0.1, port 6379, no password, database 0.
 //!
 //! ## The hot path
@@ -63,6 +67,7 @@ use crate::{DriverInfo, Family};
 mod cluster;
 mod link;
 mod resp;
+pub mod streams;
 #[cfg(test)]
 mod tests;
 
@@ -84,7 +89,10 @@ pub const INFO: DriverInfo = DriverInfo {
 
 const DEFAULT_HOST: &str = "127.0.0.1";
 const DEFAULT_PORT: u16 = 6379;
-const PARAMS: &[&str] = &["sslmode", "sslrootcert"];
+const PARAMS: &[&str] = &["sslmode", "sslrootcert", "claim_idle"];
+/// How long a stream row may stay unacknowledged before another consumer
+/// claims it, unless the target says otherwise.
+const DEFAULT_CLAIM_IDLE: std::time::Duration = std::time::Duration::from_secs(5);
 /// Number of hash slots in a Redis Cluster.
 pub const SLOTS: usize = 16384;
 /// Rounds of MOVED/ASK redirections one flush follows.
@@ -110,6 +118,7 @@ struct Settings {
     db: Option<u32>,
     sslmode: SslMode,
     sslrootcert: Option<PathBuf>,
+    claim_idle: std::time::Duration,
 }
 
 impl std::fmt::Debug for Settings {
@@ -122,6 +131,7 @@ impl std::fmt::Debug for Settings {
             .field("db", &self.db)
             .field("sslmode", &self.sslmode)
             .field("sslrootcert", &self.sslrootcert)
+            .field("claim_idle", &self.claim_idle)
             .finish()
     }
 }
@@ -167,8 +177,17 @@ fn parse_target(target: &Target) -> Result<Settings, String> {
 
     let mut sslmode = None;
     let mut sslrootcert = None;
+    let mut claim_idle = DEFAULT_CLAIM_IDLE;
     for (key, value) in url.query_pairs() {
         match &*key {
+            "claim_idle" => {
+                claim_idle = humantime::parse_duration(&value)
+                    .ok()
+                    .filter(|d| !d.is_zero())
+                    .ok_or_else(|| {
+                        format!("claim_idle '{value}' is not a duration above zero (e.g. 5s)")
+                    })?
+            }
             "sslmode" => sslmode = Some(SslMode::parse(&value)?),
             "sslrootcert" => {
                 if value.is_empty() {
@@ -212,6 +231,7 @@ fn parse_target(target: &Target) -> Result<Settings, String> {
         db: db.filter(|&d| d != 0),
         sslmode,
         sslrootcert,
+        claim_idle,
     })
 }
 
@@ -315,6 +335,8 @@ impl RedisDriver {
             let cluster = self.connect_cluster(progress).await?;
             return Ok(RedisConn {
                 inner: Inner::Cluster(Box::new(cluster)),
+                consumer: None,
+                claim_idle: self.shared.settings.claim_idle,
             });
         }
         let (host, port) = &self.shared.settings.hosts[0];
@@ -339,6 +361,8 @@ impl RedisDriver {
                 queued: 0,
                 dirty: false,
             }),
+            consumer: None,
+            claim_idle: self.shared.settings.claim_idle,
         })
     }
 }
@@ -585,6 +609,10 @@ fn interrupted(ep: &str) -> DriverError {
 /// One session's connection: to one server, or to every master of a cluster.
 pub struct RedisConn {
     inner: Inner,
+    /// What [`streams`]' `subscribe` made of this connection.
+    consumer: Option<Box<streams::Consumer>>,
+    /// The target's `claim_idle`, for `subscribe`.
+    claim_idle: std::time::Duration,
 }
 
 enum Inner {
@@ -625,6 +653,23 @@ struct Single {
 
 impl Single {
     async fn flush(&mut self, on_reply: &mut OnReply<'_>) -> Result<(), DriverError> {
+        self.exchange(|link, i, reply| {
+            let received = link.rbuf.received();
+            let answer = match reply {
+                Reply::Error(s) => Err(reply_error(&received[s.start..s.end], &link.ep)),
+                reply => Ok(kv_reply(reply, received)),
+            };
+            on_reply(link.rbuf.reply_at(i), answer);
+        })
+        .await
+    }
+
+    /// Sends the queued requests and hands each reply, in order, to `each`
+    /// with its index and the link whose read buffer holds it.
+    async fn exchange(
+        &mut self,
+        mut each: impl FnMut(&Link, usize, Reply),
+    ) -> Result<(), DriverError> {
         let n = std::mem::take(&mut self.queued);
         if n == 0 {
             return Ok(());
@@ -642,17 +687,8 @@ impl Single {
         let mut i = 0;
         while i < n {
             match self.link.next_reply()? {
-                Some(Reply::Error(s)) => {
-                    let err =
-                        reply_error(&self.link.rbuf.received()[s.start..s.end], &self.link.ep);
-                    on_reply(self.link.rbuf.reply_at(i), Err(err));
-                    i += 1;
-                }
                 Some(reply) => {
-                    on_reply(
-                        self.link.rbuf.reply_at(i),
-                        Ok(kv_reply(reply, self.link.rbuf.received())),
-                    );
+                    each(&self.link, i, reply);
                     i += 1;
                 }
                 None => self.link.fill().await?,

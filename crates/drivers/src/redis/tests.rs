@@ -424,3 +424,15 @@ fn server_products() {
     let i = server_info_of("redis_version:6.3.4\r\nexecutable:/usr/bin/keydb-server\r\n");
     assert_eq!((i.product.as_str(), i.version.as_str()), ("KeyDB", "6.3.4"));
 }
+
+#[test]
+fn claim_idle_is_a_duration_above_zero() {
+    let default = settings("redis://h").unwrap();
+    assert_eq!(default.claim_idle, DEFAULT_CLAIM_IDLE);
+    let given = settings("redis://h?claim_idle=1500ms").unwrap();
+    assert_eq!(given.claim_idle, std::time::Duration::from_millis(1500));
+    for bad in ["0s", "soon"] {
+        let e = settings(&format!("redis://h?claim_idle={bad}")).unwrap_err();
+        assert!(e.starts_with(&format!("claim_idle '{bad}'")), "{e}");
+    }
+}

@@ -434,6 +434,7 @@ impl BulkScript {
             found,
             ok: (expected..=expected + margin).contains(&found),
             how,
+            stream: None,
         }
     }
 }

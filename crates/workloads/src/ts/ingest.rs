@@ -468,6 +468,7 @@ impl IngestScript {
                 && in_doubt == 0
                 && (written..=before + written).contains(&found),
             how,
+            stream: None,
         }
     }
 }

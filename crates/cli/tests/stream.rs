@@ -1,0 +1,265 @@
+//! The `stream` workload against a real Redis (Redis Streams): produce and
+//! consume with order and completeness checked, a backlog drained, two
+//! processes sharing a group, one of them killed, and bad input.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+use serde_json::Value;
+
+fn redis() -> loadcell_testkit::TestServer {
+    loadcell_testkit::redis().expect("redis starts")
+}
+
+/// `loadcell run stream ...` in the background, its result to `out`.
+fn spawn_run(dir: &Path, url: &str, out: &str, args: &[&str]) -> Child {
+    Command::new(bin())
+        .args(["run", "stream", "--target", url, "--out", out])
+        .args(args)
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn finished(dir: &Path, child: Child, out: &str) -> Value {
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r = read_json(&dir.join(out));
+    assert_valid_result(&r);
+    r
+}
+
+#[test]
+fn rows_produced_on_8_partitions_are_all_consumed_in_order_then_cleaned_up() {
+    let server = redis();
+    let dir = tempfile::tempdir().unwrap();
+    let url = server.url.as_str();
+    ok(loadcell(
+        dir.path(),
+        &["prepare", "stream", "--target", url, "--partitions", "8"],
+    ));
+    let r = run_json(
+        dir.path(),
+        "stream",
+        url,
+        &[
+            "--partitions",
+            "8",
+            "--producers",
+            "2",
+            "--produce-rate",
+            "20000",
+            "--time",
+            "2s",
+        ],
+    );
+    let v = r.pointer("/verification").unwrap();
+    assert_eq!(v["ok"], true, "{v}");
+    let produced = u(&r, "/verification/stream/produced");
+    assert!(produced > 10_000, "{produced}");
+    assert_eq!(u(&r, "/verification/stream/consumed"), produced);
+    for field in ["missing", "duplicated", "gaps", "reorders", "untimed"] {
+        assert_eq!(
+            u(&r, &format!("/verification/stream/{field}")),
+            0,
+            "{field}"
+        );
+    }
+    assert_eq!(u(&r, "/verification/expected"), produced);
+    assert!(u(&r, "/verification/stream/lag_at_end") <= produced);
+    assert!(u(&r, "/ops/end_to_end/count") > 0);
+    assert!(u(&r, "/ops/poll/items") > 0);
+    assert!(f(&r, "/verification/stream/poll_us_per_1000_rows") > 0.0);
+    assert_eq!(r["summary"]["errors"], 0);
+
+    // A stream that is not loadcell's is left alone.
+    loadcell_testkit::redis_cli(server.port, &["HSET", "foreign:meta", "marker", "x"]).unwrap();
+    let o = loadcell(
+        dir.path(),
+        &["cleanup", "stream", "--target", url, "--stream", "foreign"],
+    );
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("was not created by loadcell"),
+        "{}",
+        stderr(&o)
+    );
+    ok(loadcell(
+        dir.path(),
+        &["cleanup", "stream", "--target", url],
+    ));
+    let keys = loadcell_testkit::redis_cli(server.port, &["KEYS", "loadcell-stream*"]).unwrap();
+    assert_eq!(keys.trim(), "", "cleanup dropped every key of the stream");
+}
+
+#[test]
+fn a_consume_only_run_drains_the_backlog_prepare_loaded() {
+    let server = redis();
+    let dir = tempfile::tempdir().unwrap();
+    let url = server.url.as_str();
+    let shape = ["--partitions", "4", "--mode", "consume"];
+    ok(loadcell(
+        dir.path(),
+        &[
+            &["prepare", "stream", "--target", url, "--backlog", "5000"][..],
+            &shape,
+        ]
+        .concat(),
+    ));
+    let r = run_json(
+        dir.path(),
+        "stream",
+        url,
+        &[&shape[..], &["--time", "1s"]].concat(),
+    );
+    assert_eq!(r["verification"]["ok"], true, "{}", r["verification"]);
+    assert_eq!(u(&r, "/verification/stream/consumed"), 5000);
+    assert_eq!(
+        u(&r, "/verification/stream/lag_at_end"),
+        0,
+        "caught up in the run"
+    );
+    assert_eq!(u(&r, "/verification/stream/produced"), 0);
+    // The backlog is another run's: consumed, not timed end to end.
+    assert_eq!(u(&r, "/verification/stream/untimed"), 5000);
+    assert!(
+        r.pointer("/ops/end_to_end/count")
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+            == 0
+    );
+}
+
+#[test]
+fn two_processes_in_one_group_consume_every_row_once() {
+    let server = redis();
+    let dir = tempfile::tempdir().unwrap();
+    let url = server.url.as_str();
+    let shape = [
+        "--partitions",
+        "4",
+        "--mode",
+        "consume",
+        "--group",
+        "shared",
+    ];
+    ok(loadcell(
+        dir.path(),
+        &[
+            &["prepare", "stream", "--target", url, "--backlog", "40000"][..],
+            &shape,
+        ]
+        .concat(),
+    ));
+    let args = [&shape[..], &["--time", "2s", "--poll-max", "100"]].concat();
+    let a = spawn_run(dir.path(), url, "a.json", &args);
+    let b = spawn_run(dir.path(), url, "b.json", &args);
+    let (a, b) = (
+        finished(dir.path(), a, "a.json"),
+        finished(dir.path(), b, "b.json"),
+    );
+    let consumed = |r: &Value| u(r, "/verification/stream/consumed");
+    assert!(consumed(&a) > 0 && consumed(&b) > 0, "both took a share");
+    assert_eq!(consumed(&a) + consumed(&b), 40_000);
+    for r in [&a, &b] {
+        assert_eq!(u(r, "/verification/stream/duplicated"), 0);
+        assert_eq!(r["verification"]["ok"], true, "{}", r["verification"]);
+    }
+}
+
+#[test]
+fn a_consumer_killed_mid_run_leaves_its_rows_to_the_other_process() {
+    let server = redis();
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("{}?claim_idle=1s", server.url);
+    let shape = ["--partitions", "4", "--group", "shared"];
+    ok(loadcell(
+        dir.path(),
+        &[&["prepare", "stream", "--target", url.as_str()][..], &shape].concat(),
+    ));
+    let mut doomed = spawn_run(
+        dir.path(),
+        &url,
+        "doomed.json",
+        &[&shape[..], &["--mode", "consume", "--time", "30s"]].concat(),
+    );
+    let survivor = spawn_run(
+        dir.path(),
+        &url,
+        "survivor.json",
+        &[&shape[..], &["--produce-rate", "20000", "--time", "4s"]].concat(),
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    // SIGKILL: no chance to acknowledge what it polled.
+    doomed.kill().unwrap();
+    doomed.wait().unwrap();
+    let r = finished(dir.path(), survivor, "survivor.json");
+    assert_eq!(r["verification"]["ok"], true, "{}", r["verification"]);
+    assert_eq!(u(&r, "/verification/stream/missing"), 0);
+    assert!(u(&r, "/verification/stream/produced") > 20_000);
+    let pending =
+        loadcell_testkit::redis_cli(server.port, &["XPENDING", "loadcell-stream:0", "shared"])
+            .unwrap();
+    assert!(pending.starts_with('0'), "nothing left pending: {pending}");
+}
+
+#[test]
+fn bad_stream_input_is_one_line_before_any_load() {
+    let server = redis();
+    let dir = tempfile::tempdir().unwrap();
+    let url = server.url.as_str();
+    for (args, expected) in [
+        (
+            &["--partitions", "0"][..],
+            "--partitions must be at least 1",
+        ),
+        (
+            &["--mode", "produce", "--group", "g"][..],
+            "--group does not apply with --mode produce",
+        ),
+        (
+            &["--row-size", "40"][..],
+            "--row-size 40 is below the 84 bytes",
+        ),
+        (
+            &["--mode", "consume"][..],
+            "there is no stream 'loadcell-stream'",
+        ),
+    ] {
+        let o = loadcell(
+            dir.path(),
+            &[&["run", "stream", "--target", url][..], args].concat(),
+        );
+        assert!(!o.status.success(), "{args:?}");
+        let err = stderr(&o);
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(expected), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn list_and_help_show_the_workload_the_driver_and_the_options() {
+    let dir = tempfile::tempdir().unwrap();
+    let list = stdout(&ok(loadcell(dir.path(), &["list"])));
+    for name in ["stream", "redis-streams", "claim_idle"] {
+        assert!(list.contains(name), "{name} in {list}");
+    }
+    let help = stdout(&ok(loadcell(dir.path(), &["run", "--help"])));
+    let heading = help
+        .find("Stream workload options (stream):")
+        .expect("a heading of its own");
+    for flag in [
+        "--partitions",
+        "--produce-rate",
+        "--poll-wait",
+        "--drain-timeout",
+    ] {
+        assert!(help[heading..].contains(flag), "{flag} under the heading");
+    }
+}

@@ -1,0 +1,504 @@
+//! The `stream` run's sessions: producers (the first session group, at
+//! `--produce-rate`) and consumers (closed loop), and the check after the
+//! run.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+
+use loadcell_core::stream::{ChannelPosition, PollOutcome, StreamConn, StreamRow};
+use loadcell_core::DriverError;
+use loadcell_engine::{Category, Ctx, OpSpec, Script, SessionInfo};
+use loadcell_record::result::{StreamCompleteness, Verification};
+
+use super::order::{OrderChecker, Verdict};
+use super::rows::{mix, RowMaker};
+use super::{channels_of, Mode, StreamOptions};
+use crate::search::Failures;
+
+/// The operation kinds, by index.
+const PRODUCE: usize = 0;
+const POLL: usize = 1;
+const COMMIT: usize = 2;
+const END_TO_END: usize = 3;
+
+/// The class of a row the server did not store.
+pub const ROW_FAILED: &str = "row failed";
+
+pub(super) fn now_ns() -> i64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
+}
+
+/// Which run on which machine: the host's name, this process and `salt`.
+pub(super) fn origin(salt: u64) -> u64 {
+    let host = std::fs::read("/proc/sys/kernel/hostname").unwrap_or_default();
+    let host = host.iter().fold(0, |h, &b| mix(h ^ u64::from(b)));
+    mix(host ^ mix(u64::from(std::process::id()) ^ mix(salt ^ now_ns() as u64)))
+}
+
+/// What the run's rows became, across sessions: one add per request.
+#[derive(Debug, Default)]
+pub(super) struct Tally {
+    produced: AtomicU64,
+    consumed: AtomicU64,
+    duplicates: AtomicU64,
+    gaps: AtomicU64,
+    reorders: AtomicU64,
+    untimed: AtomicU64,
+    undecodable: AtomicU64,
+    /// Time the run's consumers spent in polls.
+    poll_ns: AtomicU64,
+    /// Rows the stream held when the run was checked.
+    held_before: AtomicU64,
+}
+
+pub struct StreamScript {
+    ops: [OpSpec; 4],
+    opts: StreamOptions,
+    seed: u64,
+    origin: u64,
+    coordinated: bool,
+    /// A consumer gets every row of its channels: a jump in a channel is
+    /// a gap. Not so on a server without a coordinator when `--group`
+    /// was given, since other processes may share the channels.
+    exclusive: bool,
+    /// The next sequence number of each channel (one producer each).
+    seqs: Box<[AtomicU64]>,
+    tally: Tally,
+}
+
+pub enum StreamSession {
+    Producer(Producer),
+    Consumer(Consumer),
+}
+
+pub struct Producer {
+    owned: Vec<u32>,
+    maker: RowMaker,
+    failures: Failures,
+}
+
+pub struct Consumer {
+    receiver: Receiver,
+    /// This poll's end-to-end latencies, recorded after it.
+    end_to_end_ns: Vec<u64>,
+}
+
+/// What a consumer found in the rows it received.
+#[derive(Debug, Default, Clone, Copy)]
+struct Found {
+    duplicates: u64,
+    gaps: u64,
+    reorders: u64,
+    /// Rows of a channel beyond the stream's.
+    strays: u64,
+}
+
+/// Checks each row received and notes what it found; the message of each
+/// gap or reorder is kept for the error samples.
+#[derive(Debug)]
+struct Receiver {
+    checker: OrderChecker,
+    found: Found,
+    problems: Vec<(&'static str, String)>,
+}
+
+impl Receiver {
+    fn new(channels: u32, exclusive: bool) -> Receiver {
+        Receiver {
+            checker: OrderChecker::new(channels, exclusive),
+            found: Found::default(),
+            problems: Vec::new(),
+        }
+    }
+
+    fn row(&mut self, row: &StreamRow<'_>) {
+        let (channel, seq) = (row.channel, row.seq);
+        match self.checker.check(channel, row.origin, seq) {
+            Verdict::First | Verdict::Next | Verdict::Skipped { .. } => {}
+            Verdict::Duplicate => self.found.duplicates += 1,
+            Verdict::NoSuchChannel => self.found.strays += 1,
+            Verdict::Reorder => {
+                self.found.reorders += 1;
+                self.problems.push((
+                    "reorder",
+                    format!("channel {channel}: row {seq} came after later rows"),
+                ));
+            }
+            Verdict::Gap { missing } => {
+                self.found.gaps += 1;
+                self.problems.push((
+                    "gap",
+                    format!("channel {channel}: {missing} rows missing before row {seq}"),
+                ));
+            }
+        }
+    }
+
+    /// The rows of this poll came after a reassignment: what they said of
+    /// order is void, and order is checked afresh from here.
+    fn reassigned(&mut self, before: Found) {
+        self.checker.reset();
+        self.found = Found {
+            strays: self.found.strays,
+            ..before
+        };
+        self.problems.clear();
+    }
+}
+
+impl StreamScript {
+    pub(super) fn new(opts: &StreamOptions, seed: u64, coordinated: bool) -> StreamScript {
+        StreamScript {
+            ops: [
+                OpSpec {
+                    name: "produce",
+                    category: Category::Write,
+                },
+                OpSpec {
+                    name: "poll",
+                    category: Category::Read,
+                },
+                OpSpec {
+                    name: "commit",
+                    category: Category::Other,
+                },
+                OpSpec {
+                    name: "end_to_end",
+                    category: Category::Read,
+                },
+            ],
+            opts: opts.clone(),
+            seed,
+            origin: origin(seed),
+            coordinated,
+            exclusive: coordinated || !opts.group_given,
+            seqs: (0..opts.partitions).map(|_| AtomicU64::new(0)).collect(),
+            tally: Tally::default(),
+        }
+    }
+
+    pub(super) fn set_held_before(&self, rows: u64) {
+        self.tally.held_before.store(rows, Ordering::Relaxed);
+    }
+
+    /// This process's consumers' names start so: unique per run.
+    fn consumer_name(&self, what: impl std::fmt::Display) -> String {
+        format!("loadcell-{:016x}-{what}", self.origin)
+    }
+
+    fn produces_in(&self, group: usize) -> bool {
+        self.opts.mode != Mode::Consume && group == 0
+    }
+
+    async fn produce<C: StreamConn>(
+        &self,
+        conn: &mut C,
+        session: &mut Producer,
+        ctx: &mut Ctx,
+    ) -> Result<(), DriverError> {
+        let Producer {
+            owned,
+            maker,
+            failures,
+        } = session;
+        let produced_ns = now_ns();
+        for _ in 0..self.opts.batch {
+            let made = maker.next_row();
+            let channel = owned[(made.hash % owned.len() as u64) as usize];
+            let row = StreamRow {
+                channel,
+                seq: self.seqs[channel as usize].fetch_add(1, Ordering::Relaxed),
+                produced_ns,
+                origin: self.origin,
+                keys: made.keys,
+                payload: made.payload,
+            };
+            conn.queue_row(&self.opts.stream, &row);
+        }
+        let outcome = ctx
+            .op(PRODUCE, conn.produce(&mut |reason| failures.note(reason)))
+            .await?;
+        let stored = outcome.rows - outcome.failed;
+        self.tally.produced.fetch_add(stored, Ordering::Relaxed);
+        ctx.items(PRODUCE, stored);
+        failures.record(ctx, PRODUCE, |_| ROW_FAILED);
+        Ok(())
+    }
+
+    async fn consume<C: StreamConn>(
+        &self,
+        conn: &mut C,
+        session: &mut Consumer,
+        ctx: &mut Ctx,
+    ) -> Result<(), DriverError> {
+        let Consumer {
+            receiver,
+            end_to_end_ns,
+        } = session;
+        let before = receiver.found;
+        let origin = self.origin;
+        let mut received_ns = 0;
+        let mut untimed = 0;
+        let started = Instant::now();
+        let mut on_row = |row: StreamRow<'_>| {
+            // One clock reading per poll: its rows arrived together.
+            if received_ns == 0 {
+                received_ns = now_ns();
+            }
+            receiver.row(&row);
+            if row.origin == origin {
+                end_to_end_ns.push(received_ns.saturating_sub(row.produced_ns).max(0) as u64);
+            } else {
+                untimed += 1;
+            }
+        };
+        let polled = conn.poll(self.opts.poll_max, self.opts.poll_wait, &mut on_row);
+        let outcome = ctx.op(POLL, polled).await?;
+        let t = &self.tally;
+        t.poll_ns
+            .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        if outcome.reassigned {
+            receiver.reassigned(before);
+        }
+        for ns in end_to_end_ns.drain(..) {
+            ctx.record(END_TO_END, Duration::from_nanos(ns), true);
+        }
+        ctx.items(POLL, outcome.rows);
+        self.count(ctx, &outcome, untimed, before, receiver);
+        if outcome.rows + outcome.undecodable > 0 {
+            ctx.op(COMMIT, conn.commit()).await?;
+        }
+        Ok(())
+    }
+
+    /// Adds a poll's findings to the run's counters and the tally.
+    fn count(
+        &self,
+        ctx: &mut Ctx,
+        outcome: &PollOutcome,
+        untimed: u64,
+        before: Found,
+        receiver: &mut Receiver,
+    ) {
+        let found = receiver.found;
+        let t = &self.tally;
+        let undecodable = outcome.undecodable + found.strays - before.strays;
+        for (name, n, total) in [
+            (
+                "duplicates",
+                found.duplicates - before.duplicates,
+                &t.duplicates,
+            ),
+            ("gaps", found.gaps - before.gaps, &t.gaps),
+            ("reorders", found.reorders - before.reorders, &t.reorders),
+            ("undecodable", undecodable, &t.undecodable),
+            ("untimed_rows", untimed, &t.untimed),
+        ] {
+            if n > 0 {
+                ctx.count(name, n);
+                total.fetch_add(n, Ordering::Relaxed);
+            }
+        }
+        t.consumed.fetch_add(outcome.rows, Ordering::Relaxed);
+        for (class, message) in receiver.problems.drain(..) {
+            ctx.failed(POLL, class, &message);
+        }
+    }
+
+    /// After the run: consumes what the group has not acknowledged until
+    /// nothing is left or `--drain-timeout` passes, then compares what
+    /// was produced, consumed and acknowledged.
+    pub(super) async fn verify<C: StreamConn>(
+        &self,
+        conn: &mut C,
+    ) -> Result<Verification, DriverError> {
+        let o = &self.opts;
+        let t = &self.tally;
+        let poll_ns = t.poll_ns.load(Ordering::Relaxed);
+        let run_consumed = t.consumed.load(Ordering::Relaxed);
+        let poll_us_per_1000_rows =
+            (run_consumed > 0).then(|| poll_ns as f64 / run_consumed as f64);
+        if !o.mode.consumes() {
+            let held: u64 = conn
+                .positions(&o.stream, &o.group)
+                .await?
+                .iter()
+                .map(|p| p.end)
+                .sum();
+            return Ok(self.produced_verification(held));
+        }
+        let (drained, lag_at_end, positions) = self.drain(conn).await?;
+        let end: u64 = positions.iter().map(|p| p.end).sum();
+        let committed: u64 = positions.iter().map(|p| p.committed).sum();
+        let missing = end.saturating_sub(committed);
+        let found = drained.found;
+        let completeness = StreamCompleteness {
+            produced: t.produced.load(Ordering::Relaxed),
+            consumed: t.consumed.load(Ordering::Relaxed),
+            missing,
+            lag_at_end,
+            duplicated: t.duplicates.load(Ordering::Relaxed) + found.duplicates,
+            gaps: t.gaps.load(Ordering::Relaxed) + found.gaps,
+            reorders: t.reorders.load(Ordering::Relaxed) + found.reorders,
+            untimed: t.untimed.load(Ordering::Relaxed),
+            poll_us_per_1000_rows,
+        };
+        let c = &completeness;
+        let mut how = format!(
+            "rows the group '{}' acknowledged against the rows the stream '{}' holds, after \
+             draining what was left for up to {}; this run produced {} and consumed {} \
+             ({} in the drain)",
+            o.group,
+            o.stream,
+            format_args!("{:.1}s", o.drain_timeout.as_secs_f64()),
+            c.produced,
+            c.consumed,
+            c.consumed - run_consumed
+        );
+        if !self.exclusive {
+            how += "; other processes may share the group's channels, so a jump in a channel \
+                    counts as rows they took, not as a gap";
+        }
+        for (_, problem) in drained.problems.iter().take(3) {
+            how += &format!("; {problem}");
+        }
+        Ok(Verification {
+            expected: end,
+            found: committed,
+            ok: missing == 0 && c.gaps == 0 && c.reorders == 0,
+            how,
+            stream: Some(completeness),
+        })
+    }
+
+    /// Produce-only: the rows the stream gained against those produced.
+    fn produced_verification(&self, held: u64) -> Verification {
+        let t = &self.tally;
+        let produced = t.produced.load(Ordering::Relaxed);
+        let added = held.saturating_sub(t.held_before.load(Ordering::Relaxed));
+        Verification {
+            expected: produced,
+            found: added,
+            ok: added >= produced,
+            how: format!(
+                "rows the stream '{}' gained during the run against the rows its producers had \
+                 acknowledged (other processes producing into it add to what it gained)",
+                self.opts.stream
+            ),
+            stream: Some(StreamCompleteness {
+                produced,
+                consumed: 0,
+                missing: produced.saturating_sub(added),
+                lag_at_end: 0,
+                duplicated: 0,
+                gaps: 0,
+                reorders: 0,
+                untimed: 0,
+                poll_us_per_1000_rows: None,
+            }),
+        }
+    }
+
+    /// Polls as one consumer of every channel until the group has
+    /// acknowledged every row or `--drain-timeout` passes: what it found,
+    /// the rows unacknowledged when it began, and the positions at its end.
+    async fn drain<C: StreamConn>(
+        &self,
+        conn: &mut C,
+    ) -> Result<(Receiver, u64, Vec<ChannelPosition>), DriverError> {
+        let o = &self.opts;
+        let all = o.share(0, 1);
+        let name = self.consumer_name("drain");
+        conn.subscribe(
+            &o.stream,
+            &o.group,
+            &name,
+            channels_of(self.coordinated, &all),
+        )
+        .await?;
+        let mut receiver = Receiver::new(o.partitions, self.exclusive);
+        let deadline = Instant::now() + o.drain_timeout;
+        let mut lag_at_end = None;
+        loop {
+            let positions = conn.positions(&o.stream, &o.group).await?;
+            let lag = positions
+                .iter()
+                .map(|p| p.end.saturating_sub(p.committed))
+                .sum();
+            let lag_at_end = *lag_at_end.get_or_insert(lag);
+            if lag == 0 || Instant::now() >= deadline {
+                return Ok((receiver, lag_at_end, positions));
+            }
+            loop {
+                let before = receiver.found;
+                let outcome = conn
+                    .poll(o.poll_max, o.poll_wait, &mut |row| receiver.row(&row))
+                    .await?;
+                if outcome.reassigned {
+                    receiver.reassigned(before);
+                }
+                let t = &self.tally;
+                t.consumed.fetch_add(outcome.rows, Ordering::Relaxed);
+                t.undecodable
+                    .fetch_add(outcome.undecodable, Ordering::Relaxed);
+                let any = outcome.rows + outcome.undecodable > 0;
+                if any {
+                    conn.commit().await?;
+                }
+                if !any || Instant::now() >= deadline {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+impl<C: StreamConn> Script<C> for StreamScript {
+    type Session = StreamSession;
+
+    fn ops(&self) -> &[OpSpec] {
+        &self.ops
+    }
+
+    fn transactional(&self) -> bool {
+        false
+    }
+
+    async fn open(&self, conn: &mut C, info: SessionInfo) -> Result<StreamSession, DriverError> {
+        let o = &self.opts;
+        if self.produces_in(info.group) {
+            return Ok(StreamSession::Producer(Producer {
+                owned: o.share(info.index, info.count),
+                maker: RowMaker::new(mix(self.seed ^ info.index as u64), o.row_size),
+                failures: Failures::default(),
+            }));
+        }
+        let share = o.share(info.index, info.count);
+        let name = self.consumer_name(info.index);
+        conn.subscribe(
+            &o.stream,
+            &o.group,
+            &name,
+            channels_of(self.coordinated, &share),
+        )
+        .await?;
+        Ok(StreamSession::Consumer(Consumer {
+            receiver: Receiver::new(o.partitions, self.exclusive),
+            end_to_end_ns: Vec::with_capacity(o.poll_max),
+        }))
+    }
+
+    async fn event(
+        &self,
+        conn: &mut C,
+        session: &mut StreamSession,
+        ctx: &mut Ctx,
+    ) -> Result<(), DriverError> {
+        match session {
+            StreamSession::Producer(p) => self.produce(conn, p, ctx).await,
+            StreamSession::Consumer(c) => self.consume(conn, c, ctx).await,
+        }
+    }
+}
