@@ -303,6 +303,8 @@ impl RunJob<'_> {
             seed,
             server_pid: self.server_pid(),
             measures_client_cpu: info.family == loadcell_core::Family::Machine,
+            shard: None,
+            start_at: None,
         }
     }
 }
