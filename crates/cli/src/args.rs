@@ -340,6 +340,23 @@ pub struct RunArgs {
     /// (default: the process listening on the target's loopback port).
     #[arg(long, value_name = "PID")]
     pub server_pid: Option<u32>,
+    /// Run shard I (0-based, as a Kubernetes Indexed Job's
+    /// JOB_COMPLETION_INDEX) of a run split over N load generators: its
+    /// part of the sessions (of every group), of --rate and of --events,
+    /// its sessions numbered among all shards' so that per-session key
+    /// ranges split too. Merge the shards' results with `loadcell merge`.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<loadcell_engine::Shard>,
+    /// Split over N shards, this one's index (0-based) read from
+    /// JOB_COMPLETION_INDEX, as a Kubernetes Indexed Job sets it. (Not
+    /// --shards: that is the search workloads' index shards.)
+    #[arg(long, value_name = "N", value_parser = crate::values::positive_usize, allow_negative_numbers = true)]
+    pub shard_count: Option<usize>,
+    /// Start measuring at this wall-clock time (RFC 3339 in UTC, e.g.
+    /// 2026-11-24T22:00:00Z, or +30s from now): connect, wait, and warm
+    /// up for --warmup just before it. Give every shard the same time.
+    #[arg(long, value_name = "TIME", value_parser = crate::values::start_at)]
+    pub start_at: Option<std::time::SystemTime>,
     /// A label carried into the result, e.g. --label instance=4c16g.
     #[arg(long = "label", value_name = "KEY=VALUE", value_parser = crate::values::label)]
     pub labels: Vec<(String, String)>,
