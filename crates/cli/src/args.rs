@@ -87,6 +87,11 @@ pub enum Command {
     /// Compare results (or sweeps) against the first, with significance
     /// tests and an optional regression gate.
     Compare(CompareArgs),
+    /// Merge the results of one run's shards (--shard I/N) into one
+    /// result: histograms added, intervals added on the wall clock,
+    /// throughput over the window every shard measured.
+    #[command(help_template = MERGE_HELP)]
+    Merge(MergeArgs),
     /// Nodes and dollars a month for a target throughput, per instance
     /// type, from results labelled instance=NAME and nodes=N.
     #[command(
@@ -103,6 +108,14 @@ const PLAN_HELP: &str = help_then_verbatim!(
 Examples:
   loadcell plan --prices examples/prices.toml --target-throughput 1M --headroom 30% results/*.json
   loadcell plan --prices prices.toml --target-throughput 150k --latency 'p99<=2ms' --scaling linear one-node.json"
+);
+
+const MERGE_HELP: &str = help_then_verbatim!(
+    "\
+Examples:
+  loadcell merge shard-0.json shard-1.json shard-2.json --out merged.json
+  loadcell merge results/shards/ --out merged.json      # every result file in the directory
+  loadcell report results/shards/                      # report, compare and plan merge shard sets themselves"
 );
 
 const SWEEP_HELP: &str = help_then_verbatim!(
@@ -148,7 +161,8 @@ pub struct MultiArgs {
 #[derive(Debug, Args)]
 pub struct ReportArgs {
     /// Result or sweep files; or a run's interval log (.hlog) for a
-    /// partial view of a run killed before it wrote its result.
+    /// partial view of a run killed before it wrote its result. A
+    /// directory, or several results of one run's shards, is merged first.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
     /// Write one self-contained HTML page here.
@@ -163,8 +177,23 @@ pub struct ReportArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// The shards' result files, or directories holding them.
+    #[arg(required = true, value_name = "RESULTS")]
+    pub files: Vec<PathBuf>,
+    /// The merged result file.
+    #[arg(long, value_name = "PATH")]
+    pub out: PathBuf,
+    /// Merge even if some shards' results are missing (the totals are then
+    /// short of the whole run's, and the result says so).
+    #[arg(long)]
+    pub allow_partial: bool,
+}
+
+#[derive(Debug, Args)]
 pub struct PlanArgs {
-    /// Result or sweep files, labelled instance=NAME and nodes=N.
+    /// Result or sweep files, labelled instance=NAME and nodes=N (a
+    /// directory of one run's shard results is merged first).
     #[arg(required = true, value_name = "RESULTS")]
     pub files: Vec<PathBuf>,
     /// Instance types with vcpus, memory_gib and usd_per_hour (TOML, see examples/prices.toml).
@@ -193,7 +222,8 @@ pub struct PlanArgs {
 
 #[derive(Debug, Args)]
 pub struct CompareArgs {
-    /// The baseline, then one or more candidates (results, or sweeps).
+    /// The baseline, then one or more candidates (results, or sweeps; a
+    /// directory of one run's shard results is merged first).
     #[arg(required = true, num_args = 2.., value_name = "FILE")]
     pub files: Vec<PathBuf>,
     /// Exit with status 3 if throughput or p99 is worse by more than this (e.g. 5%).

@@ -125,6 +125,10 @@ pub struct MergedShard {
     /// Its host, and its own resource samples (each shard is a machine).
     pub host: HostInfo,
     pub resources: Resources,
+    /// Its check after the run: each shard counted the whole store, so
+    /// the counts are not added.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification: Option<Verification>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
