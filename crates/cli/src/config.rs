@@ -280,10 +280,12 @@ fn resolve_shard(
         }
         None => match shard {
             Some(s) => s,
-            None => return Err(anyhow!(
+            None => {
+                return Err(anyhow!(
                 "--shard-count {count} takes this shard's index from {SHARD_INDEX_VAR}, which is \
                      not set (a Kubernetes Indexed Job sets it): set it, or give --shard I/{count}"
-            )),
+            ))
+            }
         },
     };
     match shard {

@@ -22,7 +22,10 @@ pub fn run(a: &MergeArgs) -> anyhow::Result<()> {
     let written = merged
         .write(&Destination::Named(a.out.clone()))
         .map_err(|e| anyhow!("cannot write {}: {e}", a.out.display()))?;
-    let m = merged.merge.as_ref().expect("a merged result has its section");
+    let m = merged
+        .merge
+        .as_ref()
+        .expect("a merged result has its section");
     eprintln!(
         "Merged {} shards into {}: {} events, {:.1} events/s over the {:.1}s all measured, p99 \
          {:.3} ms (shards {:.1}–{:.1} ops/s, p99 {:.3}–{:.3} ms)",

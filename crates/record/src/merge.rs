@@ -159,8 +159,7 @@ pub fn merge(shards: Vec<ShardResult>, allow_partial: bool) -> Result<RunResult,
                     .map(f)
                     .sum::<u64>()
             };
-            let (items, items_per_sec) =
-                counted_rate(count(|o| o.items.unwrap_or(0)), secs);
+            let (items, items_per_sec) = counted_rate(count(|o| o.items.unwrap_or(0)), secs);
             let summary = OpSummary {
                 category: category.clone(),
                 count: count(|o| o.count),
@@ -175,7 +174,12 @@ pub fn merge(shards: Vec<ShardResult>, allow_partial: bool) -> Result<RunResult,
 
     let mut warnings: Vec<String> = shards
         .iter()
-        .flat_map(|s| s.result.warnings.iter().map(move |w| format!("{}: {w}", s.name)))
+        .flat_map(|s| {
+            s.result
+                .warnings
+                .iter()
+                .map(move |w| format!("{}: {w}", s.name))
+        })
         .collect();
     if runs.iter().any(|r| r.summary.groups.is_some()) {
         warnings.push(
@@ -350,7 +354,11 @@ fn shard_order(shards: &[ShardResult], allow_partial: bool) -> Result<Order, Str
         if *count.get_or_insert(place.count) != place.count {
             return Err(format!(
                 "{} is shard {}/{}, but {} is of {} shards",
-                s.name, place.index, place.count, shards[0].name, count.unwrap_or_default()
+                s.name,
+                place.index,
+                place.count,
+                shards[0].name,
+                count.unwrap_or_default()
             ));
         }
         if let Some(j) = seen.insert(place.index, i) {
@@ -475,7 +483,11 @@ fn add_interval(sum: &mut Interval, i: &Interval) {
         (None, None) => None,
         (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
     };
-    sum.counters = add_counters([sum.counters.as_ref(), i.counters.as_ref()].into_iter().flatten());
+    sum.counters = add_counters(
+        [sum.counters.as_ref(), i.counters.as_ref()]
+            .into_iter()
+            .flatten(),
+    );
     sum.connections_held = match (sum.connections_held, i.connections_held) {
         (None, None) => None,
         (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
@@ -571,7 +583,12 @@ fn common_labels(runs: &[&RunResult]) -> BTreeMap<String, String> {
 
 fn spread(shards: &[MergedShard]) -> ShardSpread {
     let range = |f: fn(&MergedShard) -> f64| {
-        shards.iter().map(f).fold((f64::INFINITY, 0.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)))
+        shards
+            .iter()
+            .map(f)
+            .fold((f64::INFINITY, 0.0f64), |(lo, hi), v| {
+                (lo.min(v), hi.max(v))
+            })
     };
     let (ops_per_sec_min, ops_per_sec_max) = range(|s| s.ops_per_sec);
     let (p99_ms_min, p99_ms_max) = range(|s| s.p99_ms);
