@@ -369,4 +369,37 @@ fn merges_of_what_is_not_one_run_are_refused_in_one_line() {
     let one = read_json(&d.join("a.json"));
     assert_eq!(u(&both, "/summary/events"), 2 * u(&one, "/summary/events"));
     assert_eq!(both["merge"]["shards"][0]["index"], 0);
+
+    // Coarsened intervals (two report intervals each, as a long run keeps
+    // them) are added into the same coarse slots, ending where they did.
+    let coarse = |v: &mut Value| {
+        for (k, i) in v["intervals"]
+            .as_array_mut()
+            .unwrap()
+            .iter_mut()
+            .enumerate()
+        {
+            i["t_s"] = serde_json::json!(2.0 * (k + 1) as f64);
+            i["duration_s"] = serde_json::json!(2.0);
+        }
+        v["summary"]["duration_s"] =
+            serde_json::json!(2.0 * v["intervals"].as_array().unwrap().len() as f64);
+    };
+    write_shard(d, "c0.json", 0, 2, coarse);
+    write_shard(d, "c1.json", 1, 2, coarse);
+    ok(loadcell(
+        d,
+        &["merge", "c0.json", "c1.json", "--out", "c.json"],
+    ));
+    let (c, c0) = (read_json(&d.join("c.json")), read_json(&d.join("c0.json")));
+    let ends = |v: &Value| -> Vec<(f64, u64)> {
+        v["intervals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| (f(i, "/t_s"), u(i, "/events")))
+            .collect()
+    };
+    let doubled: Vec<(f64, u64)> = ends(&c0).into_iter().map(|(t, n)| (t, 2 * n)).collect();
+    assert_eq!(ends(&c), doubled);
 }

@@ -428,13 +428,15 @@ fn merge_intervals(
         let offset = span.0.duration_since(grid_start).unwrap_or_default();
         for i in &s.result.intervals {
             let end = offset.as_secs_f64() + i.t_s;
-            // The slot the interval's middle falls in.
-            let slot = ((end - i.duration_s / 2.0) / interval_s).max(0.0) as u64;
+            // The slot the interval's middle falls in (a coarsened
+            // interval, two or more long, by its last), ended on the grid.
+            let slot = ((end - i.duration_s / 2.0) / interval_s + 1e-6).max(0.0) as u64;
+            let grid_end = (end / interval_s).round() * interval_s;
             let h = hist::decode(&i.histogram).map_err(|e| format!("{}: {e}", s.name))?;
             match slots.get_mut(&slot) {
                 None => {
                     let mut first = i.clone();
-                    first.t_s = (slot + 1) as f64 * interval_s;
+                    first.t_s = grid_end;
                     slots.insert(slot, (first, h));
                 }
                 Some((sum, hsum)) => {
