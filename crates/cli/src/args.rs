@@ -87,6 +87,11 @@ pub enum Command {
     /// Compare results (or sweeps) against the first, with significance
     /// tests and an optional regression gate.
     Compare(CompareArgs),
+    /// Merge the results of one run's shards (--shard I/N) into one
+    /// result: histograms added, intervals added on the wall clock,
+    /// throughput over the window every shard measured.
+    #[command(help_template = MERGE_HELP)]
+    Merge(MergeArgs),
     /// Nodes and dollars a month for a target throughput, per instance
     /// type, from results labelled instance=NAME and nodes=N.
     #[command(
@@ -103,6 +108,14 @@ const PLAN_HELP: &str = help_then_verbatim!(
 Examples:
   loadcell plan --prices examples/prices.toml --target-throughput 1M --headroom 30% results/*.json
   loadcell plan --prices prices.toml --target-throughput 150k --latency 'p99<=2ms' --scaling linear one-node.json"
+);
+
+const MERGE_HELP: &str = help_then_verbatim!(
+    "\
+Examples:
+  loadcell merge shard-0.json shard-1.json shard-2.json --out merged.json
+  loadcell merge results/shards/ --out merged.json      # every result file in the directory
+  loadcell report results/shards/                      # report, compare and plan merge shard sets themselves"
 );
 
 const SWEEP_HELP: &str = help_then_verbatim!(
@@ -148,7 +161,8 @@ pub struct MultiArgs {
 #[derive(Debug, Args)]
 pub struct ReportArgs {
     /// Result or sweep files; or a run's interval log (.hlog) for a
-    /// partial view of a run killed before it wrote its result.
+    /// partial view of a run killed before it wrote its result. A
+    /// directory, or several results of one run's shards, is merged first.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
     /// Write one self-contained HTML page here.
@@ -163,8 +177,23 @@ pub struct ReportArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// The shards' result files, or directories holding them.
+    #[arg(required = true, value_name = "RESULTS")]
+    pub files: Vec<PathBuf>,
+    /// The merged result file.
+    #[arg(long, value_name = "PATH")]
+    pub out: PathBuf,
+    /// Merge even if some shards' results are missing (the totals are then
+    /// short of the whole run's, and the result says so).
+    #[arg(long)]
+    pub allow_partial: bool,
+}
+
+#[derive(Debug, Args)]
 pub struct PlanArgs {
-    /// Result or sweep files, labelled instance=NAME and nodes=N.
+    /// Result or sweep files, labelled instance=NAME and nodes=N (a
+    /// directory of one run's shard results is merged first).
     #[arg(required = true, value_name = "RESULTS")]
     pub files: Vec<PathBuf>,
     /// Instance types with vcpus, memory_gib and usd_per_hour (TOML, see examples/prices.toml).
@@ -193,7 +222,8 @@ pub struct PlanArgs {
 
 #[derive(Debug, Args)]
 pub struct CompareArgs {
-    /// The baseline, then one or more candidates (results, or sweeps).
+    /// The baseline, then one or more candidates (results, or sweeps; a
+    /// directory of one run's shard results is merged first).
     #[arg(required = true, num_args = 2.., value_name = "FILE")]
     pub files: Vec<PathBuf>,
     /// Exit with status 3 if throughput or p99 is worse by more than this (e.g. 5%).
@@ -347,6 +377,23 @@ pub struct RunArgs {
     /// (default: the process listening on the target's loopback port).
     #[arg(long, value_name = "PID")]
     pub server_pid: Option<u32>,
+    /// Run shard I (0-based, as a Kubernetes Indexed Job's
+    /// JOB_COMPLETION_INDEX) of a run split over N load generators: its
+    /// part of the sessions (of every group), of --rate and of --events,
+    /// its sessions numbered among all shards' so that per-session key
+    /// ranges split too. Merge the shards' results with `loadcell merge`.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<loadcell_engine::Shard>,
+    /// Split over N shards, this one's index (0-based) read from
+    /// JOB_COMPLETION_INDEX, as a Kubernetes Indexed Job sets it. (Not
+    /// --shards: that is the search workloads' index shards.)
+    #[arg(long, value_name = "N", value_parser = crate::values::positive_usize, allow_negative_numbers = true)]
+    pub shard_count: Option<usize>,
+    /// Start measuring at this wall-clock time (RFC 3339 in UTC, e.g.
+    /// 2026-11-24T22:00:00Z, or +30s from now): connect, wait, and warm
+    /// up for --warmup just before it. Give every shard the same time.
+    #[arg(long, value_name = "TIME", value_parser = crate::values::start_at)]
+    pub start_at: Option<std::time::SystemTime>,
     /// A label carried into the result, e.g. --label instance=4c16g.
     #[arg(long = "label", value_name = "KEY=VALUE", value_parser = crate::values::label)]
     pub labels: Vec<(String, String)>,

@@ -4,16 +4,24 @@
 //! base configuration at a rate.
 
 use std::path::Path;
+use std::time::Duration;
 
 use anyhow::anyhow;
 use loadcell_core::{Family, Target};
 use loadcell_drivers::OpenError;
+use loadcell_engine::{RunSpec, Shard};
 
 use crate::args::{RunArgs, TargetArgs};
 use crate::workload::{families_label, WorkloadArgs, WorkloadSpec};
 
 /// This machine, the machine workloads' target.
 const LOCAL: &str = "local:";
+
+/// How long in-flight events may finish once the run is told to stop.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The variable a Kubernetes Indexed Job sets to each pod's index.
+pub const SHARD_INDEX_VAR: &str = "JOB_COMPLETION_INDEX";
 
 #[derive(Debug, Clone)]
 pub struct RunConfig {
@@ -24,6 +32,8 @@ pub struct RunConfig {
     pub default_target: bool,
     /// The command line the result records.
     pub argv: Vec<String>,
+    /// `--shard`, or `--shard-count` with the index from the environment.
+    pub shard: Option<Shard>,
 }
 
 impl RunConfig {
@@ -36,13 +46,77 @@ impl RunConfig {
         spec.fit_run(&mut args).map_err(|e| anyhow!(e))?;
         let other_sessions = spec.groups(&args).map_or(0, |g| g.other_sessions());
         check_workers(&args, other_sessions)?;
-        Ok(RunConfig {
+        let index = std::env::var(SHARD_INDEX_VAR).ok();
+        let shard = resolve_shard(args.shard, args.shard_count, index.as_deref())?;
+        if let (Some(shard), WorkloadSpec::Disk(w)) = (shard, &spec) {
+            return Err(anyhow!(
+                "--shard {shard}: {} measures this machine's disk with fio, which has no share \
+                 to split; run it on each machine by itself",
+                w.name
+            ));
+        }
+        let config = RunConfig {
             args,
             spec,
             target,
             default_target,
             argv,
-        })
+            shard,
+        };
+        if let Some(shard) = shard {
+            shard
+                .of(&config.whole_spec(0))
+                .map_err(|e| anyhow!("--shard {shard}: {e}"))?;
+        }
+        Ok(config)
+    }
+
+    /// The whole run as the engine takes it (every shard's together), on
+    /// one worker thread until the job settles them for the driver.
+    fn whole_spec(&self, seed: u64) -> RunSpec {
+        let a = &self.args;
+        let sessions = (a.threads * a.clients) as u64;
+        let events = a.events.or_else(|| {
+            self.spec
+                .implied_events(&a.workload, sessions, a.time.is_some())
+        });
+        RunSpec {
+            threads: a.threads,
+            clients: a.clients,
+            workers: 1,
+            time: match (a.time, events) {
+                (Some(t), _) => Some(t),
+                (None, Some(_)) => None,
+                (None, None) => Some(Duration::from_secs(10)),
+            },
+            events,
+            warmup: a.warmup,
+            rate: a.rate.map(|per_sec| a.rate_at(per_sec)),
+            interval: a.report_interval.unwrap_or(Duration::from_secs(1)),
+            connect_timeout: a.target.connect_timeout,
+            connection_policy: a.connection_policy,
+            hold: self.spec.hold(a),
+            groups: self.spec.groups(a),
+            reconnect_timeout: a.reconnect_timeout,
+            drain_timeout: DRAIN_TIMEOUT,
+            seed,
+            server_pid: None,
+            measures_client_cpu: false,
+            shard: None,
+            start_at: a.start_at,
+        }
+    }
+
+    /// This process's part of the run: the whole, or its shard's share
+    /// (checked when the configuration was built).
+    pub fn engine_spec(&self, seed: u64) -> RunSpec {
+        let whole = self.whole_spec(seed);
+        match self.shard {
+            Some(shard) => shard
+                .of(&whole)
+                .expect("RunConfig::new checked the shard's share"),
+            None => whole,
+        }
     }
 
     /// From the options of a `run` command line (a sweep step's).
@@ -186,6 +260,46 @@ fn check_workers(a: &RunArgs, other_sessions: usize) -> anyhow::Result<()> {
     }
 }
 
+/// The shard this process runs: `--shard I/N`, or `--shard-count N` with I
+/// from `JOB_COMPLETION_INDEX` (`index_var`); both agree when both are
+/// given.
+fn resolve_shard(
+    shard: Option<Shard>,
+    shards: Option<usize>,
+    index_var: Option<&str>,
+) -> anyhow::Result<Option<Shard>> {
+    let Some(count) = shards else {
+        return Ok(shard);
+    };
+    let from_env = match index_var {
+        Some(text) => {
+            let index = text.trim().parse().map_err(|_| {
+                anyhow!("--shard-count {count}: {SHARD_INDEX_VAR}={text} is not a shard index (0, 1, …)")
+            })?;
+            Shard::new(index, count).map_err(|e| anyhow!("--shard-count {count}: {e}"))?
+        }
+        None => match shard {
+            Some(s) => s,
+            None => {
+                return Err(anyhow!(
+                "--shard-count {count} takes this shard's index from {SHARD_INDEX_VAR}, which is \
+                     not set (a Kubernetes Indexed Job sets it): set it, or give --shard I/{count}"
+            ))
+            }
+        },
+    };
+    match shard {
+        Some(s) if s != from_env => Err(anyhow!(
+            "--shard {s} and --shard-count {count} with {SHARD_INDEX_VAR}={} disagree: give one of them",
+            index_var.unwrap_or_default()
+        )),
+        Some(s) if s.count != count => Err(anyhow!(
+            "--shard {s} and --shard-count {count} disagree on the number of shards: give one of them"
+        )),
+        _ => Ok(Some(from_env)),
+    }
+}
+
 /// `--server-pid` names a process that exists (sweep and findmax check it
 /// before their first step, too).
 fn check_server_pid(a: &RunArgs) -> anyhow::Result<()> {
@@ -196,5 +310,56 @@ fn check_server_pid(a: &RunArgs) -> anyhow::Result<()> {
              process listening on the target's port"
         )),
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shard(i: usize, n: usize) -> Shard {
+        Shard::new(i, n).unwrap()
+    }
+
+    #[test]
+    fn the_shard_comes_from_shard_or_from_shard_count_and_the_job_index() {
+        assert_eq!(resolve_shard(None, None, Some("1")).unwrap(), None);
+        assert_eq!(
+            resolve_shard(Some(shard(1, 3)), None, None).unwrap(),
+            Some(shard(1, 3))
+        );
+        assert_eq!(
+            resolve_shard(None, Some(3), Some("2")).unwrap(),
+            Some(shard(2, 3))
+        );
+        // Both, agreeing.
+        assert_eq!(
+            resolve_shard(Some(shard(2, 3)), Some(3), Some("2")).unwrap(),
+            Some(shard(2, 3))
+        );
+    }
+
+    #[test]
+    fn bad_shards_are_one_line_errors() {
+        for (given, shards, var, why) in [
+            (
+                None,
+                Some(3),
+                None,
+                "JOB_COMPLETION_INDEX, which is not set",
+            ),
+            (None, Some(3), Some("3"), "numbered from 0 to 2"),
+            (None, Some(3), Some("x"), "is not a shard index"),
+            (Some(shard(1, 3)), Some(3), Some("2"), "disagree"),
+            (
+                Some(shard(1, 2)),
+                Some(3),
+                None,
+                "disagree on the number of shards",
+            ),
+        ] {
+            let e = resolve_shard(given, shards, var).unwrap_err().to_string();
+            assert!(e.contains(why) && !e.contains('\n'), "{e}");
+        }
     }
 }

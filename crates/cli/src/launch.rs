@@ -108,9 +108,6 @@ families! {
     Machine machine MachineConn MachineFamily: [Cpu];
 }
 
-/// How long in-flight events may finish once the run is told to stop.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
-
 /// Exit codes beyond 0 (success) and 1 (error).
 pub const EXIT_INTERRUPTED: i32 = 130;
 
@@ -224,13 +221,16 @@ impl Job for CleanupJob {
 /// whose calls block get a thread per `--threads`, as asked.
 /// Sessions of other groups (`search-mixed`'s queries) count as threads of
 /// their own, so that they need not wait behind the first group's work.
-fn workers(a: &RunArgs, info: &DriverInfo, other_sessions: usize) -> usize {
+/// A shard runs `spec`'s part of the sessions: `--workers`, checked
+/// against the whole run's, is cut to the shard's.
+fn workers(a: &RunArgs, info: &DriverInfo, spec: &RunSpec) -> usize {
+    let other_sessions = spec.sessions() - spec.threads * spec.clients;
     match a.workers {
-        Some(w) => w,
-        None if info.blocking => a.threads,
+        Some(w) => w.min(spec.sessions()),
+        None if info.blocking => spec.threads,
         None => {
             let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-            (a.threads + other_sessions).min(cores)
+            (spec.threads + other_sessions).min(cores)
         }
     }
 }
@@ -242,15 +242,6 @@ pub struct RunJob<'a> {
 }
 
 impl RunJob<'_> {
-    fn implied_events(&self) -> Option<u64> {
-        let sessions = (self.config.args.threads * self.config.args.clients) as u64;
-        self.config.spec.implied_events(
-            &self.config.args.workload,
-            sessions,
-            self.config.args.time.is_some(),
-        )
-    }
-
     fn seed(&self) -> u64 {
         self.config.args.seed.unwrap_or_else(|| {
             SystemTime::now()
@@ -278,34 +269,15 @@ impl RunJob<'_> {
         loadcell_record::resources::find_listener(url.port()?)
     }
 
+    /// What the engine runs: the run's (this shard's) spec, with the
+    /// worker threads, the server's process and whether the workload
+    /// measures this machine's CPU settled for the driver.
     pub(crate) fn run_spec(&self, seed: u64, info: &DriverInfo) -> RunSpec {
-        let a = &self.config.args;
-        let events = a.events.or_else(|| self.implied_events());
-        let groups = self.config.spec.groups(a);
-        let other_sessions = groups.as_ref().map_or(0, |g| g.other_sessions());
-        RunSpec {
-            threads: a.threads,
-            clients: a.clients,
-            workers: workers(a, info, other_sessions),
-            time: match (a.time, events) {
-                (Some(t), _) => Some(t),
-                (None, Some(_)) => None,
-                (None, None) => Some(Duration::from_secs(10)),
-            },
-            events,
-            warmup: a.warmup,
-            rate: a.rate.map(|per_sec| a.rate_at(per_sec)),
-            interval: a.report_interval.unwrap_or(Duration::from_secs(1)),
-            connect_timeout: a.target.connect_timeout,
-            connection_policy: a.connection_policy,
-            hold: self.config.spec.hold(a),
-            groups,
-            reconnect_timeout: a.reconnect_timeout,
-            drain_timeout: DRAIN_TIMEOUT,
-            seed,
-            server_pid: self.server_pid(),
-            measures_client_cpu: info.family == loadcell_core::Family::Machine,
-        }
+        let mut spec = self.config.engine_spec(seed);
+        spec.workers = workers(&self.config.args, info, &spec);
+        spec.server_pid = self.server_pid();
+        spec.measures_client_cpu = info.family == loadcell_core::Family::Machine;
+        spec
     }
 }
 

@@ -9,6 +9,7 @@ mod disk;
 mod hdr;
 mod launch;
 mod list;
+mod merge;
 mod metrics;
 mod multi;
 mod plan;
@@ -164,6 +165,10 @@ fn dispatch(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
             Ok(0)
         }
         Command::Compare(a) => views::compare(&a),
+        Command::Merge(a) => {
+            merge::run(&a)?;
+            Ok(0)
+        }
         Command::Plan(a) => {
             plan::run(&a)?;
             Ok(0)

@@ -319,11 +319,7 @@ pub fn run(a: &PlanArgs) -> anyhow::Result<()> {
              HTML report to it: give --html a file name (e.g. --html plan.html)"
         ));
     }
-    let inputs = a
-        .files
-        .iter()
-        .map(|f| Input::read(f).map_err(|e| anyhow!(e)))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let inputs = crate::merge::read_inputs(&a.files, false)?;
     let view = build(a, &inputs)?;
     if a.json {
         println!(

@@ -13,8 +13,8 @@ use loadcell_record::file::Destination;
 use loadcell_record::hist::{self, LatencySummary, Micros};
 use loadcell_record::result::{
     counted_rate, Environment, FirstFailure, GroupSummary, HeldConnections, Histograms, LoopMode,
-    OpSummary, QueryCounts, Resources, RunConfig, RunResult, Schedule, ServerDescription, Summary,
-    SCHEMA_ID,
+    OpSummary, QueryCounts, Resources, RunConfig, RunResult, Schedule, ServerDescription,
+    ShardConfig, Summary, SCHEMA_ID,
 };
 use loadcell_record::OpStats;
 use loadcell_workloads::http::recorded_header;
@@ -227,6 +227,11 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
             connection_policy: Some(spec.connection_policy.to_string()),
             seed: spec.seed,
             workload_options: ctx.workload_options.clone(),
+            shard: spec.shard.as_ref().map(|p| ShardConfig {
+                index: p.shard.index,
+                count: p.shard.count,
+            }),
+            start_at: spec.start_at.map(rfc3339),
         },
         environment: Environment {
             host: HostInfo::collect(),
@@ -268,6 +273,7 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
         }),
         verification: None,
         hdr_log: None,
+        merge: None,
     }
 }
 

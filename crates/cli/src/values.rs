@@ -71,6 +71,27 @@ pub fn duration(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// `--start-at`: an RFC 3339 instant (`2026-11-24T22:00:00Z`) or `+30s`,
+/// that long from now; never in the past.
+pub fn start_at(s: &str) -> Result<std::time::SystemTime, String> {
+    let now = std::time::SystemTime::now();
+    let at = match s.trim().strip_prefix('+') {
+        Some(ahead) => now + duration(ahead)?,
+        None => humantime::parse_rfc3339_weak(s.trim()).map_err(|_| {
+            "must be a wall-clock time such as 2026-11-24T22:00:00Z (RFC 3339, UTC), or +30s \
+             from now"
+                .to_string()
+        })?,
+    };
+    match now.duration_since(at) {
+        Ok(ago) if !ago.is_zero() => Err(format!(
+            "is {:.1}s in the past: give a time every shard reaches after connecting, such as +30s",
+            ago.as_secs_f64()
+        )),
+        _ => Ok(at),
+    }
+}
+
 pub fn positive_duration(s: &str) -> Result<Duration, String> {
     match duration(s)? {
         d if d.is_zero() => Err("must be greater than 0".into()),
@@ -326,5 +347,23 @@ mod tests {
         assert!(on_off("on").unwrap());
         assert!(!on_off("off").unwrap());
         assert_eq!(on_off("maybe"), Err("must be on or off".into()));
+    }
+
+    #[test]
+    fn start_at_is_a_wall_clock_time_to_come() {
+        let now = std::time::SystemTime::now();
+        let ahead = start_at("+30s").unwrap().duration_since(now).unwrap();
+        assert!(ahead >= Duration::from_secs(29) && ahead <= Duration::from_secs(31));
+        let future = start_at("2999-01-01T00:00:00Z").unwrap();
+        assert_eq!(
+            humantime::format_rfc3339_seconds(future).to_string(),
+            "2999-01-01T00:00:00Z"
+        );
+        let past = start_at("2001-01-01T00:00:00Z").unwrap_err();
+        assert!(
+            past.contains("in the past") && !past.contains('\n'),
+            "{past}"
+        );
+        assert!(start_at("tomorrow").unwrap_err().contains("RFC 3339"));
     }
 }

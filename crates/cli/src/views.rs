@@ -4,7 +4,6 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context as _};
 use loadcell_record::sweep::AnyResult;
-use loadcell_report::input::Input;
 
 use crate::args::{CompareArgs, ReportArgs};
 
@@ -28,11 +27,7 @@ pub fn report(a: &ReportArgs) -> anyhow::Result<()> {
         ("--markdown", &a.markdown),
         ("--csv", &a.csv),
     ])?;
-    let inputs = a
-        .files
-        .iter()
-        .map(|f| Input::read(f).map_err(|e| anyhow!(e)))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let inputs = crate::merge::read_inputs(&a.files, false)?;
     if let Some(path) = &a.html {
         write(path, &loadcell_report::html::render(&inputs))?;
     }
@@ -68,15 +63,10 @@ pub fn refuse_overwriting_results(outputs: &[(&str, &Option<PathBuf>)]) -> anyho
 }
 
 pub fn compare(a: &CompareArgs) -> anyhow::Result<i32> {
-    let files = a
-        .files
-        .iter()
-        .map(|f| {
-            AnyResult::read_from(f)
-                .map(|r| (f.clone(), r))
-                .map_err(|e| anyhow!(e))
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let files: Vec<(PathBuf, AnyResult)> = crate::merge::read_inputs(&a.files, true)?
+        .into_iter()
+        .map(|i| (PathBuf::from(i.name), i.result))
+        .collect();
     let c = crate::compare::compare(&files, a.fail_if_regressed)?;
     if a.json {
         println!(

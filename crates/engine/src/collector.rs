@@ -315,6 +315,24 @@ fn missed_rate_cause(loads: &[WorkerLoad], sessions: usize) -> String {
     }
 }
 
+/// `--start-at`: sessions connected, the clock waits for the wall-clock
+/// instant `at` (the measurement's start less the warm-up), so that every
+/// shard measures from the same instant; a stop or Ctrl-C ends the wait.
+async fn wait_for_start<D, S>(at: SystemTime, shared: &Shared<D, S>, interrupts: &mut Interrupts)
+where
+    D: Driver,
+    S: Script<D::Conn> + Send + Sync,
+{
+    let Ok(ahead) = at.duration_since(SystemTime::now()) else {
+        return;
+    };
+    tokio::select! {
+        _ = tokio::time::sleep(ahead) => {}
+        _ = shared.control.stopped() => {}
+        _ = interrupts.recv() => shared.control.stop(StopReason::Interrupted, None),
+    }
+}
+
 /// What a run produced. Totals and intervals cover the measurement phase.
 #[derive(Debug)]
 pub struct RunOutcome {
@@ -339,6 +357,10 @@ pub struct RunOutcome {
     /// Under `RunSpec::hold`: the connections held and the first failure.
     pub held: Option<HeldOutcome>,
 }
+
+/// How late past `--start-at` measurement may begin unremarked (a sleep's
+/// overshoot).
+const START_AT_TOLERANCE: Duration = Duration::from_millis(50);
 
 /// How long a server-counter query may take before the sample goes
 /// without it.
@@ -433,6 +455,14 @@ where
             shared.control.stop(StopReason::Interrupted, None);
         }
     }
+    if let Some(at) = spec.start_at {
+        wait_for_start(
+            at.checked_sub(spec.warmup).unwrap_or(at),
+            &shared,
+            &mut interrupts,
+        )
+        .await;
+    }
     let started_at = SystemTime::now();
     let start = Instant::now();
     let cpu_at_start = CpuTime::of_process();
@@ -463,6 +493,17 @@ where
     let mut saturation = Saturation::default();
     let mut run_load = RunLoad::default();
     let mut warnings = Vec::new();
+    if let Some(late) = spec
+        .start_at
+        .and_then(|at| (started_at + spec.warmup).duration_since(at).ok())
+        .filter(|late| *late > START_AT_TOLERANCE)
+    {
+        warnings.push(format!(
+            "Measurement began {:.3}s after --start-at: connecting took longer than the time left \
+             before it; give a later --start-at so that shards measure from the same instant",
+            late.as_secs_f64()
+        ));
+    }
     let mut sampler = Sampler::new(spec.server_pid);
     let mut samples = Spilled::new(MAX_POINTS);
     // A connection of its own for server counters; without one, samples

@@ -16,6 +16,7 @@ mod hold;
 pub mod schedule;
 pub mod script;
 mod session;
+pub mod shard;
 pub mod spec;
 #[cfg(test)]
 mod tests;
@@ -25,6 +26,7 @@ pub use collector::{IntervalView, Observer, Phase, RunOutcome};
 pub use control::{Interrupts, StopReason};
 pub use hold::{FirstFailure, HeldOutcome};
 pub use script::{BatchClock, Category, Ctx, OpSpec, Script, SessionInfo, NOT_FOUND};
+pub use shard::{SessionSpan, Shard, ShardPlace};
 pub use spec::{
     Arrival, ConnectionPolicy, GroupPlace, Hold, RateSpec, RunSpec, SessionGroup, SessionGroups,
 };

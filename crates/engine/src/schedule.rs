@@ -39,6 +39,9 @@ enum Rate {
     Closed,
     Uniform {
         gap_ns: f64,
+        /// Where this shard's events fall between the whole run's, in
+        /// gaps (`Shard::phase`; 0 unsharded).
+        phase: f64,
         next_index: AtomicU64,
     },
     Poisson {
@@ -69,6 +72,7 @@ struct Begun {
 
 impl Schedule {
     pub fn new(spec: &RunSpec) -> Schedule {
+        let phase = spec.shard.as_ref().map_or(0.0, |s| s.shard.phase());
         let rate = |rate: Option<RateSpec>| match rate {
             None => (Rate::Closed, None),
             Some(r) => {
@@ -76,6 +80,7 @@ impl Schedule {
                 let arrivals = match r.arrival {
                     Arrival::Uniform => Rate::Uniform {
                         gap_ns,
+                        phase,
                         next_index: AtomicU64::new(0),
                     },
                     Arrival::Poisson => Rate::Poisson {
@@ -139,9 +144,13 @@ impl Schedule {
         let (rate, tick_ns) = &self.rates[group];
         let offset_ns = match rate {
             Rate::Closed => None,
-            Rate::Uniform { gap_ns, next_index } => {
+            Rate::Uniform {
+                gap_ns,
+                phase,
+                next_index,
+            } => {
                 let n = next_index.fetch_add(1, Ordering::Relaxed);
-                Some((n as f64 * gap_ns) as u64)
+                Some(((n as f64 + phase) * gap_ns) as u64)
             }
             Rate::Poisson {
                 mean_gap_ns,
@@ -204,8 +213,12 @@ impl Schedule {
 fn unclaimed(rate: &Rate, elapsed_ns: f64) -> u64 {
     match rate {
         Rate::Closed => 0,
-        Rate::Uniform { gap_ns, next_index } => {
-            let due = (elapsed_ns / gap_ns).ceil() as u64;
+        Rate::Uniform {
+            gap_ns,
+            phase,
+            next_index,
+        } => {
+            let due = (elapsed_ns / gap_ns - phase).ceil().max(0.0) as u64;
             due.saturating_sub(next_index.load(Ordering::Relaxed))
         }
         // The arrivals expected in what is left of the window: drawing
@@ -263,6 +276,8 @@ pub(crate) mod tests {
             seed: 1,
             server_pid: None,
             measures_client_cpu: false,
+            shard: None,
+            start_at: None,
         }
     }
 
@@ -284,6 +299,34 @@ pub(crate) mod tests {
         assert_eq!(dues[1] - dues[0], Duration::from_millis(1));
         assert_eq!(dues[999], Duration::from_millis(999));
         assert_eq!(s.unclaimed_before(start + Duration::from_secs(1)), [0]);
+    }
+
+    #[test]
+    fn uniform_shards_together_send_the_whole_schedule() {
+        let start = Instant::now();
+        let rate = RateSpec {
+            per_sec: 900.0,
+            arrival: Arrival::Uniform,
+            tick: None,
+        };
+        let mut whole = spec(Some(rate), Some(Duration::from_secs(1)), None);
+        whole.threads = 3;
+        let mut dues = Vec::new();
+        for i in 0..3 {
+            let part = crate::Shard::new(i, 3).unwrap().of(&whole).unwrap();
+            let s = begun(&part, start);
+            let mut rng = SmallRng::seed_from_u64(1);
+            while let Claim::Due(d) = s.claim(0, start, &mut rng) {
+                dues.push((d - start).as_micros());
+            }
+            assert_eq!(s.unclaimed_before(start + Duration::from_secs(1)), [0]);
+        }
+        dues.sort_unstable();
+        let expected: Vec<u128> = (0..900).map(|n| n * 1_000_000 / 900).collect();
+        assert_eq!(dues.len(), 900);
+        for (got, want) in dues.iter().zip(&expected) {
+            assert!(got.abs_diff(*want) <= 1, "{got} vs {want}");
+        }
     }
 
     #[test]

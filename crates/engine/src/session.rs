@@ -385,7 +385,7 @@ where
         group: place.group,
         index: place.index,
         count: place.count,
-        seed: session_seed(shared.spec.seed, index),
+        seed: session_seed(shared.spec.seed, shared.spec.ordinal(place)),
         run_seed: shared.spec.seed,
     };
     Session {

@@ -5,7 +5,9 @@
 use std::fmt;
 use std::num::NonZeroU64;
 use std::str::FromStr;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
+
+use crate::shard::ShardPlace;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Arrival {
@@ -187,6 +189,12 @@ pub struct RunSpec {
     /// are the measurement, not a client too slow for the server, so no
     /// saturation warning is given.
     pub measures_client_cpu: bool,
+    /// This process's place in a run split over several (`--shard`):
+    /// its sessions are numbered among all shards'.
+    pub shard: Option<ShardPlace>,
+    /// When measurement starts on the wall clock (`--start-at`), the same
+    /// instant for every shard: the warm-up runs just before it.
+    pub start_at: Option<SystemTime>,
 }
 
 impl RunSpec {
@@ -208,30 +216,47 @@ impl RunSpec {
     }
 
     /// The group session `index` (of all the run's) belongs to: the
-    /// `threads × clients` first, then each other group's in turn.
+    /// `threads × clients` first, then each other group's in turn; in a
+    /// sharded run, its index and count are among all shards' sessions of
+    /// the group.
     pub fn place(&self, index: usize) -> GroupPlace {
-        let mut first = self.threads * self.clients;
-        if index < first {
-            return GroupPlace {
-                group: 0,
-                index,
-                count: first,
-            };
-        }
-        for (g, group) in self.others().iter().enumerate() {
-            if index < first + group.sessions {
-                return GroupPlace {
-                    group: g + 1,
+        let mut first = 0;
+        for g in 0..self.group_count() {
+            let sessions = self.group_sessions(g);
+            if index < first + sessions {
+                let local = GroupPlace {
+                    group: g,
                     index: index - first,
-                    count: group.sessions,
+                    count: sessions,
+                };
+                return match &self.shard {
+                    Some(place) => GroupPlace {
+                        index: place.spans[g].first + local.index,
+                        count: place.spans[g].total,
+                        ..local
+                    },
+                    None => local,
                 };
             }
-            first += group.sessions;
+            first += sessions;
         }
         panic!(
             "session {index} is beyond the run's {} sessions",
             self.sessions()
         )
+    }
+
+    /// Session `place`'s number among every session of every group (of
+    /// all shards): what its random seed derives from, so that shards
+    /// given one `--seed` still draw differently.
+    pub fn ordinal(&self, place: GroupPlace) -> usize {
+        let before: usize = (0..place.group)
+            .map(|g| match &self.shard {
+                Some(shard) => shard.spans[g].total,
+                None => self.group_sessions(g),
+            })
+            .sum();
+        before + place.index
     }
 
     /// Session group `g`'s name (empty in a run of one group).

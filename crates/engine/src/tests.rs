@@ -121,6 +121,8 @@ fn spec(clients: usize, time: Option<Duration>, events: Option<u64>) -> RunSpec 
         seed: 1,
         server_pid: None,
         measures_client_cpu: false,
+        shard: None,
+        start_at: None,
     }
 }
 
@@ -349,4 +351,32 @@ fn session_groups_run_at_their_own_rates_and_are_counted_apart() {
     // Only the rate-limited group has a schedule lag.
     assert_eq!(bulk.lag.len(), 0);
     assert_eq!(query.lag.len(), query.events);
+}
+
+#[test]
+fn start_at_holds_the_clock_until_the_warmup_before_it() {
+    let at = std::time::SystemTime::now() + Duration::from_millis(400);
+    let mut s = spec(1, Some(Duration::from_millis(100)), None);
+    s.warmup = Duration::from_millis(100);
+    s.start_at = Some(at);
+    let outcome = run(&s, &mut Seen::default());
+    // The clock starts a warm-up before `at`, so measurement starts at it.
+    let clock = outcome
+        .started_at
+        .duration_since(at - s.warmup)
+        .expect("the clock did not start before --start-at less the warm-up");
+    assert!(clock < Duration::from_millis(50), "{clock:?}");
+    assert!(outcome.warnings.iter().all(|w| !w.contains("--start-at")));
+
+    // Past already: it starts at once and says how late measurement began.
+    s.start_at = Some(std::time::SystemTime::now() - Duration::from_secs(2));
+    let outcome = run(&s, &mut Seen::default());
+    assert!(
+        outcome
+            .warnings
+            .iter()
+            .any(|w| w.starts_with("Measurement began") && w.contains("--start-at")),
+        "{:?}",
+        outcome.warnings
+    );
 }

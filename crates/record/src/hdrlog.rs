@@ -152,6 +152,8 @@ pub fn rebuild(log: &[u8], name: &str) -> Result<RunResult, String> {
             connection_policy: None,
             seed: 0,
             workload_options: BTreeMap::new(),
+            shard: None,
+            start_at: None,
         },
         environment: Environment {
             host: HostInfo::default(),
@@ -208,6 +210,7 @@ pub fn rebuild(log: &[u8], name: &str) -> Result<RunResult, String> {
         connections: None,
         verification: None,
         hdr_log: Some(name.to_string()),
+        merge: None,
     })
 }
 

@@ -6,6 +6,7 @@ pub mod env;
 pub mod file;
 pub mod hdrlog;
 pub mod hist;
+pub mod merge;
 pub mod resources;
 pub mod result;
 pub mod spill;

@@ -83,6 +83,60 @@ pub struct RunResult {
     /// file), as the run named it; absent when none was written to its end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hdr_log: Option<String>,
+    /// A result merged from shards' (`loadcell merge`): each shard's
+    /// figures and resource samples, and the spread between them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merge: Option<MergeSection>,
+}
+
+/// How a merged result was made: its histograms are the shards' added,
+/// its throughput is over the window every shard measured.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MergeSection {
+    /// The merged shards, in shard order.
+    pub shards: Vec<MergedShard>,
+    /// Shard indexes of `count` that were not given (`--allow-partial`).
+    pub missing: Vec<usize>,
+    /// The window all shards measured, from the latest start to the
+    /// earliest end (RFC 3339), and its length.
+    pub window_start: String,
+    pub window_end: String,
+    pub window_s: f64,
+    /// Whether the shards' intervals started together (`--start-at`), or
+    /// were put into the earliest shard's interval grid.
+    pub aligned: bool,
+    /// The lowest and highest of the shards' figures.
+    pub spread: ShardSpread,
+}
+
+/// One shard's own figures, as its result gave them.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MergedShard {
+    /// Its index, or the position it was given in for a plain result.
+    pub index: usize,
+    pub file: String,
+    pub started_at: String,
+    pub ended_at: String,
+    pub ops: u64,
+    pub events: u64,
+    pub ops_per_sec: f64,
+    pub events_per_sec: f64,
+    pub p99_ms: f64,
+    /// Its host, and its own resource samples (each shard is a machine).
+    pub host: HostInfo,
+    pub resources: Resources,
+    /// Its check after the run: each shard counted the whole store, so
+    /// the counts are not added.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification: Option<Verification>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ShardSpread {
+    pub ops_per_sec_min: f64,
+    pub ops_per_sec_max: f64,
+    pub p99_ms_min: f64,
+    pub p99_ms_max: f64,
 }
 
 /// What a check after the run found of the data it wrote.
@@ -242,6 +296,22 @@ pub struct RunConfig {
     pub seed: u64,
     /// Every workload option as resolved, defaults included.
     pub workload_options: BTreeMap<String, serde_json::Value>,
+    /// The shard this process ran of a run split over several load
+    /// generators (`--shard`); its threads, clients, rate and events are
+    /// its share. Absent for a run of one process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardConfig>,
+    /// `--start-at`: when measurement was to start, on the wall clock
+    /// (RFC 3339), the same for every shard.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_at: Option<String>,
+}
+
+/// Shard `index` (0-based) of `count`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardConfig {
+    pub index: usize,
+    pub count: usize,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -148,6 +148,8 @@ pub fn run(threads: usize, tps: f64) -> RunResult {
                 ("table_size".to_string(), serde_json::json!(100000)),
                 ("rand_type".to_string(), serde_json::json!("special")),
             ]),
+            shard: None,
+            start_at: None,
         },
         environment: Environment {
             host: HostInfo {
@@ -228,6 +230,7 @@ pub fn run(threads: usize, tps: f64) -> RunResult {
         connections: None,
         verification: None,
         hdr_log: None,
+        merge: None,
     }
 }
 

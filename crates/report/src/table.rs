@@ -11,7 +11,7 @@ use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use loadcell_record::result::{RunResult, RunStatus};
+use loadcell_record::result::{MergeSection, RunResult, RunStatus};
 use loadcell_record::sweep::{SweepKind, SweepPoint, SweepResult};
 
 pub use crate::input::Input;
@@ -434,7 +434,37 @@ pub fn markdown(inputs: &[Input]) -> String {
             o.push('\n');
         }
     }
+    for x in inputs {
+        if let Some(m) = x.as_run().and_then(|r| r.merge.as_ref()) {
+            let _ = writeln!(o, "\n{}: {}", md_cell(&redact(&x.name)), merge_note(m));
+        }
+    }
     o
+}
+
+/// How a merged result was made and how far its shards differed, in one
+/// sentence.
+pub fn merge_note(m: &MergeSection) -> String {
+    format!(
+        "merged from {} shards (histograms added) over the {} s all measured{}{}; per shard \
+         {}–{} ops/s, p99 {}–{} ms",
+        m.shards.len(),
+        grouped(m.window_s, 2),
+        if m.aligned {
+            ", started together"
+        } else {
+            ", intervals put into the earliest shard's grid"
+        },
+        if m.missing.is_empty() {
+            String::new()
+        } else {
+            format!(", shards {:?} missing", m.missing)
+        },
+        grouped(m.spread.ops_per_sec_min, 1),
+        grouped(m.spread.ops_per_sec_max, 1),
+        grouped(m.spread.p99_ms_min, 2),
+        grouped(m.spread.p99_ms_max, 2),
+    )
 }
 
 /// The knee column's cell: names the point where throughput saturates.

@@ -12,7 +12,7 @@ use serde_json::Value;
 use super::*;
 use crate::redact::shell_join;
 use crate::svg::{si, Annotation, Axis, Chart, Series};
-use crate::table::{grouped, number};
+use crate::table::{grouped, merge_note, number};
 
 pub(super) fn throughput_names(r: &RunResult) -> (&'static str, &'static str) {
     let events = if r.summary.txn_per_sec.is_some() {
@@ -303,6 +303,9 @@ pub(super) fn run_section(o: &mut String, idx: usize, name: &str, r: &RunResult)
         s.retries,
         s.reconnects
     );
+    if let Some(m) = &r.merge {
+        shards_table(o, m);
+    }
 
     o.push_str("<h3>Throughput and latency over time</h3>\n");
     let ts = time_series_charts(r);
@@ -451,6 +454,27 @@ pub(super) fn run_section(o: &mut String, idx: usize, name: &str, r: &RunResult)
 }
 
 /// Means of the server's own counters over the measured samples.
+/// A merged result's shards: each one's host and figures, and the spread.
+fn shards_table(o: &mut String, m: &loadcell_record::result::MergeSection) {
+    let _ = writeln!(o, "<p>{}</p>", h(&merge_note(m)));
+    o.push_str(
+        "<table><thead><tr><th>shard</th><th>file</th><th>host</th><th class=\"num\">ops/s</th>\
+         <th class=\"num\">p99 (ms)</th></tr></thead><tbody>\n",
+    );
+    for s in &m.shards {
+        let _ = writeln!(
+            o,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+            s.index,
+            h(&s.file),
+            h(&s.host.hostname),
+            grouped(s.ops_per_sec, 1),
+            ms(s.p99_ms)
+        );
+    }
+    o.push_str("</tbody></table>\n");
+}
+
 pub(super) fn server_counters(o: &mut String, samples: &[ResourceSample]) {
     let m = measured(samples);
     let mut sums: BTreeMap<&str, (f64, usize)> = BTreeMap::new();

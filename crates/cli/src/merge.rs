@@ -1,0 +1,129 @@
+//! `loadcell merge`, and the shard results `report`, `compare` and `plan`
+//! take as one run: a directory of them, or several files of one run's
+//! shards, merged in memory first (`record::merge`).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::anyhow;
+use loadcell_record::file::Destination;
+use loadcell_record::merge::{merge, ShardResult};
+use loadcell_record::result::RunResult;
+use loadcell_report::input::Input;
+
+use crate::args::MergeArgs;
+
+pub fn run(a: &MergeArgs) -> anyhow::Result<()> {
+    crate::views::refuse_overwriting_results(&[("--out", &Some(a.out.clone()))])?;
+    let mut shards = Vec::new();
+    for path in &a.files {
+        shards.extend(read_shards(path)?);
+    }
+    let merged = merge(shards, a.allow_partial).map_err(|e| anyhow!(e))?;
+    let written = merged
+        .write(&Destination::Named(a.out.clone()))
+        .map_err(|e| anyhow!("cannot write {}: {e}", a.out.display()))?;
+    let m = merged
+        .merge
+        .as_ref()
+        .expect("a merged result has its section");
+    eprintln!(
+        "Merged {} shards into {}: {} events, {:.1} events/s over the {:.1}s all measured, p99 \
+         {:.3} ms (shards {:.1}–{:.1} ops/s, p99 {:.3}–{:.3} ms)",
+        m.shards.len(),
+        written.display(),
+        merged.summary.events,
+        merged.summary.events_per_sec,
+        m.window_s,
+        merged.summary.latency_ms.p99,
+        m.spread.ops_per_sec_min,
+        m.spread.ops_per_sec_max,
+        m.spread.p99_ms_min,
+        m.spread.p99_ms_max,
+    );
+    Ok(())
+}
+
+/// A result file, or every result file in a directory.
+fn read_shards(path: &Path) -> anyhow::Result<Vec<ShardResult>> {
+    let files = if path.is_dir() {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(path)
+            .map_err(|e| anyhow!("cannot read the directory {}: {e}", path.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|e| e == "json"))
+            .collect();
+        files.sort();
+        if files.is_empty() {
+            return Err(anyhow!("{} holds no result files (*.json)", path.display()));
+        }
+        files
+    } else {
+        vec![path.to_path_buf()]
+    };
+    files
+        .into_iter()
+        .map(|f| {
+            let result = RunResult::read_from(&f).map_err(|e| anyhow!(e))?;
+            Ok(ShardResult {
+                name: f.display().to_string(),
+                result,
+            })
+        })
+        .collect()
+}
+
+/// The inputs of `report`, `compare` and `plan`: each file as it is, but
+/// a directory is one run merged from the shard results in it, and the
+/// results of one sharded run given as several files are merged into one
+/// input where the first of them stood. Inputs are named by their file
+/// name, or by their whole path with `by_path` (`compare`'s).
+pub fn read_inputs(paths: &[PathBuf], by_path: bool) -> anyhow::Result<Vec<Input>> {
+    let mut inputs: Vec<Input> = Vec::new();
+    // Per sharded run (by `run_key`): where its merged input goes, and
+    // its shards.
+    let mut runs: Vec<(String, usize, Vec<ShardResult>)> = Vec::new();
+    for path in paths {
+        if path.is_dir() {
+            let merged =
+                merge(read_shards(path)?, false).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+            inputs.push(Input::run(path.display().to_string(), merged));
+            continue;
+        }
+        let mut input = Input::read(path).map_err(|e| anyhow!(e))?;
+        if by_path {
+            input.name = path.display().to_string();
+        }
+        let Some(key) = input.as_run().and_then(run_key) else {
+            inputs.push(input);
+            continue;
+        };
+        let shard = ShardResult {
+            name: input.name.clone(),
+            result: input.as_run().expect("a run has a key").clone(),
+        };
+        match runs.iter_mut().find(|(k, _, _)| *k == key) {
+            Some((_, _, shards)) => shards.push(shard),
+            None => {
+                runs.push((key, inputs.len(), vec![shard]));
+                inputs.push(input);
+            }
+        }
+    }
+    for (_, at, shards) in runs.into_iter().rev() {
+        if shards.len() < 2 {
+            continue;
+        }
+        let name = format!("{} (+{} shards)", shards[0].name, shards.len() - 1);
+        let merged = merge(shards, false).map_err(|e| anyhow!(e))?;
+        inputs[at] = Input::run(name, merged);
+    }
+    Ok(inputs)
+}
+
+/// What the shards of one run share: workload, target and shard count.
+fn run_key(r: &RunResult) -> Option<String> {
+    let shard = r.config.shard?;
+    Some(format!(
+        "{} {} {}",
+        r.config.workload, r.config.target, shard.count
+    ))
+}

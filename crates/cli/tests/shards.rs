@@ -1,0 +1,405 @@
+//! Shards (issue 21) end to end: N loadcell processes, each in a network
+//! namespace of its own with its own address, against one real
+//! redis-server in another, started together with `--start-at`, their
+//! results merged by `loadcell merge`; and the merge's refusals.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use common::*;
+use loadcell_record::hist::{self, LatencySummary};
+use serde_json::Value;
+
+const SHARDS: usize = 3;
+const PORT: &str = "6399";
+const SERVER_NS: &str = "lcsh-srv";
+/// Keys 1..=KEYS, split over the whole run's 3 sessions: one per shard.
+const KEYS: usize = 90;
+
+fn ip(args: &[&str]) -> Result<(), String> {
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|e| format!("ip: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+fn shard_ns(i: usize) -> String {
+    format!("lcsh-{i}")
+}
+
+/// The server's address, on a bridge in its namespace that every
+/// shard's link joins.
+const SERVER_ADDR: &str = "10.203.0.1";
+const BRIDGE: &str = "lcsh-br";
+
+/// Shard i's own address.
+fn address(i: usize) -> String {
+    format!("10.203.0.{}", i + 2)
+}
+
+/// The namespaces, deleted by name when dropped (their veths go with
+/// them), and the redis-server inside the server's, stopped by PID.
+struct Lab {
+    server: Option<Child>,
+}
+
+impl Lab {
+    /// Makes the namespaces and links, and starts Redis; the reason when
+    /// it cannot (not root, no `ip netns`).
+    fn start() -> Result<Lab, String> {
+        delete_namespaces();
+        let mut lab = Lab { server: None };
+        ip(&["netns", "add", SERVER_NS])?;
+        ip(&["-n", SERVER_NS, "link", "set", "lo", "up"])?;
+        ip(&["-n", SERVER_NS, "link", "add", BRIDGE, "type", "bridge"])?;
+        ip(&[
+            "-n",
+            SERVER_NS,
+            "addr",
+            "add",
+            &format!("{SERVER_ADDR}/24"),
+            "dev",
+            BRIDGE,
+        ])?;
+        ip(&["-n", SERVER_NS, "link", "set", BRIDGE, "up"])?;
+        for i in 0..SHARDS {
+            let ns = shard_ns(i);
+            let (srv_if, own_if) = (format!("lcsh-s{i}"), format!("lcsh-c{i}"));
+            ip(&["netns", "add", &ns])?;
+            ip(&["-n", &ns, "link", "set", "lo", "up"])?;
+            ip(&[
+                "link", "add", &srv_if, "netns", SERVER_NS, "type", "veth", "peer", "name",
+                &own_if, "netns", &ns,
+            ])?;
+            ip(&["-n", SERVER_NS, "link", "set", &srv_if, "master", BRIDGE])?;
+            ip(&[
+                "-n",
+                &ns,
+                "addr",
+                "add",
+                &format!("{}/24", address(i)),
+                "dev",
+                &own_if,
+            ])?;
+            ip(&["-n", SERVER_NS, "link", "set", &srv_if, "up"])?;
+            ip(&["-n", &ns, "link", "set", &own_if, "up"])?;
+        }
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", SERVER_NS, "redis-server", "--port", PORT])
+            .args(["--bind", "127.0.0.1", SERVER_ADDR])
+            .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        lab.server = Some(cmd.spawn().map_err(|e| format!("redis-server: {e}"))?);
+        let until = Instant::now() + Duration::from_secs(10);
+        while lab.cli(&["PING"]).trim() != "PONG" {
+            if Instant::now() > until {
+                return Err("redis-server did not answer in its namespace".into());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(lab)
+    }
+
+    /// `redis-cli` inside the server's namespace; its stdout.
+    fn cli(&self, args: &[&str]) -> String {
+        let out = Command::new("ip")
+            .args(["netns", "exec", SERVER_NS, "redis-cli", "-p", PORT])
+            .args(args)
+            .output()
+            .expect("redis-cli runs");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn keys(&self) -> BTreeSet<String> {
+        self.cli(&["--scan", "--pattern", "k:*"])
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+fn delete_namespaces() {
+    for ns in std::iter::once(SERVER_NS.to_string()).chain((0..SHARDS).map(shard_ns)) {
+        let _ = ip(&["netns", "del", &ns]);
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        if let Some(mut server) = self.server.take() {
+            let _ = server.kill();
+            let _ = server.wait();
+        }
+        delete_namespaces();
+    }
+}
+
+/// Shard i's `run` from inside its namespace, to the server across the
+/// bridge: SETs over keys 1..=KEYS, each session over its own range.
+fn shard(i: usize, dir: &Path, extra: &[&str]) -> Child {
+    let target = format!("redis://{SERVER_ADDR}:{PORT}");
+    let shard = format!("{i}/{SHARDS}");
+    let out = dir.join(format!("shard-{i}.json"));
+    let keys = KEYS.to_string();
+    Command::new("ip")
+        .args(["netns", "exec", &shard_ns(i), bin(), "run", "kv"])
+        .args(["--target", &target, "--threads", "3", "--rate", "600"])
+        .args([
+            "--arrival",
+            "uniform",
+            "--ratio",
+            "1:0",
+            "--key-pattern",
+            "P:P",
+        ])
+        .args([
+            "--key-prefix",
+            "k:",
+            "--key-minimum",
+            "1",
+            "--key-maximum",
+            &keys,
+        ])
+        .args(["--report-interval", "500ms", "--shard", &shard])
+        .args(extra)
+        .arg("--out")
+        .arg(&out)
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("loadcell starts")
+}
+
+fn finish(child: Child) {
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "a shard failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn summary(v: &Value) -> LatencySummary {
+    serde_json::from_value(v.clone()).unwrap()
+}
+
+#[test]
+fn shards_in_their_own_namespaces_send_the_whole_run_and_merge_exactly() {
+    let lab = match Lab::start() {
+        Ok(lab) => lab,
+        Err(why) => {
+            delete_namespaces();
+            eprintln!("skipped: network namespaces cannot be made here ({why})");
+            return;
+        }
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let start_at =
+        humantime::format_rfc3339_millis(SystemTime::now() + Duration::from_secs(5)).to_string();
+    let children: Vec<Child> = (0..SHARDS)
+        .map(|i| shard(i, dir.path(), &["--time", "3s", "--start-at", &start_at]))
+        .collect();
+    children.into_iter().for_each(finish);
+
+    let shards: Vec<Value> = (0..SHARDS)
+        .map(|i| read_json(&dir.path().join(format!("shard-{i}.json"))))
+        .collect();
+    for (i, r) in shards.iter().enumerate() {
+        assert_valid_result(r);
+        assert_eq!(
+            r["config"]["shard"],
+            serde_json::json!({"index": i, "count": SHARDS})
+        );
+        assert_eq!(s(r, "/config/start_at"), start_at);
+        assert_eq!(f(r, "/config/rate"), 200.0);
+        assert_eq!(u(r, "/summary/errors"), 0, "{r}");
+    }
+    // Together they wrote every key of the key space.
+    assert_eq!(lab.keys().len(), KEYS);
+
+    let merged_path = dir.path().join("merged.json");
+    let mut args = vec!["merge"];
+    let files: Vec<String> = (0..SHARDS).map(|i| format!("shard-{i}.json")).collect();
+    args.extend(files.iter().map(String::as_str));
+    args.extend(["--out", "merged.json"]);
+    ok(loadcell(dir.path(), &args));
+    let merged = read_json(&merged_path);
+    assert_valid_result(&merged);
+
+    // Counts are the shards' summed.
+    for field in ["/summary/events", "/summary/ops", "/ops/set/count"] {
+        let sum: u64 = shards.iter().map(|r| u(r, field)).sum();
+        assert_eq!(u(&merged, field), sum, "{field}");
+    }
+    // Percentiles are those of the shards' histograms added.
+    let mut response = hist::new_histogram();
+    for r in &shards {
+        response
+            .add(hist::decode(s(r, "/histograms/response")).unwrap())
+            .unwrap();
+    }
+    let (got, want) = (
+        summary(&merged["summary"]["latency_ms"]),
+        LatencySummary::of(&response),
+    );
+    // The mean, through JSON, to its last digit or so.
+    assert!((got.mean - want.mean).abs() < 1e-9);
+    assert_eq!(
+        LatencySummary { mean: 0.0, ..got },
+        LatencySummary { mean: 0.0, ..want }
+    );
+    let interval_events: u64 = merged["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| u(i, "/events"))
+        .sum();
+    assert_eq!(interval_events, u(&merged, "/summary/events"));
+
+    // --rate 600 split three ways is 600 again: the schedule, and what
+    // was sent (3 s of it), within a few events.
+    assert!((f(&merged, "/config/rate") - 600.0).abs() < 1e-9);
+    assert!((f(&merged, "/summary/schedule/target_rate") - 600.0).abs() < 1e-9);
+    let events = u(&merged, "/summary/events");
+    assert!(events.abs_diff(1800) <= 6, "{events} events");
+    let m = &merged["merge"];
+    assert_eq!(m["aligned"], true, "{m}");
+    assert_eq!(m["shards"].as_array().unwrap().len(), SHARDS);
+    assert_eq!(u(&merged, "/config/threads"), 3);
+
+    // report reads the shards as one run.
+    let report = ok(loadcell(
+        dir.path(),
+        &["report", &files[0], &files[1], &files[2]],
+    ));
+    assert!(
+        stdout(&report).contains("merged from 3 shards"),
+        "{}",
+        stdout(&report)
+    );
+
+    // Each shard alone (writing over its result) writes its own keys: disjoint, and all of them
+    // together.
+    let mut union = BTreeSet::new();
+    for i in 0..SHARDS {
+        lab.cli(&["FLUSHALL"]);
+        finish(shard(i, dir.path(), &["--time", "1s", "--seed", "7"]));
+        let keys = lab.keys();
+        assert!(!keys.is_empty());
+        assert!(union.is_disjoint(&keys), "shard {i} wrote another's keys");
+        union.extend(keys);
+    }
+    assert_eq!(union.len(), KEYS);
+}
+
+/// A shard result made from the report fixture.
+fn write_shard(dir: &Path, name: &str, index: usize, count: usize, edit: impl Fn(&mut Value)) {
+    let mut v = serde_json::to_value(loadcell_report::fixture::run(4, 1000.0)).unwrap();
+    v["config"]["shard"] = serde_json::json!({"index": index, "count": count});
+    edit(&mut v);
+    std::fs::write(dir.join(name), v.to_string()).unwrap();
+}
+
+#[test]
+fn merges_of_what_is_not_one_run_are_refused_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_shard(d, "a.json", 0, 2, |_| {});
+    write_shard(d, "b.json", 1, 2, |_| {});
+    write_shard(d, "dup.json", 0, 2, |_| {});
+    write_shard(d, "other.json", 1, 2, |v| {
+        v["config"]["workload_options"]["tables"] = serde_json::json!(8)
+    });
+    write_shard(d, "later.json", 1, 2, |v| {
+        v["started_at"] = serde_json::json!("2030-01-01T00:00:00Z")
+    });
+    for (files, why) in [
+        (
+            &["a.json", "other.json"][..],
+            "config.workload_options.tables differs",
+        ),
+        (&["a.json", "dup.json", "b.json"][..], "are both shard 0/2"),
+        (&["a.json"][..], "shard(s) 1 of 2 missing"),
+        (
+            &["a.json", "later.json"][..],
+            "did not measure at the same time",
+        ),
+    ] {
+        let mut args = vec!["merge"];
+        args.extend(files);
+        args.extend(["--out", "m.json"]);
+        let out = loadcell(d, &args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{files:?}: {err}");
+        assert!(
+            err.contains(why) && err.trim().lines().count() == 1,
+            "{err}"
+        );
+    }
+    // A missing shard is merged with --allow-partial, and said to be.
+    ok(loadcell(
+        d,
+        &["merge", "a.json", "--allow-partial", "--out", "m.json"],
+    ));
+    let m = read_json(&d.join("m.json"));
+    assert_valid_result(&m);
+    assert_eq!(m["merge"]["missing"], serde_json::json!([1]));
+    assert_eq!(s(&m, "/status"), "partial");
+    // Two whole shards: the fixture's counts doubled.
+    ok(loadcell(
+        d,
+        &["merge", "b.json", "a.json", "--out", "both.json"],
+    ));
+    let both = read_json(&d.join("both.json"));
+    let one = read_json(&d.join("a.json"));
+    assert_eq!(u(&both, "/summary/events"), 2 * u(&one, "/summary/events"));
+    assert_eq!(both["merge"]["shards"][0]["index"], 0);
+
+    // Coarsened intervals (two report intervals each, as a long run keeps
+    // them) are added into the same coarse slots, ending where they did.
+    let coarse = |v: &mut Value| {
+        for (k, i) in v["intervals"]
+            .as_array_mut()
+            .unwrap()
+            .iter_mut()
+            .enumerate()
+        {
+            i["t_s"] = serde_json::json!(2.0 * (k + 1) as f64);
+            i["duration_s"] = serde_json::json!(2.0);
+        }
+        v["summary"]["duration_s"] =
+            serde_json::json!(2.0 * v["intervals"].as_array().unwrap().len() as f64);
+    };
+    write_shard(d, "c0.json", 0, 2, coarse);
+    write_shard(d, "c1.json", 1, 2, coarse);
+    ok(loadcell(
+        d,
+        &["merge", "c0.json", "c1.json", "--out", "c.json"],
+    ));
+    let (c, c0) = (read_json(&d.join("c.json")), read_json(&d.join("c0.json")));
+    let ends = |v: &Value| -> Vec<(f64, u64)> {
+        v["intervals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| (f(i, "/t_s"), u(i, "/events")))
+            .collect()
+    };
+    let doubled: Vec<(f64, u64)> = ends(&c0).into_iter().map(|(t, n)| (t, 2 * n)).collect();
+    assert_eq!(ends(&c), doubled);
+}
