@@ -1,6 +1,7 @@
 //! Families of systems: what a connection can do (the family traits
 //! [`crate::sql::SqlConn`], [`crate::kv::KvConn`], [`crate::http::HttpConn`],
-//! [`crate::search::SearchConn`], [`crate::ts::TsConn`], [`crate::machine::MachineConn`]), which a workload
+//! [`crate::search::SearchConn`], [`crate::ts::TsConn`], [`crate::wide::WideConn`],
+//! [`crate::machine::MachineConn`]), which a workload
 //! names to say what it runs on, and the facts about each driver that a
 //! workload checks before anything connects.
 
@@ -17,6 +18,9 @@ pub enum Family {
     /// Time-series databases (InfluxDB, Prometheus, VictoriaMetrics,
     /// QuestDB): points written in batches, queried back.
     TimeSeries,
+    /// Wide-column stores (HBase, Cassandra): rows of cells put, got and
+    /// scanned by row key.
+    WideColumn,
     /// The machine loadcell runs on: its CPU and disks.
     Machine,
 }
@@ -29,6 +33,7 @@ impl Family {
             Family::Http => "http",
             Family::Search => "search",
             Family::TimeSeries => "time-series",
+            Family::WideColumn => "wide-column",
             Family::Machine => "machine",
         }
     }
@@ -46,6 +51,8 @@ pub enum HttpFamily {}
 pub enum SearchFamily {}
 /// See [`SqlFamily`].
 pub enum TimeSeriesFamily {}
+/// See [`SqlFamily`].
+pub enum WideColumnFamily {}
 pub enum MachineFamily {}
 
 /// What `loadcell list` shows about a driver, and what workloads check

@@ -18,6 +18,7 @@ pub mod search;
 pub mod sql;
 pub mod target;
 pub mod ts;
+pub mod wide;
 pub mod words;
 
 pub use driver::{Driver, ServerInfo};
