@@ -16,6 +16,7 @@ use loadcell_core::machine::MachineConn;
 use loadcell_core::search::SearchConn;
 use loadcell_core::sql::SqlConn;
 use loadcell_core::ts::TsConn;
+use loadcell_core::wide::WideConn;
 use loadcell_core::{Driver, DriverError, DriverInfo, ErrorClass, ServerInfo, Target};
 use loadcell_drivers::Visitor;
 use loadcell_engine::{OpSpec, RunSpec, Script};
@@ -103,6 +104,7 @@ families! {
     Http http HttpConn HttpFamily: [Http, HttpConnections];
     Search search SearchConn SearchFamily: [SearchBulk, SearchQuery, SearchMixed];
     TimeSeries ts TsConn TimeSeriesFamily: [TsIngest, TsQuery];
+    WideColumn wide WideConn loadcell_core::family::WideColumnFamily: [];
     Machine machine MachineConn MachineFamily: [Cpu];
 }
 

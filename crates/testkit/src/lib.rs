@@ -20,7 +20,9 @@
 //! case here) the servers run as the `mysql` / `postgres` / `redis` / `memcache` users; otherwise they
 //! run as the current user.
 
+mod cassandra;
 mod haproxy;
+mod keeper;
 mod memcached;
 mod nginx;
 mod redis;
@@ -28,6 +30,7 @@ mod search;
 mod tls;
 mod ts;
 
+pub use cassandra::{cassandra, CassandraServer};
 pub use haproxy::{haproxy, LoadBalancer};
 pub use memcached::memcached;
 pub use nginx::{nginx, nginx_basic_auth_proxy, nginx_tls, ECHO_LOG, INDEX_BYTES};
