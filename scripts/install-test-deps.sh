@@ -87,6 +87,15 @@ if [[ ! -f "$QUESTDB_JAR" ]]; then
   mvn -q dependency:get -Dartifact=org.questdb:questdb:9.3.4
 fi
 
+# Cassandra 4.1.10's jars (crates/testkit/assets/cassandra/pom.xml), copied
+# by crates/testkit into /var/tmp/loadcell-testkit/cassandra-4.1.10/lib at its
+# first start; fetched here into ~/.m2 so that tests do not download.
+CASSANDRA_JAR="$HOME/.m2/repository/org/apache/cassandra/cassandra-all/4.1.10/cassandra-all-4.1.10.jar"
+if [[ ! -f "$CASSANDRA_JAR" ]]; then
+  echo "install-test-deps: fetching Cassandra 4.1.10 and its dependencies from Maven Central"
+  (cd "$(dirname "$0")/../crates/testkit/assets/cassandra" && mvn -q -B dependency:resolve)
+fi
+
 # VictoriaMetrics has no Debian package: crates/testkit builds it once with
 # `go install` (its version stamped in, as its releases are) into
 # /var/tmp/loadcell-testkit, and would do so itself if missing (30 s).

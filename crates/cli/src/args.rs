@@ -302,6 +302,10 @@ pub struct CleanupArgs {
     /// With `stream`: the consumer group to drop (default loadcell-STREAM).
     #[arg(long, value_name = "ID")]
     pub group: Option<String>,
+    /// With the HBase PE tests: the table to drop, if loadcell created it
+    /// (default TestTable).
+    #[arg(long, value_name = "NAME")]
+    pub table: Option<String>,
 }
 
 #[derive(Debug, Clone, Args)]

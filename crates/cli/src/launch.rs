@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::{anyhow, bail, Context as _};
 use loadcell_core::family::{
     HttpFamily, KvFamily, MachineFamily, SearchFamily, SqlFamily, StreamFamily, TimeSeriesFamily,
+    WideColumnFamily,
 };
 use loadcell_core::http::HttpConn;
 use loadcell_core::kv::KvConn;
@@ -17,6 +18,7 @@ use loadcell_core::search::SearchConn;
 use loadcell_core::sql::SqlConn;
 use loadcell_core::stream::StreamConn;
 use loadcell_core::ts::TsConn;
+use loadcell_core::wide::WideConn;
 use loadcell_core::{Driver, DriverError, DriverInfo, ErrorClass, ServerInfo, Target};
 use loadcell_drivers::Visitor;
 use loadcell_engine::{OpSpec, RunSpec, Script};
@@ -105,6 +107,7 @@ families! {
     Search search SearchConn SearchFamily: [SearchBulk, SearchQuery, SearchMixed];
     TimeSeries ts TsConn TimeSeriesFamily: [TsIngest, TsQuery];
     Stream stream StreamConn StreamFamily: [Stream];
+    WideColumn wide WideConn WideColumnFamily: [Pe, Ycsb];
     Machine machine MachineConn MachineFamily: [Cpu];
 }
 

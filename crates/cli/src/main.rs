@@ -140,6 +140,9 @@ fn dispatch(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
                 workload.stream.stream = stream.clone();
             }
             workload.stream.group = a.group.clone();
+            if let Some(table) = &a.table {
+                workload.wide.table = table.clone();
+            }
             let (spec, target, _) = resolve(&a.target, &workload)?;
             if let WorkloadSpec::Disk(w) = &spec {
                 eprintln!(

@@ -1,7 +1,8 @@
 //! Families of systems: what a connection can do (the family traits
 //! [`crate::sql::SqlConn`], [`crate::kv::KvConn`], [`crate::http::HttpConn`],
 //! [`crate::search::SearchConn`], [`crate::ts::TsConn`],
-//! [`crate::stream::StreamConn`], [`crate::machine::MachineConn`]), which a workload
+//! [`crate::stream::StreamConn`], [`crate::wide::WideConn`],
+//! [`crate::machine::MachineConn`]), which a workload
 //! names to say what it runs on, and the facts about each driver that a
 //! workload checks before anything connects.
 
@@ -21,6 +22,9 @@ pub enum Family {
     /// Change streams (Kafka, Redis Streams, PostgreSQL logical
     /// replication): rows produced into ordered channels and consumed back.
     Stream,
+    /// Wide-column stores (HBase, Cassandra): rows of cells put, got and
+    /// scanned by row key.
+    WideColumn,
     /// The machine loadcell runs on: its CPU and disks.
     Machine,
 }
@@ -34,6 +38,7 @@ impl Family {
             Family::Search => "search",
             Family::TimeSeries => "time-series",
             Family::Stream => "stream",
+            Family::WideColumn => "wide-column",
             Family::Machine => "machine",
         }
     }
@@ -53,6 +58,7 @@ pub enum SearchFamily {}
 pub enum TimeSeriesFamily {}
 /// See [`SqlFamily`].
 pub enum StreamFamily {}
+pub enum WideColumnFamily {}
 pub enum MachineFamily {}
 
 /// What `loadcell list` shows about a driver, and what workloads check

@@ -19,6 +19,7 @@ pub mod sql;
 pub mod stream;
 pub mod target;
 pub mod ts;
+pub mod wide;
 pub mod words;
 
 pub use driver::{Driver, ServerInfo};

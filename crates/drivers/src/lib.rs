@@ -8,6 +8,7 @@
 #![allow(async_fn_in_trait)]
 
 mod catalog;
+pub mod cql;
 pub mod http;
 pub mod kafka;
 pub mod local;
@@ -28,6 +29,7 @@ use loadcell_core::search::SearchConn;
 use loadcell_core::sql::SqlConn;
 use loadcell_core::stream::StreamConn;
 use loadcell_core::ts::TsConn;
+use loadcell_core::wide::WideConn;
 use loadcell_core::{Driver, Target};
 use postgres::stream as pgstream;
 use redis::streams as redis_streams;
@@ -87,6 +89,7 @@ registry! {
     Search search SearchConn: [search::SearchDriver];
     TimeSeries ts TsConn: [influx::InfluxDriver, opentsdb::OpenTsdbDriver, remote_write::RemoteWriteDriver];
     Stream stream StreamConn: [kafka::KafkaDriver, pgstream::PgStreamDriver, redis_streams::RedisDriver];
+    WideColumn wide WideConn: [cql::CqlDriver];
     Machine machine MachineConn: [local::LocalDriver];
 }
 

@@ -16,11 +16,12 @@ use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use super::shared::{die_with_parent, shared, SharedServer, Slot};
+use super::keeper::{shared, Kept};
+use super::shared::{die_with_parent, SharedServer};
 use super::{excerpt, find_bin, free_port, install_once, run_cmd, temp_root, PORT_RETRIES};
 
 const VERSION: &str = "3.9.2";
@@ -36,7 +37,7 @@ const READY_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// The Kafka broker of this test binary, started at the first call.
 pub fn kafka() -> Result<&'static SharedServer, String> {
-    static SERVER: Slot = Slot::new();
+    static SERVER: OnceLock<Result<SharedServer, String>> = OnceLock::new();
     shared(&SERVER, "kafka", start)
 }
 

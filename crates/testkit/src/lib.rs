@@ -21,8 +21,10 @@
 //! case here) the servers run as the `mysql` / `postgres` / `redis` / `memcache` users; otherwise they
 //! run as the current user.
 
+mod cassandra;
 mod haproxy;
 mod kafka;
+mod keeper;
 mod memcached;
 mod nginx;
 mod redis;
@@ -31,6 +33,7 @@ mod shared;
 mod tls;
 mod ts;
 
+pub use cassandra::{cassandra, CassandraServer};
 pub use haproxy::{haproxy, LoadBalancer};
 pub use kafka::{kafka, kafka_lib};
 pub use memcached::memcached;

@@ -1,18 +1,15 @@
-//! Servers shared by every test of one binary: JVMs (the search servers,
-//! Kafka) that take seconds to start and half a gigabyte of heap, so the
-//! first caller starts one and every later caller gets the same one (tests
-//! on it use an index or topic of their own).
-//!
-//! The server lives as long as the test binary: it is stopped (its
-//! process group killed, its temp dir removed) when the binary exits, and
-//! the kernel kills it (parent-death signal) if the binary is killed.
+//! A JVM server shared by every test of one binary (Kafka), kept by
+//! [`super::keeper`]: stopped (its process group killed, its temp dir
+//! removed) when the binary exits, and killed by the kernel (parent-death
+//! signal) if the binary is killed.
 
 use std::fs;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command};
-use std::sync::{mpsc, Mutex, OnceLock};
+use std::sync::Mutex;
 
+use super::keeper::Kept;
 use super::{signal_group, tail};
 
 /// A running server shared by the tests of one binary.
@@ -28,9 +25,6 @@ pub struct SharedServer {
     pub(crate) dir: PathBuf,
     pub(crate) child: Mutex<Option<Child>>,
 }
-
-/// Where a binary keeps its shared server of one kind.
-pub(crate) type Slot = OnceLock<Result<SharedServer, String>>;
 
 impl SharedServer {
     /// The last `lines` lines of the server log, for failure messages.
@@ -55,8 +49,11 @@ impl SharedServer {
             .and_then(|c| c.try_wait().ok().flatten())
     }
 
+}
+
+impl Kept for SharedServer {
     /// Kills the process group, waits for the JVM and removes the temp dir.
-    pub(crate) fn stop(&self) {
+    fn stop(&self) {
         let Some(mut child) = self.child.lock().unwrap_or_else(|e| e.into_inner()).take() else {
             return;
         };
@@ -64,21 +61,6 @@ impl SharedServer {
         let _ = child.wait();
         let _ = fs::remove_dir_all(&self.dir);
     }
-}
-
-/// The server in `slot`, started by `start` at the first call.
-pub(crate) fn shared(
-    slot: &'static Slot,
-    name: &'static str,
-    start: impl FnOnce() -> Result<SharedServer, String> + Send + 'static,
-) -> Result<&'static SharedServer, String> {
-    slot.get_or_init(|| {
-        let started = start_on_keeper_thread(name, start)?;
-        stop_at_exit(slot);
-        Ok(started)
-    })
-    .as_ref()
-    .map_err(Clone::clone)
 }
 
 /// Makes `cmd` start in a process group of its own (killed as one) that
@@ -100,47 +82,4 @@ pub(crate) fn die_with_parent(cmd: &mut Command) {
             Ok(())
         });
     }
-}
-
-/// Starts the server from a thread that never ends: the parent-death
-/// signal fires when the thread that spawned the child exits, which for a
-/// test's own thread would be the end of that test.
-fn start_on_keeper_thread(
-    name: &'static str,
-    start: impl FnOnce() -> Result<SharedServer, String> + Send + 'static,
-) -> Result<SharedServer, String> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::Builder::new()
-        .name(format!("{name}-keeper"))
-        .spawn(move || {
-            let _ = tx.send(start());
-            loop {
-                std::thread::park();
-            }
-        })
-        .map_err(|e| format!("spawn the {name} keeper thread: {e}"))?;
-    rx.recv()
-        .map_err(|_| format!("the {name} keeper thread died"))?
-}
-
-/// Registers, once per server, an exit handler that stops it: statics are
-/// never dropped.
-fn stop_at_exit(slot: &'static Slot) {
-    static SERVERS: Mutex<Vec<&'static Slot>> = Mutex::new(Vec::new());
-    extern "C" fn stop_all() {
-        let servers = SERVERS.lock().unwrap_or_else(|e| e.into_inner());
-        for s in servers.iter() {
-            if let Some(Ok(s)) = s.get() {
-                s.stop();
-            }
-        }
-    }
-    let mut servers = SERVERS.lock().unwrap_or_else(|e| e.into_inner());
-    if servers.is_empty() {
-        // SAFETY: registers a plain function; it runs at exit(3).
-        unsafe {
-            libc::atexit(stop_all);
-        }
-    }
-    servers.push(slot);
 }

@@ -20,5 +20,6 @@ mod recorder;
 pub mod search;
 pub mod stream;
 pub mod ts;
+pub mod wide;
 pub mod workload;
 pub mod ycsb;

@@ -11,6 +11,7 @@ mod oltp;
 mod search;
 mod stream;
 mod ts;
+mod wide;
 mod ycsb;
 
 use clap::{ArgMatches, Args, Command, Parser};
@@ -26,6 +27,7 @@ use loadcell_workloads::search::mixed::SearchMixedWorkload;
 use loadcell_workloads::search::{SearchBulkWorkload, SearchQueryWorkload};
 use loadcell_workloads::stream::StreamWorkload;
 use loadcell_workloads::ts::{TsIngestWorkload, TsQueryWorkload};
+use loadcell_workloads::wide::PeWorkload;
 use loadcell_workloads::workload::Workload;
 use loadcell_workloads::ycsb::{Preset, YcsbWorkload};
 
@@ -37,6 +39,7 @@ pub use oltp::OltpArgs;
 pub use search::SearchArgs;
 pub use stream::StreamArgs;
 pub use ts::TsArgs;
+pub use wide::WideArgs;
 pub use ycsb::YcsbArgs;
 
 /// Every workload, typed. `Dataset` is `kv --dataset FILE`.
@@ -58,6 +61,8 @@ pub enum WorkloadSpec {
     TsIngest(TsIngestWorkload),
     TsQuery(TsQueryWorkload),
     Stream(StreamWorkload),
+    /// HBase PerformanceEvaluation's tests.
+    Pe(PeWorkload),
 }
 
 /// Every family's workload options, each group under its own heading.
@@ -81,6 +86,8 @@ pub struct WorkloadArgs {
     pub ts: TsArgs,
     #[command(flatten)]
     pub stream: StreamArgs,
+    #[command(flatten)]
+    pub wide: WideArgs,
     /// The options the command line gave, by flag (`--ratio`), as clap
     /// recorded them: a workload refuses another family's options.
     #[arg(skip)]
@@ -143,6 +150,7 @@ pub fn catalog() -> Vec<(&'static str, &'static [Family], &'static str)> {
     all.extend(search::catalog());
     all.extend(ts::catalog());
     all.extend(stream::catalog());
+    all.extend(wide::catalog());
     all.extend(machine::catalog());
     all
 }
@@ -160,6 +168,7 @@ impl WorkloadSpec {
             (search::WHAT, args.given_in::<SearchArgs>()),
             (ts::WHAT, args.given_in::<TsArgs>()),
             (stream::WHAT, args.given_in::<StreamArgs>()),
+            (wide::WHAT, args.given_in::<WideArgs>()),
         ];
         let given = |own: &str| {
             let group = groups.iter().find(|(what, _)| *what == own);
@@ -213,6 +222,10 @@ impl WorkloadSpec {
             refuse_others(&[stream::WHAT])?;
             return stream::resolve(&args.stream, given(stream::WHAT));
         }
+        if wide::names(name) {
+            refuse_others(&[wide::WHAT])?;
+            return wide::resolve(name, &args.wide, given(wide::WHAT));
+        }
         if let Some(spec) = http_conns::resolve(name, &args.http, &args.http_conns) {
             refuse_others(&[http::WHAT, http_conns::WHAT])?;
             return spec;
@@ -242,6 +255,7 @@ impl WorkloadSpec {
             WorkloadSpec::TsIngest(w) => w,
             WorkloadSpec::TsQuery(w) => w,
             WorkloadSpec::Stream(w) => w,
+            WorkloadSpec::Pe(w) => w,
         }
     }
 
@@ -265,6 +279,7 @@ impl WorkloadSpec {
             WorkloadSpec::TsIngest(TsIngestWorkload { opts, .. })
             | WorkloadSpec::TsQuery(TsQueryWorkload { opts, .. }) => ts::prepare_hint(opts),
             WorkloadSpec::Stream(w) => stream::prepare_hint(&w.opts),
+            WorkloadSpec::Pe(w) => wide::prepare_hint(&w.opts),
             WorkloadSpec::Http(_)
             | WorkloadSpec::HttpConnections(_)
             | WorkloadSpec::Cpu(_)
@@ -287,6 +302,7 @@ impl WorkloadSpec {
             | WorkloadSpec::Stream(_) => None,
             WorkloadSpec::SearchBulk(w) => search::implied_events(&w.opts),
             WorkloadSpec::TsIngest(w) => ts::implied_events(w),
+            WorkloadSpec::Pe(w) => Some(w.events()),
             WorkloadSpec::Kv(KvWorkload { opts })
             | WorkloadSpec::Dataset(DataSetWorkload { opts, .. }) => {
                 kv::implied_events(&args.kv, opts, sessions)
@@ -298,10 +314,14 @@ impl WorkloadSpec {
     /// Makes the run's options what the workload needs of them (the
     /// connection workloads decide connections and sessions), or says why
     /// they cannot be, before any load.
-    pub fn fit_run(&self, args: &mut crate::args::RunArgs) -> Result<(), String> {
+    pub fn fit_run(&mut self, args: &mut crate::args::RunArgs) -> Result<(), String> {
         match self {
             WorkloadSpec::HttpConnections(w) => http_conns::fit_run(w, args),
             WorkloadSpec::Stream(w) => stream::fit_run(w, args),
+            WorkloadSpec::Pe(w) => {
+                wide::fit_run(w, args);
+                Ok(())
+            }
             _ => Ok(()),
         }
     }

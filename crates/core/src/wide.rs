@@ -1,0 +1,172 @@
+//! The wide-column family (HBase, Cassandra): rows of cells addressed by a
+//! row key, a column family and a qualifier.
+//!
+//! One data model for both systems: HBase's, where a row's cells live in
+//! families and a qualifier names a cell within one. On CQL a table has one
+//! set of columns: a qualifier is a column's name, the row key its partition
+//! key, and the family names nothing (the driver takes it and ignores it).
+//! Rows, qualifiers and values are bytes, borrowed from the caller on the
+//! way in and from the connection's buffers on the way out, so the hot
+//! path copies them at most once into what the driver sends.
+//!
+//! Puts are queued ([`WideConn::queue_put`]) and sent together by
+//! [`WideConn::flush_puts`]: one put is a plain request, N queued puts are
+//! one batch (HBase's `putMultiple`; on CQL whatever the driver found
+//! fastest for N rows, which it documents).
+
+use crate::DriverError;
+
+/// One cell: a qualifier and its value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cell<'a> {
+    pub qualifier: &'a [u8],
+    pub value: &'a [u8],
+}
+
+/// How a put is made durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// Written to the write-ahead log (commit log) before it is
+    /// acknowledged: the system's default.
+    Wal,
+    /// Not written to the log (HBase's `SKIP_WAL`): lost if the server
+    /// dies before the memstore is flushed. Drivers that cannot skip it
+    /// say so by [`WideConn::refuses_skip_wal`].
+    SkipWal,
+}
+
+/// A table as `prepare` creates it.
+#[derive(Debug, Clone, Copy)]
+pub struct TableSpec<'a> {
+    pub table: &'a str,
+    /// The column family (HBase); CQL has none.
+    pub family: &'a str,
+    /// The name of the row key's column where the system names it (CQL's
+    /// partition key: YCSB's `y_id`); HBase's row key has no name.
+    pub key_column: &'a str,
+    /// The qualifiers the table's rows hold: CQL's columns (blobs). HBase
+    /// takes any qualifier in a family and ignores these.
+    pub qualifiers: &'a [&'a [u8]],
+    /// Row keys at which the table is pre-split into regions (HBase);
+    /// empty for one region. CQL partitions by token and ignores these.
+    pub split_keys: &'a [&'a [u8]],
+    /// Recorded with the table (HBase: table descriptor metadata;
+    /// Cassandra: the table's comment) so that `cleanup` drops only a
+    /// table loadcell created.
+    pub marker: &'a str,
+}
+
+/// Where a scan starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScanStart<'a> {
+    /// At the table's first row.
+    First,
+    /// At this row (or the first after it).
+    At(&'a [u8]),
+    /// At the first row after this one: a scan continued page by page
+    /// from the last row it saw.
+    After(&'a [u8]),
+}
+
+/// A scan of one table.
+#[derive(Debug, Clone, Copy)]
+pub struct Scan<'a> {
+    pub table: &'a str,
+    pub family: &'a str,
+    pub start: ScanStart<'a>,
+    /// The row the scan stops before. Only systems that keep rows in key
+    /// order can honour it (HBase); CQL keeps rows in token order, where a
+    /// key range means nothing, and its driver stops at `limit` alone.
+    pub stop_row: Option<&'a [u8]>,
+    /// At most this many rows.
+    pub limit: Option<u32>,
+    /// Rows fetched per round trip: HBase's scanner caching, CQL's page
+    /// size.
+    pub caching: u32,
+}
+
+/// What a scan returned.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ScanOutcome {
+    pub rows: u64,
+    pub cells: u64,
+}
+
+/// What [`WideConn::set_block_cache`] changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockCacheChange {
+    /// Whether the cache was on before: what to restore.
+    pub was_on: bool,
+    /// What the setting is on this system, for the result's notes (HBase:
+    /// the family's `BLOCKCACHE`; Cassandra: the table's `caching`, the
+    /// nearest thing it has).
+    pub setting: &'static str,
+}
+
+pub trait WideConn {
+    /// Why this system cannot skip the write-ahead log, `None` when it
+    /// can: checked before any load is sent.
+    fn refuses_skip_wal(&self) -> Option<&'static str>;
+
+    /// Queues a put of `cells` into `row` of `table`'s `family`, to be sent
+    /// by [`WideConn::flush_puts`]. Every put queued before a flush goes to
+    /// the same table.
+    fn queue_put(
+        &mut self,
+        table: &str,
+        row: &[u8],
+        family: &str,
+        cells: &[Cell<'_>],
+        durability: Durability,
+    );
+
+    /// Sends the queued puts as one request (one batch for several) and
+    /// empties the queue, whatever the answer; returns the rows written.
+    async fn flush_puts(&mut self) -> Result<u64, DriverError>;
+
+    /// Reads `row` of `table`: every cell of `family` when `qualifiers` is
+    /// empty, else those named. Each cell goes to `on_cell`, borrowed from
+    /// the connection's buffers for the call. `Ok(false)` when the row is
+    /// not there.
+    async fn get(
+        &mut self,
+        table: &str,
+        row: &[u8],
+        family: &str,
+        qualifiers: &[&[u8]],
+        on_cell: &mut dyn FnMut(Cell<'_>),
+    ) -> Result<bool, DriverError>;
+
+    /// Runs `scan`; each row's key goes to `on_row`, borrowed for the call.
+    async fn scan(
+        &mut self,
+        scan: &Scan<'_>,
+        on_row: &mut dyn FnMut(&[u8]),
+    ) -> Result<ScanOutcome, DriverError>;
+
+    /// Deletes `row` of `table`, whether or not it is there.
+    async fn delete(&mut self, table: &str, row: &[u8]) -> Result<(), DriverError>;
+
+    /// Creates `spec`'s table (and on CQL the keyspace it lives in, if
+    /// missing), with its marker.
+    async fn create_table(&mut self, spec: &TableSpec<'_>) -> Result<(), DriverError>;
+
+    /// The marker recorded by `create_table`: `Some("")` when the table
+    /// exists without one, `None` when it does not exist.
+    async fn table_marker(&mut self, table: &str) -> Result<Option<String>, DriverError>;
+
+    async fn drop_table(&mut self, table: &str) -> Result<(), DriverError>;
+
+    /// Turns the block cache of `table`'s `family` on or off, and says
+    /// what it was, so that it can be restored.
+    async fn set_block_cache(
+        &mut self,
+        table: &str,
+        family: &str,
+        on: bool,
+    ) -> Result<BlockCacheChange, DriverError>;
+
+    /// The rows `table` holds, counted by the server: what `verify`
+    /// compares with the puts acknowledged.
+    async fn count_rows(&mut self, table: &str) -> Result<u64, DriverError>;
+}
