@@ -85,6 +85,14 @@ if [[ ! -f "$QUESTDB_JAR" ]]; then
   mvn -q dependency:get -Dartifact=org.questdb:questdb:9.3.4
 fi
 
+# HBase 2.5.8 and its Thrift2 gateway: the jars of crates/testkit's
+# src/hbase/pom.xml into ~/.m2 (crates/testkit copies them once into
+# /var/tmp/loadcell-testkit/hbase-2.5.8/lib, and would fetch them itself).
+if [[ ! -f "$HOME/.m2/repository/org/apache/hbase/hbase-thrift/2.5.8/hbase-thrift-2.5.8.jar" ]]; then
+  echo "install-test-deps: fetching HBase 2.5.8's jars from Maven Central"
+  mvn -q -B -f "$(dirname "$0")/../crates/testkit/src/hbase/pom.xml" dependency:resolve
+fi
+
 # VictoriaMetrics has no Debian package: crates/testkit builds it once with
 # `go install` (its version stamped in, as its releases are) into
 # /var/tmp/loadcell-testkit, and would do so itself if missing (30 s).

@@ -11,7 +11,8 @@
 //! and [`memcached()`] start key-value servers the same way, without data to
 //! create, [`nginx()`] (also [`nginx_tls`]) an HTTP server, and
 //! [`haproxy()`] a load balancer over two of them, [`opensearch()`] /
-//! [`elasticsearch()`] one search server per test binary, and [`influxdb()`],
+//! [`elasticsearch()`] one search server per test binary, [`hbase()`] HBase
+//! and its Thrift2 gateway, one per test binary too, and [`influxdb()`],
 //! [`prometheus()`], [`victoriametrics()`] and [`questdb()`] time-series
 //! servers; see their modules.
 //!
@@ -21,14 +22,17 @@
 //! run as the current user.
 
 mod haproxy;
+mod hbase;
 mod memcached;
 mod nginx;
 mod redis;
 mod search;
+mod shared;
 mod tls;
 mod ts;
 
 pub use haproxy::{haproxy, LoadBalancer};
+pub use hbase::{hbase, HbaseServer};
 pub use memcached::memcached;
 pub use nginx::{nginx, nginx_basic_auth_proxy, nginx_tls, ECHO_LOG, INDEX_BYTES};
 pub use redis::{redis, redis_cli, redis_cluster, redis_tls, redis_with_password, TestCluster};

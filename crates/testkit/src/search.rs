@@ -19,10 +19,11 @@ use std::fs;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{mpsc, Mutex, OnceLock};
+use std::sync::Mutex;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
+use super::shared::{die_with_parent, shared, Slot, Stoppable};
 use super::{
     excerpt, free_port, http_get, install_once, is_root, lookup_user, run_cmd, signal_group, tail,
     temp_root, Account, PORT_RETRIES,
@@ -94,7 +95,9 @@ impl SearchServer {
     pub fn kill(&self) {
         signal_group(self.pid, libc::SIGKILL);
     }
+}
 
+impl Stoppable for SearchServer {
     /// Kills the process group, waits for the JVM and removes the temp dir.
     fn stop(&self) {
         let Some(mut child) = self.child.lock().unwrap_or_else(|e| e.into_inner()).take() else {
@@ -108,70 +111,15 @@ impl SearchServer {
 
 /// The OpenSearch 2.19.6 of this test binary, started at the first call.
 pub fn opensearch() -> Result<&'static SearchServer, String> {
-    static SERVER: OnceLock<Result<SearchServer, String>> = OnceLock::new();
-    shared(&SERVER, &OPENSEARCH)
+    static SERVER: Slot<SearchServer> = Slot::new();
+    shared(&SERVER, OPENSEARCH.name, || start(&OPENSEARCH))
 }
 
 /// The Elasticsearch 7.10.2 OSS of this test binary, started at the first
 /// call.
 pub fn elasticsearch() -> Result<&'static SearchServer, String> {
-    static SERVER: OnceLock<Result<SearchServer, String>> = OnceLock::new();
-    shared(&SERVER, &ELASTICSEARCH)
-}
-
-fn shared(
-    server: &'static OnceLock<Result<SearchServer, String>>,
-    product: &'static Product,
-) -> Result<&'static SearchServer, String> {
-    server
-        .get_or_init(|| {
-            let started = start_on_keeper_thread(product)?;
-            stop_at_exit(server);
-            Ok(started)
-        })
-        .as_ref()
-        .map_err(Clone::clone)
-}
-
-/// Starts the server from a thread that never ends: the parent-death
-/// signal fires when the thread that spawned the child exits, which for a
-/// test's own thread would be the end of that test.
-fn start_on_keeper_thread(product: &'static Product) -> Result<SearchServer, String> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::Builder::new()
-        .name(format!("{}-keeper", product.name))
-        .spawn(move || {
-            let _ = tx.send(start(product));
-            loop {
-                std::thread::park();
-            }
-        })
-        .map_err(|e| format!("spawn the {} keeper thread: {e}", product.name))?;
-    rx.recv()
-        .map_err(|_| format!("the {} keeper thread died", product.name))?
-}
-
-/// Registers, once per server, an exit handler that stops it: statics are
-/// never dropped.
-fn stop_at_exit(server: &'static OnceLock<Result<SearchServer, String>>) {
-    static SERVERS: Mutex<Vec<&'static OnceLock<Result<SearchServer, String>>>> =
-        Mutex::new(Vec::new());
-    extern "C" fn stop_all() {
-        let servers = SERVERS.lock().unwrap_or_else(|e| e.into_inner());
-        for s in servers.iter() {
-            if let Some(Ok(s)) = s.get() {
-                s.stop();
-            }
-        }
-    }
-    let mut servers = SERVERS.lock().unwrap_or_else(|e| e.into_inner());
-    if servers.is_empty() {
-        // SAFETY: registers a plain function; it runs at exit(3).
-        unsafe {
-            libc::atexit(stop_all);
-        }
-    }
-    servers.push(server);
+    static SERVER: Slot<SearchServer> = Slot::new();
+    shared(&SERVER, ELASTICSEARCH.name, || start(&ELASTICSEARCH))
 }
 
 fn start(product: &Product) -> Result<SearchServer, String> {
@@ -237,21 +185,7 @@ fn start_once(
     if let Some(a) = owner {
         cmd.uid(a.uid).gid(a.gid);
     }
-    // SAFETY: prctl and getppid are async-signal-safe. They run after the
-    // change of user (which would clear the signal), and the signal stays
-    // set across the script's exec of the JVM.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // The keeper thread never ends, but the process may be exiting.
-            if libc::getppid() == 1 {
-                return Err(std::io::Error::other("the test binary is exiting"));
-            }
-            Ok(())
-        });
-    }
+    die_with_parent(&mut cmd);
     let child = cmd
         .spawn()
         .map_err(|e| failed(format!("could not start {}: {e}", product.script)))?;
