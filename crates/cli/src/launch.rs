@@ -16,6 +16,7 @@ use loadcell_core::machine::MachineConn;
 use loadcell_core::search::SearchConn;
 use loadcell_core::sql::SqlConn;
 use loadcell_core::ts::TsConn;
+use loadcell_core::wide::WideConn;
 use loadcell_core::{Driver, DriverError, DriverInfo, ErrorClass, ServerInfo, Target};
 use loadcell_drivers::Visitor;
 use loadcell_engine::{OpSpec, RunSpec, Script};
@@ -104,6 +105,8 @@ families! {
     Search search SearchConn SearchFamily: [SearchBulk, SearchQuery, SearchMixed];
     TimeSeries ts TsConn TimeSeriesFamily: [TsIngest, TsQuery];
     Machine machine MachineConn MachineFamily: [Cpu];
+    // The wide-column workloads come with the Cassandra driver's branch.
+    WideColumn wide WideConn loadcell_core::family::WideColumnFamily: [];
 }
 
 /// How long in-flight events may finish once the run is told to stop.

@@ -8,6 +8,7 @@
 #![allow(async_fn_in_trait)]
 
 mod catalog;
+pub mod hbase;
 pub mod http;
 pub mod local;
 pub mod memcached;
@@ -26,6 +27,7 @@ use loadcell_core::machine::MachineConn;
 use loadcell_core::search::SearchConn;
 use loadcell_core::sql::SqlConn;
 use loadcell_core::ts::TsConn;
+use loadcell_core::wide::WideConn;
 use loadcell_core::{Driver, Target};
 use ts::{influx, opentsdb, remote_write};
 
@@ -83,6 +85,7 @@ registry! {
     Search search SearchConn: [search::SearchDriver];
     TimeSeries ts TsConn: [influx::InfluxDriver, opentsdb::OpenTsdbDriver, remote_write::RemoteWriteDriver];
     Machine machine MachineConn: [local::LocalDriver];
+    WideColumn wide WideConn: [hbase::HbaseDriver];
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

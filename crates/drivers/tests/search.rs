@@ -301,6 +301,9 @@ fn http_targets_go_to_the_driver_of_the_workloads_family() {
         ) -> &'static str {
             info.name
         }
+        fn wide<D: Driver>(self, info: &'static loadcell_core::DriverInfo, _: D) -> &'static str {
+            info.name
+        }
     }
     let open = |url: &str, family: Family| {
         loadcell_drivers::open(&Target::parse(url).unwrap(), &[family], Name).unwrap()
