@@ -13,12 +13,46 @@ fn driver(url: &str) -> HbaseDriver {
     HbaseDriver::from_target(&Target::parse(url).expect("valid URL")).expect("valid target")
 }
 
+fn server() -> &'static loadcell_testkit::HbaseServer {
+    loadcell_testkit::hbase().unwrap_or_else(|e| panic!("cannot start HBase: {e}"))
+}
+
+/// The gateway, with the master's web UI for version and counters.
+fn with_master_info() -> String {
+    let server = server();
+    format!(
+        "{}?master_info=127.0.0.1:{}",
+        server.url, server.master_info_port
+    )
+}
+
 async fn connect() -> HbaseConn {
-    let server = loadcell_testkit::hbase().unwrap_or_else(|e| panic!("cannot start HBase: {e}"));
+    let server = server();
     driver(&server.url)
         .connect()
         .await
         .unwrap_or_else(|e| panic!("connect: {e}\n{}", server.log_tail(20)))
+}
+
+/// The master's count of mutations written without the WAL, once it is
+/// at least `at_least`: the region server's metrics show in the master's
+/// `/jmx` only once sampled (every few seconds).
+async fn mutations_without_wal(driver: &HbaseDriver, conn: &mut HbaseConn, at_least: f64) -> f64 {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let counters = driver.server_counters(conn).await.unwrap();
+        let count = counters
+            .iter()
+            .find(|(name, _)| name == "hbase_mutations_without_wal_total")
+            .map(|(_, count)| *count);
+        match count {
+            Some(count) if count >= at_least => return count,
+            _ if std::time::Instant::now() > deadline => {
+                panic!("no WAL counter of {at_least} or more within a minute: {counters:?}")
+            }
+            _ => tokio::time::sleep(std::time::Duration::from_millis(500)).await,
+        }
+    }
 }
 
 /// PerformanceEvaluation's row key: 26 zero-padded digits.
@@ -95,6 +129,13 @@ fn rows_put_with_and_without_the_wal_come_back_byte_identical_and_scan_in_order(
         put_rows(&mut conn, table, 500..990, 2, Durability::Wal).await;
         put_rows(&mut conn, table, 990..1000, 1, Durability::Wal).await;
         assert_eq!(conn.count_rows(table).await.unwrap(), 1000);
+        // The server counted the puts without the WAL, and only those (no
+        // other test here skips it).
+        let master = driver(&with_master_info());
+        assert_eq!(
+            mutations_without_wal(&master, &mut conn, 500.0).await,
+            500.0
+        );
 
         for i in 0..1000 {
             let mut cells = Vec::new();
@@ -221,6 +262,25 @@ fn a_table_without_a_marker_says_so_and_a_dropped_one_is_gone() {
             "{e}"
         );
         conn.drop_table("lc_foreign").await.unwrap();
+    });
+}
+
+#[test]
+fn the_version_comes_from_the_masters_web_ui_and_every_result_names_the_gateway() {
+    block_on(async {
+        let mut conn = connect().await;
+        let info = driver(&with_master_info())
+            .server_info(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(
+            (info.product.as_str(), info.version.as_str()),
+            ("HBase", "2.5.8 via Thrift2 gateway")
+        );
+        let plain = driver(&server().url);
+        let info = plain.server_info(&mut conn).await.unwrap();
+        assert_eq!(info.version, "version unknown via Thrift2 gateway");
+        assert!(plain.server_counters(&mut conn).await.unwrap().is_empty());
     });
 }
 

@@ -59,6 +59,9 @@ pub struct HbaseServer {
     pub port: u16,
     /// The gateway's web UI port (`/thrift.jsp` names HBase's version).
     pub info_port: u16,
+    /// The master's web UI port: its status page and `/jmx` (with the
+    /// region server's beans: standalone, they share the JVM).
+    pub master_info_port: u16,
     /// PIDs of the master's and the gateway's JVMs, each the leader of its
     /// process group.
     pub master_pid: u32,
@@ -129,8 +132,8 @@ enum Start {
 fn start_once(home: &Path) -> Result<HbaseServer, Start> {
     let failed = |e: String| Start::Failed(format!("hbase: {e}"));
     let dir = temp_root("loadcell-hbase-").map_err(failed)?.keep();
-    let (port, info_port) = (free_port(), free_port());
-    write_config(&dir).map_err(failed)?;
+    let (port, info_port, master_info_port) = (free_port(), free_port(), free_port());
+    write_config(&dir, master_info_port).map_err(failed)?;
     let classpath = format!("{}:{}/lib/*", dir.join("conf").display(), home.display());
     let jvm_opts = JVM_OPTS.replace("@DIR@", &dir.display().to_string());
     let java = |log: &Path, main: &str, args: &[&str]| -> Result<Child, Start> {
@@ -165,6 +168,7 @@ fn start_once(home: &Path) -> Result<HbaseServer, Start> {
         url: format!("hbase+thrift://127.0.0.1:{port}"),
         port,
         info_port,
+        master_info_port,
         master_pid: master.id(),
         thrift_pid: 0,
         master_log,
@@ -206,16 +210,18 @@ fn start_once(home: &Path) -> Result<HbaseServer, Start> {
 }
 
 /// `conf/` in `dir`: the site file with free ports for ZooKeeper, the
-/// master and the region server (everything on 127.0.0.1, web UIs off),
-/// and the log4j2 configuration.
-fn write_config(dir: &Path) -> Result<(), String> {
+/// master and the region server, the master's web UI on `master_info_port`
+/// (everything on 127.0.0.1, the region server's web UI off), and the
+/// log4j2 configuration.
+fn write_config(dir: &Path, master_info_port: u16) -> Result<(), String> {
     let conf = dir.join("conf");
     fs::create_dir(&conf).map_err(|e| format!("mkdir {}: {e}", conf.display()))?;
     let site = SITE
         .replace("@DIR@", &dir.display().to_string())
         .replace("@ZK_PORT@", &free_port().to_string())
         .replace("@MASTER_PORT@", &free_port().to_string())
-        .replace("@REGIONSERVER_PORT@", &free_port().to_string());
+        .replace("@REGIONSERVER_PORT@", &free_port().to_string())
+        .replace("@MASTER_INFO_PORT@", &master_info_port.to_string());
     for (name, text) in [
         ("hbase-site.xml", site.as_str()),
         ("log4j2.properties", LOG4J2),

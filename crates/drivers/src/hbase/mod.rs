@@ -24,10 +24,13 @@
 //! `loadcell.marker`; the block cache is the family's `BLOCKCACHE`,
 //! changed with every other setting of the family kept.
 //!
-//! The gateway has no call that says HBase's version: the server info
-//! says "version unknown".
+//! The gateway has no call that says HBase's version, nor counters: with
+//! `?master_info=HOST:PORT` (the master's web UI) the server info has the
+//! version from it and the server counters come from its `/jmx`
+//! ([`master`]); without, the version is "unknown" and there are none.
 
 mod calls;
+mod master;
 mod thrift;
 
 use std::io;
@@ -46,13 +49,14 @@ use crate::transport::stream::{connect_tcp, Stream};
 use crate::transport::url_text;
 use crate::{DriverInfo, Family};
 use calls::ScanArgs;
+use master::MasterInfo;
 use thrift::{ty, Malformed, Reader, Writer};
 
 pub const INFO: DriverInfo = DriverInfo {
     name: "hbase",
     schemes: &["hbase+thrift"],
     family: Family::WideColumn,
-    url_form: "hbase+thrift://host:port",
+    url_form: "hbase+thrift://host:port[?master_info=HOST:PORT]",
     about: "HBase via its Thrift2 gateway (binary protocol, buffered transport)",
     kv: KvCapabilities::NONE,
     blocking: false,
@@ -75,8 +79,16 @@ const KEYS_ONLY: &str = "FirstKeyOnlyFilter() AND KeyOnlyFilter()";
 // ---------------------------------------------------------------------------
 // Target
 
-fn parse_url(url: &url::Url) -> Result<(String, u16), String> {
-    const FORM: &str = "use hbase+thrift://host:port";
+/// The gateway's host and port, and the master's web UI if named.
+#[derive(Debug)]
+struct Settings {
+    host: String,
+    port: u16,
+    master_info: Option<MasterInfo>,
+}
+
+fn parse_url(url: &url::Url) -> Result<Settings, String> {
+    const FORM: &str = "use hbase+thrift://host:port[?master_info=HOST:PORT]";
     if !url.username().is_empty() || url.password().is_some() {
         return Err(format!(
             "the Thrift2 gateway takes no user or password here: remove them ({FORM})"
@@ -88,8 +100,19 @@ fn parse_url(url: &url::Url) -> Result<(String, u16), String> {
             "the table is the workload's option, not the path: remove '{path}' ({FORM})"
         ));
     }
-    if url.query().is_some() || url.fragment().is_some() {
-        return Err(format!("the target takes no parameters ({FORM})"));
+    if url.fragment().is_some() {
+        return Err(format!("unexpected '#' fragment ({FORM})"));
+    }
+    let mut master_info = None;
+    for (key, value) in url.query_pairs() {
+        match &*key {
+            "master_info" => master_info = Some(MasterInfo::parse(&value)?),
+            _ => {
+                return Err(format!(
+                    "unknown parameter '{key}'; accepted: master_info ({FORM})"
+                ))
+            }
+        }
     }
     let host = match url.host() {
         None | Some(url::Host::Domain("")) => DEFAULT_HOST.to_string(),
@@ -102,7 +125,11 @@ fn parse_url(url: &url::Url) -> Result<(String, u16), String> {
         Some(0) => return Err("port 0 is not a port to connect to".to_string()),
         Some(p) => p,
     };
-    Ok((host, port))
+    Ok(Settings {
+        host,
+        port,
+        master_info,
+    })
 }
 
 // ---------------------------------------------------------------------------
@@ -113,16 +140,18 @@ pub struct HbaseDriver {
     host: String,
     port: u16,
     endpoint: Arc<str>,
+    master_info: Option<MasterInfo>,
 }
 
 impl HbaseDriver {
     /// Parses the target; makes no connection.
     pub fn from_target(target: &Target) -> Result<HbaseDriver, String> {
-        let (host, port) = parse_url(target.url())?;
+        let s = parse_url(target.url())?;
         Ok(HbaseDriver {
-            endpoint: url_text::endpoint(&host, port).into(),
-            host,
-            port,
+            endpoint: url_text::endpoint(&s.host, s.port).into(),
+            host: s.host,
+            port: s.port,
+            master_info: s.master_info,
         })
     }
 
@@ -173,12 +202,30 @@ impl Driver for HbaseDriver {
         .await
     }
 
+    /// HBase's version from the master's web UI when the target names it:
+    /// the gateway has no call that says it.
     async fn server_info(&self, _conn: &mut HbaseConn) -> Result<ServerInfo, DriverError> {
+        let version = match &self.master_info {
+            Some(master) => master.version().await?,
+            None => "version unknown".to_string(),
+        };
         Ok(ServerInfo {
             product: "HBase".to_string(),
-            version: "version unknown via Thrift2 gateway".to_string(),
+            version: format!("{version} via Thrift2 gateway"),
             cluster: None,
         })
+    }
+
+    /// The master's `/jmx` counters (see [`master`]) when the target names
+    /// its web UI; none otherwise.
+    async fn server_counters(
+        &self,
+        _conn: &mut HbaseConn,
+    ) -> Result<Vec<(String, f64)>, DriverError> {
+        match &self.master_info {
+            Some(master) => master.counters().await,
+            None => Ok(Vec::new()),
+        }
     }
 }
 
