@@ -85,12 +85,22 @@ if [[ ! -f "$QUESTDB_JAR" ]]; then
   mvn -q dependency:get -Dartifact=org.questdb:questdb:9.3.4
 fi
 
-# HBase 2.5.8 and its Thrift2 gateway: the jars of crates/testkit's
-# src/hbase/pom.xml into ~/.m2 (crates/testkit copies them once into
-# /var/tmp/loadcell-testkit/hbase-2.5.8/lib, and would fetch them itself).
-if [[ ! -f "$HOME/.m2/repository/org/apache/hbase/hbase-thrift/2.5.8/hbase-thrift-2.5.8.jar" ]]; then
-  echo "install-test-deps: fetching HBase 2.5.8's jars from Maven Central"
-  mvn -q -B -f "$(dirname "$0")/../crates/testkit/src/hbase/pom.xml" dependency:resolve
+# Cassandra 4.1.10's jars (crates/testkit/assets/cassandra/pom.xml), copied
+# by crates/testkit into /var/tmp/loadcell-testkit/cassandra-4.1.10/lib at its
+# first start; fetched here into ~/.m2 so that tests do not download.
+CASSANDRA_JAR="$HOME/.m2/repository/org/apache/cassandra/cassandra-all/4.1.10/cassandra-all-4.1.10.jar"
+if [[ ! -f "$CASSANDRA_JAR" ]]; then
+  echo "install-test-deps: fetching Cassandra 4.1.10 and its dependencies from Maven Central"
+  (cd "$(dirname "$0")/../crates/testkit/assets/cassandra" && mvn -q -B dependency:resolve)
+fi
+
+# HBase 2.5.8 and its Thrift2 gateway (crates/testkit/assets/hbase/pom.xml),
+# copied by crates/testkit into /var/tmp/loadcell-testkit/hbase-2.5.8/lib the
+# same way.
+HBASE_JAR="$HOME/.m2/repository/org/apache/hbase/hbase-thrift/2.5.8/hbase-thrift-2.5.8.jar"
+if [[ ! -f "$HBASE_JAR" ]]; then
+  echo "install-test-deps: fetching HBase 2.5.8 and its dependencies from Maven Central"
+  (cd "$(dirname "$0")/../crates/testkit/assets/hbase" && mvn -q -B dependency:resolve)
 fi
 
 # VictoriaMetrics has no Debian package: crates/testkit builds it once with

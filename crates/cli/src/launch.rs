@@ -104,9 +104,8 @@ families! {
     Http http HttpConn HttpFamily: [Http, HttpConnections];
     Search search SearchConn SearchFamily: [SearchBulk, SearchQuery, SearchMixed];
     TimeSeries ts TsConn TimeSeriesFamily: [TsIngest, TsQuery];
-    Machine machine MachineConn MachineFamily: [Cpu];
-    // The wide-column workloads come with the Cassandra driver's branch.
     WideColumn wide WideConn loadcell_core::family::WideColumnFamily: [];
+    Machine machine MachineConn MachineFamily: [Cpu];
 }
 
 /// How long in-flight events may finish once the run is told to stop.

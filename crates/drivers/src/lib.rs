@@ -8,6 +8,7 @@
 #![allow(async_fn_in_trait)]
 
 mod catalog;
+pub mod cql;
 pub mod hbase;
 pub mod http;
 pub mod local;
@@ -84,8 +85,8 @@ registry! {
     Http http HttpConn: [http::HttpDriver];
     Search search SearchConn: [search::SearchDriver];
     TimeSeries ts TsConn: [influx::InfluxDriver, opentsdb::OpenTsdbDriver, remote_write::RemoteWriteDriver];
+    WideColumn wide WideConn: [cql::CqlDriver, hbase::HbaseDriver];
     Machine machine MachineConn: [local::LocalDriver];
-    WideColumn wide WideConn: [hbase::HbaseDriver];
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

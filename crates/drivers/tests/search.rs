@@ -294,14 +294,14 @@ fn http_targets_go_to_the_driver_of_the_workloads_family() {
         fn ts<D: Driver>(self, info: &'static loadcell_core::DriverInfo, _: D) -> &'static str {
             info.name
         }
+        fn wide<D: Driver>(self, info: &'static loadcell_core::DriverInfo, _: D) -> &'static str {
+            info.name
+        }
         fn machine<D: Driver>(
             self,
             info: &'static loadcell_core::DriverInfo,
             _: D,
         ) -> &'static str {
-            info.name
-        }
-        fn wide<D: Driver>(self, info: &'static loadcell_core::DriverInfo, _: D) -> &'static str {
             info.name
         }
     }

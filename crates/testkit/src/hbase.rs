@@ -4,7 +4,7 @@
 //! two JVMs half a gigabyte, so every test of a binary shares them (each
 //! with a table of its own). `url` is `hbase+thrift://127.0.0.1:P`.
 //!
-//! The jars come from Maven Central (`hbase/pom.xml`, `mvn
+//! The jars come from Maven Central (`assets/hbase/pom.xml`, `mvn
 //! dependency:copy-dependencies`, cached in `~/.m2`) into
 //! `/var/tmp/loadcell-testkit/hbase-2.5.8/lib`, once per machine, less
 //! the Hadoop 2 servlet and Jetty 6 jars (the Thrift2 gateway's Jetty 9
@@ -21,20 +21,20 @@ use std::net::{Ipv4Addr, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use super::shared::{die_with_parent, shared, Slot, Stoppable};
+use super::keeper::{die_with_parent, shared, Kept};
 use super::{
     excerpt, free_port, install_once, run_cmd, signal_group, tcp_accepts, temp_root, PORT_RETRIES,
 };
 
 const VERSION: &str = "2.5.8";
-const POM: &str = include_str!("hbase/pom.xml");
-const SITE: &str = include_str!("hbase/hbase-site.xml");
-const JVM_OPTS: &str = include_str!("hbase/jvmopts");
-const LOG4J2: &str = include_str!("hbase/log4j2.properties");
+const POM: &str = include_str!("../assets/hbase/pom.xml");
+const SITE: &str = include_str!("../assets/hbase/hbase-site.xml");
+const JVM_OPTS: &str = include_str!("../assets/hbase/jvmopts");
+const LOG4J2: &str = include_str!("../assets/hbase/log4j2.properties");
 
 /// Jars `copy-dependencies` brings that must not be on the classpath.
 const UNWANTED_JARS: &[&str] = &[
@@ -86,7 +86,7 @@ impl HbaseServer {
     }
 }
 
-impl Stoppable for HbaseServer {
+impl Kept for HbaseServer {
     /// Kills both process groups, waits for the JVMs and removes the temp
     /// dir.
     fn stop(&self) {
@@ -104,7 +104,7 @@ impl Stoppable for HbaseServer {
 
 /// The HBase of this test binary, started at the first call.
 pub fn hbase() -> Result<&'static HbaseServer, String> {
-    static SERVER: Slot<HbaseServer> = Slot::new();
+    static SERVER: OnceLock<Result<HbaseServer, String>> = OnceLock::new();
     shared(&SERVER, "hbase", start)
 }
 

@@ -21,16 +21,18 @@
 //! case here) the servers run as the `mysql` / `postgres` / `redis` / `memcache` users; otherwise they
 //! run as the current user.
 
+mod cassandra;
 mod haproxy;
 mod hbase;
+mod keeper;
 mod memcached;
 mod nginx;
 mod redis;
 mod search;
-mod shared;
 mod tls;
 mod ts;
 
+pub use cassandra::{cassandra, CassandraServer};
 pub use haproxy::{haproxy, LoadBalancer};
 pub use hbase::{hbase, HbaseServer};
 pub use memcached::memcached;

@@ -19,11 +19,11 @@ use std::fs;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use super::shared::{die_with_parent, shared, Slot, Stoppable};
+use super::keeper::{shared, Kept};
 use super::{
     excerpt, free_port, http_get, install_once, is_root, lookup_user, run_cmd, signal_group, tail,
     temp_root, Account, PORT_RETRIES,
@@ -97,7 +97,7 @@ impl SearchServer {
     }
 }
 
-impl Stoppable for SearchServer {
+impl Kept for SearchServer {
     /// Kills the process group, waits for the JVM and removes the temp dir.
     fn stop(&self) {
         let Some(mut child) = self.child.lock().unwrap_or_else(|e| e.into_inner()).take() else {
@@ -111,14 +111,14 @@ impl Stoppable for SearchServer {
 
 /// The OpenSearch 2.19.6 of this test binary, started at the first call.
 pub fn opensearch() -> Result<&'static SearchServer, String> {
-    static SERVER: Slot<SearchServer> = Slot::new();
+    static SERVER: OnceLock<Result<SearchServer, String>> = OnceLock::new();
     shared(&SERVER, OPENSEARCH.name, || start(&OPENSEARCH))
 }
 
 /// The Elasticsearch 7.10.2 OSS of this test binary, started at the first
 /// call.
 pub fn elasticsearch() -> Result<&'static SearchServer, String> {
-    static SERVER: Slot<SearchServer> = Slot::new();
+    static SERVER: OnceLock<Result<SearchServer, String>> = OnceLock::new();
     shared(&SERVER, ELASTICSEARCH.name, || start(&ELASTICSEARCH))
 }
 
@@ -185,7 +185,21 @@ fn start_once(
     if let Some(a) = owner {
         cmd.uid(a.uid).gid(a.gid);
     }
-    die_with_parent(&mut cmd);
+    // SAFETY: prctl and getppid are async-signal-safe. They run after the
+    // change of user (which would clear the signal), and the signal stays
+    // set across the script's exec of the JVM.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The keeper thread never ends, but the process may be exiting.
+            if libc::getppid() == 1 {
+                return Err(std::io::Error::other("the test binary is exiting"));
+            }
+            Ok(())
+        });
+    }
     let child = cmd
         .spawn()
         .map_err(|e| failed(format!("could not start {}: {e}", product.script)))?;

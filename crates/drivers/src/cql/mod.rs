@@ -1,0 +1,356 @@
+//! Cassandra and ScyllaDB over CQL, with the `scylla` crate: prepared
+//! statements, token-aware routing (the crate's default load balancing),
+//! a consistency level per target.
+//!
+//! `cql://[user:password@]host[:9042][,host…]/KEYSPACE[?consistency=ONE|QUORUM|…][&replication_factor=N]`.
+//! The keyspace is created by `prepare` when missing (SimpleStrategy,
+//! `replication_factor`, 1 by default); tables are qualified with it, so a
+//! session needs no `USE`.
+//!
+//! One `scylla::Session` per driver, shared by every loadcell session: a
+//! `Session` is a cluster client (a pool per node, a control connection,
+//! schema metadata, background refresh tasks) meant to be shared, and
+//! multiplexes up to 32k requests per connection; one per loadcell
+//! connection would multiply all of that by `--threads`. Its background
+//! tasks run on a runtime thread of the driver's own ([`SessionRuntime`]):
+//! loadcell's workers each drive a current-thread runtime that ends with
+//! the run, while the session's connections must outlive any one of them.
+//! A loadcell connection is the session plus its own prepared statements
+//! and buffers ([`conn::CqlConnection`]).
+
+mod conn;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use loadcell_core::kv::KvCapabilities;
+use loadcell_core::{Driver, DriverError, ErrorClass, ServerInfo, Target};
+use scylla::client::execution_profile::ExecutionProfile;
+use scylla::client::session::Session;
+use scylla::client::session_builder::SessionBuilder;
+use scylla::errors::{DbError, ExecutionError, PrepareError, RequestAttemptError};
+use scylla::statement::Consistency;
+
+pub use conn::CqlConnection;
+
+use crate::transport::url_text::percent_decode;
+use crate::{DriverInfo, Family};
+
+pub const INFO: DriverInfo = DriverInfo {
+    name: "cql",
+    schemes: &["cql"],
+    family: Family::WideColumn,
+    url_form: "cql://[user:pass@]host[:9042][,host2…]/KEYSPACE[?consistency=ONE|QUORUM|ALL|LOCAL_QUORUM|…][&replication_factor=N]",
+    about: "Cassandra and ScyllaDB over CQL (scylla crate): prepared statements, token-aware routing",
+    kv: KvCapabilities::NONE,
+    blocking: false,
+};
+
+const DEFAULT_PORT: u16 = 9042;
+
+/// The target's settings.
+#[derive(Debug, Clone)]
+struct Settings {
+    nodes: Vec<String>,
+    keyspace: String,
+    consistency: Consistency,
+    replication_factor: u32,
+    credentials: Option<(String, String)>,
+}
+
+fn parse_target(target: &Target) -> Result<Settings, String> {
+    let url = target.url();
+    let mut nodes = Vec::new();
+    for (host, port) in target.hosts() {
+        let host = if host.contains(':') {
+            format!("[{host}]")
+        } else {
+            host
+        };
+        nodes.push(format!("{host}:{}", port.unwrap_or(DEFAULT_PORT)));
+    }
+    if nodes.is_empty() {
+        nodes.push(format!("127.0.0.1:{DEFAULT_PORT}"));
+    }
+    let keyspace = url.path().trim_start_matches('/');
+    if keyspace.is_empty() || keyspace.contains('/') {
+        return Err("a cql:// target names its keyspace: cql://host:9042/KEYSPACE".to_string());
+    }
+    let keyspace = percent_decode(keyspace, "keyspace")?;
+    let mut consistency = Consistency::One;
+    let mut replication_factor = 1;
+    for (key, value) in url.query_pairs() {
+        match &*key {
+            "consistency" => consistency = parse_consistency(&value)?,
+            "replication_factor" => {
+                replication_factor = value
+                    .parse()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| format!("replication_factor takes a count, got '{value}'"))?
+            }
+            "user" | "password" => {
+                return Err(format!(
+                    "{key}= is not taken: put credentials in the URL, cql://user:password@host/KEYSPACE, where they are never shown"
+                ))
+            }
+            other => {
+                return Err(format!(
+                    "unknown parameter '{other}'; accepted: consistency, replication_factor"
+                ))
+            }
+        }
+    }
+    let credentials = if url.username().is_empty() {
+        None
+    } else {
+        let password = url.password().unwrap_or("");
+        Some((
+            percent_decode(url.username(), "user")?,
+            percent_decode(password, "password")?,
+        ))
+    };
+    Ok(Settings {
+        nodes,
+        keyspace,
+        consistency,
+        replication_factor,
+        credentials,
+    })
+}
+
+fn parse_consistency(value: &str) -> Result<Consistency, String> {
+    Ok(match value.to_ascii_uppercase().as_str() {
+        "ANY" => Consistency::Any,
+        "ONE" => Consistency::One,
+        "TWO" => Consistency::Two,
+        "THREE" => Consistency::Three,
+        "QUORUM" => Consistency::Quorum,
+        "ALL" => Consistency::All,
+        "LOCAL_QUORUM" => Consistency::LocalQuorum,
+        "EACH_QUORUM" => Consistency::EachQuorum,
+        "LOCAL_ONE" => Consistency::LocalOne,
+        _ => {
+            return Err(format!(
+                "consistency takes ANY, ONE, TWO, THREE, QUORUM, ALL, LOCAL_QUORUM, EACH_QUORUM or LOCAL_ONE, got '{value}'"
+            ))
+        }
+    })
+}
+
+/// The runtime the shared session's connections and background tasks run
+/// on: a current-thread runtime on a thread of its own, ended when the
+/// driver is dropped. Requests are sent from the workers' runtimes; the
+/// session hands them to its connection tasks over channels, which work
+/// across runtimes.
+#[derive(Debug)]
+struct SessionRuntime {
+    handle: tokio::runtime::Handle,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl SessionRuntime {
+    fn start() -> Result<SessionRuntime, DriverError> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| DriverError::fatal(format!("cannot start the CQL runtime: {e}")))?;
+        let handle = runtime.handle().clone();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        std::thread::Builder::new()
+            .name("loadcell-cql".to_string())
+            .spawn(move || {
+                let _ = runtime.block_on(stopped);
+            })
+            .map_err(|e| DriverError::fatal(format!("cannot start the CQL thread: {e}")))?;
+        Ok(SessionRuntime {
+            handle,
+            stop: Some(stop),
+        })
+    }
+}
+
+impl Drop for SessionRuntime {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// What every connection of the driver shares.
+#[derive(Debug)]
+struct Shared {
+    session: Session,
+    keyspace: String,
+    replication_factor: u32,
+}
+
+#[derive(Debug)]
+pub struct CqlDriver {
+    settings: Settings,
+    endpoint: String,
+    runtime: SessionRuntime,
+    /// Built by the first connect that succeeds.
+    shared: tokio::sync::OnceCell<Arc<Shared>>,
+}
+
+impl CqlDriver {
+    pub fn from_target(target: &Target) -> Result<CqlDriver, String> {
+        let settings = parse_target(target)?;
+        Ok(CqlDriver {
+            endpoint: settings.nodes.join(","),
+            settings,
+            runtime: SessionRuntime::start().map_err(|e| e.message)?,
+            shared: tokio::sync::OnceCell::new(),
+        })
+    }
+
+    async fn build_session(&self) -> Result<Arc<Shared>, DriverError> {
+        let settings = &self.settings;
+        let profile = ExecutionProfile::builder()
+            .consistency(settings.consistency)
+            .request_timeout(Some(Duration::from_secs(30)))
+            .build();
+        let mut builder = SessionBuilder::new()
+            .known_nodes(&settings.nodes)
+            .default_execution_profile_handle(profile.into_handle());
+        if let Some((user, password)) = &settings.credentials {
+            builder = builder.user(user, password);
+        }
+        let session = self
+            .runtime
+            .handle
+            .spawn(async move { builder.build().await })
+            .await
+            .map_err(|e| DriverError::fatal(format!("the CQL session task failed: {e}")))?
+            .map_err(|e| {
+                DriverError::connection(format!("cannot connect to {}: {e}", self.endpoint))
+            })?;
+        Ok(Arc::new(Shared {
+            session,
+            keyspace: settings.keyspace.clone(),
+            replication_factor: settings.replication_factor,
+        }))
+    }
+}
+
+impl Driver for CqlDriver {
+    type Conn = CqlConnection;
+
+    fn endpoint(&self) -> String {
+        self.endpoint.clone()
+    }
+
+    async fn connect(&self) -> Result<CqlConnection, DriverError> {
+        let shared = self.shared.get_or_try_init(|| self.build_session()).await?;
+        Ok(CqlConnection::new(Arc::clone(shared)))
+    }
+
+    async fn server_info(&self, conn: &mut CqlConnection) -> Result<ServerInfo, DriverError> {
+        Ok(ServerInfo {
+            product: "Cassandra".to_string(),
+            version: conn.release_version().await?,
+            cluster: None,
+        })
+    }
+}
+
+/// The error for a failed request, classed by what the server or the
+/// crate said.
+fn execution_error(e: ExecutionError) -> DriverError {
+    let class = match &e {
+        ExecutionError::LastAttemptError(RequestAttemptError::DbError(db, _)) => db_class(db),
+        ExecutionError::LastAttemptError(RequestAttemptError::BrokenConnectionError(_))
+        | ExecutionError::LastAttemptError(RequestAttemptError::UnableToAllocStreamId)
+        | ExecutionError::ConnectionPoolError(_)
+        | ExecutionError::EmptyPlan
+        | ExecutionError::RequestTimeout(_) => ErrorClass::Connection,
+        _ => ErrorClass::Fatal,
+    };
+    DriverError::new(class, one_line(e.to_string()))
+}
+
+fn prepare_error(e: PrepareError) -> DriverError {
+    let class = match &e {
+        PrepareError::AllAttemptsFailed {
+            first_attempt: RequestAttemptError::DbError(db, _),
+        } => db_class(db),
+        PrepareError::ConnectionPoolError(_) => ErrorClass::Connection,
+        _ => ErrorClass::Fatal,
+    };
+    DriverError::new(class, one_line(format!("preparing a statement: {e}")))
+}
+
+fn db_class(db: &DbError) -> ErrorClass {
+    match db {
+        DbError::Unavailable { .. }
+        | DbError::Overloaded
+        | DbError::IsBootstrapping
+        | DbError::ReadTimeout { .. }
+        | DbError::WriteTimeout { .. }
+        | DbError::ReadFailure { .. }
+        | DbError::WriteFailure { .. }
+        | DbError::RateLimitReached { .. } => ErrorClass::Retryable,
+        _ => ErrorClass::Fatal,
+    }
+}
+
+fn one_line(message: String) -> String {
+    message.replace('\n', " ")
+}
+
+/// `name` as a CQL identifier: double-quoted, case kept.
+fn ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// `text` as a CQL string literal.
+fn literal(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(raw: &str) -> Result<Settings, String> {
+        parse_target(&Target::parse(raw).unwrap())
+    }
+
+    #[test]
+    fn targets_name_nodes_keyspace_consistency_and_replication() {
+        let s = settings("cql://a:9000,b/ks?consistency=quorum&replication_factor=3").unwrap();
+        assert_eq!(s.nodes, ["a:9000", "b:9042"]);
+        assert_eq!(s.keyspace, "ks");
+        assert_eq!(s.consistency, Consistency::Quorum);
+        assert_eq!(s.replication_factor, 3);
+        assert_eq!(s.credentials, None);
+        let s = settings("cql://u:p%40ss@h/ks").unwrap();
+        assert_eq!(s.credentials, Some(("u".to_string(), "p@ss".to_string())));
+        assert_eq!(s.consistency, Consistency::One);
+    }
+
+    #[test]
+    fn bad_targets_say_what_is_wrong_without_showing_a_password() {
+        for (raw, says) in [
+            ("cql://h:9042", "names its keyspace"),
+            ("cql://h/ks?consistency=MOST", "consistency takes"),
+            (
+                "cql://h/ks?replication_factor=0",
+                "replication_factor takes",
+            ),
+            ("cql://h/ks?password=secret", "credentials in the URL"),
+            ("cql://h/ks?pool=2", "unknown parameter 'pool'"),
+        ] {
+            let e = settings(raw).unwrap_err();
+            assert!(e.contains(says) && !e.contains("secret"), "{raw}: {e}");
+        }
+    }
+
+    #[test]
+    fn identifiers_and_literals_are_quoted() {
+        assert_eq!(ident("Test\"Table"), "\"Test\"\"Table\"");
+        assert_eq!(literal("it's"), "'it''s'");
+    }
+}
