@@ -64,7 +64,7 @@ pub const INFO: DriverInfo = DriverInfo {
 
 const DEFAULT_HOST: &str = "127.0.0.1";
 const DEFAULT_PORT: u16 = 9090;
-const SYSTEM: &str = "HBase Thrift2 gateway";
+const SYSTEM: &str = "HBase Thrift2";
 
 /// Initial sizes of a connection's buffers; they grow to the largest
 /// request and reply seen (a batch of puts, a page of a scan) and stay.
@@ -166,6 +166,7 @@ impl HbaseDriver {
                 rbuf: ReadBuffer::with_capacity(READ_BUF),
                 endpoint: self.endpoint.clone(),
                 busy: false,
+                replied: false,
             },
             next: NextRequest {
                 buf: Vec::with_capacity(WRITE_BUF),
@@ -240,6 +241,10 @@ struct Link {
     /// Set while a call is under way: if its future is dropped half-way,
     /// its reply may still come and would answer the next call.
     busy: bool,
+    /// Whether a reply has come: until then bytes may be waiting unread
+    /// (a server that speaks first is not a gateway), so the socket's
+    /// readiness must not be forgotten.
+    replied: bool,
 }
 
 impl Link {
@@ -254,17 +259,20 @@ impl Link {
             )));
         }
         self.busy = true;
-        self.stream.forget_readable();
+        if self.replied {
+            self.stream.forget_readable();
+        }
         self.stream.send(request).await.map_err(|e| self.lost(&e))?;
         loop {
             match thrift::message_len(self.rbuf.pending()) {
                 Ok(len) => {
                     self.busy = false;
+                    self.replied = true;
                     return Ok(len);
                 }
                 Err(Malformed::Short) => {}
                 Err(Malformed::Bad(_)) => {
-                    return Err(DriverError::connection(peer::not_answering_as(
+                    return Err(DriverError::fatal(peer::not_answering_as(
                         &self.endpoint,
                         SYSTEM,
                         "a Thrift binary-protocol reply",
