@@ -73,6 +73,11 @@ pub struct HbaseServer {
 }
 
 impl HbaseServer {
+    /// The temp dir of its config, data and logs.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// The last `lines` lines of the master's and the gateway's logs, for
     /// failure messages.
     pub fn log_tail(&self, lines: usize) -> String {
