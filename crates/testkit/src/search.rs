@@ -23,7 +23,7 @@ use std::sync::{Mutex, OnceLock};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use super::keeper::{shared, Kept};
+use super::keeper::{die_with_parent, shared, Kept};
 use super::{
     excerpt, free_port, http_get, install_once, is_root, lookup_user, run_cmd, signal_group, tail,
     temp_root, Account, PORT_RETRIES,
@@ -185,21 +185,7 @@ fn start_once(
     if let Some(a) = owner {
         cmd.uid(a.uid).gid(a.gid);
     }
-    // SAFETY: prctl and getppid are async-signal-safe. They run after the
-    // change of user (which would clear the signal), and the signal stays
-    // set across the script's exec of the JVM.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // The keeper thread never ends, but the process may be exiting.
-            if libc::getppid() == 1 {
-                return Err(std::io::Error::other("the test binary is exiting"));
-            }
-            Ok(())
-        });
-    }
+    die_with_parent(&mut cmd);
     let child = cmd
         .spawn()
         .map_err(|e| failed(format!("could not start {}: {e}", product.script)))?;
