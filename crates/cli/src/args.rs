@@ -265,6 +265,10 @@ pub struct CleanupArgs {
     /// measurements' stores to drop.
     #[arg(long, value_name = "NAME")]
     pub use_case: Option<String>,
+    /// With the HBase PE tests: the table to drop, if loadcell created it
+    /// (default TestTable).
+    #[arg(long, value_name = "NAME")]
+    pub table: Option<String>,
 }
 
 #[derive(Debug, Clone, Args)]

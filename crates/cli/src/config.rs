@@ -29,7 +29,7 @@ pub struct RunConfig {
 impl RunConfig {
     pub fn new(mut args: RunArgs, argv: Vec<String>) -> anyhow::Result<RunConfig> {
         check_server_pid(&args)?;
-        let (spec, target, default_target) = resolve(&args.target, &args.workload)?;
+        let (mut spec, target, default_target) = resolve(&args.target, &args.workload)?;
         if let WorkloadSpec::Disk(w) = &spec {
             crate::disk::check(&args, w)?;
         }

@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::{anyhow, bail, Context as _};
 use loadcell_core::family::{
     HttpFamily, KvFamily, MachineFamily, SearchFamily, SqlFamily, TimeSeriesFamily,
+    WideColumnFamily,
 };
 use loadcell_core::http::HttpConn;
 use loadcell_core::kv::KvConn;
@@ -104,7 +105,7 @@ families! {
     Http http HttpConn HttpFamily: [Http, HttpConnections];
     Search search SearchConn SearchFamily: [SearchBulk, SearchQuery, SearchMixed];
     TimeSeries ts TsConn TimeSeriesFamily: [TsIngest, TsQuery];
-    WideColumn wide WideConn loadcell_core::family::WideColumnFamily: [];
+    WideColumn wide WideConn WideColumnFamily: [Pe, Ycsb];
     Machine machine MachineConn MachineFamily: [Cpu];
 }
 

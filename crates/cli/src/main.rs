@@ -135,6 +135,9 @@ fn dispatch(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
             workload.search.index = a.index.clone();
             workload.ts.measurement = a.measurement.clone();
             workload.ts.use_case = a.use_case.clone();
+            if let Some(table) = &a.table {
+                workload.wide.table = table.clone();
+            }
             let (spec, target, _) = resolve(&a.target, &workload)?;
             if let WorkloadSpec::Disk(w) = &spec {
                 eprintln!(

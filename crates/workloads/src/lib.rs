@@ -19,5 +19,6 @@ pub mod prepare;
 mod recorder;
 pub mod search;
 pub mod ts;
+pub mod wide;
 pub mod workload;
 pub mod ycsb;

@@ -10,6 +10,7 @@ mod machine;
 mod oltp;
 mod search;
 mod ts;
+mod wide;
 mod ycsb;
 
 use clap::{ArgMatches, Args, Command, Parser};
@@ -24,6 +25,7 @@ use loadcell_workloads::oltp::{OltpKind, OltpWorkload};
 use loadcell_workloads::search::mixed::SearchMixedWorkload;
 use loadcell_workloads::search::{SearchBulkWorkload, SearchQueryWorkload};
 use loadcell_workloads::ts::{TsIngestWorkload, TsQueryWorkload};
+use loadcell_workloads::wide::PeWorkload;
 use loadcell_workloads::workload::Workload;
 use loadcell_workloads::ycsb::{Preset, YcsbWorkload};
 
@@ -34,6 +36,7 @@ pub use machine::MachineArgs;
 pub use oltp::OltpArgs;
 pub use search::SearchArgs;
 pub use ts::TsArgs;
+pub use wide::WideArgs;
 pub use ycsb::YcsbArgs;
 
 /// Every workload, typed. `Dataset` is `kv --dataset FILE`.
@@ -54,6 +57,8 @@ pub enum WorkloadSpec {
     SearchMixed(SearchMixedWorkload),
     TsIngest(TsIngestWorkload),
     TsQuery(TsQueryWorkload),
+    /// HBase PerformanceEvaluation's tests.
+    Pe(PeWorkload),
 }
 
 /// Every family's workload options, each group under its own heading.
@@ -75,6 +80,8 @@ pub struct WorkloadArgs {
     pub search: SearchArgs,
     #[command(flatten)]
     pub ts: TsArgs,
+    #[command(flatten)]
+    pub wide: WideArgs,
     /// The options the command line gave, by flag (`--ratio`), as clap
     /// recorded them: a workload refuses another family's options.
     #[arg(skip)]
@@ -136,6 +143,7 @@ pub fn catalog() -> Vec<(&'static str, &'static [Family], &'static str)> {
     all.extend(http_conns::catalog());
     all.extend(search::catalog());
     all.extend(ts::catalog());
+    all.extend(wide::catalog());
     all.extend(machine::catalog());
     all
 }
@@ -152,6 +160,7 @@ impl WorkloadSpec {
             (http_conns::WHAT, args.given_in::<HttpConnsArgs>()),
             (search::WHAT, args.given_in::<SearchArgs>()),
             (ts::WHAT, args.given_in::<TsArgs>()),
+            (wide::WHAT, args.given_in::<WideArgs>()),
         ];
         let given = |own: &str| {
             let group = groups.iter().find(|(what, _)| *what == own);
@@ -201,6 +210,10 @@ impl WorkloadSpec {
             refuse_others(&[ts::WHAT])?;
             return ts::resolve(name, &args.ts, given(ts::WHAT));
         }
+        if wide::names(name) {
+            refuse_others(&[wide::WHAT])?;
+            return wide::resolve(name, &args.wide, given(wide::WHAT));
+        }
         if let Some(spec) = http_conns::resolve(name, &args.http, &args.http_conns) {
             refuse_others(&[http::WHAT, http_conns::WHAT])?;
             return spec;
@@ -229,6 +242,7 @@ impl WorkloadSpec {
             WorkloadSpec::SearchMixed(w) => w,
             WorkloadSpec::TsIngest(w) => w,
             WorkloadSpec::TsQuery(w) => w,
+            WorkloadSpec::Pe(w) => w,
         }
     }
 
@@ -251,6 +265,7 @@ impl WorkloadSpec {
             }) => search::prepare_hint(opts),
             WorkloadSpec::TsIngest(TsIngestWorkload { opts, .. })
             | WorkloadSpec::TsQuery(TsQueryWorkload { opts, .. }) => ts::prepare_hint(opts),
+            WorkloadSpec::Pe(w) => wide::prepare_hint(&w.opts),
             WorkloadSpec::Http(_)
             | WorkloadSpec::HttpConnections(_)
             | WorkloadSpec::Cpu(_)
@@ -272,6 +287,7 @@ impl WorkloadSpec {
             | WorkloadSpec::TsQuery(_) => None,
             WorkloadSpec::SearchBulk(w) => search::implied_events(&w.opts),
             WorkloadSpec::TsIngest(w) => ts::implied_events(w),
+            WorkloadSpec::Pe(w) => Some(w.events()),
             WorkloadSpec::Kv(KvWorkload { opts })
             | WorkloadSpec::Dataset(DataSetWorkload { opts, .. }) => {
                 kv::implied_events(&args.kv, opts, sessions)
@@ -283,9 +299,13 @@ impl WorkloadSpec {
     /// Makes the run's options what the workload needs of them (the
     /// connection workloads decide connections and sessions), or says why
     /// they cannot be, before any load.
-    pub fn fit_run(&self, args: &mut crate::args::RunArgs) -> Result<(), String> {
+    pub fn fit_run(&mut self, args: &mut crate::args::RunArgs) -> Result<(), String> {
         match self {
             WorkloadSpec::HttpConnections(w) => http_conns::fit_run(w, args),
+            WorkloadSpec::Pe(w) => {
+                wide::fit_run(w, args);
+                Ok(())
+            }
             _ => Ok(()),
         }
     }

@@ -242,9 +242,16 @@ impl Driver for CqlDriver {
         self.endpoint.clone()
     }
 
+    /// A connection on the shared session, once a request has gone
+    /// through it: the session outlives a server that went away, and
+    /// would hand out connections that all fail.
     async fn connect(&self) -> Result<CqlConnection, DriverError> {
         let shared = self.shared.get_or_try_init(|| self.build_session()).await?;
-        Ok(CqlConnection::new(Arc::clone(shared)))
+        let mut conn = CqlConnection::new(Arc::clone(shared));
+        conn.release_version()
+            .await
+            .map_err(|e| DriverError::new(e.class, format!("{}: {}", self.endpoint, e.message)))?;
+        Ok(conn)
     }
 
     async fn server_info(&self, conn: &mut CqlConnection) -> Result<ServerInfo, DriverError> {

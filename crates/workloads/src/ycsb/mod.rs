@@ -51,6 +51,9 @@
 //!   Java's `String.hashCode()` of it ([`java_string_hash`]), and a scan
 //!   reads `ZRANGEBYSCORE _indices hash(start) +inf LIMIT 0 len`, then
 //!   `HGETALL` of each key that range holds.
+//! - [`YcsbWide`] on wide-column stores: YCSB's Cassandra binding's
+//!   `usertable` (`y_id` and a column per field), a scan from the key's
+//!   token on.
 //! - [`YcsbKv`] without commands (memcached): one value per record, the
 //!   fields concatenated (they have a fixed length), `GET`/`SET`; an update
 //!   rewrites the whole record, and there is no scan.
@@ -71,6 +74,7 @@ mod options;
 mod sql;
 #[cfg(test)]
 mod tests;
+mod wide;
 mod workload;
 
 use kv::prepare_kv;
@@ -78,6 +82,8 @@ pub use kv::{YcsbKv, YcsbKvSession};
 pub use options::*;
 use sql::*;
 pub use sql::{YcsbSql, YcsbSqlSession};
+use wide::prepare_wide;
+pub use wide::{YcsbWide, YcsbWideSession};
 pub use workload::YcsbWorkload;
 
 const READ: usize = 0;

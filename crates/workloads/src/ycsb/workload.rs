@@ -1,19 +1,24 @@
 //! YCSB's record workloads as a workload: on SQL drivers (`usertable`)
-//! and on key-value drivers (a hash per record where the driver takes
-//! commands, one value per record where it only gets and sets).
+//! on key-value drivers (a hash per record where the driver takes
+//! commands, one value per record where it only gets and sets), and on
+//! wide-column drivers (YCSB's Cassandra `usertable`).
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use loadcell_core::family::{KvFamily, SqlFamily};
+use loadcell_core::family::{KvFamily, SqlFamily, WideColumnFamily};
 use loadcell_core::kv::KvConn;
 use loadcell_core::sql::SqlConn;
+use loadcell_core::wide::WideConn;
 use loadcell_core::{Driver, DriverError, DriverInfo, Family};
 use serde_json::Value;
 
-use super::{prepare_kv, prepare_sql, Preset, YcsbKv, YcsbOptions, YcsbSql, MARKER_WORKLOAD};
+use super::{
+    prepare_kv, prepare_sql, prepare_wide, Preset, YcsbKv, YcsbOptions, YcsbSql, YcsbWide,
+    MARKER_WORKLOAD,
+};
 use crate::prepare::{marker, CheckError, PrepareObserver};
 use crate::workload::{CleanupError, Lifecycle, Loading, Workload};
 
@@ -29,13 +34,15 @@ impl Workload for YcsbWorkload {
     }
 
     fn families(&self) -> &'static [Family] {
-        &[Family::Sql, Family::Kv]
+        &[Family::Sql, Family::Kv, Family::WideColumn]
     }
 
-    /// Scans need an ordered index: SQL's primary key, or a sorted set kept
-    /// with commands. GET/SET-only stores have neither.
+    /// Scans need an ordered index: SQL's primary key, a sorted set kept
+    /// with commands, a wide-column store's rows. GET/SET-only stores have
+    /// none.
     fn refuses(&self, driver: &DriverInfo) -> Option<String> {
-        let can_scan = driver.family == Family::Sql || driver.kv.commands;
+        let can_scan =
+            matches!(driver.family, Family::Sql | Family::WideColumn) || driver.kv.commands;
         (self.opts.needs_scan() && !can_scan).then(|| {
             let share =
                 100.0 * self.opts.proportions.scan as f64 / self.opts.proportions.total() as f64;
@@ -130,5 +137,43 @@ impl<C: KvConn> Lifecycle<C, KvFamily> for YcsbWorkload {
         D: Driver<Conn = C>,
     {
         Err(CleanupError::Refused(crate::kv::UNTRACKED_KEYS.to_string()))
+    }
+}
+
+impl<C: WideConn> Lifecycle<C, WideColumnFamily> for YcsbWorkload {
+    type Script = YcsbWide;
+
+    fn script(&self, _seed: u64, _driver: &DriverInfo) -> YcsbWide {
+        YcsbWide::new(self.opts.clone())
+    }
+
+    async fn check(&self, script: &YcsbWide, conn: &mut C) -> Result<(), CheckError> {
+        script.check(conn).await
+    }
+
+    async fn prepare<D>(
+        &self,
+        driver: Arc<D>,
+        _info: &DriverInfo,
+        loading: Loading,
+        observer: Rc<dyn PrepareObserver>,
+    ) -> Result<(), DriverError>
+    where
+        D: Driver<Conn = C>,
+    {
+        prepare_wide(driver, &self.opts, loading, observer).await
+    }
+
+    /// Drops `usertable` if it carries loadcell's marker.
+    async fn cleanup<D>(
+        &self,
+        driver: &D,
+        connect_timeout: Duration,
+        observer: &dyn PrepareObserver,
+    ) -> Result<(), CleanupError>
+    where
+        D: Driver<Conn = C>,
+    {
+        crate::wide::drop_table(super::wide::TABLE, driver, connect_timeout, observer).await
     }
 }

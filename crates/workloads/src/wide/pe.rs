@@ -1,0 +1,376 @@
+//! PE's tests as a script: events claimed from one counter shared by the
+//! sessions (so the run makes exactly [`PeWorkload::events`] requests
+//! whatever the sessions' pace), keys and values written into each
+//! session's buffers, and what `verify` needs tallied on the way.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use loadcell_core::wide::{BlockCacheChange, Cell, Durability, Scan, ScanStart, WideConn};
+use loadcell_core::DriverError;
+use loadcell_engine::{Category, Ctx, OpSpec, Script, SessionInfo};
+use loadcell_record::result::Verification;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+use super::{
+    fill_value, is_pe_value, row_key, PeOptions, PeTest, PeWorkload, FAMILY, QUALIFIER, ROW_KEY_LEN,
+};
+
+const WRITE: [OpSpec; 1] = [OpSpec {
+    name: "put",
+    category: Category::Write,
+}];
+const READ: [OpSpec; 1] = [OpSpec {
+    name: "get",
+    category: Category::Read,
+}];
+const SCAN: [OpSpec; 1] = [OpSpec {
+    name: "scan",
+    category: Category::Read,
+}];
+
+#[derive(Debug)]
+pub struct PeScript {
+    test: PeTest,
+    opts: PeOptions,
+    events: u64,
+    claimed: AtomicU64,
+    /// Writes: a bit per row whose put was acknowledged.
+    written: Vec<AtomicU64>,
+    /// Reads: rows read, and those found with a value of PE's pattern.
+    reads: AtomicU64,
+    good_reads: AtomicU64,
+    /// Range scans: the most rows one returned.
+    most_scanned: AtomicU64,
+    block_cache: Mutex<Option<BlockCacheChange>>,
+}
+
+/// A session's buffers and generator.
+#[derive(Debug)]
+pub struct PeSession {
+    rng: SmallRng,
+    key: [u8; ROW_KEY_LEN],
+    stop: [u8; ROW_KEY_LEN],
+    value: Vec<u8>,
+    /// Random writes: the rows of the request in flight.
+    rows: Vec<u64>,
+    /// `scan`: where the next page starts, and the last row of the page
+    /// being read.
+    next_page: Page,
+    last_row: Vec<u8>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Page {
+    At(u64),
+    After(Vec<u8>),
+}
+
+impl PeScript {
+    pub(super) fn new(w: &PeWorkload, _seed: u64) -> PeScript {
+        let bits = if w.test.writes() {
+            w.opts.total_rows().div_ceil(64) as usize
+        } else {
+            0
+        };
+        PeScript {
+            test: w.test,
+            opts: w.opts.clone(),
+            events: w.events(),
+            claimed: AtomicU64::new(0),
+            written: (0..bits).map(|_| AtomicU64::new(0)).collect(),
+            reads: AtomicU64::new(0),
+            good_reads: AtomicU64::new(0),
+            most_scanned: AtomicU64::new(0),
+            block_cache: Mutex::new(None),
+        }
+    }
+
+    /// The block cache was turned off before the run: `verify` restores it.
+    pub(super) fn block_cache_changed(&self, change: BlockCacheChange) {
+        *self.block_cache.lock().unwrap_or_else(|e| e.into_inner()) = Some(change);
+    }
+
+    /// The next event's index, `None` past the last (warm-up events claim
+    /// too).
+    fn claim(&self) -> Option<u64> {
+        let i = self.claimed.fetch_add(1, Ordering::Relaxed);
+        (i < self.events).then_some(i)
+    }
+
+    fn mark_written(&self, row: u64) {
+        let bit = 1u64 << (row % 64);
+        self.written[(row / 64) as usize].fetch_or(bit, Ordering::Relaxed);
+    }
+
+    async fn write<C: WideConn>(
+        &self,
+        i: u64,
+        conn: &mut C,
+        s: &mut PeSession,
+        ctx: &mut Ctx,
+    ) -> Result<(), DriverError> {
+        let o = &self.opts;
+        let per_request = o.rows_per_write();
+        let first = i * per_request;
+        let count = per_request.min(o.total_rows() - first);
+        let durability = if o.write_to_wal {
+            Durability::Wal
+        } else {
+            Durability::SkipWal
+        };
+        s.rows.clear();
+        for n in 0..count {
+            let row = match self.test {
+                PeTest::SequentialWrite => first + n,
+                _ => s.rng.random_range(0..o.total_rows()),
+            };
+            s.rows.push(row);
+            row_key(row, &mut s.key);
+            let rng = &mut s.rng;
+            fill_value(&mut s.value, || rng.random_range(0..26));
+            let cell = Cell {
+                qualifier: QUALIFIER,
+                value: &s.value,
+            };
+            conn.queue_put(&o.table, &s.key, FAMILY, &[cell], durability);
+        }
+        let written = ctx.op(0, conn.flush_puts()).await?;
+        ctx.items(0, written);
+        for &row in &s.rows {
+            self.mark_written(row);
+        }
+        Ok(())
+    }
+
+    async fn read<C: WideConn>(
+        &self,
+        i: u64,
+        conn: &mut C,
+        s: &mut PeSession,
+        ctx: &mut Ctx,
+    ) -> Result<(), DriverError> {
+        let o = &self.opts;
+        let row = match self.test {
+            PeTest::SequentialRead => i,
+            _ => s.rng.random_range(0..o.total_rows()),
+        };
+        row_key(row, &mut s.key);
+        let mut good = false;
+        let size = o.value_size;
+        let found = ctx
+            .op(
+                0,
+                conn.get(&o.table, &s.key, FAMILY, &[QUALIFIER], &mut |cell| {
+                    good = is_pe_value(cell.value, size)
+                }),
+            )
+            .await?;
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        if !found {
+            ctx.not_found(0, "row not found");
+        } else if !good {
+            ctx.failed(
+                0,
+                "bad_value",
+                "the value is not PE's: wrong length or pattern",
+            );
+        } else {
+            self.good_reads.fetch_add(1, Ordering::Relaxed);
+            ctx.items(0, 1);
+        }
+        Ok(())
+    }
+
+    /// `scan`: the session's next page, from its first row on; past the
+    /// table's last row, from the first again.
+    async fn scan_page<C: WideConn>(
+        &self,
+        conn: &mut C,
+        s: &mut PeSession,
+        ctx: &mut Ctx,
+    ) -> Result<(), DriverError> {
+        let o = &self.opts;
+        let start = match &s.next_page {
+            Page::At(row) => {
+                row_key(*row, &mut s.key);
+                ScanStart::At(&s.key)
+            }
+            Page::After(last) => ScanStart::After(last),
+        };
+        let scan = Scan {
+            table: &o.table,
+            family: FAMILY,
+            start,
+            stop_row: None,
+            limit: Some(o.caching),
+            caching: o.caching,
+        };
+        let last_row = &mut s.last_row;
+        let outcome = ctx
+            .op(
+                0,
+                conn.scan(&scan, &mut |row| {
+                    last_row.clear();
+                    last_row.extend_from_slice(row);
+                }),
+            )
+            .await?;
+        ctx.items(0, outcome.rows);
+        if outcome.rows == 0 {
+            s.next_page = Page::At(0);
+        } else {
+            // Swapped, not copied: the page's last row becomes the start.
+            match &mut s.next_page {
+                Page::After(last) => std::mem::swap(last, &mut s.last_row),
+                at => *at = Page::After(std::mem::take(&mut s.last_row)),
+            }
+        }
+        Ok(())
+    }
+
+    async fn scan_range<C: WideConn>(
+        &self,
+        range: u32,
+        conn: &mut C,
+        s: &mut PeSession,
+        ctx: &mut Ctx,
+    ) -> Result<(), DriverError> {
+        let o = &self.opts;
+        let first = s.rng.random_range(0..o.total_rows());
+        row_key(first, &mut s.key);
+        row_key(first + u64::from(range), &mut s.stop);
+        let scan = Scan {
+            table: &o.table,
+            family: FAMILY,
+            start: ScanStart::At(&s.key),
+            stop_row: Some(&s.stop),
+            limit: Some(range),
+            caching: o.caching,
+        };
+        let outcome = ctx.op(0, conn.scan(&scan, &mut |_| {})).await?;
+        ctx.items(0, outcome.rows);
+        self.most_scanned.fetch_max(outcome.rows, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// After the run: the block cache restored, and what the test's
+    /// requests should have left or found, compared with the server's.
+    pub(super) async fn verify<C: WideConn>(
+        &self,
+        conn: &mut C,
+    ) -> Result<Option<Verification>, DriverError> {
+        let o = &self.opts;
+        let restored = self
+            .block_cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        let note = match restored {
+            Some(change) => {
+                conn.set_block_cache(&o.table, FAMILY, change.was_on)
+                    .await?;
+                format!(
+                    "; block cache off during the run ({}), then restored",
+                    change.setting
+                )
+            }
+            None => String::new(),
+        };
+        let verification = match self.test {
+            PeTest::SequentialWrite | PeTest::RandomWrite => {
+                let expected: u64 = self
+                    .written
+                    .iter()
+                    .map(|w| u64::from(w.load(Ordering::Relaxed).count_ones()))
+                    .sum();
+                let found = conn.count_rows(&o.table).await?;
+                Verification {
+                    expected,
+                    found,
+                    ok: found >= expected,
+                    how: format!(
+                        "rows of {} counted by the server, at least the distinct rows whose puts were acknowledged{note}",
+                        o.table
+                    ),
+                }
+            }
+            PeTest::RandomRead | PeTest::SequentialRead => {
+                let expected = self.reads.load(Ordering::Relaxed);
+                let found = self.good_reads.load(Ordering::Relaxed);
+                Verification {
+                    expected,
+                    found,
+                    ok: found == expected,
+                    how: format!(
+                        "rows read that were there with a value of --value-size bytes in PE's pattern{note}"
+                    ),
+                }
+            }
+            PeTest::ScanRange(range) => {
+                let found = self.most_scanned.load(Ordering::Relaxed);
+                Verification {
+                    expected: u64::from(range),
+                    found,
+                    ok: found <= u64::from(range),
+                    how: format!("the most rows one scan returned, at most its range{note}"),
+                }
+            }
+            PeTest::Scan => return Ok(None),
+        };
+        Ok(Some(verification))
+    }
+}
+
+impl<C: WideConn> Script<C> for PeScript {
+    type Session = PeSession;
+
+    fn ops(&self) -> &[OpSpec] {
+        match self.test {
+            PeTest::SequentialWrite | PeTest::RandomWrite => &WRITE,
+            PeTest::RandomRead | PeTest::SequentialRead => &READ,
+            PeTest::Scan | PeTest::ScanRange(_) => &SCAN,
+        }
+    }
+
+    fn transactional(&self) -> bool {
+        false
+    }
+
+    async fn open(&self, _conn: &mut C, session: SessionInfo) -> Result<PeSession, DriverError> {
+        let per_request = if self.test.writes() {
+            self.opts.rows_per_write() as usize
+        } else {
+            0
+        };
+        Ok(PeSession {
+            rng: SmallRng::seed_from_u64(session.seed),
+            key: [0; ROW_KEY_LEN],
+            stop: [0; ROW_KEY_LEN],
+            value: vec![0; self.opts.value_size],
+            rows: Vec::with_capacity(per_request),
+            next_page: Page::At(session.index as u64 * self.opts.rows),
+            last_row: Vec::with_capacity(ROW_KEY_LEN),
+        })
+    }
+
+    async fn event(
+        &self,
+        conn: &mut C,
+        session: &mut PeSession,
+        ctx: &mut Ctx,
+    ) -> Result<(), DriverError> {
+        let Some(i) = self.claim() else {
+            return Ok(());
+        };
+        match self.test {
+            PeTest::SequentialWrite | PeTest::RandomWrite => {
+                self.write(i, conn, session, ctx).await
+            }
+            PeTest::RandomRead | PeTest::SequentialRead => self.read(i, conn, session, ctx).await,
+            PeTest::Scan => self.scan_page(conn, session, ctx).await,
+            PeTest::ScanRange(range) => self.scan_range(range, conn, session, ctx).await,
+        }
+    }
+}
