@@ -96,6 +96,15 @@ if [[ ! -f "$CASSANDRA_JAR" ]]; then
   (cd "$(dirname "$0")/../crates/testkit/assets/cassandra" && mvn -q -B dependency:resolve)
 fi
 
+# HBase 2.5.8 and its Thrift2 gateway (crates/testkit/assets/hbase/pom.xml),
+# copied by crates/testkit into /var/tmp/loadcell-testkit/hbase-2.5.8/lib the
+# same way.
+HBASE_JAR="$HOME/.m2/repository/org/apache/hbase/hbase-thrift/2.5.8/hbase-thrift-2.5.8.jar"
+if [[ ! -f "$HBASE_JAR" ]]; then
+  echo "install-test-deps: fetching HBase 2.5.8 and its dependencies from Maven Central"
+  (cd "$(dirname "$0")/../crates/testkit/assets/hbase" && mvn -q -B dependency:resolve)
+fi
+
 # VictoriaMetrics has no Debian package: crates/testkit builds it once with
 # `go install` (its version stamped in, as its releases are) into
 # /var/tmp/loadcell-testkit, and would do so itself if missing (30 s).

@@ -9,6 +9,7 @@
 
 mod catalog;
 pub mod cql;
+pub mod hbase;
 pub mod http;
 pub mod kafka;
 pub mod local;
@@ -89,7 +90,7 @@ registry! {
     Search search SearchConn: [search::SearchDriver];
     TimeSeries ts TsConn: [influx::InfluxDriver, opentsdb::OpenTsdbDriver, remote_write::RemoteWriteDriver];
     Stream stream StreamConn: [kafka::KafkaDriver, pgstream::PgStreamDriver, redis_streams::RedisDriver];
-    WideColumn wide WideConn: [cql::CqlDriver];
+    WideColumn wide WideConn: [cql::CqlDriver, hbase::HbaseDriver];
     Machine machine MachineConn: [local::LocalDriver];
 }
 

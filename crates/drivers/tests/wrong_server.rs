@@ -11,6 +11,7 @@ use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 use loadcell_core::{Driver, DriverError, ErrorClass, Target};
+use loadcell_drivers::hbase::HbaseDriver;
 use loadcell_drivers::memcached::MemcachedDriver;
 use loadcell_drivers::mysql::MysqlDriver;
 use loadcell_drivers::postgres::PostgresDriver;
@@ -50,6 +51,10 @@ fn redis(port: u16) -> RedisDriver {
 
 fn memcached(port: u16) -> MemcachedDriver {
     MemcachedDriver::from_target(&target(&format!("memcached://127.0.0.1:{port}"))).unwrap()
+}
+
+fn hbase(port: u16) -> HbaseDriver {
+    HbaseDriver::from_target(&target(&format!("hbase+thrift://127.0.0.1:{port}"))).unwrap()
 }
 
 /// The connect's error within `timeout`, and how long it took to come.
@@ -131,6 +136,13 @@ fn at_a_redis_port() {
         "PostgreSQL",
     );
     refused_at_once(&memcached(port), "memcached", REDIS);
+    // A Thrift call has no newline: Redis waits for the rest of the
+    // inline command.
+    silent(
+        &hbase(port),
+        "Thrift reply to getThriftServerType",
+        "HBase Thrift2",
+    );
 }
 
 #[test]
@@ -144,6 +156,9 @@ fn at_a_memcached_port() {
         "PostgreSQL",
     );
     refused_at_once(&redis(port), "Redis", MEMCACHED);
+    // A Thrift call begins with 0x80, memcached's binary protocol's magic:
+    // it answers in that protocol.
+    refused_at_once(&hbase(port), "HBase Thrift2", MEMCACHED);
 }
 
 #[test]
@@ -154,6 +169,7 @@ fn at_a_mariadb_port() {
     refused_at_once(&postgres(port, "prefer"), "PostgreSQL", MARIADB);
     refused_at_once(&redis(port), "Redis", MARIADB);
     refused_at_once(&memcached(port), "memcached", MARIADB);
+    refused_at_once(&hbase(port), "HBase Thrift2", MARIADB);
     // The MySQL driver itself still gets in.
     block_on(async { mysql(port).connect_within(TIMEOUT).await.unwrap() });
 }
@@ -207,4 +223,5 @@ fn at_an_http_port() {
     refused_at_once(&postgres(port, "prefer"), "PostgreSQL", HTTP);
     refused_at_once(&redis(port), "Redis", HTTP);
     refused_at_once(&memcached(port), "memcached", HTTP);
+    refused_at_once(&hbase(port), "HBase Thrift2", HTTP);
 }

@@ -22,7 +22,7 @@ use std::sync::{Mutex, OnceLock};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use super::keeper::{shared, Kept};
+use super::keeper::{die_with_parent, shared, Kept};
 use super::{
     excerpt, free_port, install_once, run_cmd, signal_group, tail, temp_root, PORT_RETRIES,
 };
@@ -152,19 +152,7 @@ fn start_once(home: &Path) -> Result<CassandraServer, Start> {
     .stdout(Stdio::from(log))
     .stderr(Stdio::from(log2))
     .process_group(0);
-    // SAFETY: prctl and getppid are async-signal-safe.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // The keeper thread never ends, but the process may be exiting.
-            if libc::getppid() == 1 {
-                return Err(std::io::Error::other("the test binary is exiting"));
-            }
-            Ok(())
-        });
-    }
+    die_with_parent(&mut cmd);
     let began = Instant::now();
     let child = cmd
         .spawn()

@@ -20,8 +20,8 @@ use std::sync::{Mutex, OnceLock};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use super::keeper::{shared, Kept};
-use super::shared::{die_with_parent, SharedServer};
+use super::keeper::{die_with_parent, shared, Kept};
+use super::shared::SharedServer;
 use super::{excerpt, find_bin, free_port, install_once, run_cmd, temp_root, PORT_RETRIES};
 
 const VERSION: &str = "3.9.2";

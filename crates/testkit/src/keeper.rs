@@ -2,6 +2,8 @@
 //! start, half a gigabyte or more each): started at the first call from a
 //! thread that never ends, and stopped when the binary exits.
 
+use std::os::unix::process::CommandExt;
+use std::process::Command;
 use std::sync::mpsc;
 use std::sync::{Mutex, OnceLock};
 
@@ -69,4 +71,24 @@ fn stop_at_exit(stop: impl Fn() + Send + 'static) {
         }
     }
     stops.push(Box::new(stop));
+}
+
+/// Makes the process `cmd` starts die with the thread that spawns it (a
+/// keeper thread, so with the test binary).
+pub(crate) fn die_with_parent(cmd: &mut Command) {
+    // SAFETY: prctl and getppid are async-signal-safe. They run after a
+    // change of user (which would clear the signal), and the signal stays
+    // set across a script's exec of the JVM.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The keeper thread never ends, but the process may be exiting.
+            if libc::getppid() == 1 {
+                return Err(std::io::Error::other("the test binary is exiting"));
+            }
+            Ok(())
+        });
+    }
 }

@@ -12,7 +12,8 @@
 //! create, [`nginx()`] (also [`nginx_tls`]) an HTTP server, and
 //! [`haproxy()`] a load balancer over two of them, [`opensearch()`] /
 //! [`elasticsearch()`] one search server per test binary, [`kafka()`] one
-//! Kafka broker per test binary, and [`influxdb()`],
+//! Kafka broker and [`hbase()`] HBase with its Thrift2 gateway, one per test
+//! binary too, and [`influxdb()`],
 //! [`prometheus()`], [`victoriametrics()`] and [`questdb()`] time-series
 //! servers; see their modules.
 //!
@@ -23,6 +24,7 @@
 
 mod cassandra;
 mod haproxy;
+mod hbase;
 mod kafka;
 mod keeper;
 mod memcached;
@@ -35,6 +37,7 @@ mod ts;
 
 pub use cassandra::{cassandra, CassandraServer};
 pub use haproxy::{haproxy, LoadBalancer};
+pub use hbase::{hbase, HbaseServer};
 pub use kafka::{kafka, kafka_lib};
 pub use memcached::memcached;
 pub use nginx::{nginx, nginx_basic_auth_proxy, nginx_tls, ECHO_LOG, INDEX_BYTES};

@@ -18,15 +18,16 @@
 use std::fs;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use super::keeper::{shared, Kept};
+use super::keeper::{die_with_parent, shared, Kept};
+use super::shared::SharedServer;
 use super::{
-    excerpt, free_port, http_get, install_once, is_root, lookup_user, run_cmd, signal_group, tail,
-    temp_root, Account, PORT_RETRIES,
+    excerpt, free_port, http_get, install_once, is_root, lookup_user, run_cmd, temp_root, Account,
+    PORT_RETRIES,
 };
 
 /// How long a search server may take to report a green cluster: a JVM
@@ -68,61 +69,20 @@ const ELASTICSEARCH: Product = Product {
     env: ["ES_PATH_CONF", "ES_TMPDIR", "ES_JAVA_OPTS"],
 };
 
-/// A running search server shared by the tests of one binary.
-#[derive(Debug)]
-pub struct SearchServer {
-    /// `http://127.0.0.1:P`.
-    pub url: String,
-    pub port: u16,
-    /// PID of the JVM, the leader of its process group.
-    pub pid: u32,
-    /// The server's stdout and stderr (its log).
-    pub log_path: PathBuf,
-    dir: PathBuf,
-    child: Mutex<Option<Child>>,
-}
-
-impl SearchServer {
-    /// The last `lines` lines of the server log, for failure messages.
-    pub fn log_tail(&self, lines: usize) -> String {
-        tail(&self.log_path, lines)
-    }
-
-    /// Kills the server at once (a crash, for tests of a server lost
-    /// mid-run); the test binary's exit still reaps it and removes its dir.
-    /// Other tests of the binary lose it too: such a test needs a binary
-    /// of its own.
-    pub fn kill(&self) {
-        signal_group(self.pid, libc::SIGKILL);
-    }
-}
-
-impl Kept for SearchServer {
-    /// Kills the process group, waits for the JVM and removes the temp dir.
-    fn stop(&self) {
-        let Some(mut child) = self.child.lock().unwrap_or_else(|e| e.into_inner()).take() else {
-            return;
-        };
-        signal_group(self.pid, libc::SIGKILL);
-        let _ = child.wait();
-        let _ = fs::remove_dir_all(&self.dir);
-    }
-}
-
 /// The OpenSearch 2.19.6 of this test binary, started at the first call.
-pub fn opensearch() -> Result<&'static SearchServer, String> {
-    static SERVER: OnceLock<Result<SearchServer, String>> = OnceLock::new();
+pub fn opensearch() -> Result<&'static SharedServer, String> {
+    static SERVER: OnceLock<Result<SharedServer, String>> = OnceLock::new();
     shared(&SERVER, OPENSEARCH.name, || start(&OPENSEARCH))
 }
 
 /// The Elasticsearch 7.10.2 OSS of this test binary, started at the first
 /// call.
-pub fn elasticsearch() -> Result<&'static SearchServer, String> {
-    static SERVER: OnceLock<Result<SearchServer, String>> = OnceLock::new();
+pub fn elasticsearch() -> Result<&'static SharedServer, String> {
+    static SERVER: OnceLock<Result<SharedServer, String>> = OnceLock::new();
     shared(&SERVER, ELASTICSEARCH.name, || start(&ELASTICSEARCH))
 }
 
-fn start(product: &Product) -> Result<SearchServer, String> {
+fn start(product: &Product) -> Result<SharedServer, String> {
     let home = install(product)?;
     let java_home = java_home()?;
     let owner = if is_root() {
@@ -155,7 +115,7 @@ fn start_once(
     home: &Path,
     java_home: &Path,
     owner: Option<Account>,
-) -> Result<SearchServer, Start> {
+) -> Result<SharedServer, Start> {
     let failed = |e: String| Start::Failed(format!("{}: {e}", product.name));
     let dir = temp_root(&format!("loadcell-{}-", product.name))
         .map_err(failed)?
@@ -185,25 +145,11 @@ fn start_once(
     if let Some(a) = owner {
         cmd.uid(a.uid).gid(a.gid);
     }
-    // SAFETY: prctl and getppid are async-signal-safe. They run after the
-    // change of user (which would clear the signal), and the signal stays
-    // set across the script's exec of the JVM.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // The keeper thread never ends, but the process may be exiting.
-            if libc::getppid() == 1 {
-                return Err(std::io::Error::other("the test binary is exiting"));
-            }
-            Ok(())
-        });
-    }
+    die_with_parent(&mut cmd);
     let child = cmd
         .spawn()
         .map_err(|e| failed(format!("could not start {}: {e}", product.script)))?;
-    let server = SearchServer {
+    let server = SharedServer {
         url: format!("http://127.0.0.1:{http_port}"),
         port: http_port,
         pid: child.id(),
@@ -221,7 +167,7 @@ fn start_once(
 }
 
 /// Polls `_cluster/health` until green, or says why not with the log.
-fn wait_green(server: &SearchServer) -> Result<(), Start> {
+fn wait_green(server: &SharedServer) -> Result<(), Start> {
     let start = Instant::now();
     loop {
         let exited = server

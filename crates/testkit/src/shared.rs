@@ -1,12 +1,12 @@
-//! A JVM server shared by every test of one binary (Kafka), kept by
+//! A JVM server shared by every test of one binary (OpenSearch,
+//! Elasticsearch, Kafka), kept by
 //! [`super::keeper`]: stopped (its process group killed, its temp dir
 //! removed) when the binary exits, and killed by the kernel (parent-death
 //! signal) if the binary is killed.
 
 use std::fs;
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Child, Command};
+use std::process::Child;
 use std::sync::Mutex;
 
 use super::keeper::Kept;
@@ -48,7 +48,6 @@ impl SharedServer {
             .as_mut()
             .and_then(|c| c.try_wait().ok().flatten())
     }
-
 }
 
 impl Kept for SharedServer {
@@ -60,26 +59,5 @@ impl Kept for SharedServer {
         signal_group(self.pid, libc::SIGKILL);
         let _ = child.wait();
         let _ = fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// Makes `cmd` start in a process group of its own (killed as one) that
-/// the kernel kills when the thread that spawns it ends.
-pub(crate) fn die_with_parent(cmd: &mut Command) {
-    cmd.process_group(0);
-    // SAFETY: prctl and getppid are async-signal-safe. They run after any
-    // change of user (which would clear the signal), and the signal stays
-    // set across a script's exec of the JVM.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // The keeper thread never ends, but the process may be exiting.
-            if libc::getppid() == 1 {
-                return Err(std::io::Error::other("the test binary is exiting"));
-            }
-            Ok(())
-        });
     }
 }

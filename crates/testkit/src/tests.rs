@@ -282,29 +282,52 @@ fn concurrent_starts() {
     }
 }
 
-/// Run by [`a_search_server_ends_with_its_test_binary`] in a child test
-/// binary: starts OpenSearch, prints its PID and dir, then returns (the
-/// binary exits) or waits to be killed.
-#[test]
-#[ignore = "run as a child by a_search_server_ends_with_its_test_binary"]
-fn search_server_child() {
-    let server = timed("opensearch start", || crate::opensearch().unwrap());
-    let dir = server.log_path.parent().unwrap().display().to_string();
-    println!("server {} {dir}", server.pid);
+/// Prints a shared server's PIDs and dir for [`ends_with_its_test_binary`],
+/// then returns (the binary exits) or waits to be killed.
+fn report_shared_server(pids: &[u32], dir: &Path) {
+    let pids: Vec<String> = pids.iter().map(u32::to_string).collect();
+    println!("server {} {}", pids.join(","), dir.display());
     std::io::Write::flush(&mut std::io::stdout()).unwrap();
     if std::env::var_os("LOADCELL_TESTKIT_WAIT").is_some() {
         sleep(Duration::from_secs(600));
     }
 }
 
+/// Run by [`a_search_server_ends_with_its_test_binary`] in a child test
+/// binary.
+#[test]
+#[ignore = "run as a child by a_search_server_ends_with_its_test_binary"]
+fn search_server_child() {
+    let server = timed("opensearch start", || crate::opensearch().unwrap());
+    report_shared_server(&[server.pid], server.log_path.parent().unwrap());
+}
+
+/// Run by [`hbase_ends_with_its_test_binary`] in a child test binary.
+#[test]
+#[ignore = "run as a child by hbase_ends_with_its_test_binary"]
+fn hbase_child() {
+    let server = timed("hbase start", || crate::hbase().unwrap());
+    report_shared_server(&[server.master_pid, server.thrift_pid], server.dir());
+}
+
 #[test]
 fn a_search_server_ends_with_its_test_binary() {
+    ends_with_its_test_binary("tests::search_server_child");
+}
+
+#[test]
+fn hbase_ends_with_its_test_binary() {
+    ends_with_its_test_binary("tests::hbase_child");
+}
+
+/// One binary running `child_test` exits normally (the exit handler stops
+/// its server and removes its dir), one is killed (the parent-death
+/// signal): no process of either server is left.
+fn ends_with_its_test_binary(child_test: &str) {
     use std::io::BufRead;
-    // One binary exits normally (the exit handler stops the server and
-    // removes its dir), one is killed (the parent-death signal).
     let start = |wait: bool| {
         let mut cmd = Command::new(std::env::current_exe().unwrap());
-        cmd.args(["--ignored", "--exact", "tests::search_server_child"])
+        cmd.args(["--ignored", "--exact", child_test])
             .args(["--nocapture", "--test-threads=1"])
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
@@ -322,9 +345,14 @@ fn a_search_server_ends_with_its_test_binary() {
             .find_map(|l| Some(l.split_once("server ")?.1.to_string()))
             .expect("the child printed its server");
         let mut words = line.split(' ');
-        let pid: u32 = words.next().unwrap().parse().unwrap();
+        let pids: Vec<u32> = words
+            .next()
+            .unwrap()
+            .split(',')
+            .map(|p| p.parse().unwrap())
+            .collect();
         // The rest of its output is read, or it would fail writing it.
-        (pid, PathBuf::from(words.next().unwrap()), lines)
+        (pids, PathBuf::from(words.next().unwrap()), lines)
     };
     /// A child killed if the test fails before it ends.
     struct Reaped(Child);
@@ -336,20 +364,22 @@ fn a_search_server_ends_with_its_test_binary() {
     }
     let mut exiting = Reaped(start(false));
     let mut killed = Reaped(start(true));
-    let (exiting_pid, exiting_dir, rest) = server_of(&mut exiting.0);
-    let (killed_pid, killed_dir, _) = server_of(&mut killed.0);
+    let (exiting_pids, exiting_dir, rest) = server_of(&mut exiting.0);
+    let (killed_pids, killed_dir, _) = server_of(&mut killed.0);
     rest.for_each(drop);
     assert!(exiting.0.wait().unwrap().success());
-    assert_gone(exiting_pid, &exiting_dir);
-    assert!(is_live(killed_pid));
+    for pid in exiting_pids {
+        assert_gone(pid, &exiting_dir);
+    }
+    assert!(killed_pids.iter().all(|&pid| is_live(pid)));
     drop(killed);
     let deadline = Instant::now() + Duration::from_secs(10);
-    while is_live(killed_pid) && Instant::now() < deadline {
+    while killed_pids.iter().any(|&pid| is_live(pid)) && Instant::now() < deadline {
         sleep(POLL);
     }
     assert!(
-        !is_live(killed_pid),
-        "the JVM outlived its killed test binary"
+        !killed_pids.iter().any(|&pid| is_live(pid)),
+        "a JVM outlived its killed test binary"
     );
     // What the exit handler would have removed.
     fs::remove_dir_all(&killed_dir).unwrap();

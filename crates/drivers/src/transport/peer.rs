@@ -170,6 +170,12 @@ pub(crate) fn looks_like(b: &[u8]) -> Option<&'static str> {
             return Some("a MySQL/MariaDB server's greeting");
         }
     }
+    // memcached's binary-protocol response magic (after the MySQL
+    // greeting, whose length may begin with the same byte), answering a
+    // request that began with its request magic 0x80, as a Thrift call does.
+    if b.len() >= 2 && b[0] == 0x81 && b[1] <= 0x3f {
+        return Some("a memcached server's reply");
+    }
     if b.len() >= 6 {
         let len = u32::from_be_bytes([b[1], b[2], b[3], b[4]]);
         let pg = match b[0] {
@@ -210,6 +216,10 @@ mod tests {
             Some("a Redis server's reply")
         );
         assert_eq!(looks_like(b"ERROR\r\n"), Some("a memcached server's reply"));
+        assert_eq!(
+            looks_like(b"\x81\x01\x00\x00\x00\x00\x00\x04"),
+            Some("a memcached server's reply")
+        );
         assert_eq!(
             looks_like(b"HTTP/1.1 400 Bad Request\r\n"),
             Some("an HTTP server's response")
