@@ -14,6 +14,7 @@
 use std::fs;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpStream};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Mutex, OnceLock};
@@ -123,7 +124,9 @@ fn start_once(java: &Path, lib: &Path) -> Result<SharedServer, Start> {
         .current_dir(&dir)
         .stdin(Stdio::null())
         .stdout(Stdio::from(log))
-        .stderr(Stdio::from(log2));
+        .stderr(Stdio::from(log2))
+        // Killed as a group at exit (`SharedServer::stop`).
+        .process_group(0);
     die_with_parent(&mut cmd);
     let child = cmd
         .spawn()
