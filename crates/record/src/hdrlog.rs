@@ -67,14 +67,26 @@ pub fn rebuild(log: &[u8], name: &str) -> Result<RunResult, String> {
         .and_then(|c| c.split_once(" on "))
         .unwrap_or(("unknown", "unknown"));
     let mut started = SystemTime::UNIX_EPOCH;
-    let mut fine = Vec::new();
     let mut cut_short = false;
+    // One interval decoded at a time, folded into the series and the
+    // total at once: a day of 1 s intervals held decoded would take
+    // ~16 GB.
+    let mut total = Stats::new(0);
+    let mut intervals = Coarsened::new(MAX_POINTS);
+    // Where measurement started (the first logged interval's start, from
+    // which a result counts interval times) and how long an interval is.
+    let mut first: Option<(Duration, Duration)> = None;
+    let mut ended = Duration::ZERO;
+    let mut interval = Stats::new(0);
     for entry in IntervalLogIterator::new(log) {
-        match entry {
-            Ok(LogEntry::StartTime(t)) => started = SystemTime::UNIX_EPOCH + t,
-            Ok(LogEntry::BaseTime(_)) => {}
+        let (start, length, h) = match entry {
+            Ok(LogEntry::StartTime(t)) => {
+                started = SystemTime::UNIX_EPOCH + t;
+                continue;
+            }
+            Ok(LogEntry::BaseTime(_)) => continue,
             Ok(LogEntry::Interval(i)) => match hist::decode(i.encoded_histogram()) {
-                Ok(h) => fine.push((i.start_timestamp(), i.duration(), h)),
+                Ok(h) => (i.start_timestamp(), i.duration(), h),
                 Err(_) => {
                     cut_short = true;
                     break;
@@ -84,23 +96,9 @@ pub fn rebuild(log: &[u8], name: &str) -> Result<RunResult, String> {
                 cut_short = true;
                 break;
             }
-        }
-    }
-    let (Some((first, first_length, _)), Some((last, last_length, _))) =
-        (fine.first(), fine.last())
-    else {
-        return Err(format!(
-            "{name} is not an HdrHistogram interval log with intervals"
-        ));
-    };
-    // Interval times in a result count from the start of measurement,
-    // where the first logged interval begins.
-    let (measured_from, ended) = (*first, *last + *last_length);
-    let report_interval_s = first_length.as_secs_f64();
-    let mut total = Stats::new(0);
-    let mut intervals = Coarsened::new(MAX_POINTS);
-    for (start, length, h) in fine {
-        let mut interval = Stats::new(0);
+        };
+        let (measured_from, _) = *first.get_or_insert((start, length));
+        interval.reset();
         interval.events = h.len();
         interval.response = h;
         intervals.push(Interval::from_stats(
@@ -109,7 +107,14 @@ pub fn rebuild(log: &[u8], name: &str) -> Result<RunResult, String> {
             &interval,
         ));
         total.merge(&interval);
+        ended = start + length;
     }
+    let Some((measured_from, first_length)) = first else {
+        return Err(format!(
+            "{name} is not an HdrHistogram interval log with intervals"
+        ));
+    };
+    let report_interval_s = first_length.as_secs_f64();
     let duration_s = (ended - measured_from).as_secs_f64();
     let events_per_sec = total.events as f64 / duration_s.max(1e-9);
     let latency_ms = LatencySummary::of(&total.response);
