@@ -213,6 +213,16 @@ fn rows_round_trip_in_order_wal_is_released_and_no_slot_is_left() {
                 tokio::task::spawn_local(async move {
                     let mut next = vec![0; CHANNELS as usize];
                     let bytes = consume(&mut conn, per_channel, &mut next).await;
+                    // A commit acknowledges whole transactions: the last
+                    // one's Commit message may come after its rows were
+                    // all read, so poll for it before acknowledging.
+                    let trailing = conn
+                        .poll(256, Duration::from_millis(200), &mut |row| {
+                            panic!("more rows than produced: {row:?}")
+                        })
+                        .await
+                        .unwrap();
+                    assert_eq!(trailing.rows, 0);
                     conn.commit().await.unwrap();
                     (conn, bytes)
                 })
