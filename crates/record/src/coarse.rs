@@ -10,9 +10,10 @@ use crate::resources::ResourceSample;
 use crate::result::{counted_rate, Interval, IntervalLatency, Merged};
 
 /// Most points a series keeps: an hour of 1 s intervals at full
-/// resolution, and at least 1,800 points over any longer run (as many as
-/// a chart can show). Even, so that a full series merges in exact pairs.
-pub const MAX_POINTS: usize = 3_600;
+/// resolution with the last one the run's end cuts short (3,601), and at
+/// least 1,800 points over any longer run (as many as a chart can show).
+/// Even, so that a full series merges in exact pairs.
+pub const MAX_POINTS: usize = 3_602;
 
 /// A point that can take in the next one in time.
 pub trait Coarsen {
@@ -311,6 +312,17 @@ mod tests {
         assert_eq!(all.last().unwrap().t_s, 100.0);
         assert_eq!(all[0].duration_s, widths[0] as f64);
         assert_eq!(all[0].events_per_sec, 10.0);
+    }
+
+    #[test]
+    fn an_hour_of_seconds_and_its_cut_short_last_interval_stay_whole() {
+        let mut series = Coarsened::new(MAX_POINTS);
+        for t in 1..=3_601 {
+            series.push(interval(t, 1, 1));
+        }
+        let all = series.into_vec();
+        assert_eq!(all.len(), 3_601);
+        assert!(all.iter().all(|i| i.merged.is_none()));
     }
 
     #[test]
