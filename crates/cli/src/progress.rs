@@ -6,11 +6,11 @@
 use std::fs::File;
 use std::io::{BufWriter, Write as _};
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context as _;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use loadcell_record::{hdrlog, Stats};
+use loadcell_record::{hdrlog, Micros, Stats};
 
 use crate::metrics::Exposition;
 use loadcell_engine::{IntervalView, Observer, Phase};
@@ -68,6 +68,27 @@ pub struct RunObserver {
 pub struct HdrLog {
     pub path: PathBuf,
     pub file: BufWriter<File>,
+    /// When the log was last forced to disk.
+    synced: Instant,
+}
+
+/// How often the interval log is forced to disk, so that a power loss
+/// after hours loses at most this much of it: once a second costs one
+/// fsync a second on the collector's thread, never on a worker's.
+const SYNC_EVERY: Duration = Duration::from_secs(1);
+
+impl HdrLog {
+    /// Writes one measured interval, flushed so that a killed process
+    /// leaves it whole, and synced to disk at most every [`SYNC_EVERY`].
+    fn write(&mut self, start: Duration, length: Duration, h: &Micros) -> std::io::Result<()> {
+        hdrlog::write_interval(&mut self.file, start, length, h, None)?;
+        self.file.flush()?;
+        if self.synced.elapsed() >= SYNC_EVERY {
+            self.file.get_ref().sync_data()?;
+            self.synced = Instant::now();
+        }
+        Ok(())
+    }
 }
 
 impl HdrLog {
@@ -105,7 +126,17 @@ impl HdrLog {
         Ok(HdrLog {
             path: path.to_path_buf(),
             file,
+            synced: Instant::now(),
         })
+    }
+}
+
+impl Drop for HdrLog {
+    /// The last intervals go to disk with the result, not a second later.
+    fn drop(&mut self) {
+        if self.file.flush().is_ok() {
+            let _ = self.file.get_ref().sync_data();
+        }
     }
 }
 
@@ -133,14 +164,7 @@ impl Observer for RunObserver {
         }
         if let (Some(log), Phase::Measure) = (&mut self.hdr_log, view.phase) {
             let start = view.elapsed.saturating_sub(view.duration);
-            let written = hdrlog::write_interval(
-                &mut log.file,
-                start,
-                view.duration,
-                &view.stats.response,
-                None,
-            )
-            .and_then(|_| log.file.flush());
+            let written = log.write(start, view.duration, &view.stats.response);
             if let Err(e) = written {
                 eprintln!(
                     "WARNING: cannot write the HDR log {}: {e}; no longer writing it",
