@@ -55,22 +55,90 @@ pub fn write_interval(
         .map_err(|e| io::Error::other(format!("{e:?}")))
 }
 
+/// One interval of a log: its start as an offset from the log's base
+/// time, its length, and its response times.
+pub struct LogInterval {
+    pub offset: Duration,
+    pub length: Duration,
+    pub histogram: Micros,
+}
+
+/// A log's intervals in order, decoded one at a time (a day of 1 s
+/// intervals held decoded would take ~16 GB). It stops at the first line
+/// it cannot read, a line cut short by a kill: `cut_short` then says so.
+pub struct LogReader<'a> {
+    entries: IntervalLogIterator<'a>,
+    /// The log's base time, to which interval offsets are added.
+    pub base: SystemTime,
+    /// When the log was begun.
+    pub started: SystemTime,
+    pub cut_short: bool,
+    ended: bool,
+}
+
+impl<'a> LogReader<'a> {
+    pub fn new(log: &'a [u8]) -> LogReader<'a> {
+        LogReader {
+            entries: IntervalLogIterator::new(log),
+            base: SystemTime::UNIX_EPOCH,
+            started: SystemTime::UNIX_EPOCH,
+            cut_short: false,
+            ended: false,
+        }
+    }
+}
+
+impl Iterator for LogReader<'_> {
+    type Item = LogInterval;
+
+    fn next(&mut self) -> Option<LogInterval> {
+        while !self.ended {
+            match self.entries.next() {
+                None => self.ended = true,
+                Some(Ok(LogEntry::StartTime(t))) => self.started = SystemTime::UNIX_EPOCH + t,
+                Some(Ok(LogEntry::BaseTime(t))) => self.base = SystemTime::UNIX_EPOCH + t,
+                Some(Ok(LogEntry::Interval(i))) => match hist::decode(i.encoded_histogram()) {
+                    Ok(histogram) => {
+                        return Some(LogInterval {
+                            offset: i.start_timestamp(),
+                            length: i.duration(),
+                            histogram,
+                        })
+                    }
+                    Err(_) => self.cut_short = true,
+                },
+                Some(Err(_)) => self.cut_short = true,
+            }
+            self.ended |= self.cut_short;
+        }
+        None
+    }
+}
+
+/// The comment a log begins with (`loadcell W on T` for a run's).
+pub fn comment(log: &[u8]) -> Option<&str> {
+    let header = log.split(|b| *b == b'\n').next()?;
+    std::str::from_utf8(header)
+        .ok()?
+        .strip_prefix("#[")?
+        .strip_suffix(']')
+}
+
+/// The workload and target a log's comment names.
+fn named_run(log: &[u8]) -> (&str, &str) {
+    comment(log)
+        .and_then(|c| c.strip_prefix("loadcell "))
+        .and_then(|c| c.split_once(" on "))
+        .unwrap_or(("unknown", "unknown"))
+}
+
 /// A result rebuilt from an interval log alone, for a run killed before
 /// it wrote its own: per interval, its events and their response times;
 /// totals from the intervals' sum; marked partial. `name` names the log
 /// in messages.
 pub fn rebuild(log: &[u8], name: &str) -> Result<RunResult, String> {
-    let header = log.split(|b| *b == b'\n').next().unwrap_or_default();
-    let (workload, target) = std::str::from_utf8(header)
-        .ok()
-        .and_then(|l| l.strip_prefix("#[loadcell ")?.strip_suffix(']'))
-        .and_then(|c| c.split_once(" on "))
-        .unwrap_or(("unknown", "unknown"));
-    let mut started = SystemTime::UNIX_EPOCH;
-    let mut cut_short = false;
-    // One interval decoded at a time, folded into the series and the
-    // total at once: a day of 1 s intervals held decoded would take
-    // ~16 GB.
+    let (workload, target) = named_run(log);
+    // Each interval folded into the series and the total as it is read.
     let mut total = Stats::new(0);
     let mut intervals = Coarsened::new(MAX_POINTS);
     // Where measurement started (the first logged interval's start, from
@@ -78,25 +146,13 @@ pub fn rebuild(log: &[u8], name: &str) -> Result<RunResult, String> {
     let mut first: Option<(Duration, Duration)> = None;
     let mut ended = Duration::ZERO;
     let mut interval = Stats::new(0);
-    for entry in IntervalLogIterator::new(log) {
-        let (start, length, h) = match entry {
-            Ok(LogEntry::StartTime(t)) => {
-                started = SystemTime::UNIX_EPOCH + t;
-                continue;
-            }
-            Ok(LogEntry::BaseTime(_)) => continue,
-            Ok(LogEntry::Interval(i)) => match hist::decode(i.encoded_histogram()) {
-                Ok(h) => (i.start_timestamp(), i.duration(), h),
-                Err(_) => {
-                    cut_short = true;
-                    break;
-                }
-            },
-            Err(_) => {
-                cut_short = true;
-                break;
-            }
-        };
+    let mut reader = LogReader::new(log);
+    for LogInterval {
+        offset: start,
+        length,
+        histogram: h,
+    } in reader.by_ref()
+    {
         let (measured_from, _) = *first.get_or_insert((start, length));
         interval.reset();
         interval.events = h.len();
@@ -109,6 +165,7 @@ pub fn rebuild(log: &[u8], name: &str) -> Result<RunResult, String> {
         total.merge(&interval);
         ended = start + length;
     }
+    let (started, cut_short) = (reader.started, reader.cut_short);
     let Some((measured_from, first_length)) = first else {
         return Err(format!(
             "{name} is not an HdrHistogram interval log with intervals"

@@ -4,6 +4,7 @@
 pub mod coarse;
 pub mod env;
 pub mod file;
+pub mod fine;
 pub mod hdrlog;
 pub mod hist;
 pub mod merge;
