@@ -3,18 +3,18 @@
 //! autocorrelation between interval samples, and an optional CI gate.
 //! The numbers are drawn here; `loadcell_report::compare` words them.
 
-use std::path::PathBuf;
-
 use anyhow::bail;
 use loadcell_analysis::compare::{
     compare_means, regression_gate, regression_gate_tested, CompareOptions, Direction,
     MeanComparison,
 };
+use loadcell_record::fine::FullResolution;
 use loadcell_record::result::RunResult;
 use loadcell_record::sweep::{AnyResult, SweepResult};
 use loadcell_report::compare::{
     Comparison, Gates, Pair, PointComparison, RunComparison, SweepComparison,
 };
+use loadcell_report::input::Input;
 
 fn events(r: &RunResult) -> Vec<f64> {
     r.intervals.iter().map(|i| i.events_per_sec).collect()
@@ -55,10 +55,26 @@ fn gates(
     ])
 }
 
+/// A run and its every interval, when known (see [`FullResolution`]).
+type Run<'a> = (&'a RunResult, Option<&'a FullResolution>);
+
+/// A run's interval series (`of` picks which) and where it was read:
+/// every interval when known, else the result's (merged) intervals.
+fn series(
+    (r, full): Run<'_>,
+    of: fn(&FullResolution) -> &Vec<f64>,
+    merged: fn(&RunResult) -> Vec<f64>,
+) -> (Vec<f64>, String) {
+    match full {
+        Some(f) => (of(f).clone(), f.source.clone()),
+        None => (merged(r), "the result's merged intervals".to_string()),
+    }
+}
+
 fn compare_runs(
     names: (&str, &str),
-    a: &RunResult,
-    b: &RunResult,
+    (a, a_full): Run<'_>,
+    (b, b_full): Run<'_>,
     threshold: Option<f64>,
 ) -> RunComparison {
     let (sa, sb) = (&a.summary, &b.summary);
@@ -81,8 +97,13 @@ fn compare_runs(
         ("errors", sa.errors as f64, sb.errors as f64),
         ("client CPU µs/event", cpu(a), cpu(b)),
     ];
-    let throughput_test = test(&events(a), &events(b));
-    let p99_test = test(&p99s(a), &p99s(b));
+    let (a_events, a_from) = series((a, a_full), |f| &f.events_per_sec, events);
+    let (b_events, b_from) = series((b, b_full), |f| &f.events_per_sec, events);
+    let throughput_test = test(&a_events, &b_events);
+    let p99_test = test(
+        &series((a, a_full), |f| &f.p99_ms, p99s).0,
+        &series((b, b_full), |f| &f.p99_ms, p99s).0,
+    );
     RunComparison {
         baseline: names.0.to_string(),
         candidate: names.1.to_string(),
@@ -97,6 +118,7 @@ fn compare_runs(
         ),
         throughput_test,
         p99_test,
+        series_from: (a_from, b_from),
     }
 }
 
@@ -181,24 +203,24 @@ fn compare_sweeps(
     })
 }
 
-pub fn compare(
-    files: &[(PathBuf, AnyResult)],
-    threshold: Option<f64>,
-) -> anyhow::Result<Comparison> {
+pub fn compare(files: &[Input], threshold: Option<f64>) -> anyhow::Result<Comparison> {
     if files.len() < 2 {
         bail!("compare needs at least two files: a baseline and one or more candidates");
     }
-    let (base_path, base) = &files[0];
-    let base_name = base_path.display().to_string();
+    let base = &files[0];
+    let base_name = &base.name;
     let mut pairs = Vec::new();
-    for (path, candidate) in &files[1..] {
-        let name = path.display().to_string();
-        pairs.push(match (base, candidate) {
-            (AnyResult::Run(a), AnyResult::Run(b)) => {
-                Pair::Runs(Box::new(compare_runs((&base_name, &name), a, b, threshold)))
-            }
+    for candidate in &files[1..] {
+        let name = &candidate.name;
+        pairs.push(match (&base.result, &candidate.result) {
+            (AnyResult::Run(a), AnyResult::Run(b)) => Pair::Runs(Box::new(compare_runs(
+                (base_name, name),
+                (a, base.full.as_ref()),
+                (b, candidate.full.as_ref()),
+                threshold,
+            ))),
             (AnyResult::Sweep(a), AnyResult::Sweep(b)) => {
-                Pair::Sweeps(compare_sweeps((&base_name, &name), a, b, threshold)?)
+                Pair::Sweeps(compare_sweeps((base_name, name), a, b, threshold)?)
             }
             _ => bail!("{base_name} and {name}: compare runs with runs and sweeps with sweeps"),
         });

@@ -3,9 +3,11 @@
 //! shards, merged in memory first (`record::merge`).
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::anyhow;
 use loadcell_record::file::Destination;
+use loadcell_record::fine::{self, FullResolution};
 use loadcell_record::merge::{merge, ShardResult};
 use loadcell_record::result::RunResult;
 use loadcell_report::input::Input;
@@ -18,7 +20,14 @@ pub fn run(a: &MergeArgs) -> anyhow::Result<()> {
     for path in &a.files {
         shards.extend(read_shards(path)?);
     }
-    let merged = merge(shards, a.allow_partial).map_err(|e| anyhow!(e))?;
+    let logs = shard_logs(&shards);
+    let interval = interval_of(&shards);
+    let mut merged = merge(shards, a.allow_partial).map_err(|e| anyhow!(e))?;
+    if let Some(logs) = &logs {
+        let path = a.out.with_extension("hlog");
+        write_merged_log(&path, logs, interval)?;
+        merged.hdr_log = Some(path.display().to_string());
+    }
     let written = merged
         .write(&Destination::Named(a.out.clone()))
         .map_err(|e| anyhow!("cannot write {}: {e}", a.out.display()))?;
@@ -41,6 +50,48 @@ pub fn run(a: &MergeArgs) -> anyhow::Result<()> {
         m.spread.p99_ms_max,
     );
     Ok(())
+}
+
+/// Every shard's interval log, read whole, when each one has its own
+/// beside its result and holds that result's events; `None` otherwise
+/// (the merge then has the results' intervals only).
+fn shard_logs(shards: &[ShardResult]) -> Option<Vec<(Vec<u8>, String)>> {
+    shards
+        .iter()
+        .map(|s| {
+            let path = fine::log_of(Path::new(&s.name), &s.result)?;
+            let bytes = std::fs::read(&path).ok()?;
+            let name = path.display().to_string();
+            FullResolution::of_log(&bytes, &name, &s.result).ok()?;
+            Some((bytes, name))
+        })
+        .collect()
+}
+
+/// The shards' report interval (the same in all: `merge` checks).
+fn interval_of(shards: &[ShardResult]) -> Duration {
+    shards
+        .first()
+        .map(|s| Duration::from_secs_f64(s.result.config.report_interval_s))
+        .unwrap_or(Duration::from_secs(1))
+}
+
+fn write_merged_log(
+    path: &Path,
+    logs: &[(Vec<u8>, String)],
+    interval: Duration,
+) -> anyhow::Result<()> {
+    let written = std::fs::File::create(path).and_then(|file| {
+        let mut w = std::io::BufWriter::new(file);
+        fine::write_merged_log(&mut w, logs, interval)?;
+        w.into_inner().map_err(|e| e.into_error())?.sync_all()
+    });
+    written.map_err(|e| {
+        anyhow!(
+            "cannot write the merged interval log {}: {e}",
+            path.display()
+        )
+    })
 }
 
 /// A result file, or every result file in a directory.
@@ -83,12 +134,16 @@ pub fn read_inputs(paths: &[PathBuf], by_path: bool) -> anyhow::Result<Vec<Input
     let mut runs: Vec<(String, usize, Vec<ShardResult>)> = Vec::new();
     for path in paths {
         if path.is_dir() {
-            let merged =
-                merge(read_shards(path)?, false).map_err(|e| anyhow!("{}: {e}", path.display()))?;
-            inputs.push(Input::run(path.display().to_string(), merged));
+            let shards = read_shards(path)?;
+            let input = merged_input(path.display().to_string(), shards)
+                .map_err(|e| anyhow!("{}: {e}", path.display()))?;
+            inputs.push(input);
             continue;
         }
         let mut input = Input::read(path).map_err(|e| anyhow!(e))?;
+        if let Some(note) = &input.note {
+            eprintln!("NOTE: {note}");
+        }
         if by_path {
             input.name = path.display().to_string();
         }
@@ -113,10 +168,21 @@ pub fn read_inputs(paths: &[PathBuf], by_path: bool) -> anyhow::Result<Vec<Input
             continue;
         }
         let name = format!("{} (+{} shards)", shards[0].name, shards.len() - 1);
-        let merged = merge(shards, false).map_err(|e| anyhow!(e))?;
-        inputs[at] = Input::run(name, merged);
+        inputs[at] = merged_input(name, shards).map_err(|e| anyhow!(e))?;
     }
     Ok(inputs)
+}
+
+/// One run merged from its shards, with every interval from the shards'
+/// logs when each has one.
+fn merged_input(name: String, shards: Vec<ShardResult>) -> Result<Input, String> {
+    let logs = shard_logs(&shards);
+    let interval = interval_of(&shards);
+    let mut input = Input::run(name, merge(shards, false)?);
+    if let Some(logs) = logs {
+        input.full = Some(FullResolution::of_shard_logs(&logs, interval));
+    }
+    Ok(input)
 }
 
 /// What the shards of one run share: workload, target and shard count.

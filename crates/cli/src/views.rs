@@ -63,11 +63,8 @@ pub fn refuse_overwriting_results(outputs: &[(&str, &Option<PathBuf>)]) -> anyho
 }
 
 pub fn compare(a: &CompareArgs) -> anyhow::Result<i32> {
-    let files: Vec<(PathBuf, AnyResult)> = crate::merge::read_inputs(&a.files, true)?
-        .into_iter()
-        .map(|i| (PathBuf::from(i.name), i.result))
-        .collect();
-    let c = crate::compare::compare(&files, a.fail_if_regressed)?;
+    let inputs = crate::merge::read_inputs(&a.files, true)?;
+    let c = crate::compare::compare(&inputs, a.fail_if_regressed)?;
     if a.json {
         println!(
             "{}",

@@ -270,6 +270,15 @@ fn shards_in_their_own_namespaces_send_the_whole_run_and_merge_exactly() {
         .map(|i| u(i, "/events"))
         .sum();
     assert_eq!(interval_events, u(&merged, "/summary/events"));
+    // Beside it, the shards' interval logs added interval by interval.
+    assert_eq!(s(&merged, "/hdr_log"), "merged.hlog");
+    let log = std::fs::read(dir.path().join("merged.hlog")).unwrap();
+    let logged = loadcell_record::hdrlog::rebuild(&log, "merged.hlog").unwrap();
+    assert_eq!(logged.summary.events, u(&merged, "/summary/events"));
+    assert_eq!(
+        logged.intervals.len(),
+        merged["intervals"].as_array().unwrap().len()
+    );
 
     // --rate 600 split three ways is 600 again: the schedule, and what
     // was sent (3 s of it), within a few events.

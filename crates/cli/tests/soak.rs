@@ -242,6 +242,48 @@ fn a_long_run_keeps_memory_and_result_bounded_and_every_interval_on_disk() {
     );
     assert_eq!(logged_events(&lines), u(&r, "/summary/events"));
     assert!(intervals[0]["merged"]["intervals"].as_u64().unwrap() >= 2);
+
+    // compare and report read every interval from the log, not the
+    // merged ones.
+    let compared = ok(loadcell(
+        dir.path(),
+        &["compare", "long.json", "long.json", "--json"],
+    ));
+    let c: serde_json::Value = serde_json::from_str(&stdout(&compared)).unwrap();
+    let pair = &c["comparisons"][0];
+    assert_eq!(
+        pair["series_from"]["baseline"],
+        "the interval log long.hlog"
+    );
+    assert_eq!(
+        u(pair, "/throughput_test/baseline/n"),
+        lines.len() as u64,
+        "{pair}"
+    );
+    ok(loadcell(
+        dir.path(),
+        &["report", "long.json", "--html", "long.html"],
+    ));
+    let html = std::fs::read_to_string(dir.path().join("long.html")).unwrap();
+    assert!(
+        html.contains(&format!(
+            "The worst of {} intervals, from the interval log long.hlog",
+            loadcell_report::table::grouped(lines.len() as f64, 0)
+        )),
+        "no worst intervals from the log"
+    );
+    // Without its log beside it, the result's merged intervals are used, and
+    // that is said.
+    std::fs::rename(&log, dir.path().join("moved.hlog")).unwrap();
+    let compared = ok(loadcell(
+        dir.path(),
+        &["compare", "long.json", "long.json", "--json"],
+    ));
+    assert!(
+        stderr(&compared).contains("its interval log long.hlog is not beside it"),
+        "{}",
+        stderr(&compared)
+    );
     eprintln!(
         "{} intervals, {} kept, result {bytes} bytes; RSS {rss_early} kB early, {rss_late} kB late",
         lines.len(),

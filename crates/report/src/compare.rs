@@ -23,6 +23,9 @@ pub struct RunComparison {
     pub throughput_test: Option<MeanComparison>,
     pub p99_test: Option<MeanComparison>,
     pub gates: Gates,
+    /// Where each side's interval series was read: the result's own
+    /// intervals, or (a long run's) interval log.
+    pub series_from: (String, String),
 }
 
 /// One value both sweeps measured.
@@ -150,6 +153,12 @@ fn runs_text(o: &mut String, r: &RunComparison) {
             ratio(*x, *y)
         );
     }
+    let (a, b) = &r.series_from;
+    if a == b {
+        let _ = writeln!(o, "    intervals tested: {a}");
+    } else {
+        let _ = writeln!(o, "    intervals tested: baseline {a}; candidate {b}");
+    }
     for (what, c) in [
         ("throughput (events/s per interval)", &r.throughput_test),
         ("p99 per interval", &r.p99_test),
@@ -177,6 +186,7 @@ fn runs_json(r: &RunComparison) -> Value {
         "metrics": r.metrics.iter().map(|(m, x, y)| json!({"metric": m, "baseline": x, "candidate": y, "ratio": if *x > 0.0 { Some(y / x) } else { None }})).collect::<Vec<_>>(),
         "throughput_test": r.throughput_test,
         "p99_test": r.p99_test,
+        "series_from": { "baseline": r.series_from.0, "candidate": r.series_from.1 },
         "gates": gates_json(&r.gates),
         "regressed": regressed(&r.gates),
     })
@@ -282,6 +292,10 @@ mod tests {
                     regression_gate("p99 latency", Direction::LowerIsBetter, 0.05, 0.0, 1.0),
                 ),
             ]),
+            series_from: (
+                "the result's intervals".into(),
+                "the interval log b.hlog".into(),
+            ),
         };
         let sweeps = SweepComparison {
             baseline: "s1.json".into(),
@@ -314,25 +328,29 @@ mod tests {
         );
         assert_eq!(
             lines[4],
+            "    intervals tested: baseline the result's intervals; candidate the interval log b.hlog"
+        );
+        assert_eq!(
+            lines[5],
             "    throughput (events/s per interval): too few intervals for a significance test"
         );
         assert!(
-            lines[6].starts_with("    gate on p99 latency not evaluated: "),
+            lines[7].starts_with("    gate on p99 latency not evaluated: "),
             "{text}"
         );
         assert_eq!(
-            lines[7],
+            lines[8],
             "    gate: throughput regressed: 1k → 800 (-20%, threshold 5%)"
         );
         assert_eq!(
-            lines[9],
+            lines[10],
             "s2.json vs s1.json (baseline), point by point over --threads"
         );
         assert_eq!(
-            lines[11],
+            lines[12],
             "             4        1000.0        1100.0   1.100x      2.000      1.000   0.500x  -"
         );
-        assert_eq!(lines[13], "REGRESSED: at least one gate failed");
+        assert_eq!(lines[14], "REGRESSED: at least one gate failed");
 
         let json = c.json();
         assert_eq!(json["regressed"], true);

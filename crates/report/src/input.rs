@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use loadcell_record::fine::FullResolution;
 use loadcell_record::hdrlog;
 use loadcell_record::result::RunResult;
 use loadcell_record::sweep::{AnyResult, SweepResult};
@@ -13,13 +14,24 @@ pub struct Input {
     /// How the file is named in the report (usually its file name).
     pub name: String,
     pub result: AnyResult,
+    /// A run's every interval: from its interval log when the result's
+    /// own intervals were merged (a long run), else from the result.
+    pub full: Option<FullResolution>,
+    /// Why a merged result's interval log was not read.
+    pub note: Option<String>,
 }
 
 impl Input {
     pub fn new(name: impl Into<String>, result: AnyResult) -> Input {
+        let full = match &result {
+            AnyResult::Run(r) => FullResolution::of_result(r),
+            AnyResult::Sweep(_) => None,
+        };
         Input {
             name: name.into(),
             result,
+            full,
+            note: None,
         }
     }
 
@@ -39,14 +51,28 @@ impl Input {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| path.display().to_string());
-        let result = if path.extension().is_some_and(|e| e == "hlog") {
+        if path.extension().is_some_and(|e| e == "hlog") {
             let log =
                 std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-            AnyResult::Run(Box::new(hdrlog::rebuild(&log, &name)?))
-        } else {
-            AnyResult::read_from(path)?
-        };
-        Ok(Input::new(name, result))
+            let r = hdrlog::rebuild(&log, &name)?;
+            let full = FullResolution::of_log(&log, &name, &r).ok();
+            return Ok(Input {
+                full,
+                ..Input::run(name, r)
+            });
+        }
+        Ok(match AnyResult::read_from(path)? {
+            AnyResult::Run(r) => {
+                let (full, note) = FullResolution::of_run(path, &r);
+                Input {
+                    name,
+                    result: AnyResult::Run(r),
+                    full,
+                    note,
+                }
+            }
+            sweep => Input::new(name, sweep),
+        })
     }
 
     pub fn as_run(&self) -> Option<&RunResult> {

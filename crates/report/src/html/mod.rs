@@ -199,7 +199,7 @@ pub fn render_with_plan(inputs: &[Input], plan: Option<&PlanView>) -> String {
     compare_sweeps_section(&mut o, &sweeps);
     for (i, x) in inputs.iter().enumerate() {
         match (x.as_run(), x.as_sweep()) {
-            (Some(r), _) => run_section(&mut o, i, &x.name, r),
+            (Some(r), _) => run_section(&mut o, i, x, r),
             (_, Some(s)) => sweep_section(&mut o, i, &x.name, s),
             _ => {}
         }

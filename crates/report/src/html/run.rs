@@ -221,7 +221,8 @@ pub fn resource_charts(r: &RunResult) -> Vec<Chart> {
     out
 }
 
-pub(super) fn run_section(o: &mut String, idx: usize, name: &str, r: &RunResult) {
+pub(super) fn run_section(o: &mut String, idx: usize, input: &Input, r: &RunResult) {
+    let name = &input.name;
     let s = &r.summary;
     let _ = writeln!(o, "<section class=\"input\" id=\"input-{idx}\">");
     let _ = writeln!(
@@ -313,6 +314,7 @@ pub(super) fn run_section(o: &mut String, idx: usize, name: &str, r: &RunResult)
         o.push_str("<p class=\"muted\">No intervals were recorded.</p>\n");
     }
     charts(o, &ts);
+    worst_intervals(o, input);
 
     o.push_str("<h3>Latency percentile spectrum</h3>\n");
     let mut spectra = Vec::new();
@@ -455,6 +457,50 @@ pub(super) fn run_section(o: &mut String, idx: usize, name: &str, r: &RunResult)
 
 /// Means of the server's own counters over the measured samples.
 /// A merged result's shards: each one's host and figures, and the spread.
+/// The intervals with the highest p99 and with the least throughput, each
+/// at full resolution (read from the interval log when the result's own
+/// intervals were merged): when a soak run stalled, and how badly.
+fn worst_intervals(o: &mut String, input: &Input) {
+    let Some(full) = &input.full else {
+        if let Some(note) = &input.note {
+            let _ = writeln!(o, "<p class=\"note\">{}</p>", h(note));
+        }
+        return;
+    };
+    if full.slowest.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "<p class=\"muted\">The worst of {} intervals, from {}.</p>",
+        grouped(full.intervals as f64, 0),
+        h(&full.source)
+    );
+    o.push_str("<div class=\"charts\">\n");
+    for (title, points) in [
+        ("Highest p99", &full.slowest),
+        ("Lowest throughput", &full.emptiest),
+    ] {
+        let _ = writeln!(
+            o,
+            "<div><table><caption>{title}</caption><thead><tr><th scope=\"col\" class=\"n\">ended at (s)</th><th scope=\"col\" class=\"n\">events/s</th><th scope=\"col\" class=\"n\">p50 (ms)</th><th scope=\"col\" class=\"n\">p99 (ms)</th><th scope=\"col\" class=\"n\">max (ms)</th></tr></thead><tbody>"
+        );
+        for p in points {
+            let _ = writeln!(
+                o,
+                "<tr><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+                grouped(p.t_s, 2),
+                grouped(p.events_per_sec, 1),
+                grouped(p.p50_ms, 3),
+                grouped(p.p99_ms, 3),
+                grouped(p.max_ms, 3)
+            );
+        }
+        o.push_str("</tbody></table></div>\n");
+    }
+    o.push_str("</div>\n");
+}
+
 fn shards_table(o: &mut String, m: &loadcell_record::result::MergeSection) {
     let _ = writeln!(o, "<p>{}</p>", h(&merge_note(m)));
     o.push_str(
