@@ -7,6 +7,7 @@ pub mod file;
 pub mod hdrlog;
 pub mod hist;
 pub mod merge;
+pub mod remote;
 pub mod resources;
 pub mod result;
 pub mod spill;
