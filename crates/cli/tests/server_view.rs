@@ -82,9 +82,15 @@ fn a_run_holds_the_scraped_hosts_cpu_and_a_wrong_url_stops_it_before_load() {
     let dir = tempfile::tempdir().unwrap();
     prepared(dir.path());
 
-    let refused = format!("http://127.0.0.1:{}/metrics", loadcell_testkit::closed_port());
+    let refused = format!(
+        "http://127.0.0.1:{}/metrics",
+        loadcell_testkit::closed_port()
+    );
     let err = fails_before_load(dir.path(), &["--server-metrics", &refused]);
-    assert!(err.contains(&format!("--server-metrics {refused}: ")), "{err}");
+    assert!(
+        err.contains(&format!("--server-metrics {refused}: ")),
+        "{err}"
+    );
     // Its landing page is HTML, not the exposition.
     let page = format!("http://127.0.0.1:{port}/");
     let err = fails_before_load(dir.path(), &["--server-metrics", &page]);
@@ -127,7 +133,10 @@ fn a_run_holds_the_scraped_hosts_cpu_and_a_wrong_url_stops_it_before_load() {
         summary.contains(&format!("Server host {host} (scraped): CPU ")),
         "{summary}"
     );
-    ok(loadcell(dir.path(), &["report", "r.json", "--html", "r.html"]));
+    ok(loadcell(
+        dir.path(),
+        &["report", "r.json", "--html", "r.html"],
+    ));
     let html = std::fs::read_to_string(dir.path().join("r.html")).unwrap();
     assert!(html.contains(&format!("{host} (scraped)")));
 }
@@ -148,7 +157,12 @@ fn exported_series_hold_what_the_result_counted() {
     let err = fails_before_load(dir.path(), &["--export", &line]);
     assert!(err.contains(&format!("--export {line}: ")), "{err}");
     assert!(err.contains("database not found"), "{err}");
-    http(influx.server.port, "POST", "/query", "q=CREATE+DATABASE+loadcell");
+    http(
+        influx.server.port,
+        "POST",
+        "/query",
+        "q=CREATE+DATABASE+loadcell",
+    );
 
     ok(loadcell(
         dir.path(),
@@ -205,4 +219,22 @@ fn exported_series_hold_what_the_result_counted() {
         .as_f64()
         .unwrap_or_else(|| panic!("{answer}"));
     assert_eq!(exported as u64, ops, "InfluxDB: {answer}");
+}
+
+#[test]
+fn list_and_help_name_the_exports_their_series_and_the_scrapes() {
+    let dir = tempfile::tempdir().unwrap();
+    let list = stdout(&ok(loadcell(dir.path(), &["list"])));
+    for needle in [
+        "prometheus-rw=URL",
+        "influxdb=URL/DB",
+        "loadcell_op_latency_p99_ms",
+        "loadcell_resources_cpu_pct",
+        "--server-metrics URL",
+    ] {
+        assert!(list.contains(needle), "{needle} in {list}");
+    }
+    let help = stdout(&ok(loadcell(dir.path(), &["run", "--help"])));
+    assert!(help.contains("--server-metrics <URL>"), "{help}");
+    assert!(help.contains("--export <KIND=URL>"), "{help}");
 }

@@ -522,7 +522,10 @@ redis_commands_processed_total 1000
         let node_2 = NODE_1
             .replace("mode=\"user\"} 10", "mode=\"user\"} 12")
             .replace("mode=\"system\"} 10", "mode=\"system\"} 11")
-            .replace("{device=\"vda\"} 10", "{device=\"vda\"} 11")
+            .replace(
+                "node_disk_io_time_seconds_total{device=\"vda\"} 10",
+                "node_disk_io_time_seconds_total{device=\"vda\"} 11",
+            )
             .replace("{device=\"vda\"} 2000", "{device=\"vda\"} 6000")
             .replace(
                 "redis_commands_processed_total 1000",
