@@ -17,7 +17,7 @@ PACKAGES=(
   openssl
   chromium
   unzip
-  influxdb prometheus
+  influxdb prometheus prometheus-node-exporter
   # rdkafka builds its bundled librdkafka (and zstd) with configure and make.
   gcc make
 )

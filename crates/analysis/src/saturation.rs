@@ -43,6 +43,11 @@ pub struct ResourceFigures {
     /// when it runs on this host and its I/O can be read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_disk_bytes_per_s: Option<f64>,
+    /// Share of time the busiest disk of the machine the server runs on had
+    /// I/O in flight, percent, when that machine is scraped
+    /// (`--server-metrics` with node_exporter).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_host_disk_busy_pct: Option<f64>,
 }
 
 impl ResourceFigures {
@@ -55,6 +60,8 @@ impl ResourceFigures {
         let server: Option<Vec<f64>> = all.iter().map(|f| f.server_cpu_pct).collect();
         let server_host: Option<Vec<f64>> = all.iter().map(|f| f.server_host_cpu_pct).collect();
         let server_disk: Option<Vec<f64>> = all.iter().map(|f| f.server_disk_bytes_per_s).collect();
+        let server_host_disk: Option<Vec<f64>> =
+            all.iter().map(|f| f.server_host_disk_busy_pct).collect();
         Some(ResourceFigures {
             client_cpu_pct: avg(|f| f.client_cpu_pct),
             client_cores: first.client_cores,
@@ -66,6 +73,7 @@ impl ResourceFigures {
             disk_busy_pct: avg(|f| f.disk_busy_pct),
             disk_bytes_per_s: avg(|f| f.disk_bytes_per_s),
             server_disk_bytes_per_s: server_disk.map(|s| s.iter().sum::<f64>() / n),
+            server_host_disk_busy_pct: server_host_disk.map(|s| s.iter().sum::<f64>() / n),
         })
     }
 
@@ -122,6 +130,12 @@ impl ResourceFigures {
                 self.host_capacity()
             ));
         }
+        if let (Some(d), false) = (
+            self.server_host_disk_busy_pct,
+            named == Some(Resource::ServerHostDisk),
+        ) {
+            parts.push(format!("server's host disk busy {d:.0}%"));
+        }
         parts.push(format!("network {}", bytes_per_s(self.net_bytes_per_s)));
         if named != Some(Resource::Disk) && self.disk_busy_pct > 0.0 {
             parts.push(format!("disk busy {:.0}%", self.disk_busy_pct));
@@ -154,6 +168,9 @@ pub enum Resource {
     ServerHostCpu,
     /// The busiest disk had I/O in flight (nearly) all the time.
     Disk,
+    /// The busiest disk of the machine a server on another host runs on
+    /// had I/O in flight (nearly) all the time, as its node_exporter said.
+    ServerHostDisk,
 }
 
 /// The resource at or above [`SATURATED`] of its capacity, if any. Checked
@@ -175,6 +192,11 @@ pub fn saturated(f: &ResourceFigures) -> Option<Resource> {
         Some(Resource::ServerHostCpu)
     } else if f.disk_busy_pct >= SATURATED * 100.0 && f.disk_busy_with_server() {
         Some(Resource::Disk)
+    } else if f.server_cpu_pct.is_none()
+        && f.server_host_disk_busy_pct
+            .is_some_and(|d| d >= SATURATED * 100.0)
+    {
+        Some(Resource::ServerHostDisk)
     } else {
         None
     }
@@ -209,6 +231,10 @@ impl Resource {
                 f.disk_busy_pct,
                 f.server_disk_bytes_per_s.unwrap_or(0.0) / 1e6,
                 f.disk_bytes_per_s / 1e6
+            ),
+            Resource::ServerHostDisk => format!(
+                "server's host disk: its busiest disk had I/O in flight {:.0}% of the time",
+                f.server_host_disk_busy_pct.unwrap_or(0.0)
             ),
         };
         format!("{what} ({})", f.context(Some(self)))
@@ -287,6 +313,7 @@ mod tests {
             disk_busy_pct: 0.0,
             disk_bytes_per_s: 0.0,
             server_disk_bytes_per_s: None,
+            server_host_disk_busy_pct: None,
         }
     }
 
@@ -384,6 +411,32 @@ mod tests {
             ..figures(4.0, 2, 190.0, Some(20.0))
         };
         assert_eq!(saturated(&local), None);
+    }
+
+    #[test]
+    fn a_busy_disk_under_a_server_elsewhere_is_named_from_its_scrapes() {
+        let remote = ResourceFigures {
+            server_host_disk_busy_pct: Some(97.0),
+            server_host_cpu_pct: Some(30.0),
+            ..figures(30.0, 2, 40.0, None)
+        };
+        assert_eq!(saturated(&remote), Some(Resource::ServerHostDisk));
+        assert_eq!(
+            Resource::ServerHostDisk.describe(&remote),
+            "server's host disk: its busiest disk had I/O in flight 97% of the time \
+             (client CPU 30% of 200%, server's host CPU 30%, host CPU 40% of 200%, \
+             network 118.0 MB/s)"
+        );
+        let calm = ResourceFigures {
+            server_host_disk_busy_pct: Some(50.0),
+            ..remote
+        };
+        assert_eq!(saturated(&calm), None);
+        assert!(Bottleneck::at_knee((1.0, &calm), None)
+            .sentence("1 client")
+            .contains("server's host disk busy 50%"));
+        let mean = ResourceFigures::mean(&[remote, calm]).unwrap();
+        assert_eq!(mean.server_host_disk_busy_pct, Some(73.5));
     }
 
     #[test]

@@ -230,6 +230,7 @@ mod tests {
                 disk_busy_pct: 0.0,
                 disk_bytes_per_s: 0.0,
                 server_disk_bytes_per_s: Some(0.0),
+                server_host_disk_busy_pct: None,
             }),
             ..s
         }

@@ -377,6 +377,18 @@ pub struct RunArgs {
     /// Serve Prometheus metrics at http://ADDR/metrics while running (e.g. 127.0.0.1:9898).
     #[arg(long, value_name = "ADDR")]
     pub metrics_addr: Option<std::net::SocketAddr>,
+    /// Scrape a Prometheus exporter on the server's host every interval
+    /// (repeatable): node_exporter for its CPU, memory, load, disk and
+    /// network, mysqld_exporter, postgres_exporter or redis_exporter for
+    /// the server's counters, e.g. http://db1:9100/metrics.
+    #[arg(long, value_name = "URL")]
+    pub server_metrics: Vec<String>,
+    /// Push each interval's numbers while running (repeatable), as k6's
+    /// outputs: prometheus-rw=URL (or experimental-prometheus-rw=URL; a
+    /// remote-write receiver, e.g. http://prom:9090/api/v1/write) or
+    /// influxdb=URL/DB (e.g. http://influx:8086/loadcell).
+    #[arg(long, value_name = "KIND=URL", value_parser = crate::export::parse_output)]
+    pub export: Vec<crate::export::Output>,
     /// The server's process on this host, for its CPU and memory samples
     /// (default: the process listening on the target's loopback port).
     #[arg(long, value_name = "PID")]

@@ -101,6 +101,7 @@ impl RunConfig {
             drain_timeout: DRAIN_TIMEOUT,
             seed,
             server_pid: None,
+            server_metrics: None,
             measures_client_cpu: false,
             shard: None,
             start_at: a.start_at,

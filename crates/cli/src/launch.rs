@@ -28,6 +28,7 @@ use loadcell_workloads::workload::{CleanupError, Lifecycle, Loading};
 
 use crate::args::RunArgs;
 use crate::config::RunConfig;
+use crate::export::{Exporter, Labels};
 use crate::progress::{HdrLog, Metrics, PrepareProgress, RunObserver};
 use crate::result::{self, ResultContext};
 use crate::workload::WorkloadSpec;
@@ -427,7 +428,9 @@ impl RunJob<'_> {
         D: Driver,
         S: Script<D::Conn> + Send + Sync,
     {
-        let spec = self.run_spec(seed, info);
+        let mut spec = self.run_spec(seed, info);
+        spec.server_metrics =
+            crate::scrape::start(&self.config.args.server_metrics, spec.interval)?;
         let ops = script.ops();
         let hdr_log = self.hdr_log(&format!(
             "loadcell {} on {}",
@@ -443,6 +446,19 @@ impl RunJob<'_> {
             }),
             None => None,
         };
+        let labels = Labels {
+            run: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
+            workload: self.config.spec.name().to_string(),
+            target: self.config.target.redacted(),
+            shard: spec.shard.as_ref().map(|s| s.shard.to_string()),
+        };
+        let exports = self
+            .config
+            .args
+            .export
+            .iter()
+            .map(|output| Exporter::start(output, labels.clone(), spec.sessions()))
+            .collect::<anyhow::Result<Vec<_>>>()?;
         let mut live = RunObserver {
             live_lines: self.config.args.report_interval.is_some(),
             sessions: spec.sessions(),
@@ -450,6 +466,7 @@ impl RunJob<'_> {
             categories: ops.iter().map(|o| o.category.as_str()).collect(),
             hdr_log,
             metrics,
+            exports,
         };
         eprintln!(
             "Running {} on {} ({} {}): {}",
@@ -495,6 +512,7 @@ impl RunJob<'_> {
         };
         let mut result = result::build(&ctx, outcome);
         result.hdr_log = live.hdr_log.map(|log| log.path.display().to_string());
+        result.exports = live.exports.into_iter().map(Exporter::finish).collect();
         Ok((result, ops.to_vec()))
     }
 

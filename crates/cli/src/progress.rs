@@ -10,8 +10,10 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context as _;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use loadcell_record::resources::ResourceSample;
 use loadcell_record::{hdrlog, Micros, Stats};
 
+use crate::export::Exporter;
 use crate::metrics::Exposition;
 use loadcell_engine::{IntervalView, Observer, Phase};
 use loadcell_workloads::prepare::PrepareObserver;
@@ -55,7 +57,8 @@ impl PrepareObserver for PrepareProgress {
 }
 
 /// Everything a run shows or exports while it runs: live lines on
-/// stderr, warnings, the HDR interval log and the metrics endpoint.
+/// stderr, warnings, the HDR interval log, the metrics endpoint and the
+/// `--export`s.
 pub struct RunObserver {
     pub live_lines: bool,
     pub sessions: usize,
@@ -63,6 +66,7 @@ pub struct RunObserver {
     pub categories: Vec<&'static str>,
     pub hdr_log: Option<HdrLog>,
     pub metrics: Option<Metrics>,
+    pub exports: Vec<Exporter>,
 }
 
 pub struct HdrLog {
@@ -173,6 +177,11 @@ impl Observer for RunObserver {
                 self.hdr_log = None;
             }
         }
+        if view.phase == Phase::Measure {
+            for export in &mut self.exports {
+                export.interval(view, &self.ops, self.sessions);
+            }
+        }
         if let Some(m) = &mut self.metrics {
             m.cumulative.merge(view.stats);
             m.exposition.set(loadcell_report::prometheus::render(
@@ -186,5 +195,11 @@ impl Observer for RunObserver {
 
     fn warning(&mut self, message: &str) {
         eprintln!("WARNING: {message}");
+    }
+
+    fn resources(&mut self, sample: &ResourceSample) {
+        for export in &mut self.exports {
+            export.resources(sample);
+        }
     }
 }

@@ -258,6 +258,11 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
             server_pid: spec.server_pid,
             bottleneck: outcome.bottleneck,
             samples: outcome.resources,
+            server_metrics: spec
+                .server_metrics
+                .as_ref()
+                .map(|r| r.sources())
+                .unwrap_or_default(),
         },
         disk: None,
         connections: outcome.held.as_ref().map(|held| HeldConnections {
@@ -273,6 +278,7 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
         }),
         verification: None,
         hdr_log: None,
+        exports: Vec::new(),
         merge: None,
     }
 }

@@ -45,6 +45,9 @@ pub struct IntervalView<'a> {
 pub trait Observer {
     fn interval(&mut self, view: &IntervalView<'_>);
     fn warning(&mut self, message: &str);
+    /// The resource sample taken at the end of each interval (warm-up's
+    /// included: its `t_s` is negative).
+    fn resources(&mut self, _sample: &ResourceSample) {}
 }
 
 /// Emptied stats kept for reuse, per worker and for the collector's
@@ -714,7 +717,12 @@ where
             } else {
                 -(measure_start - end).as_secs_f64()
             };
-            samples.push(sampler.sample(t_s, counters));
+            let mut sample = sampler.sample(t_s, counters);
+            if let Some(readings) = &spec.server_metrics {
+                sample.remote = readings.take();
+            }
+            observer.resources(&sample);
+            samples.push(sample);
         }
         if next_of.iter().all(Option::is_none) && pending.is_empty() {
             break;

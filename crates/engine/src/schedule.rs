@@ -275,6 +275,7 @@ pub(crate) mod tests {
             drain_timeout: Duration::from_secs(5),
             seed: 1,
             server_pid: None,
+            server_metrics: None,
             measures_client_cpu: false,
             shard: None,
             start_at: None,

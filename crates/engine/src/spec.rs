@@ -185,6 +185,9 @@ pub struct RunSpec {
     pub seed: u64,
     /// The server process, when it runs on this host, for CPU and memory.
     pub server_pid: Option<u32>,
+    /// The hosts `--server-metrics` scrapes on a thread of their own: each
+    /// interval's resource sample takes their newest scrapes.
+    pub server_metrics: Option<loadcell_record::remote::Readings>,
     /// The workload measures the client's own CPU (`cpu`): busy workers
     /// are the measurement, not a client too slow for the server, so no
     /// saturation warning is given.

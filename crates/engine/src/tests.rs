@@ -120,6 +120,7 @@ fn spec(clients: usize, time: Option<Duration>, events: Option<u64>) -> RunSpec 
         drain_timeout: Duration::from_secs(1),
         seed: 1,
         server_pid: None,
+        server_metrics: None,
         measures_client_cpu: false,
         shard: None,
         start_at: None,

@@ -237,6 +237,7 @@ impl Coarsen for ResourceSample {
             server_rss_bytes,
             server_disk_bytes_per_s,
             server,
+            remote,
         } = later;
         self.t_s = t_s;
         self.client_cpu_pct = mean(self.client_cpu_pct, client_cpu_pct);
@@ -262,6 +263,12 @@ impl Coarsen for ResourceSample {
             counters.insert(name, mean_value.expect("one side has it"));
         }
         self.server = counters;
+        for r in remote {
+            match self.remote.iter_mut().find(|mine| mine.host == r.host) {
+                Some(mine) => mine.absorb(r, &either),
+                None => self.remote.push(r),
+            }
+        }
     }
 }
 

@@ -272,6 +272,7 @@ pub fn rebuild(log: &[u8], name: &str) -> Result<RunResult, String> {
         connections: None,
         verification: None,
         hdr_log: Some(name.to_string()),
+        exports: Vec::new(),
         merge: None,
     })
 }

@@ -8,6 +8,7 @@ pub mod fine;
 pub mod hdrlog;
 pub mod hist;
 pub mod merge;
+pub mod remote;
 pub mod resources;
 pub mod result;
 pub mod spill;

@@ -8,6 +8,8 @@ use std::time::Instant;
 
 use loadcell_analysis::saturation::{saturated, ResourceFigures};
 use loadcell_core::driver::SERVER_HOST_CPU_PCT;
+
+use crate::remote::RemoteSample;
 use serde::{Deserialize, Serialize};
 
 /// One sample. CPU figures are in percent of one core; rates per second.
@@ -40,6 +42,10 @@ pub struct ResourceSample {
     /// rates per second, renamed `*_per_s`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub server: BTreeMap<String, f64>,
+    /// The hosts scraped with `--server-metrics`, each one's newest scrape
+    /// of the interval (a host whose scrape failed is missing).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remote: Vec<RemoteSample>,
 }
 
 fn read(path: &str) -> String {
@@ -255,6 +261,7 @@ impl Sampler {
                 _ => None,
             },
             server: counters,
+            remote: Vec::new(),
         };
         self.prev = Previous {
             at: now,
@@ -347,7 +354,23 @@ pub fn figures(samples: &[ResourceSample], client_cores: usize) -> Option<Resour
             / total
     };
     let server_measured = measured.iter().all(|s| s.server_cpu_pct.is_some());
-    let server_host = |s: &ResourceSample| s.server.get(SERVER_HOST_CPU_PCT).copied();
+    // The server's own word on its machine, or else the busiest host
+    // scraped with --server-metrics.
+    let server_host = |s: &ResourceSample| {
+        s.server.get(SERVER_HOST_CPU_PCT).copied().or_else(|| {
+            s.remote
+                .iter()
+                .filter_map(RemoteSample::machine_cpu_pct)
+                .reduce(f64::max)
+        })
+    };
+    let server_host_disk = |s: &ResourceSample| {
+        s.remote
+            .iter()
+            .filter_map(|r| r.disk_busy_pct)
+            .reduce(f64::max)
+    };
+    let server_host_disk_measured = measured.iter().all(|s| server_host_disk(s).is_some());
     let server_host_measured = measured.iter().all(|s| server_host(s).is_some());
     let server_disk_measured = measured.iter().all(|s| s.server_disk_bytes_per_s.is_some());
     Some(ResourceFigures {
@@ -362,7 +385,33 @@ pub fn figures(samples: &[ResourceSample], client_cores: usize) -> Option<Resour
         disk_bytes_per_s: avg(&|s| s.disk_read_bytes_per_s + s.disk_write_bytes_per_s),
         server_disk_bytes_per_s: server_disk_measured
             .then(|| avg(&|s| s.server_disk_bytes_per_s.unwrap_or(0.0))),
+        server_host_disk_busy_pct: server_host_disk_measured
+            .then(|| avg(&|s| server_host_disk(s).unwrap_or(0.0))),
     })
+}
+
+/// Each scraped host's figures averaged over the measured samples (every
+/// sample that holds the host counting once), in the order first seen.
+pub fn remote_means(samples: &[ResourceSample]) -> Vec<RemoteSample> {
+    let mut means: Vec<(RemoteSample, u32)> = Vec::new();
+    for r in samples
+        .iter()
+        .filter(|s| s.t_s > 0.0)
+        .flat_map(|s| &s.remote)
+    {
+        match means.iter_mut().find(|(m, _)| m.host == r.host) {
+            Some((mean, n)) => {
+                let seen = f64::from(*n);
+                mean.absorb(r.clone(), &|a, b| match (a, b) {
+                    (Some(a), Some(b)) => Some((a * seen + b) / (seen + 1.0)),
+                    (a, b) => a.or(b),
+                });
+                *n += 1;
+            }
+            None => means.push((r.clone(), 1)),
+        }
+    }
+    means.into_iter().map(|(m, _)| m).collect()
 }
 
 /// Names the resource that ran out, in plain words with its figure, by
@@ -455,6 +504,37 @@ mod tests {
             diagnose(&[at(-1.0, 100.0, 200.0, None)], 1),
             None,
             "warm-up is ignored"
+        );
+    }
+
+    #[test]
+    fn a_scraped_host_is_judged_as_the_servers_machine() {
+        let scraped = |t: f64, cpu: f64, disk: f64| ResourceSample {
+            remote: vec![RemoteSample {
+                host: "db1:9100".into(),
+                cpu_pct: Some(cpu),
+                cpus: Some(2),
+                disk_busy_pct: Some(disk),
+                ..RemoteSample::default()
+            }],
+            ..at(t, 10.0, 30.0, None)
+        };
+        let busy = [scraped(1.0, 190.0, 10.0), scraped(2.0, 194.0, 20.0)];
+        let f = figures(&busy, 4).unwrap();
+        assert_eq!(f.server_host_cpu_pct, Some(96.0));
+        assert_eq!(f.server_host_disk_busy_pct, Some(15.0));
+        assert!(diagnose(&busy, 4)
+            .unwrap()
+            .starts_with("server's host CPU: the server reported its machine 96% busy"));
+        let disk = [scraped(1.0, 20.0, 99.0), scraped(2.0, 20.0, 95.0)];
+        assert!(diagnose(&disk, 4)
+            .unwrap()
+            .starts_with("server's host disk: its busiest disk had I/O in flight 97%"));
+        let means = remote_means(&[scraped(-1.0, 0.0, 0.0), disk[0].clone(), disk[1].clone()]);
+        assert_eq!(means.len(), 1, "warm-up left out, one host");
+        assert_eq!(
+            (means[0].cpu_pct, means[0].disk_busy_pct),
+            (Some(20.0), Some(97.0))
         );
     }
 

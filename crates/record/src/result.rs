@@ -83,6 +83,9 @@ pub struct RunResult {
     /// file), as the run named it; absent when none was written to its end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hdr_log: Option<String>,
+    /// What each `--export` pushed while the run went.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exports: Vec<Export>,
     /// A result merged from shards' (`loadcell merge`): each shard's
     /// figures and resource samples, and the spread between them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -258,6 +261,28 @@ pub struct FirstFailure {
     pub client_limit: bool,
 }
 
+/// One `--export`'s account: what reached the time-series database, and
+/// what did not.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Export {
+    /// `KIND=URL`, its password left out.
+    pub output: String,
+    /// The `run` label of its series.
+    pub run: String,
+    /// Measured intervals written.
+    pub intervals: u64,
+    /// Points the database accepted (a remote-write point is a sample).
+    pub points: u64,
+    pub failed_writes: u64,
+    /// Intervals dropped because the queue was full: the database was
+    /// slower than the intervals came, and the run did not wait for it.
+    pub dropped_intervals: u64,
+    /// Still sending when the run's end stopped waiting for it.
+    pub unfinished: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Resources {
     /// The server process sampled, when it ran on this host.
@@ -265,6 +290,9 @@ pub struct Resources {
     /// What most likely limited throughput, in plain words.
     pub bottleneck: Option<String>,
     pub samples: Vec<crate::resources::ResourceSample>,
+    /// Each `--server-metrics` URL and how its scrapes went.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub server_metrics: Vec<crate::remote::ScrapeSource>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -90,6 +90,7 @@ pub fn run(threads: usize, tps: f64) -> RunResult {
             server_rss_bytes: Some(600 << 20),
             server_disk_bytes_per_s: Some(4e5),
             server: BTreeMap::from([("threads_running".to_string(), threads as f64)]),
+            remote: Vec::new(),
         })
         .collect();
     let op_summary = |category: &str, count: u64| OpSummary {
@@ -225,11 +226,13 @@ pub fn run(threads: usize, tps: f64) -> RunResult {
             server_pid: Some(1234),
             bottleneck: Some("server CPU: the server process used 95% of a core".to_string()),
             samples,
+            server_metrics: Vec::new(),
         },
         disk: None,
         connections: None,
         verification: None,
         hdr_log: None,
+        exports: Vec::new(),
         merge: None,
     }
 }

@@ -322,6 +322,22 @@ pub fn summary(r: &RunResult, op_order: &[&str]) -> String {
             sample.class, sample.count, sample.message
         );
     }
+    for host in loadcell_record::resources::remote_means(&r.resources.samples) {
+        let _ = writeln!(w, "{}", remote_host(&host));
+    }
+    for source in r.resources.server_metrics.iter().filter(|s| s.failures > 0) {
+        let _ = writeln!(
+            w,
+            "WARNING: {} of {} scrapes of {} failed; the last: {}",
+            source.failures,
+            source.scrapes,
+            source.url,
+            source.last_error.as_deref().unwrap_or("")
+        );
+    }
+    for e in &r.exports {
+        let _ = writeln!(w, "{}", export(e));
+    }
     if let Some(b) = &r.resources.bottleneck {
         let _ = writeln!(w, "Bottleneck hint: {b}");
     }
@@ -329,6 +345,64 @@ pub fn summary(r: &RunResult, op_order: &[&str]) -> String {
         let _ = writeln!(w, "WARNING: {warning}");
     }
     o
+}
+
+/// A scraped host's means, e.g. "Server host db1:9100 (scraped): CPU
+/// 35% of 2 cores, load 1.20, memory 3.1 GB in use, ...".
+fn remote_host(r: &loadcell_record::remote::RemoteSample) -> String {
+    let mut parts = Vec::new();
+    if let (Some(cpu), Some(cpus)) = (r.cpu_pct, r.cpus) {
+        parts.push(format!(
+            "CPU {:.0}% of {}",
+            cpu / cpus.max(1) as f64,
+            counted(cpus as u64, "core")
+        ));
+    }
+    if let Some(load) = r.load_1m {
+        parts.push(format!("load {load:.2}"));
+    }
+    if let Some(m) = r.memory_used_bytes {
+        parts.push(format!("memory {:.1} GB in use", m / 1e9));
+    }
+    if let Some(d) = r.disk_busy_pct {
+        parts.push(format!("disk busy {d:.0}%"));
+    }
+    if let (Some(rx), Some(tx)) = (r.net_rx_bytes_per_s, r.net_tx_bytes_per_s) {
+        parts.push(format!("network {:.1} MB/s", (rx + tx) / 1e6));
+    }
+    for (name, value) in &r.server {
+        parts.push(format!("{name} {value:.1}"));
+    }
+    format!("Server host {} (scraped): {}", r.host, parts.join(", "))
+}
+
+/// What an `--export` pushed, loud when something was lost.
+fn export(e: &loadcell_record::result::Export) -> String {
+    let lost = e.failed_writes > 0 || e.dropped_intervals > 0 || e.unfinished;
+    let mut line = format!(
+        "{}Exported to {} as run \"{}\": {} intervals, {} points",
+        if lost { "WARNING: " } else { "" },
+        e.output,
+        e.run,
+        e.intervals,
+        e.points
+    );
+    if lost {
+        line.push_str(&format!(
+            "; {} writes failed, {} intervals dropped (queue full){}",
+            e.failed_writes,
+            e.dropped_intervals,
+            if e.unfinished {
+                ", still sending at the end"
+            } else {
+                ""
+            }
+        ));
+    }
+    if let Some(err) = &e.last_error {
+        line.push_str(&format!(" (last error: {err})"));
+    }
+    line
 }
 
 fn serde_plain<T: serde::Serialize>(v: &T) -> String {
@@ -397,6 +471,62 @@ mod tests {
     use super::*;
     use crate::fixture;
     use loadcell_record::result::Schedule;
+
+    #[test]
+    fn scraped_hosts_failed_scrapes_and_exports_are_summarised() {
+        use loadcell_record::remote::{RemoteSample, ScrapeSource};
+        use loadcell_record::result::Export;
+        let mut r = fixture::run(4, 1000.0);
+        for s in &mut r.resources.samples {
+            s.remote = vec![RemoteSample {
+                host: "db1:9100".into(),
+                cpu_pct: Some(150.0),
+                cpus: Some(4),
+                load_1m: Some(2.0),
+                disk_busy_pct: Some(30.0),
+                server: [("redis_commands_per_s".to_string(), 900.0)].into(),
+                ..RemoteSample::default()
+            }];
+        }
+        r.resources.server_metrics = vec![ScrapeSource {
+            url: "http://db1:9100/metrics".into(),
+            host: "db1:9100".into(),
+            scrapes: 10,
+            failures: 2,
+            last_error: Some("connection refused".into()),
+        }];
+        r.exports = vec![Export {
+            output: "prometheus-rw=http://p:9090/api/v1/write".into(),
+            run: "2026-11-25T02:00:00Z".into(),
+            intervals: 10,
+            points: 900,
+            ..Export::default()
+        }];
+        let text = summary(&r, &[]);
+        assert!(
+            text.contains(
+                "Server host db1:9100 (scraped): CPU 38% of 4 cores, load 2.00, disk busy 30%, \
+                 redis_commands_per_s 900.0"
+            ),
+            "{text}"
+        );
+        assert!(text.contains(
+            "WARNING: 2 of 10 scrapes of http://db1:9100/metrics failed; the last: connection refused"
+        ));
+        assert!(text.contains(
+            "Exported to prometheus-rw=http://p:9090/api/v1/write as run \"2026-11-25T02:00:00Z\": \
+             10 intervals, 900 points\n"
+        ));
+        r.exports[0].dropped_intervals = 3;
+        assert!(summary(&r, &[]).contains("WARNING: Exported to"));
+        let html = crate::html::render(&[crate::input::Input::run("r", r)]);
+        assert!(html.contains("db1:9100 (scraped)"), "CPU chart");
+        assert!(html.contains("Disk busy over time"));
+        assert!(
+            html.contains("redis_commands_per_s (db1:9100)"),
+            "counters table"
+        );
+    }
 
     #[test]
     fn reads_show_a_hit_ratio_only_when_some_were_counted() {

@@ -45,7 +45,7 @@ pub use redis::{redis, redis_cli, redis_cluster, redis_tls, redis_with_password,
 pub use search::{elasticsearch, opensearch};
 pub use shared::SharedServer;
 pub use tls::make_certificates;
-pub use ts::{influxdb, prometheus, questdb, victoriametrics, TsServer};
+pub use ts::{influxdb, node_exporter, prometheus, questdb, victoriametrics, TsServer};
 
 use std::collections::HashSet;
 use std::fs::{self, File};
@@ -88,6 +88,7 @@ pub enum ServerKind {
     Haproxy,
     InfluxDb,
     Prometheus,
+    NodeExporter,
     VictoriaMetrics,
     QuestDb,
 }
@@ -161,6 +162,7 @@ impl TestServer {
             | ServerKind::Haproxy
             | ServerKind::InfluxDb
             | ServerKind::Prometheus
+            | ServerKind::NodeExporter
             | ServerKind::VictoriaMetrics
             | ServerKind::QuestDb => {
                 let _ = child.kill();
@@ -187,6 +189,7 @@ impl TestServer {
             | ServerKind::Haproxy
             | ServerKind::InfluxDb
             | ServerKind::Prometheus
+            | ServerKind::NodeExporter
             | ServerKind::VictoriaMetrics
             | ServerKind::QuestDb => self.kill(),
             ServerKind::Postgres => {

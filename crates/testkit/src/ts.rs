@@ -8,6 +8,9 @@
 //!   (which must exist: the listener does not create it);
 //! - [`prometheus()`]: with the remote-write receiver and the admin API
 //!   (series deletion), no scrape jobs;
+//! - [`node_exporter()`]: Debian's `prometheus-node-exporter`, the host's
+//!   CPU, memory, load, disk and network as Prometheus text at `/metrics`
+//!   (what `--server-metrics` scrapes);
 //! - [`victoriametrics()`]: v1.151.0, built once on this machine with
 //!   `go install` into `/var/tmp/loadcell-testkit/` (its version stamped
 //!   in, as its release builds are);
@@ -107,6 +110,24 @@ pub fn prometheus() -> Result<TsServer, String> {
         },
         ready_path: "/-/ready",
         ready_text: "Ready",
+    })
+}
+
+/// node_exporter with its default collectors, on loopback.
+pub fn node_exporter() -> Result<TsServer, String> {
+    let bin = find_bin("prometheus-node-exporter", &[])?;
+    start(&Spec {
+        kind: ServerKind::NodeExporter,
+        what: "prometheus-node-exporter",
+        extra_ports: 0,
+        opentsdb: false,
+        command: &|_, http, _| {
+            let mut cmd = Command::new(&bin);
+            cmd.arg(format!("--web.listen-address=127.0.0.1:{http}"));
+            Ok(cmd)
+        },
+        ready_path: "/metrics",
+        ready_text: "node_cpu_seconds_total",
     })
 }
 

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use loadcell_record::hist;
+use loadcell_record::remote::RemoteSample;
 use loadcell_record::resources::ResourceSample;
 use loadcell_record::result::{GroupSummary, Interval, LoopMode, RunResult, RunStatus};
 use serde_json::Value;
@@ -142,6 +143,9 @@ pub fn time_series_charts(r: &RunResult) -> Vec<Chart> {
 }
 
 /// CPU, memory and I/O charts over the run's resource samples.
+/// One figure of a scraped host's samples.
+type RemoteFigure<'a> = dyn Fn(&RemoteSample) -> Option<f64> + 'a;
+
 pub fn resource_charts(r: &RunResult) -> Vec<Chart> {
     let m = measured(&r.resources.samples);
     if m.is_empty() {
@@ -167,6 +171,22 @@ pub fn resource_charts(r: &RunResult) -> Vec<Chart> {
     let server = pts(&|s| s.server_cpu_pct);
     if !server.is_empty() {
         cpu = cpu.series(Series::new("server process", server));
+    }
+    // The hosts scraped with --server-metrics, each beside this one.
+    let mut remote_hosts: Vec<&str> = Vec::new();
+    for r in m.iter().flat_map(|s| &s.remote) {
+        if !remote_hosts.contains(&r.host.as_str()) {
+            remote_hosts.push(&r.host);
+        }
+    }
+    let remote = |host: &str, f: &RemoteFigure<'_>| {
+        pts(&|s| s.remote.iter().find(|r| r.host == host).and_then(f))
+    };
+    for host in &remote_hosts {
+        let p = remote(host, &|r| r.cpu_pct);
+        if !p.is_empty() {
+            cpu = cpu.series(Series::new(format!("{host} (scraped)"), p));
+        }
     }
     // The host's capacity, when use comes anywhere near it.
     let cores = m.iter().map(|s| s.host_cpus).max().unwrap_or(0);
@@ -199,14 +219,48 @@ pub fn resource_charts(r: &RunResult) -> Vec<Chart> {
     if !server_rss.is_empty() {
         mem = mem.series(Series::new("server process", server_rss));
     }
+    for host in &remote_hosts {
+        let p = remote(host, &|r| {
+            r.memory_used_bytes.map(|b| b / (1024.0 * 1024.0))
+        });
+        if !p.is_empty() {
+            mem = mem.series(Series::new(format!("{host} in use (scraped)"), p));
+        }
+    }
     out.push(mem);
     let mb = |v: f64| v / 1e6;
-    let io: Vec<(&str, Vec<(f64, f64)>)> = vec![
-        ("network in", pts(&|s| Some(mb(s.net_rx_bytes_per_s)))),
-        ("network out", pts(&|s| Some(mb(s.net_tx_bytes_per_s)))),
-        ("disk read", pts(&|s| Some(mb(s.disk_read_bytes_per_s)))),
-        ("disk write", pts(&|s| Some(mb(s.disk_write_bytes_per_s)))),
+    let mut io: Vec<(String, Vec<(f64, f64)>)> = vec![
+        (
+            "network in".into(),
+            pts(&|s| Some(mb(s.net_rx_bytes_per_s))),
+        ),
+        (
+            "network out".into(),
+            pts(&|s| Some(mb(s.net_tx_bytes_per_s))),
+        ),
+        (
+            "disk read".into(),
+            pts(&|s| Some(mb(s.disk_read_bytes_per_s))),
+        ),
+        (
+            "disk write".into(),
+            pts(&|s| Some(mb(s.disk_write_bytes_per_s))),
+        ),
     ];
+    for host in &remote_hosts {
+        let figures: [(&str, &RemoteFigure<'_>); 4] = [
+            ("network in", &|r| r.net_rx_bytes_per_s.map(mb)),
+            ("network out", &|r| r.net_tx_bytes_per_s.map(mb)),
+            ("disk read", &|r| r.disk_read_bytes_per_s.map(mb)),
+            ("disk write", &|r| r.disk_write_bytes_per_s.map(mb)),
+        ];
+        for (what, f) in figures {
+            let p = remote(host, f);
+            if !p.is_empty() {
+                io.push((format!("{host} {what}"), p));
+            }
+        }
+    }
     if io.iter().any(|(_, p)| p.iter().any(|q| q.1 > 0.0)) {
         let mut c = Chart::new(
             "Network and disk over time",
@@ -214,6 +268,28 @@ pub fn resource_charts(r: &RunResult) -> Vec<Chart> {
             Axis::from_zero("MB/s"),
         );
         for (name, p) in io {
+            c = c.series(Series::new(name, p));
+        }
+        out.push(c);
+    }
+    let busy: Vec<(String, Vec<(f64, f64)>)> = remote_hosts
+        .iter()
+        .map(|host| {
+            (
+                format!("{host} (scraped)"),
+                remote(host, &|r| r.disk_busy_pct),
+            )
+        })
+        .filter(|(_, p)| !p.is_empty())
+        .collect();
+    if !busy.is_empty() {
+        let mut c = Chart::new(
+            "Disk busy over time",
+            time(),
+            Axis::from_zero("busiest disk busy (%)"),
+        )
+        .series(Series::new("this host", pts(&|s| Some(s.disk_busy_pct))));
+        for (name, p) in busy {
             c = c.series(Series::new(name, p));
         }
         out.push(c);
@@ -523,12 +599,20 @@ fn shards_table(o: &mut String, m: &loadcell_record::result::MergeSection) {
 
 pub(super) fn server_counters(o: &mut String, samples: &[ResourceSample]) {
     let m = measured(samples);
-    let mut sums: BTreeMap<&str, (f64, usize)> = BTreeMap::new();
+    let mut sums: BTreeMap<String, (f64, usize)> = BTreeMap::new();
+    let mut add = |k: String, v: f64| {
+        let e = sums.entry(k).or_insert((0.0, 0));
+        e.0 += v;
+        e.1 += 1;
+    };
     for s in &m {
         for (k, v) in &s.server {
-            let e = sums.entry(k.as_str()).or_insert((0.0, 0));
-            e.0 += v;
-            e.1 += 1;
+            add(k.clone(), *v);
+        }
+        for r in &s.remote {
+            for (k, v) in &r.server {
+                add(format!("{k} ({})", r.host), *v);
+            }
         }
     }
     if sums.is_empty() {
@@ -539,7 +623,7 @@ pub(super) fn server_counters(o: &mut String, samples: &[ResourceSample]) {
         let _ = writeln!(
             o,
             "<tr><td>{}</td><td class=\"n\">{}</td></tr>",
-            h(k),
+            h(&k),
             grouped(sum / n as f64, 2)
         );
     }
