@@ -458,7 +458,8 @@ pub(crate) fn toml_file<T: serde::de::DeserializeOwned>(text: &str) -> Result<T,
 }
 
 /// The generators a `[params]` entry may name.
-const PARAM_TYPES: &str = "sequence, uniform, gaussian, zipfian, special, pareto, hotset, string, list or csv";
+const PARAM_TYPES: &str =
+    "sequence, uniform, gaussian, zipfian, special, pareto, hotset, string, list or csv";
 
 /// A `[params]` entry checked; a CSV file is read from `dir` (the
 /// directory of the file that names it) when it is not absolute.
@@ -595,7 +596,12 @@ fn csv_column(path: &Path, column: &Column) -> Result<Vec<String>, String> {
         .enumerate()
         .map(|(i, line)| {
             field(line, index).ok_or_else(|| {
-                format!("{}: row {} has no column {}", path.display(), i + 1, index + 1)
+                format!(
+                    "{}: row {} has no column {}",
+                    path.display(),
+                    i + 1,
+                    index + 1
+                )
             })
         })
         .collect::<Result<Vec<_>, _>>()?;

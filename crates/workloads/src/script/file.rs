@@ -91,7 +91,11 @@ pub struct Statement {
 }
 
 impl Statement {
-    fn parse(text: &str, bind: &[usize], position: &dyn Fn(&str) -> Option<usize>) -> Result<Statement, String> {
+    fn parse(
+        text: &str,
+        bind: &[usize],
+        position: &dyn Fn(&str) -> Option<usize>,
+    ) -> Result<Statement, String> {
         let template = Template::parse(text, position)?;
         let holes: Vec<usize> = template.params().collect();
         if !holes.is_empty() && !bind.is_empty() {
@@ -99,9 +103,15 @@ impl Statement {
                 "'{text}': give parameters as ${{name}} or with bind, not both"
             ));
         }
-        let binds = if holes.is_empty() { bind.to_vec() } else { holes };
+        let binds = if holes.is_empty() {
+            bind.to_vec()
+        } else {
+            holes
+        };
         if binds.len() > MAX_BINDS {
-            return Err(format!("'{text}': at most {MAX_BINDS} parameters per statement"));
+            return Err(format!(
+                "'{text}': at most {MAX_BINDS} parameters per statement"
+            ));
         }
         Ok(Statement {
             source: text.to_string(),
@@ -119,7 +129,9 @@ impl Statement {
     /// Whether it only reads.
     fn reads(&self) -> bool {
         let first = self.source.trim_start().split_whitespace().next();
-        first.is_some_and(|w| ["select", "show", "with", "explain"].contains(&w.to_ascii_lowercase().as_str()))
+        first.is_some_and(|w| {
+            ["select", "show", "with", "explain"].contains(&w.to_ascii_lowercase().as_str())
+        })
     }
 }
 
@@ -143,15 +155,33 @@ pub struct Command {
 
 /// Commands that only read, for the read/write split of the summary.
 const READ_COMMANDS: &[&str] = &[
-    "get", "mget", "hget", "hmget", "hgetall", "exists", "lrange", "llen", "smembers",
-    "sismember", "scard", "zrange", "zrangebyscore", "zscore", "zcard", "strlen", "ttl", "xrange",
+    "get",
+    "mget",
+    "hget",
+    "hmget",
+    "hgetall",
+    "exists",
+    "lrange",
+    "llen",
+    "smembers",
+    "sismember",
+    "scard",
+    "zrange",
+    "zrangebyscore",
+    "zscore",
+    "zcard",
+    "strlen",
+    "ttl",
+    "xrange",
 ];
 
 impl Command {
     fn parse(text: &str, position: &dyn Fn(&str) -> Option<usize>) -> Result<Command, String> {
         let words = crate::kv::split_words(text)?;
         if words.is_empty() || words.len() > MAX_WORDS {
-            return Err(format!("'{text}': give a command of 1 to {MAX_WORDS} words"));
+            return Err(format!(
+                "'{text}': give a command of 1 to {MAX_WORDS} words"
+            ));
         }
         let name = words[0].to_ascii_lowercase();
         if name.contains("${") {
@@ -359,12 +389,13 @@ fn used<'a>(templates: impl Iterator<Item = &'a Template>) -> Vec<usize> {
     params
 }
 
-fn op(
-    r: RawOp,
-    params: &[Param],
-    position: &dyn Fn(&str) -> Option<usize>,
-) -> Result<Op, String> {
-    if r.name.is_empty() || !r.name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+fn op(r: RawOp, params: &[Param], position: &dyn Fn(&str) -> Option<usize>) -> Result<Op, String> {
+    if r.name.is_empty()
+        || !r
+            .name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    {
         return Err("a name is letters, digits and _".to_string());
     }
     let think = match &r.think {
@@ -374,10 +405,17 @@ fn op(
     let bind = r
         .bind
         .iter()
-        .map(|name| position(name).ok_or_else(|| format!("bind: no parameter '{name}' in [params]")))
+        .map(|name| {
+            position(name).ok_or_else(|| format!("bind: no parameter '{name}' in [params]"))
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let http = r.path.is_some() || r.method.is_some() || r.body.is_some() || !r.headers.is_empty();
-    let given = [r.sql.is_some(), r.transaction.is_some(), r.command.is_some(), http];
+    let given = [
+        r.sql.is_some(),
+        r.transaction.is_some(),
+        r.command.is_some(),
+        http,
+    ];
     if given.iter().filter(|&&g| g).count() != 1 {
         return Err("give one of sql, transaction, command or path (an HTTP request)".to_string());
     }
@@ -402,7 +440,10 @@ fn op(
             .iter()
             .map(|t| Statement::parse(t, &bind, position))
             .collect::<Result<Vec<_>, _>>()?;
-        let all: Vec<usize> = statements.iter().flat_map(|s| s.binds.iter().copied()).collect();
+        let all: Vec<usize> = statements
+            .iter()
+            .flat_map(|s| s.binds.iter().copied())
+            .collect();
         (
             OpBody::Sql {
                 statements,
@@ -477,7 +518,9 @@ fn prepare(
         .map(|t| {
             let valid = !t.name.is_empty()
                 && t.name.len() <= 64
-                && t.name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                && t.name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_')
                 && !t.name.starts_with(|c: char| c.is_ascii_digit());
             if !valid {
                 return Err(context(format!(

@@ -257,7 +257,8 @@ impl<C: KvConn> Lifecycle<C, KvFamily> for ScriptWorkload {
     where
         D: Driver<Conn = C>,
     {
-        let (mut conn, _) = loadcell_engine::connect_once(&*driver, loading.connect_timeout).await?;
+        let (mut conn, _) =
+            loadcell_engine::connect_once(&*driver, loading.connect_timeout).await?;
         if self.file.prepare.loads.is_empty() {
             observer.message("Nothing to prepare: the file's [prepare] loads nothing");
         }

@@ -78,7 +78,10 @@ impl Workload for ScriptWorkload {
             })
             .collect();
         BTreeMap::from([
-            ("file".to_string(), json!(self.file.path.display().to_string())),
+            (
+                "file".to_string(),
+                json!(self.file.path.display().to_string()),
+            ),
             ("ops".to_string(), json!(ops)),
             (
                 "params".to_string(),
@@ -157,7 +160,10 @@ impl Values {
         let params = &file.params;
         Values {
             rng: SmallRng::seed_from_u64(seed),
-            drawers: params.iter().map(|p| Drawer::new(p, index, count)).collect(),
+            drawers: params
+                .iter()
+                .map(|p| Drawer::new(p, index, count))
+                .collect(),
             texts: params.iter().map(|_| Vec::with_capacity(64)).collect(),
             numbers: vec![None; params.len()],
         }

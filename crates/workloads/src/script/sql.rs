@@ -75,11 +75,15 @@ impl<C: SqlConn> Script<C> for SqlScript {
     }
 
     fn transactional(&self) -> bool {
-        self.ops
-            .file
-            .ops
-            .iter()
-            .any(|o| matches!(o.body, OpBody::Sql { transaction: true, .. }))
+        self.ops.file.ops.iter().any(|o| {
+            matches!(
+                o.body,
+                OpBody::Sql {
+                    transaction: true,
+                    ..
+                }
+            )
+        })
     }
 
     async fn open(&self, conn: &mut C, session: SessionInfo) -> Result<Self::Session, DriverError> {
@@ -182,7 +186,8 @@ impl<C: SqlConn> Lifecycle<C, SqlFamily> for ScriptWorkload {
     where
         D: Driver<Conn = C>,
     {
-        let (mut conn, _) = loadcell_engine::connect_once(&*driver, loading.connect_timeout).await?;
+        let (mut conn, _) =
+            loadcell_engine::connect_once(&*driver, loading.connect_timeout).await?;
         prepare(&mut conn, &self.file, &*observer).await
     }
 
@@ -200,7 +205,8 @@ impl<C: SqlConn> Lifecycle<C, SqlFamily> for ScriptWorkload {
         let tables = &self.file.prepare.tables;
         let (mut conn, _) = loadcell_engine::connect_once(driver, connect_timeout).await?;
         if tables.is_empty() || !conn.table_exists(marker::MARKER_TABLE).await? {
-            observer.message("Nothing to clean up: loadcell created none of this file's tables here");
+            observer
+                .message("Nothing to clean up: loadcell created none of this file's tables here");
             return Ok(());
         }
         marker::ensure(&mut conn).await?;

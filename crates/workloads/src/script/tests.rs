@@ -155,15 +155,26 @@ fn mistakes_are_one_line_naming_the_line_or_the_op() {
     let e = err("[params]\nx = { type = \"zipf\", min = 1, max = 2 }\n[[op]]\nname = \"a\"\nsql = \"SELECT 1\"\n");
     assert!(e.starts_with(": [params] x: unknown type 'zipf'"), "{e}");
     let e = err("[[op]]\nname = \"a\"\nsql = \"SELECT ${nope}\"\n");
-    assert!(e.contains("op 'a': 'SELECT ${nope}': no parameter 'nope'"), "{e}");
+    assert!(
+        e.contains("op 'a': 'SELECT ${nope}': no parameter 'nope'"),
+        "{e}"
+    );
     let e = err("[[op]]\nname = \"a\"\nweight = 0\nsql = \"SELECT 1\"\n");
     assert!(e.contains("every op has weight 0"), "{e}");
-    let e = err("[[op]]\nname = \"a\"\nsql = \"SELECT 1\"\n[[op]]\nname = \"b\"\ncommand = \"GET k\"\n");
+    let e = err(
+        "[[op]]\nname = \"a\"\nsql = \"SELECT 1\"\n[[op]]\nname = \"b\"\ncommand = \"GET k\"\n",
+    );
     assert!(e.contains("op 'a' is sql, op 'b' is kv"), "{e}");
     let e = err("[[op]]\nname = \"a\"\nsql = \"SELECT 1\"\ncommand = \"GET k\"\n");
-    assert!(e.contains("give one of sql, transaction, command or path"), "{e}");
+    assert!(
+        e.contains("give one of sql, transaction, command or path"),
+        "{e}"
+    );
     let e = err("[[op]]\nname = \"a\"\nsql = \"SELECT 1\"\n[prepare]\ntables = [{ name = \"t\", columns = \"(id INT)\" }]\nload = [{ sql = \"INSERT INTO users VALUES (1)\", rows = 1 }]\n");
-    assert!(e.contains("a load is INSERT INTO one of the tables [prepare] creates"), "{e}");
+    assert!(
+        e.contains("a load is INSERT INTO one of the tables [prepare] creates"),
+        "{e}"
+    );
     let e = err("[[op]]\nname = \"a\"\ncommand = \"GET k\"\nthink = \"5 min\"\n");
     assert!(e.contains("think '5 min' is not a duration"), "{e}");
     for e in [e] {
