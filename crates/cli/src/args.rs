@@ -306,6 +306,10 @@ pub struct CleanupArgs {
     /// (default TestTable).
     #[arg(long, value_name = "NAME")]
     pub table: Option<String>,
+    /// With `script`: the workload file whose prepared tables or keys to
+    /// remove, those loadcell created.
+    #[arg(long, value_name = "FILE")]
+    pub file: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]

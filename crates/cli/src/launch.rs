@@ -102,9 +102,9 @@ macro_rules! families {
 }
 
 families! {
-    Sql sql SqlConn SqlFamily: [Oltp, Ycsb];
-    Kv kv KvConn KvFamily: [Kv, Dataset, Ycsb];
-    Http http HttpConn HttpFamily: [Http, HttpConnections];
+    Sql sql SqlConn SqlFamily: [Oltp, Ycsb, Script];
+    Kv kv KvConn KvFamily: [Kv, Dataset, Ycsb, Script];
+    Http http HttpConn HttpFamily: [Http, HttpConnections, Script];
     Search search SearchConn SearchFamily: [SearchBulk, SearchQuery, SearchMixed];
     TimeSeries ts TsConn TimeSeriesFamily: [TsIngest, TsQuery];
     Stream stream StreamConn StreamFamily: [Stream];
@@ -580,6 +580,7 @@ mod tests {
         let args = WorkloadArgs::defaults();
         let mut specs: Vec<WorkloadSpec> = catalog()
             .into_iter()
+            .filter(|(name, _, _)| *name != "script")
             .map(|(name, _, _)| WorkloadSpec::resolve(name, &args).unwrap())
             .collect();
         let set = "name = \"t\"\nkeys = 10\n[[type]]\nname = \"s\"\nkind = \"string\"\nshare = 1\nkey_length = 8\nvalue_size = 8\n";
@@ -598,5 +599,25 @@ mod tests {
             );
         }
         assert!(specs.iter().any(|s| matches!(s, WorkloadSpec::Kv(_))));
+    }
+
+    /// A workload file runs on the family of its ops, which the dispatch
+    /// serves it on (and on the others a file may be of).
+    #[test]
+    fn a_workload_file_is_dispatched_on_its_family() {
+        let dir = tempfile::tempdir().unwrap();
+        for (op, family) in [
+            ("sql = \"SELECT 1\"", loadcell_core::Family::Sql),
+            ("command = \"GET k\"", loadcell_core::Family::Kv),
+            ("path = \"/\"", loadcell_core::Family::Http),
+        ] {
+            let path = dir.path().join("w.toml");
+            std::fs::write(&path, format!("[[op]]\nname = \"a\"\n{op}\n")).unwrap();
+            let mut args = WorkloadArgs::defaults();
+            args.script.file = Some(path);
+            let spec = WorkloadSpec::resolve("script", &args).unwrap();
+            assert_eq!(spec.workload().families(), [family]);
+            assert!(dispatched(&spec).contains(&family), "{family:?}");
+        }
     }
 }

@@ -145,6 +145,7 @@ fn dispatch(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
             if let Some(table) = &a.table {
                 workload.wide.table = table.clone();
             }
+            workload.script.file = a.file.clone();
             let (spec, target, _) = resolve(&a.target, &workload)?;
             if let WorkloadSpec::Disk(w) = &spec {
                 eprintln!(

@@ -168,6 +168,37 @@ enum Arg {
     Data,
 }
 
+/// A command's words: split on spaces and tabs, `"..."` quoting one with
+/// spaces (or an empty one).
+pub(crate) fn split_words(text: &str) -> Result<Vec<String>, String> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    let mut had_quote = false;
+    for ch in text.chars() {
+        match ch {
+            '"' => {
+                quoted = !quoted;
+                had_quote = true;
+            }
+            ' ' | '\t' if !quoted => {
+                if !cur.is_empty() || had_quote {
+                    words.push(std::mem::take(&mut cur));
+                }
+                had_quote = false;
+            }
+            c => cur.push(c),
+        }
+    }
+    if quoted {
+        return Err(format!("'{text}': unbalanced double quote"));
+    }
+    if !cur.is_empty() || had_quote {
+        words.push(cur);
+    }
+    Ok(words)
+}
+
 /// A command template such as `hset __key__ f1 __data__`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CommandTemplate {
@@ -185,31 +216,7 @@ impl CommandTemplate {
     /// Parses a template: words split on spaces, `"..."` quoting allowed,
     /// `__key__` and `__data__` as placeholders.
     pub fn parse(text: &str, weight: u32, pattern: KeyPattern) -> Result<CommandTemplate, String> {
-        let mut words = Vec::new();
-        let mut cur = String::new();
-        let mut quoted = false;
-        let mut had_quote = false;
-        for ch in text.chars() {
-            match ch {
-                '"' => {
-                    quoted = !quoted;
-                    had_quote = true;
-                }
-                ' ' | '\t' if !quoted => {
-                    if !cur.is_empty() || had_quote {
-                        words.push(std::mem::take(&mut cur));
-                    }
-                    had_quote = false;
-                }
-                c => cur.push(c),
-            }
-        }
-        if quoted {
-            return Err(format!("--command '{text}': unbalanced double quote"));
-        }
-        if !cur.is_empty() || had_quote {
-            words.push(cur);
-        }
+        let words = split_words(text).map_err(|e| format!("--command {e}"))?;
         if words.is_empty() {
             return Err("--command is empty: give a command such as 'set __key__ __data__'".into());
         }

@@ -17,6 +17,7 @@ pub mod oltp;
 pub mod prepare;
 #[cfg(test)]
 mod recorder;
+pub mod script;
 pub mod search;
 pub mod stream;
 pub mod ts;

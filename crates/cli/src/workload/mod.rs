@@ -8,6 +8,7 @@ mod http_conns;
 mod kv;
 mod machine;
 mod oltp;
+mod script;
 mod search;
 mod stream;
 mod ts;
@@ -23,6 +24,7 @@ use loadcell_workloads::http::HttpWorkload;
 use loadcell_workloads::http_conns::HttpConnectionsWorkload;
 use loadcell_workloads::kv::KvWorkload;
 use loadcell_workloads::oltp::{OltpKind, OltpWorkload};
+use loadcell_workloads::script::ScriptWorkload;
 use loadcell_workloads::search::mixed::SearchMixedWorkload;
 use loadcell_workloads::search::{SearchBulkWorkload, SearchQueryWorkload};
 use loadcell_workloads::stream::StreamWorkload;
@@ -36,6 +38,7 @@ pub use http_conns::HttpConnsArgs;
 pub use kv::KvArgs;
 pub use machine::MachineArgs;
 pub use oltp::OltpArgs;
+pub use script::ScriptArgs;
 pub use search::SearchArgs;
 pub use stream::StreamArgs;
 pub use ts::TsArgs;
@@ -63,6 +66,8 @@ pub enum WorkloadSpec {
     Stream(StreamWorkload),
     /// HBase PerformanceEvaluation's tests.
     Pe(PeWorkload),
+    /// The user's own operations, from `--file`.
+    Script(ScriptWorkload),
 }
 
 /// Every family's workload options, each group under its own heading.
@@ -88,6 +93,8 @@ pub struct WorkloadArgs {
     pub stream: StreamArgs,
     #[command(flatten)]
     pub wide: WideArgs,
+    #[command(flatten)]
+    pub script: ScriptArgs,
     /// The options the command line gave, by flag (`--ratio`), as clap
     /// recorded them: a workload refuses another family's options.
     #[arg(skip)]
@@ -152,6 +159,7 @@ pub fn catalog() -> Vec<(&'static str, &'static [Family], &'static str)> {
     all.extend(stream::catalog());
     all.extend(wide::catalog());
     all.extend(machine::catalog());
+    all.extend(script::catalog());
     all
 }
 
@@ -169,6 +177,7 @@ impl WorkloadSpec {
             (ts::WHAT, args.given_in::<TsArgs>()),
             (stream::WHAT, args.given_in::<StreamArgs>()),
             (wide::WHAT, args.given_in::<WideArgs>()),
+            (script::WHAT, args.given_in::<ScriptArgs>()),
         ];
         let given = |own: &str| {
             let group = groups.iter().find(|(what, _)| *what == own);
@@ -226,6 +235,10 @@ impl WorkloadSpec {
             refuse_others(&[wide::WHAT])?;
             return wide::resolve(name, &args.wide, given(wide::WHAT));
         }
+        if name == "script" {
+            refuse_others(&[script::WHAT])?;
+            return script::resolve(&args.script);
+        }
         if let Some(spec) = http_conns::resolve(name, &args.http, &args.http_conns) {
             refuse_others(&[http::WHAT, http_conns::WHAT])?;
             return spec;
@@ -256,6 +269,7 @@ impl WorkloadSpec {
             WorkloadSpec::TsQuery(w) => w,
             WorkloadSpec::Stream(w) => w,
             WorkloadSpec::Pe(w) => w,
+            WorkloadSpec::Script(w) => w,
         }
     }
 
@@ -280,6 +294,7 @@ impl WorkloadSpec {
             | WorkloadSpec::TsQuery(TsQueryWorkload { opts, .. }) => ts::prepare_hint(opts),
             WorkloadSpec::Stream(w) => stream::prepare_hint(&w.opts),
             WorkloadSpec::Pe(w) => wide::prepare_hint(&w.opts),
+            WorkloadSpec::Script(w) => script::prepare_hint(w),
             WorkloadSpec::Http(_)
             | WorkloadSpec::HttpConnections(_)
             | WorkloadSpec::Cpu(_)
@@ -299,7 +314,8 @@ impl WorkloadSpec {
             | WorkloadSpec::SearchQuery(_)
             | WorkloadSpec::SearchMixed(_)
             | WorkloadSpec::TsQuery(_)
-            | WorkloadSpec::Stream(_) => None,
+            | WorkloadSpec::Stream(_)
+            | WorkloadSpec::Script(_) => None,
             WorkloadSpec::SearchBulk(w) => search::implied_events(&w.opts),
             WorkloadSpec::TsIngest(w) => ts::implied_events(w),
             WorkloadSpec::Pe(w) => Some(w.events()),
@@ -381,9 +397,13 @@ mod tests {
             err.starts_with("--record-count is a record workload"),
             "{err}"
         );
-        // Defaults are not "given": every workload takes an empty command line.
+        // Defaults are not "given": every workload takes an empty command
+        // line, but script, which needs its file.
         for (name, _, _) in catalog() {
-            WorkloadSpec::resolve(name, &given(&[])).unwrap();
+            match WorkloadSpec::resolve(name, &given(&[])) {
+                Err(e) if name == "script" => assert!(e.contains("--file"), "{e}"),
+                other => drop(other.unwrap()),
+            }
         }
         let spec = WorkloadSpec::resolve("kv", &given(&["--pipeline", "4"])).unwrap();
         assert!(matches!(spec, WorkloadSpec::Kv(KvWorkload { opts }) if opts.pipeline == 4));

@@ -21,8 +21,8 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 
-pub use requests::{check_path, Param, ParamKind, RequestFile, RequestSpec, Template};
-pub(crate) use requests::{param, toml_file, Drawer, RawParam};
+pub use requests::{check_path, ListValues, Param, ParamKind, RequestFile, RequestSpec, Template};
+pub(crate) use requests::{param, request, toml_file, Drawer, RawParam, RawRequest};
 
 use crate::workload::{Lifecycle, Workload};
 
@@ -230,14 +230,64 @@ impl Workload for HttpWorkload {
     }
 }
 
-/// One request of the script: its headers encoded once, its path and
+/// One request ready to send: its headers encoded once, its path and
 /// body templates, and the parameters they use.
-struct ScriptRequest {
+pub(crate) struct ScriptRequest {
     method: &'static str,
     path: Template,
     headers: Vec<u8>,
     body: Template,
-    params: Vec<usize>,
+    /// Indexes into the parameters, each once.
+    pub(crate) params: Vec<usize>,
+}
+
+impl ScriptRequest {
+    pub(crate) fn new(r: &RequestSpec) -> ScriptRequest {
+        let mut params: Vec<usize> = r.path.params().chain(r.body.params()).collect();
+        params.sort_unstable();
+        params.dedup();
+        ScriptRequest {
+            method: r.method,
+            path: r.path.clone(),
+            headers: encoded_headers(&r.headers),
+            body: r.body.clone(),
+            params,
+        }
+    }
+
+    /// Sends the request with its holes filled from `values` (written into
+    /// the reused `path` and `body` buffers), timed as operation `kind`;
+    /// counts the response's status class, and a status `expect` does not
+    /// accept as a failure of class [`STATUS_CLASS`].
+    #[inline]
+    pub(crate) async fn send<C: HttpConn>(
+        &self,
+        conn: &mut C,
+        values: &[Vec<u8>],
+        (path, body): (&mut Vec<u8>, &mut Vec<u8>),
+        expect: &ExpectStatus,
+        kind: usize,
+        ctx: &mut Ctx,
+    ) -> Result<(), DriverError> {
+        let request = Request {
+            method: self.method,
+            path: expanded(&self.path, values, path),
+            headers: &self.headers,
+            body: expanded(&self.body, values, body),
+        };
+        let status = ctx
+            .op(kind, async { Ok(conn.request(&request).await?.status) })
+            .await?;
+        let class = usize::from(status / 100);
+        ctx.count(STATUS_CLASSES.get(class).copied().unwrap_or("other"), 1);
+        if !expect.accepts(status) {
+            let message = status_message(status);
+            let message = std::str::from_utf8(&message).expect("ASCII digits");
+            ctx.count(&message[12..], 1);
+            ctx.failed(kind, STATUS_CLASS, message);
+        }
+        Ok(())
+    }
 }
 
 /// The run's script: the requests, encoded once.
@@ -272,22 +322,7 @@ impl HttpScript {
         } else {
             Category::Read
         };
-        let requests = opts
-            .requests
-            .iter()
-            .map(|r| {
-                let mut params: Vec<usize> = r.path.params().chain(r.body.params()).collect();
-                params.sort_unstable();
-                params.dedup();
-                ScriptRequest {
-                    method: r.method,
-                    path: r.path.clone(),
-                    headers: encoded_headers(&r.headers),
-                    body: r.body.clone(),
-                    params,
-                }
-            })
-            .collect();
+        let requests = opts.requests.iter().map(ScriptRequest::new).collect();
         let cumulative = opts
             .requests
             .iter()
@@ -396,24 +431,8 @@ impl<C: HttpConn> Script<C> for HttpScript {
         for &p in &r.params {
             drawers[p].draw(rng, &mut values[p]);
         }
-        let request = Request {
-            method: r.method,
-            path: expanded(&r.path, values, path),
-            headers: &r.headers,
-            body: expanded(&r.body, values, body),
-        };
-        let status = ctx
-            .op(0, async { Ok(conn.request(&request).await?.status) })
-            .await?;
-        let class = usize::from(status / 100);
-        ctx.count(STATUS_CLASSES.get(class).copied().unwrap_or("other"), 1);
-        if !self.expect.accepts(status) {
-            let message = status_message(status);
-            let message = std::str::from_utf8(&message).expect("ASCII digits");
-            ctx.count(&message[12..], 1);
-            ctx.failed(0, STATUS_CLASS, message);
-        }
-        Ok(())
+        r.send(conn, values, (path, body), &self.expect, 0, ctx)
+            .await
     }
 }
 

@@ -4,9 +4,12 @@
 //!
 //! ```toml
 //! [params]
-//! id = { type = "zipfian", min = 1, max = 100000 }   # also uniform
+//! id = { type = "zipfian", min = 1, max = 100000 }   # also uniform, gaussian
 //! n = { type = "sequence", start = 1 }
-//! word = { type = "string", length = 8 }             # [A-Za-z0-9]
+//! word = { type = "string", length = 8 }             # [A-Za-z0-9]; or min_length, max_length
+//! hot = { type = "hotset", min = 1, max = 1000, hot_keys = 0.2, hot_ops = 0.8 }
+//! color = { type = "list", values = ["red", "blue"] }
+//! user = { type = "csv", file = "users.csv", column = "name" }  # or column = 2
 //!
 //! [[request]]
 //! weight = 9                     # default 1
@@ -26,7 +29,8 @@
 //! generator, seeded from `--seed`.
 
 use std::borrow::Cow;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use rand::rngs::SmallRng;
 use rand::Rng;
@@ -137,6 +141,23 @@ impl Template {
         })
     }
 
+    /// The text with each hole replaced by what `placeholder` gives for
+    /// the hole's position, counted from 1 (a SQL statement's `?`, `$1`).
+    pub(crate) fn with_placeholders(&self, placeholder: impl Fn(usize) -> String) -> String {
+        let mut text = String::new();
+        let mut holes = 0;
+        for piece in &self.pieces {
+            match piece {
+                Piece::Text(t) => text.push_str(&String::from_utf8_lossy(t)),
+                Piece::Param(_) => {
+                    holes += 1;
+                    text.push_str(&placeholder(holes));
+                }
+            }
+        }
+        text
+    }
+
     /// Writes the text with each hole filled from `values` into `out`.
     #[inline]
     pub(crate) fn expand(&self, values: &[Vec<u8>], out: &mut Vec<u8>) {
@@ -159,9 +180,49 @@ pub struct Param {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum ParamKind {
-    Sequence { start: u64 },
-    Random { kind: RandType, min: u64, max: u64 },
-    String { length: usize },
+    Sequence {
+        start: u64,
+    },
+    /// Integers in `[min, max]` from one of sysbench's distributions.
+    Random {
+        kind: RandType,
+        min: u64,
+        max: u64,
+    },
+    /// Integers in `[min, max]`: `hot_ops` of the draws fall, uniformly,
+    /// in the lowest `hot_keys` fraction of the range (YCSB's hotspot).
+    HotSet {
+        min: u64,
+        max: u64,
+        hot_keys: f64,
+        hot_ops: f64,
+    },
+    /// Alphanumeric text of a length uniform in `[min_length, max_length]`.
+    String {
+        min_length: usize,
+        max_length: usize,
+    },
+    /// One of a list's values, uniformly: given in the file, or a CSV
+    /// file's column read when the file is.
+    List(ListValues),
+}
+
+/// A list parameter's values, shared by the sessions; when every value is
+/// an integer, the numbers too (bound as integers in SQL).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListValues {
+    pub texts: Arc<[String]>,
+    numbers: Option<Arc<[i64]>>,
+}
+
+impl ListValues {
+    pub fn new(texts: Vec<String>) -> ListValues {
+        let numbers: Option<Vec<i64>> = texts.iter().map(|t| t.parse().ok()).collect();
+        ListValues {
+            texts: texts.into(),
+            numbers: numbers.map(Into::into),
+        }
+    }
 }
 
 /// The characters of a random string: safe unescaped in a path, a query
@@ -171,9 +232,22 @@ const ALPHANUMERIC: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwx
 /// A parameter ready to draw from, one per session.
 #[derive(Debug, Clone)]
 pub(crate) enum Drawer {
-    Sequence { next: u64, step: u64 },
+    Sequence {
+        next: u64,
+        step: u64,
+    },
     Random(Distribution),
-    String { length: usize },
+    HotSet {
+        min: u64,
+        hot: u64,
+        cold: u64,
+        hot_ops: f64,
+    },
+    String {
+        min_length: usize,
+        max_length: usize,
+    },
+    List(ListValues),
 }
 
 impl Drawer {
@@ -187,26 +261,80 @@ impl Drawer {
             ParamKind::Random { kind, min, max } => {
                 Drawer::Random(Distribution::new(kind, RandParams::default(), min, max))
             }
-            ParamKind::String { length } => Drawer::String { length },
+            ParamKind::HotSet {
+                min,
+                max,
+                hot_keys,
+                hot_ops,
+            } => {
+                let span = max - min + 1;
+                let hot = ((span as f64 * hot_keys).round() as u64).clamp(1, span);
+                Drawer::HotSet {
+                    min,
+                    hot,
+                    cold: span - hot,
+                    hot_ops,
+                }
+            }
+            ParamKind::String {
+                min_length,
+                max_length,
+            } => Drawer::String {
+                min_length,
+                max_length,
+            },
+            ParamKind::List(ref values) => Drawer::List(values.clone()),
         }
     }
 
     /// Writes the next value into `out`.
     #[inline]
     pub(crate) fn draw(&mut self, rng: &mut SmallRng, out: &mut Vec<u8>) {
+        self.draw_value(rng, out);
+    }
+
+    /// Writes the next value into `out`; returns it as a number too when
+    /// it is one (for SQL, which binds numbers as integers).
+    #[inline]
+    pub(crate) fn draw_value(&mut self, rng: &mut SmallRng, out: &mut Vec<u8>) -> Option<i64> {
         out.clear();
-        match self {
+        let number = match self {
             Drawer::Sequence { next, step } => {
-                out.extend_from_slice(itoa::Buffer::new().format(*next).as_bytes());
+                let n = *next;
                 *next += *step;
+                n
             }
-            Drawer::Random(d) => {
-                out.extend_from_slice(itoa::Buffer::new().format(d.sample(rng)).as_bytes())
+            Drawer::Random(d) => d.sample(rng),
+            Drawer::HotSet {
+                min,
+                hot,
+                cold,
+                hot_ops,
+            } => {
+                if *cold == 0 || rng.random::<f64>() < *hot_ops {
+                    *min + rng.random_range(0..*hot)
+                } else {
+                    *min + *hot + rng.random_range(0..*cold)
+                }
             }
-            Drawer::String { length } => out.extend(
-                (0..*length).map(|_| ALPHANUMERIC[rng.random_range(0..ALPHANUMERIC.len())]),
-            ),
-        }
+            Drawer::String {
+                min_length,
+                max_length,
+            } => {
+                let length = rng.random_range(*min_length..=*max_length);
+                out.extend(
+                    (0..length).map(|_| ALPHANUMERIC[rng.random_range(0..ALPHANUMERIC.len())]),
+                );
+                return None;
+            }
+            Drawer::List(values) => {
+                let i = rng.random_range(0..values.texts.len());
+                out.extend_from_slice(values.texts[i].as_bytes());
+                return values.numbers.as_ref().map(|n| n[i]);
+            }
+        };
+        out.extend_from_slice(itoa::Buffer::new().format(number).as_bytes());
+        Some(number as i64)
     }
 }
 
@@ -227,15 +355,15 @@ struct RawFile {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawRequest {
+pub(crate) struct RawRequest {
     #[serde(default = "one")]
-    weight: u32,
-    method: Option<String>,
-    path: String,
+    pub weight: u32,
+    pub method: Option<String>,
+    pub path: String,
     #[serde(default)]
-    headers: Vec<String>,
+    pub headers: Vec<String>,
     #[serde(default)]
-    body: String,
+    pub body: String,
 }
 
 fn one() -> u32 {
@@ -251,6 +379,29 @@ pub(crate) struct RawParam {
     min: Option<u64>,
     max: Option<u64>,
     length: Option<usize>,
+    min_length: Option<usize>,
+    max_length: Option<usize>,
+    hot_keys: Option<f64>,
+    hot_ops: Option<f64>,
+    values: Option<Vec<ListItem>>,
+    file: Option<PathBuf>,
+    column: Option<Column>,
+}
+
+/// A list's value as written: text or a number.
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub(crate) enum ListItem {
+    Integer(i64),
+    Text(String),
+}
+
+/// A CSV file's column: by its header's name, or by number from 1.
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub(crate) enum Column {
+    Number(usize),
+    Name(String),
 }
 
 /// The most requests a file may hold (a mix, not a replay log).
@@ -262,18 +413,19 @@ impl RequestFile {
     pub fn read(path: &Path) -> Result<RequestFile, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("--request-file {}: {e}", path.display()))?;
-        Self::parse(&text).map_err(|e| format!("--request-file {}{e}", path.display()))
+        let dir = path.parent().unwrap_or(Path::new(""));
+        Self::parse(&text, dir).map_err(|e| format!("--request-file {}{e}", path.display()))
     }
 
     /// Parses a file's text; errors start with `:LINE: ` or `: `.
-    fn parse(text: &str) -> Result<RequestFile, String> {
+    fn parse(text: &str, dir: &Path) -> Result<RequestFile, String> {
         let raw: RawFile = toml_file(text)?;
         let params = raw
             .params
             .into_iter()
             .map(|(name, raw)| {
                 let context = format!(": [params] {name}: ");
-                param(name, raw).map_err(|e| format!("{context}{e}"))
+                param(name, raw, dir).map_err(|e| format!("{context}{e}"))
             })
             .collect::<Result<Vec<_>, _>>()?;
         if raw.request.is_empty() || raw.request.len() > MAX_REQUESTS {
@@ -305,57 +457,161 @@ pub(crate) fn toml_file<T: serde::de::DeserializeOwned>(text: &str) -> Result<T,
     })
 }
 
-pub(crate) fn param(name: String, raw: RawParam) -> Result<Param, String> {
-    let unused = |field: &str, set: bool| {
-        if set {
-            Err(format!("'{field}' does not apply to type '{}'", raw.kind))
-        } else {
-            Ok(())
-        }
+/// The generators a `[params]` entry may name.
+const PARAM_TYPES: &str =
+    "sequence, uniform, gaussian, zipfian, special, pareto, hotset, string, list or csv";
+
+/// A `[params]` entry checked; a CSV file is read from `dir` (the
+/// directory of the file that names it) when it is not absolute.
+pub(crate) fn param(name: String, raw: RawParam, dir: &Path) -> Result<Param, String> {
+    let given = [
+        ("start", raw.start.is_some()),
+        ("min", raw.min.is_some()),
+        ("max", raw.max.is_some()),
+        ("length", raw.length.is_some()),
+        ("min_length", raw.min_length.is_some()),
+        ("max_length", raw.max_length.is_some()),
+        ("hot_keys", raw.hot_keys.is_some()),
+        ("hot_ops", raw.hot_ops.is_some()),
+        ("values", raw.values.is_some()),
+        ("file", raw.file.is_some()),
+        ("column", raw.column.is_some()),
+    ];
+    let only = |allowed: &[&str]| match given
+        .iter()
+        .find(|(field, set)| *set && !allowed.contains(field))
+    {
+        Some((field, _)) => Err(format!("'{field}' does not apply to type '{}'", raw.kind)),
+        None => Ok(()),
+    };
+    let range = || match (raw.min, raw.max) {
+        (Some(min), Some(max)) if min <= max => Ok((min, max)),
+        (Some(min), Some(max)) => Err(format!("min {min} is above max {max}")),
+        _ => Err(format!("type '{}' needs min and max", raw.kind)),
     };
     let kind = match raw.kind.as_str() {
         "sequence" => {
-            unused("min", raw.min.is_some())?;
-            unused("max", raw.max.is_some())?;
-            unused("length", raw.length.is_some())?;
+            only(&["start"])?;
             ParamKind::Sequence {
                 start: raw.start.unwrap_or(1),
             }
         }
-        "uniform" | "zipfian" => {
-            unused("start", raw.start.is_some())?;
-            unused("length", raw.length.is_some())?;
-            let (Some(min), Some(max)) = (raw.min, raw.max) else {
-                return Err(format!("type '{}' needs min and max", raw.kind));
-            };
-            if min > max {
-                return Err(format!("min {min} is above max {max}"));
-            }
+        "uniform" | "gaussian" | "zipfian" | "special" | "pareto" => {
+            only(&["min", "max"])?;
+            let (min, max) = range()?;
             ParamKind::Random {
                 kind: RandType::parse(&raw.kind)?,
                 min,
                 max,
             }
         }
-        "string" => {
-            unused("start", raw.start.is_some())?;
-            unused("min", raw.min.is_some())?;
-            unused("max", raw.max.is_some())?;
-            match raw.length {
-                Some(length @ 1..=65536) => ParamKind::String { length },
-                _ => return Err("type 'string' needs a length from 1 to 65536".to_string()),
+        "hotset" => {
+            only(&["min", "max", "hot_keys", "hot_ops"])?;
+            let (min, max) = range()?;
+            let fraction = |field: &str, value: Option<f64>| match value {
+                Some(v) if v > 0.0 && v <= 1.0 => Ok(v),
+                _ => Err(format!("type 'hotset' needs {field} above 0 and at most 1")),
+            };
+            ParamKind::HotSet {
+                min,
+                max,
+                hot_keys: fraction("hot_keys", raw.hot_keys)?,
+                hot_ops: fraction("hot_ops", raw.hot_ops)?,
             }
         }
-        other => {
-            return Err(format!(
-                "unknown type '{other}'; use sequence, uniform, zipfian or string"
-            ))
+        "string" => {
+            only(&["length", "min_length", "max_length"])?;
+            let (min_length, max_length) = match (raw.length, raw.min_length, raw.max_length) {
+                (Some(n), None, None) => (n, n),
+                (None, Some(min), Some(max)) => (min, max),
+                _ => {
+                    return Err(
+                        "type 'string' needs a length, or min_length and max_length".to_string()
+                    )
+                }
+            };
+            if min_length == 0 || max_length > 65536 || min_length > max_length {
+                return Err(format!(
+                    "type 'string' needs lengths from 1 to 65536, the least first, not {min_length} to {max_length}"
+                ));
+            }
+            ParamKind::String {
+                min_length,
+                max_length,
+            }
         }
+        "list" => {
+            only(&["values"])?;
+            let values: Vec<String> = raw
+                .values
+                .unwrap_or_default()
+                .into_iter()
+                .map(|v| match v {
+                    ListItem::Integer(n) => n.to_string(),
+                    ListItem::Text(t) => t,
+                })
+                .collect();
+            if values.is_empty() {
+                return Err("type 'list' needs values = [...], at least one".to_string());
+            }
+            ParamKind::List(ListValues::new(values))
+        }
+        "csv" => {
+            only(&["file", "column"])?;
+            let (Some(file), Some(column)) = (raw.file, raw.column) else {
+                return Err("type 'csv' needs file and column".to_string());
+            };
+            ParamKind::List(ListValues::new(csv_column(&dir.join(file), &column)?))
+        }
+        other => return Err(format!("unknown type '{other}'; use {PARAM_TYPES}")),
     };
     Ok(Param { name, kind })
 }
 
-fn request(raw: RawRequest, params: &[Param]) -> Result<RequestSpec, String> {
+/// The values of one column of a CSV file (fields split at commas, each
+/// trimmed of spaces and double quotes; no commas inside fields). A
+/// column named by its header skips the header line.
+fn csv_column(path: &Path, column: &Column) -> Result<Vec<String>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+    let field = |line: &str, i: usize| {
+        line.split(',')
+            .nth(i)
+            .map(|f| f.trim().trim_matches('"').to_string())
+    };
+    let index = match column {
+        Column::Number(n @ 1..) => n - 1,
+        Column::Number(_) => return Err("column numbers start at 1".to_string()),
+        Column::Name(name) => {
+            let header = lines.next().unwrap_or_default();
+            (0..)
+                .map_while(|i| field(header, i))
+                .position(|f| f == *name)
+                .ok_or_else(|| {
+                    format!("{}: no column '{name}' in the header line", path.display())
+                })?
+        }
+    };
+    let values = lines
+        .enumerate()
+        .map(|(i, line)| {
+            field(line, index).ok_or_else(|| {
+                format!(
+                    "{}: row {} has no column {}",
+                    path.display(),
+                    i + 1,
+                    index + 1
+                )
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if values.is_empty() {
+        return Err(format!("{}: no rows", path.display()));
+    }
+    Ok(values)
+}
+
+pub(crate) fn request(raw: RawRequest, params: &[Param]) -> Result<RequestSpec, String> {
     let method = loadcell_core::http::method(raw.method.as_deref().unwrap_or("GET"))?;
     check_path(&raw.path)?;
     if raw.weight == 0 {
@@ -415,7 +671,7 @@ body = '{"n": ${n}, "w": "${word}"}'
 
     #[test]
     fn a_file_gives_weighted_requests_with_templates() {
-        let f = RequestFile::parse(FILE).unwrap();
+        let f = RequestFile::parse(FILE, Path::new("")).unwrap();
         assert_eq!(f.params.len(), 3);
         let r = &f.requests;
         assert_eq!(
@@ -467,7 +723,10 @@ body = '{"n": ${n}, "w": "${word}"}'
         assert_eq!(seen, ["5", "6", "7", "8"]);
         let word = Param {
             name: "w".into(),
-            kind: ParamKind::String { length: 12 },
+            kind: ParamKind::String {
+                min_length: 12,
+                max_length: 12,
+            },
         };
         let draw = |seed| {
             let mut out = Vec::new();
@@ -481,7 +740,7 @@ body = '{"n": ${n}, "w": "${word}"}'
 
     #[test]
     fn mistakes_are_one_line_naming_the_line_or_the_part() {
-        let err = |text: &str| RequestFile::parse(text).unwrap_err();
+        let err = |text: &str| RequestFile::parse(text, Path::new("")).unwrap_err();
         let e = err("[[request]]\npath = \"/\"\nmethd = \"GET\"\n");
         assert!(e.starts_with(":3: unknown field `methd`"), "{e}");
         assert!(!e.contains('\n'), "{e}");

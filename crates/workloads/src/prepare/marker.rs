@@ -221,46 +221,69 @@ pub async fn cleanup<C: SqlConn>(
         ))
         .await?;
     let mut dropped = Vec::new();
-    let not_ours = |name: &str| {
-        format!(
-            "Leaving table '{name}': it is not loadcell's. It does not carry the tag loadcell's \
-             prepare created it with: another tool dropped it and created it again since"
-        )
-    };
     for name in names {
         // Names come from our own marker rows; refuse anything odd.
         if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
             observer.message(&format!("Skipping unexpected marker entry '{name}'"));
             continue;
         }
-        match owner(conn, &name).await? {
-            Owner::Loadcell(tag) => {
-                observer.message(&format!("Dropping table '{name}'..."));
-                if conn.drop_table_if_commented(&name, tag.as_str()).await? {
-                    dropped.push(name.clone());
-                } else {
-                    observer.message(&not_ours(&name));
-                }
-                forget(conn, &name).await?;
+        if drop_own(conn, &name, observer).await? {
+            dropped.push(name);
+        }
+    }
+    drop_marker_if_empty(conn).await?;
+    Ok(dropped)
+}
+
+/// Drops table `name` if loadcell's `prepare` created it (it still
+/// carries the recorded tag), saying why not otherwise; whether it was
+/// dropped. The marker table must exist.
+pub(crate) async fn drop_own<C: SqlConn>(
+    conn: &mut C,
+    name: &str,
+    observer: &dyn PrepareObserver,
+) -> Result<bool, DriverError> {
+    let not_ours = || {
+        format!(
+            "Leaving table '{name}': it is not loadcell's. It does not carry the tag loadcell's \
+             prepare created it with: another tool dropped it and created it again since"
+        )
+    };
+    match owner(conn, name).await? {
+        Owner::Loadcell(tag) => {
+            observer.message(&format!("Dropping table '{name}'..."));
+            let dropped = conn.drop_table_if_commented(name, tag.as_str()).await?;
+            if !dropped {
+                observer.message(&not_ours());
             }
-            Owner::Other => observer.message(&not_ours(&name)),
-            Owner::Earlier => observer.message(&format!(
+            forget(conn, name).await?;
+            Ok(dropped)
+        }
+        Owner::Other => {
+            observer.message(&not_ours());
+            Ok(false)
+        }
+        Owner::Earlier => {
+            observer.message(&format!(
                 "Leaving table '{name}': it was recorded by an earlier loadcell, whose record \
                  cannot tell it from a table another tool created again under the same name. \
                  If it is loadcell's, drop it by hand: DROP TABLE {name}"
-            )),
-            Owner::Nobody => {}
+            ));
+            Ok(false)
         }
+        Owner::Nobody => Ok(false),
     }
-    if conn
+}
+
+/// Drops the marker table once it records nothing.
+pub(crate) async fn drop_marker_if_empty<C: SqlConn>(conn: &mut C) -> Result<(), DriverError> {
+    let rows = conn
         .query_i64(&format!("SELECT COUNT(*) FROM {MARKER_TABLE}"))
-        .await?
-        .unwrap_or(0)
-        == 0
-    {
+        .await?;
+    if rows.unwrap_or(0) == 0 {
         conn.simple(&format!("DROP TABLE {MARKER_TABLE}")).await?;
     }
-    Ok(dropped)
+    Ok(())
 }
 
 #[cfg(test)]

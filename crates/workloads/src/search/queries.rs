@@ -160,7 +160,7 @@ impl Queries {
     pub fn read(path: &Path, source: &Source) -> Result<Queries, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("--query-file {}: {e}", path.display()))?;
-        Queries::parse(&text, source)
+        Queries::parse(&text, source, path.parent().unwrap_or(Path::new("")))
             .map(|(queries, params)| Queries {
                 queries,
                 params,
@@ -170,13 +170,17 @@ impl Queries {
     }
 
     /// Parses a file's text; errors start with `:LINE: ` or `: `.
-    fn parse(text: &str, source: &Source) -> Result<(Vec<QuerySpec>, Vec<QueryParam>), String> {
+    fn parse(
+        text: &str,
+        source: &Source,
+        dir: &Path,
+    ) -> Result<(Vec<QuerySpec>, Vec<QueryParam>), String> {
         let raw: RawFile = toml_file(text)?;
         let params = raw
             .params
             .into_iter()
             .map(|(name, raw)| {
-                query_param(name.clone(), raw, source)
+                query_param(name.clone(), raw, source, dir)
                     .map_err(|e| format!(": [params] {name}: {e}"))
             })
             .collect::<Result<Vec<_>, _>>()?;
@@ -232,12 +236,17 @@ fn one() -> u32 {
 
 /// A `[params]` entry: `type = "field"` here, any other type as a
 /// request file's.
-fn query_param(name: String, mut raw: toml::Table, source: &Source) -> Result<QueryParam, String> {
+fn query_param(
+    name: String,
+    mut raw: toml::Table,
+    source: &Source,
+    dir: &Path,
+) -> Result<QueryParam, String> {
     if raw.get("type").and_then(toml::Value::as_str) != Some("field") {
         let raw: RawParam = raw
             .try_into()
             .map_err(|e: toml::de::Error| e.message().trim().replace('\n', " "))?;
-        return Ok(QueryParam::Drawn(param(name, raw)?));
+        return Ok(QueryParam::Drawn(param(name, raw, dir)?));
     }
     raw.remove("type");
     let field = match raw.remove("field") {
@@ -351,7 +360,7 @@ body = '{"query":{"range":{"population":{"gte":${min}}}}}'
     #[test]
     fn a_query_file_gives_weighted_templates_with_both_kinds_of_parameter() {
         let source = Source::generator("geonames").unwrap();
-        let (queries, params) = Queries::parse(FILE, &source).unwrap();
+        let (queries, params) = Queries::parse(FILE, &source, Path::new("")).unwrap();
         assert_eq!((queries[0].weight, queries[1].weight), (3, 1));
         let q = Queries {
             queries,
@@ -369,7 +378,7 @@ body = '{"query":{"range":{"population":{"gte":${min}}}}}'
     #[test]
     fn query_file_mistakes_are_one_line() {
         let source = Source::generator("geonames").unwrap();
-        let err = |text: &str| Queries::parse(text, &source).unwrap_err();
+        let err = |text: &str| Queries::parse(text, &source, Path::new("")).unwrap_err();
         let e = err("[[query]]\nbody = '{\"q\": \"${nope}\"}'\n");
         assert!(
             e.contains("query 1: '{\"q\": \"${nope}\"}': no parameter 'nope'"),

@@ -1,0 +1,45 @@
+//! The `script` workload's option: the workload file (sysbench's Lua
+//! script, pgbench's `-f`, as a TOML file of weighted operations).
+
+use std::path::PathBuf;
+
+use clap::Args;
+use loadcell_core::Family;
+use loadcell_workloads::script::{ScriptFile, ScriptWorkload};
+
+use super::WorkloadSpec;
+
+pub(super) const WHAT: &str = "a script workload option";
+
+#[derive(Debug, Clone, Default, Args)]
+#[command(next_help_heading = "Script workload options (your own operations)")]
+pub struct ScriptArgs {
+    /// The workload file: weighted SQL, key-value or HTTP operations with
+    /// parameters, and what prepare creates (see README, "Your own workload").
+    #[arg(long, value_name = "FILE")]
+    pub file: Option<PathBuf>,
+}
+
+pub(super) fn catalog() -> Vec<(&'static str, &'static [Family], &'static str)> {
+    vec![(
+        "script",
+        &[Family::Sql, Family::Kv, Family::Http],
+        "your own operations from a TOML file (--file): weighted SQL statements and transactions (prepared), key-value commands or HTTP requests, with generated parameters; prepare creates, cleanup drops, only the file's own tables and keys",
+    )]
+}
+
+pub(super) fn resolve(a: &ScriptArgs) -> Result<WorkloadSpec, String> {
+    let Some(path) = &a.file else {
+        return Err(
+            "workload script needs its file: --file W.toml (see examples/workloads/)".to_string(),
+        );
+    };
+    Ok(WorkloadSpec::Script(ScriptWorkload {
+        file: ScriptFile::read(path)?,
+    }))
+}
+
+/// The option `prepare` and `cleanup` take to find the same file.
+pub(super) fn prepare_hint(w: &ScriptWorkload) -> String {
+    format!("--file {}", w.file.path.display())
+}
