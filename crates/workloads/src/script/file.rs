@@ -128,7 +128,7 @@ impl Statement {
 
     /// Whether it only reads.
     fn reads(&self) -> bool {
-        let first = self.source.trim_start().split_whitespace().next();
+        let first = self.source.split_whitespace().next();
         first.is_some_and(|w| {
             ["select", "show", "with", "explain"].contains(&w.to_ascii_lowercase().as_str())
         })

@@ -149,7 +149,11 @@ fn lists_and_csv_columns() {
 
 #[test]
 fn mistakes_are_one_line_naming_the_line_or_the_op() {
-    let err = |text: &str| parse(text).unwrap_err();
+    let err = |text: &str| {
+        let e = parse(text).unwrap_err();
+        assert!(!e.contains('\n'), "{e}");
+        e
+    };
     let e = err("[[op]]\nname = \"a\"\nsql = \"SELECT 1\"\nwieght = 2\n");
     assert!(e.starts_with(":4: unknown field `wieght`"), "{e}");
     let e = err("[params]\nx = { type = \"zipf\", min = 1, max = 2 }\n[[op]]\nname = \"a\"\nsql = \"SELECT 1\"\n");
@@ -177,7 +181,4 @@ fn mistakes_are_one_line_naming_the_line_or_the_op() {
     );
     let e = err("[[op]]\nname = \"a\"\ncommand = \"GET k\"\nthink = \"5 min\"\n");
     assert!(e.contains("think '5 min' is not a duration"), "{e}");
-    for e in [e] {
-        assert!(!e.contains('\n'), "{e}");
-    }
 }
