@@ -435,6 +435,12 @@ impl<C: TsConn> Lifecycle<C, TimeSeriesFamily> for TsIngestWorkload {
     }
 
     async fn check(&self, script: &IngestScript, conn: &mut C) -> Result<(), CheckError> {
+        if !C::ACKNOWLEDGED && self.verify.sample == 0 {
+            return Err(CheckError::Driver(DriverError::fatal(
+                "--verify-sample 0: this target's transport acknowledges no point, so the spot \
+                 checks after the run are the only proof they arrived: give 1 or more",
+            )));
+        }
         let before = check_store(conn, &self.opts.space, false).await?;
         script.set_before(before);
         Ok(())

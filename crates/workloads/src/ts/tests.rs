@@ -22,6 +22,8 @@ struct Points {
 }
 
 impl TsConn for Points {
+    const ACKNOWLEDGED: bool = true;
+
     fn point(&mut self, measurement: &str) {
         self.point = (measurement.to_string(), None);
     }
