@@ -1,11 +1,11 @@
 //! `ts-ingest`'s script, and the check after it.
 //!
-//! Series are cut into groups of consecutive indices; a request is one or
-//! more rounds of one group (a point of each of its series, per
-//! measurement, per round). A session leases a group for the request
-//! (an atomic flag, not a lock: a group that is busy is skipped), so no
-//! two sessions ever write one series at once and each series' points go
-//! out in time order, as Prometheus requires. A group's round count is
+//! Series are cut into groups of consecutive indices, at least one per
+//! session; a request is one or more rounds of one group (a point of each
+//! of its series, per measurement, per round). A session leases a group
+//! for the request (an atomic flag, not a lock: a group that is busy is
+//! skipped), so no two sessions ever write one series at once and each
+//! series' points go out in time order, as Prometheus requires. A group's round count is
 //! all `verify` needs to know what each of its series was sent.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -38,11 +38,16 @@ pub struct Layout {
 }
 
 impl Layout {
-    /// Groups of up to `points_per_request / measurements` series; a
-    /// group smaller than that (fewer series) gets several rounds per
-    /// request, so requests still carry about `points_per_request` points.
-    pub fn new(series: u64, measurements: u64, points_per_request: u64) -> Layout {
-        let group_size = (points_per_request / measurements).clamp(1, series);
+    /// Groups of up to `points_per_request / measurements` series, and no
+    /// more than a `sessions`th of them, so that every session has a group
+    /// to write while there are as many series as sessions. A group
+    /// smaller than a request gets several rounds per request, so requests
+    /// still carry about `points_per_request` points.
+    pub fn new(series: u64, measurements: u64, points_per_request: u64, sessions: u64) -> Layout {
+        let per_request = points_per_request / measurements;
+        let group_size = per_request
+            .min(series.div_ceil(sessions.max(1)))
+            .clamp(1, series);
         Layout {
             group_size,
             groups: series.div_ceil(group_size),
@@ -242,6 +247,9 @@ impl IngestScript {
                     conn.point(&m.name);
                     for t in 0..space.tag_count() {
                         conn.tag(space.tag_key(t), space.tag_value(tags, t));
+                    }
+                    for tag in &m.tags {
+                        conn.tag(&tag.key, tag.value(series));
                     }
                     for (f, field) in (*first..).zip(&m.fields) {
                         conn.field(field, values.field(f));
