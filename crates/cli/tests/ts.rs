@@ -401,3 +401,166 @@ fn an_influxdb_killed_mid_run_still_leaves_a_partial_result() {
         stdout(&o)
     );
 }
+
+/// QuestDB's HTTP API, `query`'s answer: up to the end of its chunked
+/// body (QuestDB keeps the connection open).
+fn questdb_sql(port: u16, query: &str) -> String {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut path = String::from("/exec?query=");
+    for b in query.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' => path.push(b as char),
+            _ => path += &format!("%{b:02X}"),
+        }
+    }
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: loadcell\r\n\r\n").unwrap();
+    let mut answer = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !answer.ends_with(b"0\r\n\r\n") {
+        match stream.read(&mut chunk).unwrap() {
+            0 => break,
+            n => answer.extend_from_slice(&chunk[..n]),
+        }
+    }
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+#[test]
+fn victoriametrics_over_tcp_counts_points_as_sent_and_verifies_them() {
+    let server = start(loadcell_testkit::victoriametrics(), "VictoriaMetrics");
+    let query = format!("query=http://127.0.0.1:{}", server.server.port);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let range = backfill(100);
+    for (scheme, port, measurement) in [
+        ("influx+tcp", server.influx_tcp_port, "line"),
+        ("opentsdb+tcp", server.opentsdb_tcp_port, "put"),
+    ] {
+        let target = format!("{scheme}://127.0.0.1:{}?{query}", port.unwrap());
+        let mut args = vec![
+            "--measurement",
+            measurement,
+            "--series",
+            "300",
+            "--tags",
+            "4",
+            "--fields",
+            "2",
+            "--threads",
+            "2",
+        ];
+        args.extend(strs(&range));
+        let r = run_json(d, "ts-ingest", &target, &args);
+        assert_eq!(u(&r, "/ops/write/items"), 3000, "{scheme}: 300 series x 10");
+        assert_eq!(
+            u(&r, "/summary/counters/points_unacknowledged"),
+            3000,
+            "{scheme}"
+        );
+        assert_eq!(
+            r["verification"]["ok"], true,
+            "{scheme}: {}",
+            r["verification"]
+        );
+        assert_eq!(u(&r, "/verification/found"), 300, "{scheme}");
+        assert!(
+            s(&r, "/verification/how")
+                .contains("acknowledges none: this check is their only proof"),
+            "{scheme}: {}",
+            r["verification"]
+        );
+
+        // Without spot checks nothing would prove the points arrived.
+        args.extend(["--verify-sample", "0"]);
+        let o = run(d, "ts-ingest", &target, &args);
+        assert_eq!(o.status.code(), Some(1), "{scheme}");
+        let e = stderr(&o);
+        assert!(
+            e.contains("--verify-sample 0: this target's transport acknowledges no point")
+                && e.trim().lines().count() == 1,
+            "{scheme}: {e}"
+        );
+    }
+}
+
+#[test]
+fn questdb_over_ilp_tcp_is_verified_and_a_table_that_rejects_the_lines_fails_the_check() {
+    let server = start(loadcell_testkit::questdb(), "QuestDB");
+    let http = server.server.port;
+    let target = format!(
+        "influx+tcp://127.0.0.1:{}?query=http://127.0.0.1:{http}",
+        server.influx_tcp_port.unwrap()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let range = backfill(100);
+    let mut args = vec!["--series", "200", "--tags", "3", "--fields", "2"];
+    args.extend(strs(&range));
+    ok(loadcell(d, &["prepare", "ts-ingest", "--target", &target]));
+    let r = run_json(d, "ts-ingest", &target, &args);
+    assert_eq!(u(&r, "/ops/write/items"), 2000, "200 series x 10 points");
+    assert_eq!(r["verification"]["ok"], true, "{}", r["verification"]);
+    assert_eq!(u(&r, "/verification/found"), 200, "series counted by SQL");
+
+    // A table whose field0 is BOOLEAN: QuestDB drops the lines and closes
+    // the connection, which the run reports and the check proves.
+    let created = questdb_sql(
+        http,
+        "CREATE TABLE strict (tag0 SYMBOL, tag1 SYMBOL, tag2 SYMBOL, field0 BOOLEAN, \
+         field1 DOUBLE, timestamp TIMESTAMP) TIMESTAMP(timestamp) PARTITION BY DAY WAL",
+    );
+    assert!(created.contains("\"ddl\":\"OK\""), "{created}");
+    // In real time, long enough for later writes to find the connections closed.
+    let strict = [
+        "--measurement",
+        "strict",
+        "--series",
+        "200",
+        "--tags",
+        "3",
+        "--fields",
+        "2",
+        "--time",
+        "2s",
+        "--verify-timeout",
+        "3s",
+        "--json",
+    ];
+    let o = run(d, "ts-ingest", &target, &strict);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let r: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(r["verification"]["ok"], false, "{}", r["verification"]);
+    assert_eq!(u(&r, "/verification/found"), 0);
+    let how = s(&r, "/verification/how");
+    assert!(how.contains("acknowledges none"), "{how}");
+    assert!(u(&r, "/ops/write/errors") > 0, "{}", r["ops"]);
+    let samples = r["error_samples"].to_string();
+    assert!(
+        samples.contains("127.0.0.1")
+            && samples.contains("may be lost (Influx line protocol over TCP acknowledges nothing"),
+        "the closes are errors: {samples}"
+    );
+}
+
+#[test]
+fn an_influxdb_with_a_small_max_body_size_names_points_per_request() {
+    let server = start(
+        loadcell_testkit::influxdb_with_http("max-body-size = 10000"),
+        "InfluxDB",
+    );
+    let target = format!("influx://127.0.0.1:{}/small", server.server.port);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    ok(loadcell(d, &["prepare", "ts-ingest", "--target", &target]));
+    let mut args = vec!["--series", "1000", "--json"];
+    let range = backfill(100);
+    args.extend(strs(&range));
+    let o = run(d, "ts-ingest", &target, &args);
+    assert_ne!(o.status.code(), Some(0), "{}", stderr(&o));
+    let all = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(
+        all.contains("HTTP 413")
+            && all.contains("the server takes smaller requests; lower --points-per-request"),
+        "{all}"
+    );
+}

@@ -79,6 +79,12 @@ pub struct StoredPoints {
 }
 
 pub trait TsConn {
+    /// Whether the server answers each write with an account of its
+    /// points (HTTP); `false` over a bare TCP stream (line protocol,
+    /// OpenTSDB's `put`), whose writes count points as sent, not stored:
+    /// only the check after the run shows they arrived.
+    const ACKNOWLEDGED: bool;
+
     /// Starts a point of `measurement` in the request being built.
     fn point(&mut self, measurement: &str);
     /// Adds a tag to the point started last.

@@ -34,7 +34,7 @@ use loadcell_core::wide::WideConn;
 use loadcell_core::{Driver, Target};
 use postgres::stream as pgstream;
 use redis::streams as redis_streams;
-use ts::{influx, opentsdb, remote_write};
+use ts::{influx, influx_tcp, opentsdb, opentsdb_tcp, remote_write};
 
 pub use loadcell_core::{DriverInfo, Family};
 
@@ -88,7 +88,13 @@ registry! {
     Kv kv KvConn: [redis::RedisDriver, memcached::MemcachedDriver, sim::SimDriver];
     Http http HttpConn: [http::HttpDriver];
     Search search SearchConn: [search::SearchDriver];
-    TimeSeries ts TsConn: [influx::InfluxDriver, opentsdb::OpenTsdbDriver, remote_write::RemoteWriteDriver];
+    TimeSeries ts TsConn: [
+        influx::InfluxDriver,
+        influx_tcp::InfluxTcpDriver,
+        opentsdb::OpenTsdbDriver,
+        opentsdb_tcp::OpenTsdbTcpDriver,
+        remote_write::RemoteWriteDriver,
+    ];
     Stream stream StreamConn: [kafka::KafkaDriver, pgstream::PgStreamDriver, redis_streams::RedisDriver];
     WideColumn wide WideConn: [cql::CqlDriver, hbase::HbaseDriver];
     Machine machine MachineConn: [local::LocalDriver];

@@ -1,7 +1,8 @@
 //! A time-series server for benchmarks, started as the tests start
 //! theirs: `ts_server influxdb|prometheus|victoriametrics|questdb` prints
-//! `URL PID [OPENTSDB_PORT]` once it serves, and stops the server when its
-//! standard input closes.
+//! `URL PID OPENTSDB_PORT INFLUX_TCP_PORT OPENTSDB_TCP_PORT` once it
+//! serves (`-` for a port the server has not), and stops the server when
+//! its standard input closes.
 
 use std::io::Read;
 
@@ -20,11 +21,15 @@ fn main() {
         eprintln!("ts_server: {e}");
         std::process::exit(1)
     });
-    let opentsdb = server
-        .opentsdb_port
-        .map(|p| format!(" {p}"))
-        .unwrap_or_default();
-    println!("{} {}{opentsdb}", server.server.url, server.server.pid);
+    let port = |p: Option<u16>| p.map_or("-".to_string(), |p| p.to_string());
+    println!(
+        "{} {} {} {} {}",
+        server.server.url,
+        server.server.pid,
+        port(server.opentsdb_port),
+        port(server.influx_tcp_port),
+        port(server.opentsdb_tcp_port)
+    );
     // Until whoever started us closes our input; dropping the server stops it.
     let _ = std::io::stdin().read_to_end(&mut Vec::new());
 }

@@ -45,7 +45,9 @@ pub use redis::{redis, redis_cli, redis_cluster, redis_tls, redis_with_password,
 pub use search::{elasticsearch, opensearch};
 pub use shared::SharedServer;
 pub use tls::make_certificates;
-pub use ts::{influxdb, node_exporter, prometheus, questdb, victoriametrics, TsServer};
+pub use ts::{
+    influxdb, influxdb_with_http, node_exporter, prometheus, questdb, victoriametrics, TsServer,
+};
 
 use std::collections::HashSet;
 use std::fs::{self, File};

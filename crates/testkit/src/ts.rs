@@ -1,9 +1,10 @@
 //! Time-series servers on free 127.0.0.1 ports, each a fresh one per call
 //! (they start in a fraction of a second, QuestDB in about two): its HTTP
-//! API at `server.url` (`http://127.0.0.1:P`), and for InfluxDB and
-//! VictoriaMetrics an OpenTSDB HTTP listener at [`TsServer::opentsdb_port`].
+//! API at `server.url` (`http://127.0.0.1:P`), for InfluxDB and
+//! VictoriaMetrics an OpenTSDB HTTP listener at [`TsServer::opentsdb_port`],
+//! and the TCP ports their line protocol and telnet `put` listeners take.
 //!
-//! - [`influxdb()`]: InfluxDB 1.x (Debian's `influxd`) from the config in
+//! - [`influxdb()`] (and [`influxdb_with_http`]): InfluxDB 1.x (Debian's `influxd`) from the config in
 //!   `influxdb.conf`, its OpenTSDB listener writing to database `opentsdb`
 //!   (which must exist: the listener does not create it);
 //! - [`prometheus()`]: with the remote-write receiver and the admin API
@@ -39,6 +40,12 @@ pub struct TsServer {
     pub server: TestServer,
     /// The OpenTSDB HTTP listener's port (InfluxDB, VictoriaMetrics).
     pub opentsdb_port: Option<u16>,
+    /// The port taking Influx line protocol over TCP (QuestDB's ILP port,
+    /// VictoriaMetrics' `-influxListenAddr`).
+    pub influx_tcp_port: Option<u16>,
+    /// The port taking OpenTSDB's telnet `put` (VictoriaMetrics'
+    /// `-opentsdbListenAddr`; InfluxDB's listener, on `opentsdb_port`).
+    pub opentsdb_tcp_port: Option<u16>,
 }
 
 /// The command that starts a server, given its temp dir, its HTTP port and
@@ -52,6 +59,9 @@ struct Spec<'a> {
     /// Ports beyond the HTTP one: the OpenTSDB listener's first.
     extra_ports: usize,
     opentsdb: bool,
+    /// Which of the extra ports take line protocol and `put` over TCP.
+    influx_tcp: Option<usize>,
+    opentsdb_tcp: Option<usize>,
     command: MakeCommand<'a>,
     /// A path whose answer holds `ready_text` once the server serves.
     ready_path: &'static str,
@@ -60,18 +70,27 @@ struct Spec<'a> {
 
 /// InfluxDB 1.x with its OpenTSDB listener.
 pub fn influxdb() -> Result<TsServer, String> {
+    influxdb_with_http("")
+}
+
+/// InfluxDB 1.x with `settings` added to its `[http]` section (e.g.
+/// `max-body-size = 10000`).
+pub fn influxdb_with_http(settings: &str) -> Result<TsServer, String> {
     let bin = find_bin("influxd", &[])?;
     start(&Spec {
         kind: ServerKind::InfluxDb,
         what: "influxd",
         extra_ports: 2,
         opentsdb: true,
+        influx_tcp: None,
+        opentsdb_tcp: Some(0),
         command: &|root, http, extra| {
             let config = INFLUXDB_CONF
                 .replace("@DIR@", &root.display().to_string())
                 .replace("18086", &http.to_string())
                 .replace("14242", &extra[0].to_string())
-                .replace("18088", &extra[1].to_string());
+                .replace("18088", &extra[1].to_string())
+                .replace("[http]\n", &format!("[http]\n  {settings}\n"));
             let path = root.join("influxdb.conf");
             fs::write(&path, config).map_err(|e| format!("write {}: {e}", path.display()))?;
             let mut cmd = Command::new(&bin);
@@ -91,6 +110,8 @@ pub fn prometheus() -> Result<TsServer, String> {
         what: "prometheus",
         extra_ports: 0,
         opentsdb: false,
+        influx_tcp: None,
+        opentsdb_tcp: None,
         command: &|root, http, _| {
             let config = root.join("prometheus.yml");
             fs::write(&config, "scrape_configs: []\n")
@@ -137,13 +158,17 @@ pub fn victoriametrics() -> Result<TsServer, String> {
     start(&Spec {
         kind: ServerKind::VictoriaMetrics,
         what: "victoria-metrics",
-        extra_ports: 1,
+        extra_ports: 3,
         opentsdb: true,
+        influx_tcp: Some(1),
+        opentsdb_tcp: Some(2),
         command: &|root, http, extra| {
             let mut cmd = Command::new(&bin);
             cmd.arg(format!("-httpListenAddr=127.0.0.1:{http}"))
                 .arg(format!("-storageDataPath={}", root.join("data").display()))
-                .arg(format!("-opentsdbHTTPListenAddr=127.0.0.1:{}", extra[0]));
+                .arg(format!("-opentsdbHTTPListenAddr=127.0.0.1:{}", extra[0]))
+                .arg(format!("-influxListenAddr=127.0.0.1:{}", extra[1]))
+                .arg(format!("-opentsdbListenAddr=127.0.0.1:{}", extra[2]));
             Ok(cmd)
         },
         ready_path: "/health",
@@ -160,6 +185,8 @@ pub fn questdb() -> Result<TsServer, String> {
         what: "questdb",
         extra_ports: 3,
         opentsdb: false,
+        influx_tcp: Some(2),
+        opentsdb_tcp: None,
         command: &|root, http, extra| {
             let conf = root.join("conf");
             fs::create_dir_all(&conf).map_err(|e| format!("mkdir {}: {e}", conf.display()))?;
@@ -205,9 +232,14 @@ fn start(spec: &Spec) -> Result<TsServer, String> {
         let log = server.log_path.clone();
         spawn_server(&mut server, cmd, &log, spec.what)?;
         let opentsdb_port = spec.opentsdb.then(|| extra[0]);
+        let influx_tcp_port = spec.influx_tcp.map(|i| extra[i]);
+        let opentsdb_tcp_port = spec.opentsdb_tcp.map(|i| extra[i]);
         let ready = |port| {
             http_get(port, spec.ready_path).is_some_and(|a| a.contains(spec.ready_text))
-                && opentsdb_port.is_none_or(tcp_accepts)
+                && [opentsdb_port, influx_tcp_port, opentsdb_tcp_port]
+                    .into_iter()
+                    .flatten()
+                    .all(tcp_accepts)
         };
         match wait_ready(&mut server, spec.what, ready) {
             Ok(()) => {
@@ -215,6 +247,8 @@ fn start(spec: &Spec) -> Result<TsServer, String> {
                 return Ok(TsServer {
                     server,
                     opentsdb_port,
+                    influx_tcp_port,
+                    opentsdb_tcp_port,
                 });
             }
             Err(StartError::PortInUse) if attempt < PORT_RETRIES => {}

@@ -338,6 +338,10 @@ impl WorkloadSpec {
                 wide::fit_run(w, args);
                 Ok(())
             }
+            WorkloadSpec::TsIngest(w) => {
+                ts::fit_run(w, args);
+                Ok(())
+            }
             _ => Ok(()),
         }
     }

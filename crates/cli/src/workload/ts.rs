@@ -24,7 +24,7 @@ pub const MAX_REQUEST_BYTES: u64 = 25_000_000;
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Time-series workload options (ts-ingest, ts-query)")]
 pub struct TsArgs {
-    /// TSBS's use case: cpu-only (measurement cpu, 10 usage fields, 10 host tags) or devops (7 measurements with those tags); replaces --measurement, --tags and --fields.
+    /// TSBS's use case: cpu-only (measurement cpu, 10 usage fields, 10 host tags) or devops (TSBS's 9 measurements, cpu to redis, with those tags and their own: disk's path and fstype, net's interface…); replaces --measurement, --tags and --fields.
     #[arg(long, value_name = "NAME")]
     pub use_case: Option<String>,
     /// The measurement written and queried (default cpu).
@@ -209,7 +209,10 @@ fn point_bytes(space: &SeriesSpace) -> u64 {
     let largest = space
         .measurements
         .iter()
-        .map(|m| m.name.len() + m.fields.iter().map(|f| f.len() + 7).sum::<usize>())
+        .map(|m| {
+            let own_tags: usize = m.tags.iter().map(|t| t.key.len() + t.longest() + 2).sum();
+            m.name.len() + own_tags + m.fields.iter().map(|f| f.len() + 7).sum::<usize>()
+        })
         .max()
         .unwrap_or(0);
     (largest + tags + 21) as u64
@@ -286,7 +289,15 @@ pub(super) fn options(a: &TsArgs, now: SystemTime) -> Result<TsOptions, String> 
         points_per_request: a.points_per_request,
         interval_ns: a.interval.as_nanos() as i64,
         timing: timing(a, now)?,
+        sessions: 1,
     })
+}
+
+/// Series are leased to the run's sessions (see [`Layout::new`]).
+///
+/// [`Layout::new`]: loadcell_workloads::ts::ingest::Layout::new
+pub(super) fn fit_run(w: &mut TsIngestWorkload, args: &crate::args::RunArgs) {
+    w.opts.sessions = (args.threads * args.clients) as u64;
 }
 
 /// A back-filling `ts-ingest` ends when every series has its points: one
@@ -343,7 +354,7 @@ mod tests {
             ..args()
         });
         assert!(
-            e.starts_with("--points-per-request must be at least 7"),
+            e.starts_with("--points-per-request must be at least 9"),
             "{e}"
         );
         let e = err(TsArgs {

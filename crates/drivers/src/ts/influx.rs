@@ -15,7 +15,7 @@ use loadcell_core::DriverError;
 use serde::Deserialize;
 use std::borrow::Cow;
 
-use super::{Kind, Protocol, TsDriver};
+use super::{Encoder, Kind, Protocol, TsDriver};
 use crate::{DriverInfo, Family};
 
 pub const INFO: DriverInfo = DriverInfo {
@@ -42,7 +42,6 @@ pub struct Line {
 }
 
 impl Protocol for Line {
-    const KIND: Kind = Kind::Line;
     const DEFAULT_PORT: u16 = 8086;
     const HEADERS: &'static [u8] = b"Content-Type: text/plain; charset=utf-8\r\n";
 
@@ -60,6 +59,47 @@ impl Protocol for Line {
         let path = String::from_utf8(path).expect("percent-encoding is ASCII");
         Ok((path, Some(db)))
     }
+
+    /// `204`: all stored. `400` from InfluxDB: `partial write: … dropped=N`
+    /// (points refused, e.g. beyond the retention policy, or of a
+    /// conflicting field type) plus each line it could not parse; any
+    /// other `400` stored nothing. `400` from QuestDB
+    /// (`{"code":…,"message":…}`): the request is one transaction, so
+    /// nothing was stored.
+    fn failed(
+        status: u16,
+        body: &[u8],
+        points: u64,
+        on_failure: &mut dyn FnMut(&str),
+    ) -> Option<u64> {
+        if (200..300).contains(&status) {
+            return Some(0);
+        }
+        if status != 400 {
+            return None;
+        }
+        let answer: Answer = serde_json::from_slice(body).ok()?;
+        let message = answer.error.or(answer.message)?;
+        let message = message.replace('\n', " ");
+        let failed = match message.strip_prefix("partial write: ") {
+            Some(rest) => {
+                let dropped = rest
+                    .rsplit_once("dropped=")
+                    .and_then(|(_, n)| n.trim().parse::<u64>().ok())
+                    .unwrap_or(0);
+                (dropped + rest.matches("unable to parse '").count() as u64).min(points)
+            }
+            None => points,
+        };
+        for _ in 0..failed {
+            on_failure(&message);
+        }
+        Some(failed)
+    }
+}
+
+impl Encoder for Line {
+    const KIND: Kind = Kind::Line;
 
     #[inline]
     fn point(&mut self, measurement: &str) {
@@ -105,43 +145,6 @@ impl Protocol for Line {
     fn clear(&mut self) {
         self.body.clear();
         self.points = 0;
-    }
-
-    /// `204`: all stored. `400` from InfluxDB: `partial write: … dropped=N`
-    /// (points refused, e.g. beyond the retention policy, or of a
-    /// conflicting field type) plus each line it could not parse; any
-    /// other `400` stored nothing. `400` from QuestDB
-    /// (`{"code":…,"message":…}`): the request is one transaction, so
-    /// nothing was stored.
-    fn failed(
-        status: u16,
-        body: &[u8],
-        points: u64,
-        on_failure: &mut dyn FnMut(&str),
-    ) -> Option<u64> {
-        if (200..300).contains(&status) {
-            return Some(0);
-        }
-        if status != 400 {
-            return None;
-        }
-        let answer: Answer = serde_json::from_slice(body).ok()?;
-        let message = answer.error.or(answer.message)?;
-        let message = message.replace('\n', " ");
-        let failed = match message.strip_prefix("partial write: ") {
-            Some(rest) => {
-                let dropped = rest
-                    .rsplit_once("dropped=")
-                    .and_then(|(_, n)| n.trim().parse::<u64>().ok())
-                    .unwrap_or(0);
-                (dropped + rest.matches("unable to parse '").count() as u64).min(points)
-            }
-            None => points,
-        };
-        for _ in 0..failed {
-            on_failure(&message);
-        }
-        Some(failed)
     }
 }
 

@@ -14,10 +14,13 @@
 
 mod held;
 pub mod influx;
+pub mod influx_tcp;
 pub mod opentsdb;
+pub mod opentsdb_tcp;
 mod product;
 mod query;
 pub mod remote_write;
+pub mod tcp;
 
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -44,10 +47,26 @@ pub enum Kind {
     RemoteWrite,
 }
 
-/// A write protocol: how points are encoded into the request being built,
-/// and what its answers say about them.
-pub trait Protocol: Default + std::fmt::Debug + 'static {
+/// A write protocol's wire format: how points are encoded into the
+/// request being built, in a buffer reused from request to request.
+pub trait Encoder: Default + std::fmt::Debug + 'static {
     const KIND: Kind;
+
+    fn point(&mut self, measurement: &str);
+    fn tag(&mut self, key: &str, value: &str);
+    fn field(&mut self, key: &str, value: f64);
+    fn end_point(&mut self, timestamp_ns: i64);
+    /// Points ended since the last [`Encoder::clear`].
+    fn points(&self) -> u64;
+    /// The request's body for the points ended (compressed where the
+    /// protocol is).
+    fn body(&mut self) -> Result<&[u8], DriverError>;
+    fn clear(&mut self);
+}
+
+/// A write protocol over HTTP: where its requests go, and what its
+/// answers say about their points.
+pub trait Protocol: Encoder {
     /// The port of a host that names none.
     const DEFAULT_PORT: u16;
     /// The request headers a write carries besides `Host` and `Content-Length`.
@@ -56,17 +75,6 @@ pub trait Protocol: Default + std::fmt::Debug + 'static {
     /// The path writes go to and the database the target names, from the
     /// target's path.
     fn write_path(target_path: &str) -> Result<(String, Option<String>), String>;
-
-    fn point(&mut self, measurement: &str);
-    fn tag(&mut self, key: &str, value: &str);
-    fn field(&mut self, key: &str, value: f64);
-    fn end_point(&mut self, timestamp_ns: i64);
-    /// Points ended since the last [`Protocol::clear`].
-    fn points(&self) -> u64;
-    /// The request's body for the points ended (compressed where the
-    /// protocol is).
-    fn body(&mut self) -> Result<&[u8], DriverError>;
-    fn clear(&mut self);
 
     /// How many of the request's `points` the answer says failed (each
     /// reason given to `on_failure`), or `None` when the answer is no
@@ -227,26 +235,79 @@ impl<P: Protocol> Driver for TsDriver<P> {
     }
 }
 
+/// The parts of [`TsConn`] every connection has alike: points go to its
+/// `protocol` ([`Encoder`]), questions to its `reader` on its `http`
+/// connection.
+macro_rules! encoder_and_reader {
+    () => {
+        #[inline]
+        fn point(&mut self, measurement: &str) {
+            self.protocol.point(measurement);
+        }
+
+        #[inline]
+        fn tag(&mut self, key: &str, value: &str) {
+            self.protocol.tag(key, value);
+        }
+
+        #[inline]
+        fn field(&mut self, key: &str, value: f64) {
+            self.protocol.field(key, value);
+        }
+
+        #[inline]
+        fn end_point(&mut self, timestamp_ns: i64) {
+            self.protocol.end_point(timestamp_ns);
+        }
+
+        async fn query(&mut self, query: &TsQuery<'_>) -> Result<u64, DriverError> {
+            self.reader.query(&mut self.http, query).await
+        }
+
+        async fn stored_points(
+            &mut self,
+            series: Series<'_>,
+            field: &str,
+            range: TimeRange,
+        ) -> Result<Option<StoredPoints>, DriverError> {
+            self.reader
+                .stored_points(&mut self.http, series, field, range)
+                .await
+        }
+
+        async fn series_count(
+            &mut self,
+            measurement: &str,
+            field: &str,
+        ) -> Result<u64, DriverError> {
+            self.reader
+                .series_count(&mut self.http, measurement, field)
+                .await
+        }
+
+        async fn create_store(
+            &mut self,
+            measurement: &str,
+            marker: &str,
+        ) -> Result<bool, DriverError> {
+            self.reader
+                .create_store(&mut self.http, measurement, marker)
+                .await
+        }
+
+        async fn store_marker(&mut self, measurement: &str) -> Result<Option<String>, DriverError> {
+            self.reader.store_marker(&mut self.http, measurement).await
+        }
+
+        async fn drop_store(&mut self, measurement: &str) -> Result<(), DriverError> {
+            self.reader.drop_store(&mut self.http, measurement).await
+        }
+    };
+}
+pub(crate) use encoder_and_reader;
+
 impl<P: Protocol> TsConn for TsConnection<P> {
-    #[inline]
-    fn point(&mut self, measurement: &str) {
-        self.protocol.point(measurement);
-    }
-
-    #[inline]
-    fn tag(&mut self, key: &str, value: &str) {
-        self.protocol.tag(key, value);
-    }
-
-    #[inline]
-    fn field(&mut self, key: &str, value: f64) {
-        self.protocol.field(key, value);
-    }
-
-    #[inline]
-    fn end_point(&mut self, timestamp_ns: i64) {
-        self.protocol.end_point(timestamp_ns);
-    }
+    const ACKNOWLEDGED: bool = true;
 
     async fn write(
         &mut self,
@@ -275,40 +336,7 @@ impl<P: Protocol> TsConn for TsConnection<P> {
         }
     }
 
-    async fn query(&mut self, query: &TsQuery<'_>) -> Result<u64, DriverError> {
-        self.reader.query(&mut self.http, query).await
-    }
-
-    async fn stored_points(
-        &mut self,
-        series: Series<'_>,
-        field: &str,
-        range: TimeRange,
-    ) -> Result<Option<StoredPoints>, DriverError> {
-        self.reader
-            .stored_points(&mut self.http, series, field, range)
-            .await
-    }
-
-    async fn series_count(&mut self, measurement: &str, field: &str) -> Result<u64, DriverError> {
-        self.reader
-            .series_count(&mut self.http, measurement, field)
-            .await
-    }
-
-    async fn create_store(&mut self, measurement: &str, marker: &str) -> Result<bool, DriverError> {
-        self.reader
-            .create_store(&mut self.http, measurement, marker)
-            .await
-    }
-
-    async fn store_marker(&mut self, measurement: &str) -> Result<Option<String>, DriverError> {
-        self.reader.store_marker(&mut self.http, measurement).await
-    }
-
-    async fn drop_store(&mut self, measurement: &str) -> Result<(), DriverError> {
-        self.reader.drop_store(&mut self.http, measurement).await
-    }
+    encoder_and_reader!();
 }
 
 /// The error for an answer that is no account of the request: overload

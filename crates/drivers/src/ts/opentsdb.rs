@@ -18,7 +18,7 @@ use loadcell_core::DriverError;
 use serde::Deserialize;
 
 use super::held::HeldPoint;
-use super::{Kind, Protocol, TsDriver};
+use super::{Encoder, Kind, Protocol, TsDriver};
 use crate::{DriverInfo, Family};
 
 pub const INFO: DriverInfo = DriverInfo {
@@ -44,7 +44,6 @@ pub struct Put {
 }
 
 impl Protocol for Put {
-    const KIND: Kind = Kind::OpenTsdb;
     const DEFAULT_PORT: u16 = 4242;
     const HEADERS: &'static [u8] = b"Content-Type: application/json\r\n";
 
@@ -57,6 +56,37 @@ impl Protocol for Put {
         }
         Ok(("/api/put?details".to_string(), None))
     }
+
+    /// `204` (VictoriaMetrics, InfluxDB) or `200`: all stored; `200` or
+    /// `400` with details: `failed` data points, each with its `error`.
+    /// A data point is one field of a point: a point counts as failed once
+    /// per failed field, at most the request's points.
+    fn failed(
+        status: u16,
+        body: &[u8],
+        points: u64,
+        on_failure: &mut dyn FnMut(&str),
+    ) -> Option<u64> {
+        if status == 204 || ((200..300).contains(&status) && body.is_empty()) {
+            return Some(0);
+        }
+        if !(200..300).contains(&status) && status != 400 {
+            return None;
+        }
+        let details: Details = serde_json::from_slice(body).ok()?;
+        for e in &details.errors {
+            on_failure(&e.error.replace('\n', " "));
+        }
+        let unexplained = details.failed.saturating_sub(details.errors.len() as u64);
+        for _ in 0..unexplained {
+            on_failure("failed (no reason given)");
+        }
+        Some(details.failed.min(points))
+    }
+}
+
+impl Encoder for Put {
+    const KIND: Kind = Kind::OpenTsdb;
 
     #[inline]
     fn point(&mut self, measurement: &str) {
@@ -117,33 +147,6 @@ impl Protocol for Put {
     fn clear(&mut self) {
         self.body.clear();
         self.points = 0;
-    }
-
-    /// `204` (VictoriaMetrics, InfluxDB) or `200`: all stored; `200` or
-    /// `400` with details: `failed` data points, each with its `error`.
-    /// A data point is one field of a point: a point counts as failed once
-    /// per failed field, at most the request's points.
-    fn failed(
-        status: u16,
-        body: &[u8],
-        points: u64,
-        on_failure: &mut dyn FnMut(&str),
-    ) -> Option<u64> {
-        if status == 204 || ((200..300).contains(&status) && body.is_empty()) {
-            return Some(0);
-        }
-        if !(200..300).contains(&status) && status != 400 {
-            return None;
-        }
-        let details: Details = serde_json::from_slice(body).ok()?;
-        for e in &details.errors {
-            on_failure(&e.error.replace('\n', " "));
-        }
-        let unexplained = details.failed.saturating_sub(details.errors.len() as u64);
-        for _ in 0..unexplained {
-            on_failure("failed (no reason given)");
-        }
-        Some(details.failed.min(points))
     }
 }
 

@@ -22,7 +22,7 @@ use loadcell_core::DriverError;
 use prost::encoding::{encode_key, encode_varint, encoded_len_varint, WireType};
 
 use super::held::HeldPoint;
-use super::{Kind, Protocol, TsDriver};
+use super::{Encoder, Kind, Protocol, TsDriver};
 use crate::{DriverInfo, Family};
 
 pub const INFO: DriverInfo = DriverInfo {
@@ -70,7 +70,6 @@ impl std::fmt::Debug for Snappy {
 }
 
 impl Protocol for RemoteWrite {
-    const KIND: Kind = Kind::RemoteWrite;
     const DEFAULT_PORT: u16 = 9090;
     const HEADERS: &'static [u8] = b"Content-Encoding: snappy\r\n\
 Content-Type: application/x-protobuf\r\nX-Prometheus-Remote-Write-Version: 0.1.0\r\n";
@@ -83,6 +82,31 @@ Content-Type: application/x-protobuf\r\nX-Prometheus-Remote-Write-Version: 0.1.0
         };
         Ok((path.to_string(), None))
     }
+
+    /// `2xx`: all stored. `400` (out of order, out of bounds, too old):
+    /// the request's points, with the server's text.
+    fn failed(
+        status: u16,
+        body: &[u8],
+        points: u64,
+        on_failure: &mut dyn FnMut(&str),
+    ) -> Option<u64> {
+        if (200..300).contains(&status) {
+            return Some(0);
+        }
+        if status != 400 {
+            return None;
+        }
+        let reason = super::one_line(body);
+        for _ in 0..points {
+            on_failure(&reason);
+        }
+        Some(points)
+    }
+}
+
+impl Encoder for RemoteWrite {
+    const KIND: Kind = Kind::RemoteWrite;
 
     #[inline]
     fn point(&mut self, measurement: &str) {
@@ -136,27 +160,6 @@ Content-Type: application/x-protobuf\r\nX-Prometheus-Remote-Write-Version: 0.1.0
     fn clear(&mut self) {
         self.proto.clear();
         self.points = 0;
-    }
-
-    /// `2xx`: all stored. `400` (out of order, out of bounds, too old):
-    /// the request's points, with the server's text.
-    fn failed(
-        status: u16,
-        body: &[u8],
-        points: u64,
-        on_failure: &mut dyn FnMut(&str),
-    ) -> Option<u64> {
-        if (200..300).contains(&status) {
-            return Some(0);
-        }
-        if status != 400 {
-            return None;
-        }
-        let reason = super::one_line(body);
-        for _ in 0..points {
-            on_failure(&reason);
-        }
-        Some(points)
     }
 }
 

@@ -36,12 +36,13 @@ use crate::prepare::{CheckError, NotPrepared, PrepareObserver};
 use crate::workload::{CleanupError, Lifecycle, Loading, Workload};
 use ingest::{IngestScript, Layout};
 use query::{QueryKind, QueryScript};
-use series::{Measurement, SeriesSpace};
+use series::{Measurement, MeasurementTag, SeriesSpace};
 
-/// TSBS's use cases, as far as the model goes: a point is a measurement,
-/// tags and float fields, so devops keeps its measurements and their
-/// fields but not the tags some of them add (disk's path, net's
-/// interface), nor postgresl's and redis's measurements.
+/// TSBS's use cases (`pkg/data/usecases/devops`): cpu-only's measurement,
+/// devops' nine, with their field names and the tags some add to the
+/// host's (disk's `path` and `fstype`, diskio's `serial`, net's
+/// `interface`, nginx's and redis's `port` and `server`). Values are
+/// floats in 0..100 (see [`series::Values`]), not TSBS's distributions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UseCase {
     CpuOnly,
@@ -63,8 +64,9 @@ const HOST_TAGS: &[(&str, Option<u64>)] = &[
     ("service_environment", Some(3)),
 ];
 
-const CPU: (&str, &[&str]) = (
+const CPU: MeasurementShape = (
     "cpu",
+    &[],
     &[
         "usage_user",
         "usage_system",
@@ -79,10 +81,53 @@ const CPU: (&str, &[&str]) = (
     ],
 );
 
-const DEVOPS: &[(&str, &[&str])] = &[
+/// A measurement of a use case: its name, the tags it adds and the
+/// values each takes, and its fields.
+type MeasurementShape = (
+    &'static str,
+    &'static [(&'static str, TagValues)],
+    &'static [&'static str],
+);
+
+/// The values of a tag a measurement adds, as TSBS makes them.
+#[derive(Debug, Clone, Copy)]
+enum TagValues {
+    /// These.
+    Listed(&'static [&'static str]),
+    /// `prefix` and a number below `count`.
+    Numbered(&'static str, u64),
+    /// A disk serial, `NNN-NNN-NNN`, of `count` distinct ones.
+    Serials(u64),
+    /// A port number from 1024, of `count` distinct ones.
+    Ports(u64),
+}
+
+impl TagValues {
+    fn values(self) -> Vec<String> {
+        match self {
+            TagValues::Listed(values) => values.iter().map(|v| v.to_string()).collect(),
+            TagValues::Numbered(prefix, count) => {
+                (0..count).map(|i| format!("{prefix}{i}")).collect()
+            }
+            TagValues::Serials(count) => (0..count)
+                .map(|i| format!("{:03}-{:03}-{:03}", i * 7 % 1000, i * 13 % 1000, i % 1000))
+                .collect(),
+            TagValues::Ports(count) => (0..count)
+                .map(|i| (1024 + i * 19 % 20_000).to_string())
+                .collect(),
+        }
+    }
+}
+
+/// TSBS draws a server's name from 100,000 and its port from 20,000;
+/// this many of each keep the tables small.
+const SERVERS: u64 = 1000;
+
+const DEVOPS: &[MeasurementShape] = &[
     CPU,
     (
         "diskio",
+        &[("serial", TagValues::Serials(SERVERS))],
         &[
             "reads",
             "writes",
@@ -96,6 +141,10 @@ const DEVOPS: &[(&str, &[&str])] = &[
     (
         "disk",
         &[
+            ("path", TagValues::Numbered("/dev/sda", 10)),
+            ("fstype", TagValues::Listed(&["ext3", "ext4", "btrfs"])),
+        ],
+        &[
             "total",
             "free",
             "used",
@@ -107,6 +156,7 @@ const DEVOPS: &[(&str, &[&str])] = &[
     ),
     (
         "kernel",
+        &[],
         &[
             "boot_time",
             "interrupts",
@@ -118,6 +168,7 @@ const DEVOPS: &[(&str, &[&str])] = &[
     ),
     (
         "mem",
+        &[],
         &[
             "total",
             "available",
@@ -132,6 +183,7 @@ const DEVOPS: &[(&str, &[&str])] = &[
     ),
     (
         "net",
+        &[("interface", TagValues::Numbered("eth", 4))],
         &[
             "bytes_sent",
             "bytes_recv",
@@ -146,7 +198,74 @@ const DEVOPS: &[(&str, &[&str])] = &[
     (
         "nginx",
         &[
+            ("port", TagValues::Ports(SERVERS)),
+            ("server", TagValues::Numbered("nginx_", SERVERS)),
+        ],
+        &[
             "accepts", "active", "handled", "reading", "requests", "waiting", "writing",
+        ],
+    ),
+    (
+        // TSBS's spelling.
+        "postgresl",
+        &[],
+        &[
+            "numbackends",
+            "xact_commit",
+            "xact_rollback",
+            "blks_read",
+            "blks_hit",
+            "tup_returned",
+            "tup_fetched",
+            "tup_inserted",
+            "tup_updated",
+            "tup_deleted",
+            "conflicts",
+            "temp_files",
+            "temp_bytes",
+            "deadlocks",
+            "blk_read_time",
+            "blk_write_time",
+        ],
+    ),
+    (
+        "redis",
+        &[
+            ("port", TagValues::Ports(SERVERS)),
+            ("server", TagValues::Numbered("redis_", SERVERS)),
+        ],
+        &[
+            "uptime_in_seconds",
+            "total_connections_received",
+            "expired_keys",
+            "evicted_keys",
+            "keyspace_hits",
+            "keyspace_misses",
+            "instantaneous_ops_per_sec",
+            "instantaneous_input_kbps",
+            "instantaneous_output_kbps",
+            "connected_clients",
+            "used_memory",
+            "used_memory_rss",
+            "used_memory_peak",
+            "used_memory_lua",
+            "rdb_changes_since_last_save",
+            "sync_full",
+            "sync_partial_ok",
+            "sync_partial_err",
+            "pubsub_channels",
+            "pubsub_patterns",
+            "latest_fork_usec",
+            "connected_slaves",
+            "master_repl_offset",
+            "repl_backlog_active",
+            "repl_backlog_size",
+            "repl_backlog_histlen",
+            "mem_fragmentation_ratio",
+            "used_cpu_sys",
+            "used_cpu_user",
+            "used_cpu_sys_children",
+            "used_cpu_user_children",
         ],
     ),
 ];
@@ -177,8 +296,12 @@ impl UseCase {
         };
         let measurements = measurements
             .iter()
-            .map(|(name, fields)| Measurement {
+            .map(|&(name, tags, fields)| Measurement {
                 name: name.to_string(),
+                tags: tags
+                    .iter()
+                    .map(|&(key, values)| MeasurementTag::new(key, values.values()))
+                    .collect(),
                 fields: fields.iter().map(|f| f.to_string()).collect(),
             })
             .collect();
@@ -203,6 +326,7 @@ pub fn generic_space(
         .collect();
     let measurement = Measurement {
         name: measurement.to_string(),
+        tags: Vec::new(),
         fields: (0..fields).map(|f| format!("field{f}")).collect(),
     };
     SeriesSpace::new(vec![measurement], &tags, tag_length, series)
@@ -225,6 +349,8 @@ pub struct TsOptions {
     pub points_per_request: u64,
     pub interval_ns: i64,
     pub timing: Timing,
+    /// The run's sessions: series are leased in groups at least this many.
+    pub sessions: u64,
 }
 
 impl TsOptions {
@@ -233,6 +359,7 @@ impl TsOptions {
             self.space.series,
             self.space.measurements.len() as u64,
             self.points_per_request,
+            self.sessions,
         )
     }
 
@@ -435,6 +562,12 @@ impl<C: TsConn> Lifecycle<C, TimeSeriesFamily> for TsIngestWorkload {
     }
 
     async fn check(&self, script: &IngestScript, conn: &mut C) -> Result<(), CheckError> {
+        if !C::ACKNOWLEDGED && self.verify.sample == 0 {
+            return Err(CheckError::Driver(DriverError::fatal(
+                "--verify-sample 0: this target's transport acknowledges no point, so the spot \
+                 checks after the run are the only proof they arrived: give 1 or more",
+            )));
+        }
         let before = check_store(conn, &self.opts.space, false).await?;
         script.set_before(before);
         Ok(())

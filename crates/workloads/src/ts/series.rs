@@ -14,11 +14,47 @@
 /// Base 36, lowercase: what a tag value's number is written in.
 const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
 
-/// A measurement and its float fields.
+/// A measurement, the tags it adds to its series' and its float fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Measurement {
     pub name: String,
+    pub tags: Vec<MeasurementTag>,
     pub fields: Vec<String>,
+}
+
+/// A tag a measurement adds to the series' (TSBS's devops: disk's `path`
+/// and `fstype`, net's `interface`): each series takes one of `values`,
+/// drawn by a hash of its index and the key, the same in every run. A
+/// function of the series, so a measurement still has one series per
+/// series of the space.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MeasurementTag {
+    pub key: String,
+    values: Vec<String>,
+    /// The key's hash, so that tags with as many values draw differently.
+    salt: u64,
+}
+
+impl MeasurementTag {
+    pub fn new(key: &str, values: Vec<String>) -> MeasurementTag {
+        assert!(!values.is_empty(), "a tag takes at least one value");
+        MeasurementTag {
+            key: key.to_string(),
+            values,
+            salt: fnv1a(key),
+        }
+    }
+
+    /// `series`' value.
+    #[inline]
+    pub fn value(&self, series: u64) -> &str {
+        &self.values[(mix(series ^ self.salt) % self.values.len() as u64) as usize]
+    }
+
+    /// The longest value's length.
+    pub fn longest(&self) -> usize {
+        self.values.iter().map(String::len).max().unwrap_or(0)
+    }
 }
 
 /// One tag: its key, and the fixed part of its values.
@@ -54,12 +90,17 @@ fn base36_len(mut n: u64) -> usize {
 /// A prefix of `len` letters fixed by `key` (FNV-1a of the key, then a
 /// step of splitmix64 per letter): the same for every run.
 fn prefix(key: &str, len: usize) -> impl Iterator<Item = u8> {
-    let mut h = key.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-    });
+    let mut h = fnv1a(key);
     (0..len).map(move |_| {
         h = mix(h);
         b'a' + (h % 26) as u8
+    })
+}
+
+/// FNV-1a of `key`.
+fn fnv1a(key: &str) -> u64 {
+    key.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
     })
 }
 
@@ -226,6 +267,7 @@ mod tests {
     fn space(series: u64, tag_length: usize) -> Result<SeriesSpace, String> {
         let cpu = Measurement {
             name: "cpu".to_string(),
+            tags: Vec::new(),
             fields: vec!["usage_user".to_string()],
         };
         SeriesSpace::new(

@@ -22,6 +22,8 @@ struct Points {
 }
 
 impl TsConn for Points {
+    const ACKNOWLEDGED: bool = true;
+
     fn point(&mut self, measurement: &str) {
         self.point = (measurement.to_string(), None);
     }
@@ -126,6 +128,7 @@ fn backfill(series: u64) -> TsOptions {
             start_ns: 1_700_000_000 * SECOND,
             end_ns: 1_700_000_200 * SECOND,
         },
+        sessions: 1,
     }
 }
 
@@ -147,7 +150,7 @@ fn ingest(script: &IngestScript, conn: &mut Points) {
 
 #[test]
 fn requests_carry_about_the_points_per_request_whatever_the_series() {
-    let l = |series, measurements| Layout::new(series, measurements, 500);
+    let l = |series, measurements| Layout::new(series, measurements, 500, 1);
     let at = |groups, group_size, rounds_per_request| Layout {
         groups,
         group_size,
@@ -156,8 +159,8 @@ fn requests_carry_about_the_points_per_request_whatever_the_series() {
     assert_eq!(l(1000, 1), at(2, 500, 1));
     assert_eq!(l(1001, 1), at(3, 500, 1));
     assert_eq!(l(100, 1), at(1, 100, 5));
-    // devops: 7 measurements, a point of each per series and round.
-    assert_eq!(l(10_000, 7), at(141, 71, 1));
+    // devops: 9 measurements, a point of each per series and round.
+    assert_eq!(l(10_000, 9), at(182, 55, 1));
     assert_eq!(l(1000, 1).requests(20), 40);
     assert_eq!(l(100, 1).requests(20), 4);
     assert_eq!(backfill(1000).requests(), Some(40));
@@ -184,6 +187,80 @@ fn a_backfill_writes_every_series_its_points_in_time_order_and_verifies() {
     let mut other = Points::default();
     ingest(&again, &mut other);
     assert_eq!(conn.series, other.series);
+}
+
+#[test]
+fn devops_is_tsbs_nine_measurements_with_their_tags_and_fields_and_verifies() {
+    let space = UseCase::Devops.space(10, 100).unwrap();
+    let shape: Vec<(&str, Vec<&str>, usize)> = space
+        .measurements
+        .iter()
+        .map(|m| {
+            let tags = m.tags.iter().map(|t| t.key.as_str()).collect();
+            (m.name.as_str(), tags, m.fields.len())
+        })
+        .collect();
+    assert_eq!(
+        shape,
+        [
+            ("cpu", vec![], 10),
+            ("diskio", vec!["serial"], 7),
+            ("disk", vec!["path", "fstype"], 7),
+            ("kernel", vec![], 6),
+            ("mem", vec![], 9),
+            ("net", vec!["interface"], 8),
+            ("nginx", vec!["port", "server"], 7),
+            ("postgresl", vec![], 16),
+            ("redis", vec!["port", "server"], 31),
+        ]
+    );
+    assert_eq!(space.tag_count(), 10, "TSBS's host tags");
+    let opts = TsOptions {
+        space,
+        use_case: Some(UseCase::Devops),
+        ..backfill(100)
+    };
+    let script = IngestScript::new(&opts, 9);
+    let mut conn = Points::default();
+    ingest(&script, &mut conn);
+    // A measurement's own tags are the host's: one series per host each.
+    for m in ["cpu", "disk", "net", "redis"] {
+        let prefix = format!("{m},hostname=");
+        let series = conn.series.keys().filter(|k| k.starts_with(&prefix));
+        assert_eq!(series.count(), 100, "{m}");
+    }
+    let disks: Vec<&String> = conn
+        .series
+        .keys()
+        .filter(|k| k.starts_with("disk,"))
+        .collect();
+    for disk in &disks {
+        let fstype = disk.rsplit_once(",fstype=").map(|(_, f)| f);
+        assert!(disk.contains(",path=/dev/sda"), "{disk}");
+        assert!(matches!(fstype, Some("ext3" | "ext4" | "btrfs")), "{disk}");
+    }
+    let paths: std::collections::HashSet<_> = disks
+        .iter()
+        .map(|d| d.split(",path=").nth(1).unwrap().split(',').next().unwrap())
+        .collect();
+    assert_eq!(paths.len(), 10, "drawn over TSBS's ten paths");
+    let v = block_on(script.verify(&mut conn, 20, Duration::ZERO)).unwrap();
+    assert!(v.ok, "{v:?}");
+    assert_eq!((v.expected, v.found), (100, 100));
+    // Every last value is recomputed: one changed fails the check.
+    let cpu = conn
+        .series
+        .keys()
+        .find(|k| k.starts_with("cpu,"))
+        .unwrap()
+        .clone();
+    conn.series.get_mut(&cpu).unwrap().last_mut().unwrap().1 += 0.5;
+    let v = block_on(script.verify(&mut conn, 100, Duration::ZERO)).unwrap();
+    assert!(
+        !v.ok && v.how.contains(&format!("series {cpu} field usage_user")),
+        "{}",
+        v.how
+    );
 }
 
 #[test]
@@ -226,6 +303,71 @@ fn a_group_is_written_by_one_session_at_a_time() {
     drop(a);
     assert!(matches!(script.claim(), Claim::Lease(_)));
     drop(b);
+}
+
+#[test]
+fn every_session_has_a_group_to_write_and_they_share_the_requests() {
+    use super::ingest::Claim;
+    // 10,000 series, 5000 points a request, 4 sessions: 4 groups of 2500
+    // written 2 rounds a request, not 2 groups of 5000 and 2 sessions idle.
+    let layout = Layout::new(10_000, 1, 5000, 4);
+    assert_eq!(
+        layout,
+        Layout {
+            groups: 4,
+            group_size: 2500,
+            rounds_per_request: 2
+        }
+    );
+    assert_eq!(
+        Layout::new(3, 1, 5000, 4).groups,
+        3,
+        "fewer series than sessions"
+    );
+    let opts = TsOptions {
+        points_per_request: 5000,
+        sessions: 4,
+        ..backfill(10_000)
+    };
+    let script = IngestScript::new(&opts, 1);
+    let mut conn = Points::default();
+    let mut tags = script.space.tag_buffer();
+    let mut requests = [0u64; 4];
+    // Sessions finish their requests in turn, each claiming again at once.
+    let mut leases: Vec<_> = (0..4)
+        .map(|_| match script.claim() {
+            Claim::Lease(lease) => Some(lease),
+            _ => panic!("every session has a group"),
+        })
+        .collect();
+    'run: loop {
+        for (session, slot) in leases.iter_mut().enumerate() {
+            let Some(lease) = slot.take() else {
+                break 'run;
+            };
+            script.build(&mut conn, &lease, &mut tags);
+            block_on(conn.write(&mut |_| {})).unwrap();
+            requests[session] += 1;
+            drop(lease);
+            *slot = match script.claim() {
+                Claim::Lease(lease) => Some(lease),
+                Claim::Done => None,
+                Claim::Wait => panic!("session {session} idles while series are left"),
+            };
+        }
+    }
+    assert_eq!(requests.iter().sum::<u64>(), opts.requests().unwrap());
+    let (least, most) = (
+        requests.iter().min().unwrap(),
+        requests.iter().max().unwrap(),
+    );
+    assert!(most - least <= 1, "{requests:?}");
+    // Each series' points in time order, all of them.
+    assert_eq!(conn.series.len(), 10_000);
+    for points in conn.series.values() {
+        assert_eq!(points.len(), 20);
+        assert!(points.windows(2).all(|w| w[1].0 > w[0].0));
+    }
 }
 
 #[test]
