@@ -16,8 +16,7 @@ TIME=${BENCH_TIME:-10}
 THREADS=${BENCH_THREADS:-4}
 out=bench/results/script-$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$out"
-cp "$LOADCELL" "$out/loadcell"
-LOADCELL=$out/loadcell
+sha256sum "$LOADCELL" >"$out/loadcell.sha256"
 
 # shellcheck source=bench/servers.sh
 source bench/servers.sh
