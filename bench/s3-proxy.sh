@@ -16,7 +16,7 @@
 #
 # Environment (defaults in brackets):
 #   LOADCELL [target/debug/loadcell]   THREADS [8,16,32,64,128,256,512]
-#   REPEAT [3]   TIME [3s]   WARMUP [1s]   STEP_GAP [4s]   TABLE_SIZE [100000]
+#   REPEAT [3]   TIME [2s]   WARMUP [1s]   STEP_GAP [6s]   TABLE_SIZE [100000]
 #   WORKLOADS [oltp_insert oltp_point_select oltp_update_index]
 # Needs root (ip netns), java, mvn (the proxy's jars come from Maven Central
 # into ~/.m2 and the test kit's /var/tmp/loadcell-testkit once).
@@ -27,7 +27,7 @@ cd "$(dirname "$0")/.."
 source bench/servers.sh
 LOADCELL=${LOADCELL:-target/debug/loadcell}
 THREADS=${THREADS:-8,16,32,64,128,256,512}
-REPEAT=${REPEAT:-3} TIME=${TIME:-3s} WARMUP=${WARMUP:-1s} STEP_GAP=${STEP_GAP:-4s}
+REPEAT=${REPEAT:-3} TIME=${TIME:-2s} WARMUP=${WARMUP:-1s} STEP_GAP=${STEP_GAP:-6s}
 TABLE_SIZE=${TABLE_SIZE:-100000}
 WORKLOADS=${WORKLOADS:-oltp_insert oltp_point_select oltp_update_index}
 [[ -x $LOADCELL ]] || { echo "no $LOADCELL: run 'cargo build -p loadcell' first (or set LOADCELL)" >&2; exit 1; }
@@ -80,8 +80,6 @@ ports=()
 for n in 0 1 2; do
     BENCH_MARIADB_OPTS="--bind-address=0.0.0.0 --max-connections=1200" mariadb_start
     pids+=("$MARIADB_PID") dirs+=("$MARIADB_DIR") ports+=("$MARIADB_PORT")
-    mariadb --no-defaults --protocol=socket --socket="$MARIADB_SOCKET" -uroot -e \
-        "GRANT ALL PRIVILEGES ON *.* TO 'sbtest'@'%'"
     "$LC" prepare oltp_point_select --target "mysql://sbtest:sbtest@127.0.0.1:$MARIADB_PORT/sbtest" \
         --table-size "$TABLE_SIZE" >"$out/prepare-$n.log" 2>&1
 done
