@@ -4,7 +4,7 @@
 //! base configuration at a rate.
 
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use anyhow::anyhow;
 use loadcell_core::{Family, Target};
@@ -54,6 +54,9 @@ impl RunConfig {
                  to split; run it on each machine by itself",
                 w.name
             ));
+        }
+        if let Some(shard) = shard {
+            spec.take_insert_share(shard, args.start_at);
         }
         let config = RunConfig {
             args,
@@ -117,6 +120,14 @@ impl RunConfig {
                 .of(&whole)
                 .expect("RunConfig::new checked the shard's share"),
             None => whole,
+        }
+    }
+
+    /// The same run, measuring from `start_at` (a sharded sweep's step).
+    pub fn start_at(&mut self, start_at: SystemTime) {
+        self.args.start_at = Some(start_at);
+        if let Some(shard) = self.shard {
+            self.spec.take_insert_share(shard, Some(start_at));
         }
     }
 

@@ -10,12 +10,16 @@ use loadcell_record::file::Destination;
 use loadcell_record::fine::{self, FullResolution};
 use loadcell_record::merge::{merge, ShardResult};
 use loadcell_record::result::RunResult;
+use loadcell_record::sweep::{AnyResult, PointStats, SweepPoint, SweepResult};
 use loadcell_report::input::Input;
 
 use crate::args::MergeArgs;
 
 pub fn run(a: &MergeArgs) -> anyhow::Result<()> {
     crate::views::refuse_overwriting_results(&[("--out", &Some(a.out.clone()))])?;
+    if let Some(sweeps) = read_sweeps(&a.files)? {
+        return merge_sweeps(sweeps, a);
+    }
     let mut shards = Vec::new();
     for path in &a.files {
         shards.extend(read_shards(path)?);
@@ -92,6 +96,91 @@ fn write_merged_log(
             path.display()
         )
     })
+}
+
+/// The files, when they are sweep files (the shards of a sweep run with
+/// `--shard`); none when they are results. A mix is refused.
+fn read_sweeps(paths: &[PathBuf]) -> anyhow::Result<Option<Vec<(String, SweepResult)>>> {
+    if paths.iter().any(|p| p.is_dir()) {
+        return Ok(None);
+    }
+    let mut sweeps = Vec::new();
+    for path in paths {
+        match AnyResult::read_from(path).map_err(|e| anyhow!(e))? {
+            AnyResult::Sweep(s) => sweeps.push((path.display().to_string(), *s)),
+            AnyResult::Run(_) if sweeps.is_empty() => return Ok(None),
+            AnyResult::Run(_) => {
+                return Err(anyhow!(
+                    "{} is a result, the files before it sweeps: merge the shards of one sweep, or of one run",
+                    path.display()
+                ))
+            }
+        }
+    }
+    Ok(Some(sweeps))
+}
+
+/// One sweep from the sweeps of its shards: each step's runs merged as
+/// `merge` merges one run's (the shards started each step together with
+/// --start-at), then the points and the analysis made again.
+fn merge_sweeps(sweeps: Vec<(String, SweepResult)>, a: &MergeArgs) -> anyhow::Result<()> {
+    let (first_name, first) = &sweeps[0];
+    for (name, s) in &sweeps[1..] {
+        let steps = |s: &SweepResult| -> Vec<(f64, usize)> {
+            s.points.iter().map(|p| (p.value, p.runs.len())).collect()
+        };
+        if s.parameter != first.parameter || steps(s) != steps(first) {
+            return Err(anyhow!(
+                "{name} swept --{} over other steps than {first_name} (--{}): merge the shards of one sweep",
+                s.parameter,
+                first.parameter
+            ));
+        }
+    }
+    let mut points = Vec::new();
+    for (k, point) in first.points.iter().enumerate() {
+        let mut runs = Vec::new();
+        for rep in 0..point.runs.len() {
+            let shards = sweeps
+                .iter()
+                .map(|(name, s)| ShardResult {
+                    name: format!("{name} step {}", k * first.repeat + rep + 1),
+                    result: s.points[k].runs[rep].clone(),
+                })
+                .collect();
+            runs.push(merge(shards, a.allow_partial).map_err(|e| anyhow!(e))?);
+        }
+        let (mean, spread) = PointStats::mean_and_spread(&runs);
+        points.push(SweepPoint {
+            value: point.value,
+            mean,
+            spread,
+            passed: point.passed,
+            runs,
+        });
+    }
+    let (analysis, findings) = crate::analysis::sweep(&first.parameter, &points);
+    let merged = SweepResult {
+        points,
+        analysis,
+        findings,
+        complete: sweeps.iter().all(|(_, s)| s.complete),
+        ..first.clone()
+    };
+    let written = merged
+        .write(&Destination::Named(a.out.clone()))
+        .map_err(|e| anyhow!("cannot write {}: {e}", a.out.display()))?;
+    eprintln!(
+        "Merged {} shards' sweeps of --{} ({} points) into {}",
+        sweeps.len(),
+        merged.parameter,
+        merged.points.len(),
+        written.display()
+    );
+    for f in &merged.findings {
+        eprintln!("- {f}");
+    }
+    Ok(())
 }
 
 /// A result file, or every result file in a directory.

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
 
 use anyhow::{anyhow, bail, Context as _};
 use loadcell_record::result::StopReason;
@@ -116,13 +117,40 @@ fn finish(
     })
 }
 
+/// How long a sweep with `--start-at` leaves between one step's end and
+/// the next one's start by default: time for every shard to connect and
+/// check before the instant.
+const STEP_GAP: Duration = Duration::from_secs(10);
+
+/// Where a sweep's step `n` (counting repeats, from 0) starts on the wall
+/// clock with `--start-at`: `n` slots of the longest step (warm-up, time
+/// and `gap`) after it, so that shards running the same sweep start every
+/// step together without talking to each other.
+fn step_starts(
+    steps: &[RunConfig],
+    gap: Duration,
+) -> anyhow::Result<Option<(SystemTime, Duration)>> {
+    let Some(first) = steps[0].args.start_at else {
+        return Ok(None);
+    };
+    let mut slot = Duration::ZERO;
+    for step in steps {
+        let Some(time) = step.args.time else {
+            bail!("a sweep with --start-at needs --time, so that every step starts at an instant all shards know");
+        };
+        slot = slot.max(step.args.warmup + time + gap);
+    }
+    Ok(Some((first, slot)))
+}
+
 pub fn sweep(raw: &[String], argv: Vec<String>) -> anyhow::Result<i32> {
-    let (own, run_argv) = split_own(raw, &["--repeat", "--out"], &["--json"])?;
+    let (own, run_argv) = split_own(raw, &["--repeat", "--out", "--step-gap"], &["--json"])?;
     let repeat = own_value(&own, "--repeat", values::positive_usize)?.unwrap_or(1);
+    let gap = own_value(&own, "--step-gap", values::positive_duration)?.unwrap_or(STEP_GAP);
     let swept = sweep::find_swept(&run_argv)?;
     // Every step is configured and checked before any load is sent; each
     // runs quietly, and a failure before any load ends the whole command.
-    let steps = swept
+    let mut steps = swept
         .steps(&run_argv)
         .iter()
         .map(|step| RunConfig::parse(step))
@@ -132,19 +160,29 @@ pub fn sweep(raw: &[String], argv: Vec<String>) -> anyhow::Result<i32> {
         bail!("--out and --json of a sweep apply to the sweep file; give them once, outside the run options");
     }
     let labels = first.labels.iter().cloned().collect();
+    let (results_dir, workload) = (
+        first.target.results_dir.clone(),
+        first.target.workload.clone(),
+    );
     let command = argv
         .iter()
         .map(|a| loadcell_core::target::redact_raw(a))
         .collect();
+    let starts = step_starts(&steps, gap)?;
+    let mut started = 0u32;
     let result = sweep::sweep(swept, repeat, labels, command, &mut |k| {
+        if let Some((first, slot)) = starts {
+            steps[k].start_at(first + slot * started);
+        }
+        started += 1;
         run(&steps[k], true)
     })?;
     finish(
         result,
         own.get("--out"),
         own.contains_key("--json"),
-        first.target.results_dir.clone(),
-        &first.target.workload,
+        results_dir,
+        &workload,
         "sweep",
     )
 }
@@ -252,5 +290,27 @@ mod tests {
                 .to_string(),
             "--sla 'p99' must look like p99<=10ms (a percentile, <=, and a duration)"
         );
+    }
+
+    #[test]
+    fn a_sweep_with_start_at_starts_each_step_a_slot_of_the_longest_later() {
+        let steps = |a: &str| -> Vec<RunConfig> {
+            ["3s", "5s"]
+                .iter()
+                .map(|t| RunConfig::parse(&argv(&format!("cpu --warmup 1s {a} {t}"))).unwrap())
+                .collect()
+        };
+        let at = "--start-at 2999-01-01T00:00:00Z --time";
+        let (first, slot) = step_starts(&steps(at), Duration::from_secs(4))
+            .unwrap()
+            .unwrap();
+        assert_eq!(first, values::start_at("2999-01-01T00:00:00Z").unwrap());
+        assert_eq!(slot, Duration::from_secs(10), "1s + the longest 5s + 4s");
+        assert!(step_starts(&steps("--time"), STEP_GAP).unwrap().is_none());
+        let events = [
+            RunConfig::parse(&argv("cpu --start-at 2999-01-01T00:00:00Z --events 100")).unwrap(),
+        ];
+        let e = step_starts(&events, STEP_GAP).unwrap_err().to_string();
+        assert!(e.contains("needs --time"), "{e}");
     }
 }

@@ -1,6 +1,6 @@
 //! Shards (issue 21) end to end: N loadcell processes, each in a network
 //! namespace of its own with its own address, against one real
-//! redis-server in another, started together with `--start-at`, their
+//! redis-server on the host's address, started together with `--start-at`, their
 //! results merged by `loadcell merge`; and the merge's refusals.
 
 mod common;
@@ -12,112 +12,53 @@ use std::time::{Duration, Instant, SystemTime};
 
 use common::*;
 use loadcell_record::hist::{self, LatencySummary};
+use loadcell_testkit::ClientNamespaces;
 use serde_json::Value;
 
 const SHARDS: usize = 3;
-const PORT: &str = "6399";
-const SERVER_NS: &str = "lcsh-srv";
 /// Keys 1..=KEYS, split over the whole run's 3 sessions: one per shard.
 const KEYS: usize = 90;
 
-fn ip(args: &[&str]) -> Result<(), String> {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .map_err(|e| format!("ip: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "ip {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
-fn shard_ns(i: usize) -> String {
-    format!("lcsh-{i}")
-}
-
-/// The server's address, on a bridge in its namespace that every
-/// shard's link joins.
-const SERVER_ADDR: &str = "10.203.0.1";
-const BRIDGE: &str = "lcsh-br";
-
-/// Shard i's own address.
-fn address(i: usize) -> String {
-    format!("10.203.0.{}", i + 2)
-}
-
-/// The namespaces, deleted by name when dropped (their veths go with
-/// them), and the redis-server inside the server's, stopped by PID.
+/// The shards' namespaces, and a redis-server in the test's own,
+/// listening on the address they reach it at; stopped by PID.
 struct Lab {
+    namespaces: ClientNamespaces,
     server: Option<Child>,
+    port: String,
 }
 
 impl Lab {
-    /// Makes the namespaces and links, and starts Redis; the reason when
-    /// it cannot (not root, no `ip netns`).
+    /// Makes the namespaces and starts Redis; the reason when it cannot
+    /// (not root, no `ip netns`).
     fn start() -> Result<Lab, String> {
-        delete_namespaces();
-        let mut lab = Lab { server: None };
-        ip(&["netns", "add", SERVER_NS])?;
-        ip(&["-n", SERVER_NS, "link", "set", "lo", "up"])?;
-        ip(&["-n", SERVER_NS, "link", "add", BRIDGE, "type", "bridge"])?;
-        ip(&[
-            "-n",
-            SERVER_NS,
-            "addr",
-            "add",
-            &format!("{SERVER_ADDR}/24"),
-            "dev",
-            BRIDGE,
-        ])?;
-        ip(&["-n", SERVER_NS, "link", "set", BRIDGE, "up"])?;
-        for i in 0..SHARDS {
-            let ns = shard_ns(i);
-            let (srv_if, own_if) = (format!("lcsh-s{i}"), format!("lcsh-c{i}"));
-            ip(&["netns", "add", &ns])?;
-            ip(&["-n", &ns, "link", "set", "lo", "up"])?;
-            ip(&[
-                "link", "add", &srv_if, "netns", SERVER_NS, "type", "veth", "peer", "name",
-                &own_if, "netns", &ns,
-            ])?;
-            ip(&["-n", SERVER_NS, "link", "set", &srv_if, "master", BRIDGE])?;
-            ip(&[
-                "-n",
-                &ns,
-                "addr",
-                "add",
-                &format!("{}/24", address(i)),
-                "dev",
-                &own_if,
-            ])?;
-            ip(&["-n", SERVER_NS, "link", "set", &srv_if, "up"])?;
-            ip(&["-n", &ns, "link", "set", &own_if, "up"])?;
-        }
-        let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", SERVER_NS, "redis-server", "--port", PORT])
-            .args(["--bind", "127.0.0.1", SERVER_ADDR])
+        let namespaces = ClientNamespaces::new("lcsh", 203, SHARDS)?;
+        let port = loadcell_testkit::free_port().to_string();
+        let server = Command::new("redis-server")
+            .args(["--port", &port, "--bind", "127.0.0.1", &namespaces.host()])
             .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
             .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        lab.server = Some(cmd.spawn().map_err(|e| format!("redis-server: {e}"))?);
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("redis-server: {e}"))?;
+        let lab = Lab {
+            namespaces,
+            server: Some(server),
+            port,
+        };
         let until = Instant::now() + Duration::from_secs(10);
         while lab.cli(&["PING"]).trim() != "PONG" {
             if Instant::now() > until {
-                return Err("redis-server did not answer in its namespace".into());
+                return Err("redis-server did not answer".into());
             }
             std::thread::sleep(Duration::from_millis(50));
         }
         Ok(lab)
     }
 
-    /// `redis-cli` inside the server's namespace; its stdout.
+    /// `redis-cli`'s stdout.
     fn cli(&self, args: &[&str]) -> String {
-        let out = Command::new("ip")
-            .args(["netns", "exec", SERVER_NS, "redis-cli", "-p", PORT])
+        let out = Command::new("redis-cli")
+            .args(["-p", &self.port])
             .args(args)
             .output()
             .expect("redis-cli runs");
@@ -132,31 +73,25 @@ impl Lab {
     }
 }
 
-fn delete_namespaces() {
-    for ns in std::iter::once(SERVER_NS.to_string()).chain((0..SHARDS).map(shard_ns)) {
-        let _ = ip(&["netns", "del", &ns]);
-    }
-}
-
 impl Drop for Lab {
     fn drop(&mut self) {
         if let Some(mut server) = self.server.take() {
             let _ = server.kill();
             let _ = server.wait();
         }
-        delete_namespaces();
     }
 }
 
 /// Shard i's `run` from inside its namespace, to the server across the
 /// bridge: SETs over keys 1..=KEYS, each session over its own range.
-fn shard(i: usize, dir: &Path, extra: &[&str]) -> Child {
-    let target = format!("redis://{SERVER_ADDR}:{PORT}");
+fn shard(lab: &Lab, i: usize, dir: &Path, extra: &[&str]) -> Child {
+    let target = format!("redis://{}:{}", lab.namespaces.host(), lab.port);
     let shard = format!("{i}/{SHARDS}");
     let out = dir.join(format!("shard-{i}.json"));
     let keys = KEYS.to_string();
-    Command::new("ip")
-        .args(["netns", "exec", &shard_ns(i), bin(), "run", "kv"])
+    lab.namespaces
+        .command(i, bin())
+        .args(["run", "kv"])
         .args(["--target", &target, "--threads", "3", "--rate", "600"])
         .args([
             "--arrival",
@@ -203,7 +138,6 @@ fn shards_in_their_own_namespaces_send_the_whole_run_and_merge_exactly() {
     let lab = match Lab::start() {
         Ok(lab) => lab,
         Err(why) => {
-            delete_namespaces();
             eprintln!("skipped: network namespaces cannot be made here ({why})");
             return;
         }
@@ -212,7 +146,14 @@ fn shards_in_their_own_namespaces_send_the_whole_run_and_merge_exactly() {
     let start_at =
         humantime::format_rfc3339_millis(SystemTime::now() + Duration::from_secs(5)).to_string();
     let children: Vec<Child> = (0..SHARDS)
-        .map(|i| shard(i, dir.path(), &["--time", "3s", "--start-at", &start_at]))
+        .map(|i| {
+            shard(
+                &lab,
+                i,
+                dir.path(),
+                &["--time", "3s", "--start-at", &start_at],
+            )
+        })
         .collect();
     children.into_iter().for_each(finish);
 
@@ -307,7 +248,7 @@ fn shards_in_their_own_namespaces_send_the_whole_run_and_merge_exactly() {
     let mut union = BTreeSet::new();
     for i in 0..SHARDS {
         lab.cli(&["FLUSHALL"]);
-        finish(shard(i, dir.path(), &["--time", "1s", "--seed", "7"]));
+        finish(shard(&lab, i, dir.path(), &["--time", "1s", "--seed", "7"]));
         let keys = lab.keys();
         assert!(!keys.is_empty());
         assert!(union.is_disjoint(&keys), "shard {i} wrote another's keys");
@@ -411,4 +352,159 @@ fn merges_of_what_is_not_one_run_are_refused_in_one_line() {
     };
     let doubled: Vec<(f64, u64)> = ends(&c0).into_iter().map(|(t, n)| (t, 2 * n)).collect();
     assert_eq!(ends(&c), doubled);
+}
+
+/// S3 in small: two client namespaces run the same `sweep --shard I/2`
+/// (threads 4 and 16, one repeat) started together with `--start-at`,
+/// once straight at a MariaDB and once through ShardingSphere-Proxy over
+/// two; each pair of sweeps is merged, and `compare` sets them side by
+/// side. Inserts (`oltp_insert --auto-inc=off`) prove the data arrived:
+/// every row counted, each on one backend only.
+#[test]
+fn a_sharded_sweep_through_a_sharding_proxy_against_direct() {
+    let namespaces = match ClientNamespaces::new("lcpx", 204, 2) {
+        Ok(n) => n,
+        Err(why) => {
+            eprintln!("skipped: network namespaces cannot be made here ({why})");
+            return;
+        }
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let direct = loadcell_testkit::mariadb_on_every_address().expect("MariaDB starts");
+    let backends = [
+        loadcell_testkit::mariadb().expect("MariaDB starts"),
+        loadcell_testkit::mariadb().expect("MariaDB starts"),
+    ];
+    // The proxy reads the backends' tables when it starts.
+    for server in std::iter::once(&direct).chain(&backends) {
+        ok(loadcell(
+            dir.path(),
+            &[
+                "prepare",
+                "oltp_insert",
+                "--auto-inc",
+                "off",
+                "--target",
+                server.url(),
+            ],
+        ));
+    }
+    let proxy = loadcell_testkit::sharding_proxy(&[&backends[0], &backends[1]], "sbtest1", "id")
+        .expect("ShardingSphere-Proxy starts");
+    let host_url =
+        |s: &loadcell_testkit::TestServer| s.url().replace("127.0.0.1", &namespaces.host());
+    for (mode, server) in [("direct", &direct), ("proxy", &proxy)] {
+        let start_at = humantime::format_rfc3339_millis(SystemTime::now() + Duration::from_secs(8))
+            .to_string();
+        let url = host_url(server);
+        let pid = server.pid.to_string();
+        let clients: Vec<Child> = (0..2)
+            .map(|i| {
+                namespaces
+                    .command(i, bin())
+                    .args([
+                        "sweep",
+                        "oltp_insert",
+                        "--auto-inc",
+                        "off",
+                        "--target",
+                        &url,
+                    ])
+                    .args(["--threads", "4,16", "--time", "2s", "--warmup", "500ms"])
+                    .args(["--step-gap", "3s", "--start-at", &start_at])
+                    .args(["--shard", &format!("{i}/2"), "--server-pid", &pid])
+                    .args(["--label", &format!("mode={mode}"), "--results-dir", "steps"])
+                    .arg("--out")
+                    .arg(dir.path().join(format!("{mode}-{i}.json")))
+                    .current_dir(dir.path())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .expect("loadcell starts")
+            })
+            .collect();
+        clients.into_iter().for_each(finish);
+        let merged = format!("{mode}.json");
+        ok(loadcell(
+            dir.path(),
+            &[
+                "merge",
+                &format!("{mode}-0.json"),
+                &format!("{mode}-1.json"),
+                "--out",
+                &merged,
+            ],
+        ));
+    }
+
+    let shard_sweeps: Vec<Value> = ["proxy-0.json", "proxy-1.json"]
+        .iter()
+        .map(|f| read_json(&dir.path().join(f)))
+        .collect();
+    for (mode, rows) in [
+        ("direct", vec![sql(&direct, "SELECT COUNT(*) FROM sbtest1")]),
+        (
+            "proxy",
+            backends
+                .iter()
+                .map(|b| sql(b, "SELECT COUNT(*) FROM sbtest1"))
+                .collect(),
+        ),
+    ] {
+        let sweep = read_json(&dir.path().join(format!("{mode}.json")));
+        assert_eq!(s(&sweep, "/parameter"), "threads");
+        let points = sweep["points"].as_array().unwrap();
+        assert_eq!(points.len(), 2, "{mode}: threads 4 and 16");
+        let mut inserted = 0;
+        for (k, point) in points.iter().enumerate() {
+            let run = &point["runs"][0];
+            // The merged step is both shards' runs added, at the whole run's threads.
+            assert_eq!(u(run, "/config/threads"), [4, 16][k], "{mode}");
+            assert_eq!(run["merge"]["shards"].as_array().unwrap().len(), 2);
+            assert_eq!(u(run, "/summary/errors"), 0, "{mode}");
+            let events = u(run, "/summary/events");
+            assert!(events > 0, "{mode}");
+            if mode == "proxy" {
+                let shards: u64 = shard_sweeps
+                    .iter()
+                    .map(|s| u(&s["points"][k]["runs"][0], "/summary/events"))
+                    .sum();
+                assert_eq!(events, shards, "the merge adds the shards' events");
+                // The proxy's CPU, sampled beside the load.
+                let sampled = &run["merge"]["shards"][0]["resources"];
+                assert_eq!(u(sampled, "/server_pid"), proxy.pid as u64);
+                assert!(sampled["samples"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|s| s["server_cpu_pct"].as_f64().is_some_and(|c| c > 0.0)));
+            }
+            inserted += events;
+        }
+        // Every insert arrived, each once (the shards' ids never collide).
+        let rows: u64 = rows.iter().map(|r| r.parse::<u64>().unwrap()).sum();
+        assert_eq!(rows, inserted, "{mode}");
+    }
+    let ids = |b: &loadcell_testkit::TestServer| -> BTreeSet<String> {
+        sql(b, "SELECT id FROM sbtest1")
+            .lines()
+            .map(str::to_string)
+            .collect()
+    };
+    let (first, second) = (ids(&backends[0]), ids(&backends[1]));
+    assert!(
+        !first.is_empty() && !second.is_empty(),
+        "the proxy used both"
+    );
+    assert!(first.is_disjoint(&second), "each row on one backend");
+
+    let compared = ok(loadcell(
+        dir.path(),
+        &["compare", "direct.json", "proxy.json"],
+    ));
+    let text = stdout(&compared);
+    assert!(
+        text.contains("direct.json") && text.contains("proxy.json"),
+        "{text}"
+    );
 }

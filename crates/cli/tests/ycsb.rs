@@ -566,6 +566,48 @@ fn redis_records() {
     assert_exact_mix(&r, "ycsb-f", 500);
 }
 
+/// Two shards of one run insert the keys one process would have (records
+/// 500 to 599 after 500 prepared), each once: shard I takes I, I + 2….
+#[test]
+fn redis_shards_insert_disjoint_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = loadcell_testkit::redis().expect("Redis starts");
+    let url = server.url().to_string();
+    let t = [
+        "--target",
+        url.as_str(),
+        "--record-count",
+        "500",
+        "--threads",
+        "2",
+    ];
+    let mut args = vec!["prepare", "ycsb-d"];
+    args.extend(t);
+    ok(loadcell(dir.path(), &args));
+    for (i, shard) in ["0/2", "1/2"].into_iter().enumerate() {
+        let out = format!("shard-{i}.json");
+        let mut args = vec!["run", "ycsb-d", "--events", "2000", "--shard", shard];
+        args.extend(t);
+        args.extend(["--out", &out]);
+        ok(loadcell(dir.path(), &args));
+        let r = read_json(&dir.path().join(&out));
+        // One session of 1000 events (a multiple of the mix's 100): 5%.
+        assert_eq!(u(&r, "/summary/events"), 1000, "shard {shard}");
+        assert_eq!(u(&r, "/summary/errors"), 0, "shard {shard}");
+        assert_eq!(u(&r, "/ops/insert/count"), 50, "shard {shard}");
+    }
+    let indexed =
+        loadcell_testkit::redis_cli(server.port, &["ZRANGE", "_indices", "0", "-1"]).unwrap();
+    let mut keys: Vec<&str> = indexed.lines().collect();
+    keys.sort_unstable();
+    let names: Vec<String> = (0..600).map(ycsb_key).collect();
+    let mut expected: Vec<&str> = names.iter().map(String::as_str).collect();
+    expected.sort_unstable();
+    assert_eq!(keys, expected);
+    let records = loadcell_testkit::redis_cli(server.port, &["DBSIZE"]).unwrap();
+    assert_eq!(records.trim(), "601", "600 hashes and the index");
+}
+
 /// `loadcell ARGS` that must fail before any load, with one line on stderr
 /// saying what is not there and to run prepare.
 fn refused_as_not_prepared(dir: &Path, args: &[&str], what: &str) {

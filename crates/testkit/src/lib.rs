@@ -28,9 +28,11 @@ mod hbase;
 mod kafka;
 mod keeper;
 mod memcached;
+mod netns;
 mod nginx;
 mod redis;
 mod search;
+mod sharding_proxy;
 mod shared;
 mod tls;
 mod ts;
@@ -40,9 +42,11 @@ pub use haproxy::{haproxy, LoadBalancer};
 pub use hbase::{hbase, HbaseServer};
 pub use kafka::{kafka, kafka_lib};
 pub use memcached::memcached;
+pub use netns::ClientNamespaces;
 pub use nginx::{nginx, nginx_basic_auth_proxy, nginx_tls, ECHO_LOG, INDEX_BYTES};
 pub use redis::{redis, redis_cli, redis_cluster, redis_tls, redis_with_password, TestCluster};
 pub use search::{elasticsearch, opensearch};
+pub use sharding_proxy::{sharding_proxy, sharding_proxy_lib};
 pub use shared::SharedServer;
 pub use tls::make_certificates;
 pub use ts::{
@@ -93,6 +97,7 @@ pub enum ServerKind {
     NodeExporter,
     VictoriaMetrics,
     QuestDb,
+    ShardingProxy,
 }
 
 /// A running server owned by the test. Stopped and cleaned up on drop.
@@ -166,7 +171,8 @@ impl TestServer {
             | ServerKind::Prometheus
             | ServerKind::NodeExporter
             | ServerKind::VictoriaMetrics
-            | ServerKind::QuestDb => {
+            | ServerKind::QuestDb
+            | ServerKind::ShardingProxy => {
                 let _ = child.kill();
                 let _ = child.wait();
             }
@@ -193,7 +199,8 @@ impl TestServer {
             | ServerKind::Prometheus
             | ServerKind::NodeExporter
             | ServerKind::VictoriaMetrics
-            | ServerKind::QuestDb => self.kill(),
+            | ServerKind::QuestDb
+            | ServerKind::ShardingProxy => self.kill(),
             ServerKind::Postgres => {
                 let Some(mut child) = self.child.take() else {
                     return;
@@ -278,19 +285,29 @@ pub fn mariadb() -> Result<TestServer, String> {
     start_mariadb(None)
 }
 
+/// [`mariadb()`] listening on every address, for clients in other network
+/// namespaces ([`ClientNamespaces`]); the URL is still 127.0.0.1's.
+pub fn mariadb_on_every_address() -> Result<TestServer, String> {
+    start_mariadb_with(None, false, "0.0.0.0")
+}
+
 /// [`mariadb()`] with TLS on, with a certificate for `localhost` and
 /// 127.0.0.1 issued by a CA made for it (with `openssl`). Plain connections
 /// are still accepted. The URL is the plain one; add `?sslmode=require`, or
 /// `?sslmode=verify-full&sslrootcert=` and [`TestServer::tls_ca`].
 pub fn mariadb_tls() -> Result<TestServer, String> {
-    start_mariadb_with(None, true)
+    start_mariadb_with(None, true, "127.0.0.1")
 }
 
 fn start_mariadb(first_port: Option<u16>) -> Result<TestServer, String> {
-    start_mariadb_with(first_port, false)
+    start_mariadb_with(first_port, false, "127.0.0.1")
 }
 
-fn start_mariadb_with(first_port: Option<u16>, tls: bool) -> Result<TestServer, String> {
+fn start_mariadb_with(
+    first_port: Option<u16>,
+    tls: bool,
+    bind: &str,
+) -> Result<TestServer, String> {
     let install_db = find_bin("mariadb-install-db", SBIN_DIRS)?;
     let mariadbd = find_bin("mariadbd", SBIN_DIRS)?;
     let client = find_bin("mariadb", SBIN_DIRS)?;
@@ -351,7 +368,7 @@ fn start_mariadb_with(first_port: Option<u16>, tls: bool) -> Result<TestServer, 
         }
         cmd.arg(format!("--datadir={}", server.data_dir.display()))
             .arg(format!("--tmpdir={}", tmp.display()))
-            .arg("--bind-address=127.0.0.1")
+            .arg(format!("--bind-address={bind}"))
             .arg(format!("--port={port}"))
             .arg(format!("--socket={}", server.socket.display()))
             .arg(format!("--pid-file={}", run.join("p.pid").display()))

@@ -142,6 +142,8 @@ pub fn node_exporter() -> Result<TsServer, String> {
         what: "prometheus-node-exporter",
         extra_ports: 0,
         opentsdb: false,
+        influx_tcp: None,
+        opentsdb_tcp: None,
         command: &|_, http, _| {
             let mut cmd = Command::new(&bin);
             cmd.arg(format!("--web.listen-address=127.0.0.1:{http}"));

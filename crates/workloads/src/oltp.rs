@@ -19,7 +19,7 @@ use std::time::Duration;
 use loadcell_core::family::SqlFamily;
 use loadcell_core::sql::{Dialect, SqlConn, SqlParam};
 use loadcell_core::{Driver, DriverError, DriverInfo, ErrorClass, Family};
-use loadcell_engine::{Category, Ctx, OpSpec, Script, SessionInfo};
+use loadcell_engine::{Category, Ctx, OpSpec, Script, SessionInfo, Shard};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
@@ -78,6 +78,16 @@ impl OltpKind {
     }
 }
 
+/// A shard's part of the ids `oltp_insert --auto-inc=off` inserts.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct InsertShare {
+    pub shard: Shard,
+    /// Seeds the id permutation, the same for every shard of a run (their
+    /// --seed may differ): the run's `--start-at`, so that runs started at
+    /// other instants insert other ids.
+    pub seed: u64,
+}
+
 /// sysbench's OLTP options with sysbench's defaults.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OltpOptions {
@@ -99,6 +109,11 @@ pub struct OltpOptions {
     /// sysbench 1.0.20's default is `special`.
     pub rand_type: RandType,
     pub rand: RandParams,
+    /// This process's shard of a run split over several (`--shard I/N`):
+    /// `oltp_insert --auto-inc=off` takes ids I, I + N, I + 2N… of one
+    /// permutation, so shards never insert the same id. Not an option of
+    /// the workload: shards of one run record the same options.
+    pub shard: Option<InsertShare>,
 }
 
 impl Default for OltpOptions {
@@ -121,6 +136,7 @@ impl Default for OltpOptions {
             create_secondary: true,
             rand_type: RandType::Special,
             rand: RandParams::default(),
+            shard: None,
         }
     }
 }
@@ -293,12 +309,14 @@ pub struct OltpSession<S> {
 impl Oltp {
     pub fn new(kind: OltpKind, opts: OltpOptions, seed: u64) -> Oltp {
         let ids = Distribution::new(opts.rand_type, opts.rand, 1, opts.table_size);
+        // Shards need one permutation, and their seeds may differ.
+        let permutation_seed = opts.shard.map_or(seed, |s| s.seed);
         let mut oltp = Oltp {
             kind,
             opts,
             ids,
             unique_next: AtomicU32::new(0),
-            unique_offset: permute(permute(seed as u32).wrapping_add(0x4679_0905)),
+            unique_offset: permute(permute(permutation_seed as u32).wrapping_add(0x4679_0905)),
             groups: Vec::new(),
         };
         // DELETE's group also re-inserts (sysbench's delete_inserts), so
@@ -365,7 +383,15 @@ impl Oltp {
     }
 
     fn unique_id(&self) -> i64 {
-        let i = self.unique_next.fetch_add(1, Ordering::Relaxed);
+        let (stride, offset) = self
+            .opts
+            .shard
+            .map_or((1, 0), |s| (s.shard.count as u32, s.shard.index as u32));
+        let i = self
+            .unique_next
+            .fetch_add(1, Ordering::Relaxed)
+            .wrapping_mul(stride)
+            .wrapping_add(offset);
         let u = permute((permute(i).wrapping_add(self.unique_offset)) ^ 0x5bf0_3635);
         u as i64 - 2_147_483_648
     }
@@ -779,6 +805,8 @@ async fn prepare_table<C: SqlConn>(
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashSet;
+
     use super::*;
 
     fn oltp(kind: OltpKind, opts: OltpOptions) -> Oltp {
@@ -832,6 +860,42 @@ mod tests {
             "UPDATE sbtest3 SET c=$1 WHERE id=$2"
         );
         assert_eq!(for_dialect(&sql, Dialect::MySql), sql);
+    }
+
+    #[test]
+    fn shards_draw_the_ids_of_one_permutation_without_sharing_one() {
+        let mut union = HashSet::new();
+        for index in 0..2 {
+            // Different seeds: shards need not share one.
+            let shard = Oltp::new(
+                OltpKind::Insert,
+                OltpOptions {
+                    shard: Some(InsertShare {
+                        shard: Shard::new(index, 2).unwrap(),
+                        seed: 5,
+                    }),
+                    ..OltpOptions::default()
+                },
+                7 + index as u64,
+            );
+            for _ in 0..500 {
+                assert!(union.insert(shard.unique_id()), "an id drawn twice");
+            }
+        }
+        // What one shard of one draws: the same permutation's first 1000.
+        let whole = Oltp::new(
+            OltpKind::Insert,
+            OltpOptions {
+                shard: Some(InsertShare {
+                    shard: Shard::new(0, 1).unwrap(),
+                    seed: 5,
+                }),
+                ..OltpOptions::default()
+            },
+            2,
+        );
+        let expected: HashSet<i64> = (0..1000).map(|_| whole.unique_id()).collect();
+        assert_eq!(union, expected);
     }
 
     #[test]

@@ -15,15 +15,19 @@ mod ts;
 mod wide;
 mod ycsb;
 
+use std::time::SystemTime;
+
 use clap::{ArgMatches, Args, Command, Parser};
 use loadcell_core::Family;
+use loadcell_engine::Shard;
 use loadcell_workloads::cpu::CpuWorkload;
 use loadcell_workloads::dataset::DataSetWorkload;
 use loadcell_workloads::disk::DiskWorkload;
 use loadcell_workloads::http::HttpWorkload;
 use loadcell_workloads::http_conns::HttpConnectionsWorkload;
 use loadcell_workloads::kv::KvWorkload;
-use loadcell_workloads::oltp::{OltpKind, OltpWorkload};
+
+use loadcell_workloads::oltp::{InsertShare, OltpKind, OltpWorkload};
 use loadcell_workloads::script::ScriptWorkload;
 use loadcell_workloads::search::mixed::SearchMixedWorkload;
 use loadcell_workloads::search::{SearchBulkWorkload, SearchQueryWorkload};
@@ -299,6 +303,23 @@ impl WorkloadSpec {
             | WorkloadSpec::HttpConnections(_)
             | WorkloadSpec::Cpu(_)
             | WorkloadSpec::Disk(_) => String::new(),
+        }
+    }
+
+    /// Gives workloads whose inserts continue a key sequence (YCSB's
+    /// inserts, `oltp_insert --auto-inc=off`) this process's shard of it,
+    /// so that shards never insert the same key; `start_at`, the instant
+    /// all shards share, seeds what they draw from.
+    pub fn take_insert_share(&mut self, shard: Shard, start_at: Option<SystemTime>) {
+        match self {
+            WorkloadSpec::Ycsb(w) => w.opts.shard = Some(shard),
+            WorkloadSpec::Oltp(w) => {
+                let seed = start_at
+                    .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+                    .map_or(0, |d| d.as_secs());
+                w.opts.shard = Some(InsertShare { shard, seed });
+            }
+            _ => {}
         }
     }
 

@@ -109,6 +109,8 @@ pub(super) fn options(oltp: &OltpArgs) -> Result<OltpOptions, String> {
             zipfian_exp: oltp.rand_zipfian_exp,
             pareto_h: oltp.rand_pareto_h,
         },
+        // Set from --shard once the run's shard is known.
+        shard: None,
     };
     opts.validate()?;
     Ok(opts)

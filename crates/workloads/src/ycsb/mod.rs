@@ -229,14 +229,22 @@ pub struct Ycsb {
     /// Records plus the inserts a run is expected to make, plus one (YCSB's
     /// key chooser spans `0..=recordcount + expectednewkeys`).
     item_count: u64,
-    /// The next key number an insert takes.
+    /// The key number inserts continue from: the records, or more where
+    /// earlier runs inserted beyond them.
+    insert_base: AtomicU64,
+    /// This process's inserts are numbered 0, 1, 2… and take every
+    /// `stride`-th key number from `insert_base + offset` on (one shard
+    /// of `stride`; 1 and 0 unsharded).
+    stride: u64,
+    offset: u64,
+    /// The number the next insert takes.
     next_insert: AtomicU64,
-    /// One past the highest key number below which every insert has
-    /// finished: reads choose below it.
-    inserted: AtomicU64,
+    /// How many of this process's inserts are over, each with every one
+    /// numbered below it.
+    inserts_over: AtomicU64,
     /// Inserts finished ahead of one below them, waiting for it, as in
     /// YCSB's `AcknowledgedCounterGenerator` (a ring of flags indexed by
-    /// key number; empty when the mix has no inserts).
+    /// insert number; empty when the mix has no inserts).
     acked: Mutex<Vec<bool>>,
     /// Hash field names for key-value stores (`field0`…).
     field_names: Vec<String>,
@@ -371,8 +379,11 @@ impl Ycsb {
             ranks,
             scrambled: ScrambledZipfian::new(),
             item_count,
-            next_insert: AtomicU64::new(opts.record_count),
-            inserted: AtomicU64::new(opts.record_count),
+            insert_base: AtomicU64::new(opts.record_count),
+            stride: opts.shard.map_or(1, |s| s.count as u64),
+            offset: opts.shard.map_or(0, |s| s.index as u64),
+            next_insert: AtomicU64::new(0),
+            inserts_over: AtomicU64::new(0),
             acked: Mutex::new(if opts.proportions.insert > 0 {
                 vec![false; ACK_WINDOW]
             } else {
@@ -393,8 +404,27 @@ impl Ycsb {
         let n = n.max(self.opts.record_count);
         let mut acked = self.acked.lock().unwrap_or_else(|e| e.into_inner());
         acked.iter_mut().for_each(|a| *a = false);
-        self.next_insert.store(n, Ordering::Relaxed);
-        self.inserted.store(n, Ordering::Relaxed);
+        self.insert_base.store(n, Ordering::Relaxed);
+        self.next_insert.store(0, Ordering::Relaxed);
+        self.inserts_over.store(0, Ordering::Relaxed);
+    }
+
+    /// The key number insert number `n` takes.
+    #[inline]
+    fn insert_key(&self, n: u64) -> u64 {
+        self.insert_base.load(Ordering::Relaxed) + self.offset + n * self.stride
+    }
+
+    /// Key number `k` below [`Ycsb::inserted`], or in a sharded run the
+    /// key this shard inserted in its place (the others' may not be there
+    /// yet): records stay as they are.
+    #[inline]
+    fn own_insert(&self, k: u64) -> u64 {
+        let base = self.insert_base.load(Ordering::Relaxed);
+        if self.stride == 1 || k < base {
+            return k;
+        }
+        base + self.offset + (k - base) / self.stride * self.stride
     }
 
     /// The insert of key number `key` is over, done or failed (YCSB
@@ -402,30 +432,33 @@ impl Ycsb {
     /// insert below it is over too, so reads never choose a key whose
     /// insert may still be in flight.
     fn acknowledge(&self, key: u64) {
+        let n = (key - self.insert_base.load(Ordering::Relaxed) - self.offset) / self.stride;
         let mut acked = self.acked.lock().unwrap_or_else(|e| e.into_inner());
-        let mut limit = self.inserted.load(Ordering::Relaxed);
+        let mut limit = self.inserts_over.load(Ordering::Relaxed);
         let window = acked.len() as u64;
-        if key < limit || window == 0 {
+        if n < limit || window == 0 {
             return;
         }
-        if key - limit >= window {
+        if n - limit >= window {
             // More inserts in flight than the window holds: order is given
             // up for the ones below.
             acked.iter_mut().for_each(|a| *a = false);
-            self.inserted.store(key + 1, Ordering::Relaxed);
+            self.inserts_over.store(n + 1, Ordering::Relaxed);
             return;
         }
-        acked[(key % window) as usize] = true;
+        acked[(n % window) as usize] = true;
         while acked[(limit % window) as usize] {
             acked[(limit % window) as usize] = false;
             limit += 1;
         }
-        self.inserted.store(limit, Ordering::Relaxed);
+        self.inserts_over.store(limit, Ordering::Relaxed);
     }
 
-    /// One past the highest key number inserted so far.
+    /// One past the highest key number inserted so far: in a sharded run,
+    /// the other shards are taken to have inserted as many as this one.
     pub fn inserted(&self) -> u64 {
-        self.inserted.load(Ordering::Relaxed)
+        self.insert_base.load(Ordering::Relaxed)
+            + self.inserts_over.load(Ordering::Relaxed) * self.stride
     }
 
     /// The records a check before a run looks for: the first, the last,
@@ -483,10 +516,10 @@ impl Ycsb {
                     let rank = self.scrambled.rank(rng);
                     let k = fnv1a_64(rank).unsigned_abs() % self.item_count;
                     if k < inserted {
-                        return k;
+                        return self.own_insert(k);
                     }
                 }
-                fnv1a_64(self.scrambled.rank(rng)).unsigned_abs() % inserted
+                self.own_insert(fnv1a_64(self.scrambled.rank(rng)).unsigned_abs() % inserted)
             }
             RequestDistribution::Latest => {
                 let ranks = self.ranks.as_ref().expect("built for latest");
@@ -494,10 +527,10 @@ impl Ycsb {
                 for _ in 0..MAX_REDRAWS {
                     let back = ranks.sample(rng);
                     if back <= newest {
-                        return newest - back;
+                        return self.own_insert(newest - back);
                     }
                 }
-                newest
+                self.own_insert(newest)
             }
             RequestDistribution::Hotspot => {
                 let hot = ((records as f64 * self.opts.hotspot_data_fraction) as u64).min(records);
@@ -520,7 +553,7 @@ impl Ycsb {
         }
         let op = self.next_op(&mut d.cycle);
         let key = if op == INSERT {
-            self.next_insert.fetch_add(1, Ordering::Relaxed)
+            self.insert_key(self.next_insert.fetch_add(1, Ordering::Relaxed))
         } else {
             self.next_key(&mut d.rng)
         };

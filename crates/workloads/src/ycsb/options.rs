@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
+use loadcell_engine::Shard;
+
 /// The SQL table, as YCSB's JDBC binding names it.
 pub const TABLE: &str = "usertable";
 /// The sorted set indexing every key, as YCSB's Redis binding names it.
@@ -235,6 +237,12 @@ pub struct YcsbOptions {
     pub hotspot_data_fraction: f64,
     pub hotspot_opn_fraction: f64,
     pub write_all_fields: bool,
+    /// This process's shard of a run split over several (`--shard I/N`):
+    /// its inserts take key numbers I, I + N, I + 2N… after the records,
+    /// so shards never insert the same key and together insert the keys
+    /// one process would have. Not an option of the workload: shards of
+    /// one run record the same options.
+    pub shard: Option<Shard>,
 }
 
 impl Default for YcsbOptions {
@@ -256,6 +264,7 @@ impl Default for YcsbOptions {
             hotspot_data_fraction: 0.2,
             hotspot_opn_fraction: 0.8,
             write_all_fields: false,
+            shard: None,
         }
     }
 }

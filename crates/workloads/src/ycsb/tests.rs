@@ -1,4 +1,5 @@
 use loadcell_core::sql::Dialect;
+use loadcell_engine::Shard;
 use serde_json::json;
 
 use super::*;
@@ -510,4 +511,51 @@ fn serialized_records_without_commands() {
         ]
     );
     assert!(kv.queue_range(&mut conn, &mut s, 5).is_err());
+}
+
+#[test]
+fn shards_insert_the_keys_one_process_would_and_never_the_same() {
+    let inserts = |y: &Ycsb, n: usize| -> Vec<u64> {
+        let mut d = draw(y, 3);
+        run_ops(y, &mut d, n)
+            .into_iter()
+            .filter(|c| c.op == INSERT)
+            .map(|c| c.key)
+            .collect()
+    };
+    let one = inserts(&ycsb(Preset::D, |_| {}), 2000);
+    let mut union = Vec::new();
+    for index in 0..2 {
+        let y = ycsb(Preset::D, |o| o.shard = Some(Shard::new(index, 2).unwrap()));
+        let keys = inserts(&y, 1000);
+        assert!(keys.iter().all(|k| k % 2 == index as u64), "{keys:?}");
+        assert_eq!(y.inserted(), 1000 + 2 * keys.len() as u64);
+        union.extend(keys);
+    }
+    union.sort_unstable();
+    assert_eq!(union, one);
+    assert_eq!(one, (1000..1100).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_shard_reads_only_the_inserts_it_made_itself() {
+    let y = ycsb(Preset::D, |o| o.shard = Some(Shard::new(1, 3).unwrap()));
+    let mut d = draw(&y, 9);
+    let ops = run_ops(&y, &mut d, 4000);
+    let own: std::collections::HashSet<u64> = ops
+        .iter()
+        .filter(|c| c.op == INSERT)
+        .map(|c| c.key)
+        .collect();
+    assert_eq!(own.len(), 200);
+    let newer_reads: Vec<u64> = ops
+        .iter()
+        .filter(|c| c.op == READ && c.key >= 1000)
+        .map(|c| c.key)
+        .collect();
+    assert!(newer_reads.len() > 100, "latest favours the new records");
+    assert!(
+        newer_reads.iter().all(|k| own.contains(k)),
+        "{newer_reads:?}"
+    );
 }
