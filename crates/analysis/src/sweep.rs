@@ -67,8 +67,9 @@ pub struct SweepSample {
 /// another, on a server with fewer slots than clients).
 const CLIMB: f64 = 1.5;
 
-/// Parameters along which throughput is expected to scale.
-const CONCURRENCY: &[&str] = &["threads", "clients", "pipeline"];
+/// Parameters along which throughput is expected to scale (a stream's
+/// partitions: a consumer session and a channel each).
+const CONCURRENCY: &[&str] = &["threads", "clients", "pipeline", "partitions"];
 
 fn unit(parameter: &str) -> &str {
     match parameter {

@@ -57,6 +57,8 @@ fn rows_produced_on_8_partitions_are_all_consumed_in_order_then_cleaned_up() {
             "20000",
             "--time",
             "2s",
+            "--report-interval",
+            "500ms",
         ],
     );
     let v = r.pointer("/verification").unwrap();
@@ -77,6 +79,16 @@ fn rows_produced_on_8_partitions_are_all_consumed_in_order_then_cleaned_up() {
     assert!(u(&r, "/ops/poll/items") > 0);
     assert!(f(&r, "/verification/stream/poll_us_per_1000_rows") > 0.0);
     assert_eq!(r["summary"]["errors"], 0);
+    // The group's lag, sampled once an interval.
+    assert_eq!(s(&r, "/verification/stream/lag_unit"), "rows");
+    let lags: Vec<u64> = r["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|i| i.pointer("/gauges/lag_rows").and_then(Value::as_u64))
+        .collect();
+    assert!(lags.len() >= 2, "a lag per interval: {}", r["intervals"]);
+    assert!(*lags.iter().max().unwrap() <= u(&r, "/verification/stream/lag_max"));
 
     // A stream that is not loadcell's is left alone.
     loadcell_testkit::redis_cli(server.port, &["HSET", "foreign:meta", "marker", "x"]).unwrap();
@@ -116,10 +128,14 @@ fn a_consume_only_run_drains_the_backlog_prepare_loaded() {
         dir.path(),
         "stream",
         url,
-        &[&shape[..], &["--time", "1s"]].concat(),
+        &[&shape[..], &["--time", "2s"]].concat(),
     );
     assert_eq!(r["verification"]["ok"], true, "{}", r["verification"]);
     assert_eq!(u(&r, "/verification/stream/consumed"), 5000);
+    // Drained in a few polls, then idle for most of 2 s: the empty polls'
+    // waiting (400 ms per 1000 rows) is not counted.
+    let per_1000 = f(&r, "/verification/stream/poll_us_per_1000_rows");
+    assert!(per_1000 < 100_000.0, "{per_1000} µs per 1000 rows");
     assert_eq!(
         u(&r, "/verification/stream/lag_at_end"),
         0,
@@ -262,4 +278,67 @@ fn list_and_help_show_the_workload_the_driver_and_the_options() {
     ] {
         assert!(help[heading..].contains(flag), "{flag} under the heading");
     }
+}
+
+#[test]
+fn a_sweep_over_partitions_prepares_each_step_and_names_what_saturated() {
+    let server = redis();
+    let dir = tempfile::tempdir().unwrap();
+    let o = ok(loadcell(
+        dir.path(),
+        &[
+            "sweep",
+            "stream",
+            "--target",
+            server.url.as_str(),
+            "--partitions",
+            "1,4",
+            "--prepare",
+            "--time",
+            "1s",
+            "--warmup",
+            "0s",
+            "--json",
+        ],
+    ));
+    let sweep: Value = serde_json::from_str(&stdout(&o)).expect("the sweep file");
+    assert_eq!(sweep["complete"], true, "{}", stderr(&o));
+    let points = sweep["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2);
+    for point in points {
+        let r = &point["runs"][0];
+        assert_eq!(r["verification"]["ok"], true, "{}", r["verification"]);
+        assert!(u(r, "/verification/stream/consumed") > 0);
+    }
+    assert!(
+        stderr(&o).contains("again with 4 channels (it had 1)"),
+        "the second step made the stream again: {}",
+        stderr(&o)
+    );
+    // Partitions scale throughput like sessions: where it stops, what ran
+    // out is named from the steps' resource samples (the client process,
+    // the server found by its port, the host).
+    let findings: Vec<&str> = sweep["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    let saturated = findings
+        .iter()
+        .any(|w| w.starts_with("throughput saturates at"));
+    let scales = findings
+        .iter()
+        .any(|w| w.starts_with("throughput still scales at 4 partitions"));
+    assert!(saturated || scales, "{findings:#?}");
+    assert_eq!(
+        sweep["analysis"]["bottleneck"].is_object(),
+        saturated,
+        "{findings:#?}"
+    );
+    let servers: Vec<bool> = points
+        .iter()
+        .map(|p| p["runs"][0]["resources"]["server_pid"].is_u64())
+        .collect();
+    assert_eq!(servers, [true, true], "the server's process was found");
 }

@@ -108,6 +108,34 @@ pub struct ChannelPosition {
     pub committed: u64,
 }
 
+/// What [`StreamConn::lag`] counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LagUnit {
+    /// Rows produced and not yet acknowledged by the group.
+    Rows,
+    /// Bytes of WAL between the server's current position and what the
+    /// group's slots have confirmed (PostgreSQL): every table's changes
+    /// count, not only the stream's.
+    WalBytes,
+}
+
+impl LagUnit {
+    /// The name of the interval gauge the lag is recorded under.
+    pub fn gauge(self) -> &'static str {
+        match self {
+            LagUnit::Rows => "lag_rows",
+            LagUnit::WalBytes => "lag_wal_bytes",
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LagUnit::Rows => "rows",
+            LagUnit::WalBytes => "wal_bytes",
+        }
+    }
+}
+
 /// What [`StreamConn::create_stream`] recorded: found again by
 /// [`StreamConn::stream_meta`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,6 +158,9 @@ pub trait StreamConn {
     /// [`Channels::Assigned`], and on Redis several processes in one group
     /// split each channel's rows between them.
     const COORDINATED: bool = false;
+
+    /// What [`StreamConn::lag`] counts.
+    const LAG_UNIT: LagUnit = LagUnit::Rows;
 
     /// Queues `row` for `stream`, encoded at once into the request being
     /// built, into the channel `row.channel`.
@@ -198,12 +229,27 @@ pub trait StreamConn {
     /// DESTROY, PostgreSQL's slots) so the server keeps nothing for it.
     async fn drop_group(&mut self, stream: &str, group: &str) -> Result<(), DriverError>;
 
-    /// Every channel's position for `group`, in channel order.
+    /// Every channel's position for `group`, in channel order: exact, in
+    /// rows, for the check after a run (it may cost a scan).
     async fn positions(
         &mut self,
         stream: &str,
         group: &str,
     ) -> Result<Vec<ChannelPosition>, DriverError>;
+
+    /// What `group` has yet to acknowledge of `stream`, in
+    /// [`StreamConn::LAG_UNIT`]s: cheap enough to ask once an interval
+    /// while the run goes on (no scan of the stream). By default the sum
+    /// of [`StreamConn::positions`]' lags, for drivers whose positions are
+    /// offsets read from the server.
+    async fn lag(&mut self, stream: &str, group: &str) -> Result<u64, DriverError> {
+        Ok(self
+            .positions(stream, group)
+            .await?
+            .iter()
+            .map(|p| p.end.saturating_sub(p.committed))
+            .sum())
+    }
 }
 
 /// The byte layout of a [`StreamRow`] where the system carries rows as

@@ -302,6 +302,14 @@ impl Ctx {
         self.stats().borrow_mut().count(name, n);
     }
 
+    /// Sets the level `name` (a stream group's lag) for this interval: the
+    /// interval keeps the highest set, and its result the name and level
+    /// (`intervals[].gauges`). For levels sampled now and then, not per
+    /// operation.
+    pub fn gauge(&mut self, name: &str, value: u64) {
+        self.stats().borrow_mut().gauge(name, value);
+    }
+
     /// Counts `n` items (documents indexed, points written, rows polled)
     /// carried by the operation of kind `kind` just timed by [`Ctx::op`].
     /// Called after the operation, so a poll can count what it brought

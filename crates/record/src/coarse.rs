@@ -203,6 +203,7 @@ impl Coarsen for Interval {
             },
             // A gauge: its value at the end.
             connections_held: later.connections_held,
+            gauges: crate::result::highest_gauges(self.gauges.take(), later.gauges.as_ref()),
             histogram: codec.encode_sum(),
             merged: Some(merged),
         };
@@ -330,6 +331,19 @@ mod tests {
         let all = series.into_vec();
         assert_eq!(all.len(), 3_601);
         assert!(all.iter().all(|i| i.merged.is_none()));
+    }
+
+    #[test]
+    fn merged_intervals_keep_the_highest_gauge_of_each_name() {
+        let mut series = Coarsened::new(2);
+        for (t, lag) in [(1, Some(7)), (2, None), (3, Some(40)), (4, None)] {
+            let mut i = interval(t, 10, 1);
+            i.gauges = lag.map(|n| [("lag_rows".to_string(), n)].into());
+            series.push(i);
+        }
+        let all = series.into_vec();
+        assert_eq!(all.len(), 1);
+        assert_eq!(all[0].gauges, Some([("lag_rows".to_string(), 40)].into()));
     }
 
     #[test]

@@ -495,6 +495,7 @@ fn add_interval(sum: &mut Interval, i: &Interval) {
         (None, None) => None,
         (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
     };
+    sum.gauges = crate::result::highest_gauges(sum.gauges.take(), i.gauges.as_ref());
     // The finer intervals' extremes cannot be added: leave them out.
     sum.merged = None;
 }

@@ -183,10 +183,21 @@ pub struct StreamCompleteness {
     /// Rows consumed from other runs or other hosts, not timed end to end
     /// (only this run's own rows are: one clock).
     pub untimed: u64,
-    /// Time spent polling per 1000 rows consumed, microseconds (the
-    /// Tunnel report's "latency per 1000 rows").
+    /// Time spent in polls that brought rows, from each one's start to
+    /// its rows delivered, per 1000 rows consumed, microseconds (the
+    /// Tunnel report's "latency per 1000 rows"); polls that waited and
+    /// brought nothing are left out, so an idle consumer does not inflate
+    /// it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub poll_us_per_1000_rows: Option<f64>,
+    /// The highest lag a consumer sampled during the run (once per report
+    /// interval, also in `intervals[].gauges`), in `lag_unit`s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lag_max: Option<u64>,
+    /// `rows`, or `wal_bytes` (PostgreSQL: WAL not yet confirmed by the
+    /// group's slots).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lag_unit: Option<String>,
 }
 
 /// A disk workload's facts: fio, the file and what holds it.
@@ -550,6 +561,10 @@ pub struct Interval {
     /// (`http-conns`): a gauge, not a count of the interval's events.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connections_held: Option<u64>,
+    /// Levels the workload sampled in this interval, by name (a stream
+    /// group's lag: `lag_rows`, `lag_wal_bytes`), the highest sampled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gauges: Option<BTreeMap<String, u64>>,
     /// This interval's response-time histogram (same encoding as
     /// `histograms`), so interval logs can be exported later.
     pub histogram: String,
@@ -571,6 +586,23 @@ pub struct Merged {
     pub events_per_sec_max: f64,
     /// The highest of their p99 response times, in ms.
     pub p99_max: f64,
+}
+
+/// Two intervals' gauges as one: the highest of each name (a lag sampled
+/// by two processes of one group, or in two finer intervals).
+pub fn highest_gauges(
+    mine: Option<BTreeMap<String, u64>>,
+    theirs: Option<&BTreeMap<String, u64>>,
+) -> Option<BTreeMap<String, u64>> {
+    let Some(theirs) = theirs else {
+        return mine;
+    };
+    let mut all = mine.unwrap_or_default();
+    for (name, &value) in theirs {
+        let level = all.entry(name.clone()).or_insert(value);
+        *level = (*level).max(value);
+    }
+    Some(all)
 }
 
 impl Interval {
@@ -605,6 +637,7 @@ impl Interval {
                 max: l.max,
             },
             connections_held: None,
+            gauges: s.gauges_map(),
             histogram: crate::hist::encode(&s.response),
             merged: None,
         }

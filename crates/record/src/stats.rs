@@ -105,6 +105,10 @@ pub struct Stats {
     /// in the order first counted. Entries stay across [`Stats::reset`],
     /// zeroed, so counting a known name never allocates.
     pub counters: Vec<Counter>,
+    /// Levels a script samples by name (a stream group's lag), in the
+    /// order first set: like [`Stats::counters`], entries stay across
+    /// [`Stats::reset`], unset.
+    pub gauges: Vec<Gauge>,
     /// Each session group's events, in a run of several; empty otherwise.
     pub groups: Vec<GroupEvents>,
 }
@@ -114,6 +118,15 @@ pub struct Stats {
 pub struct Counter {
     pub name: String,
     pub count: u64,
+}
+
+/// One named level, e.g. a consumer group's lag: the highest value set
+/// in the interval (merged stats keep the highest of theirs), `None` when
+/// none was.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gauge {
+    pub name: String,
+    pub value: Option<u64>,
 }
 
 /// A start later than this after the intended start counts as late.
@@ -138,6 +151,7 @@ impl Stats {
             hits: 0,
             misses: 0,
             counters: Vec::new(),
+            gauges: Vec::new(),
             groups: Vec::new(),
         }
     }
@@ -185,6 +199,9 @@ impl Stats {
         self.misses = 0;
         for c in &mut self.counters {
             c.count = 0;
+        }
+        for g in &mut self.gauges {
+            g.value = None;
         }
         for g in &mut self.groups {
             g.events = 0;
@@ -290,6 +307,27 @@ impl Stats {
         }
     }
 
+    /// Sets the gauge `name` to `value`, keeping the interval's highest.
+    pub fn gauge(&mut self, name: &str, value: u64) {
+        match self.gauges.iter_mut().find(|g| g.name == name) {
+            Some(g) => g.value = g.value.max(Some(value)),
+            None => self.gauges.push(Gauge {
+                name: name.to_string(),
+                value: Some(value),
+            }),
+        }
+    }
+
+    /// The gauges set, by name.
+    pub fn gauges_map(&self) -> Option<std::collections::BTreeMap<String, u64>> {
+        let map: std::collections::BTreeMap<String, u64> = self
+            .gauges
+            .iter()
+            .filter_map(|g| Some((g.name.clone(), g.value?)))
+            .collect();
+        (!map.is_empty()).then_some(map)
+    }
+
     /// The counters that counted something, by name.
     pub fn counters_map(&self) -> Option<std::collections::BTreeMap<String, u64>> {
         let map: std::collections::BTreeMap<String, u64> = self
@@ -347,6 +385,11 @@ impl Stats {
         self.misses += other.misses;
         for c in other.counters.iter().filter(|c| c.count > 0) {
             self.count(&c.name, c.count);
+        }
+        for g in &other.gauges {
+            if let Some(value) = g.value {
+                self.gauge(&g.name, value);
+            }
         }
         if self.groups.len() < other.groups.len() {
             self.groups
@@ -457,6 +500,23 @@ mod tests {
         a.reset();
         assert_eq!(a.counters.len(), 2, "names are kept for the next interval");
         assert_eq!(a.counters_map(), None, "a zero count is not reported");
+    }
+
+    #[test]
+    fn gauges_keep_the_highest_value_set_and_are_unset_by_reset() {
+        let mut a = Stats::new(1);
+        let mut b = Stats::new(1);
+        a.gauge("lag_rows", 30);
+        a.gauge("lag_rows", 10);
+        b.gauge("lag_rows", 20);
+        b.gauge("other", 0);
+        a.merge(&b);
+        let map = a.gauges_map().unwrap();
+        assert_eq!(map.get("lag_rows"), Some(&30));
+        assert_eq!(map.get("other"), Some(&0), "a zero level is a level");
+        a.reset();
+        assert_eq!(a.gauges.len(), 2, "names are kept for the next interval");
+        assert_eq!(a.gauges_map(), None, "nothing set in the new interval");
     }
 
     #[test]

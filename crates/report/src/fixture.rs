@@ -68,6 +68,7 @@ pub fn run(threads: usize, tps: f64) -> RunResult {
                     max: l.max,
                 },
                 connections_held: None,
+                gauges: None,
                 histogram: hist::encode(&h),
                 merged: None,
             }

@@ -434,8 +434,16 @@ pub fn stream_rows(s: &StreamCompleteness) -> String {
          {} not yet acknowledged when the run stopped",
         s.produced, s.consumed, s.missing, s.duplicated, s.gaps, s.reorders, s.lag_at_end
     );
+    if let (Some(max), Some(unit)) = (s.lag_max, &s.lag_unit) {
+        let unit = if unit == "wal_bytes" {
+            "bytes of WAL"
+        } else {
+            unit.as_str()
+        };
+        line += &format!("; lag at most {} {unit} in the run", grouped(max as f64, 0));
+    }
     if let Some(us) = s.poll_us_per_1000_rows {
-        line += &format!("; polling {us:.1} µs per 1000 rows");
+        line += &format!("; {us:.1} µs per 1000 rows in polls that brought rows");
     }
     if s.untimed > 0 {
         line += &format!(
@@ -604,6 +612,8 @@ mod tests {
             reorders: 0,
             untimed: 0,
             poll_us_per_1000_rows: Some(412.5),
+            lag_max: Some(12_500),
+            lag_unit: Some("rows".to_string()),
         };
         r.verification = Some(Verification {
             expected: 900,
@@ -616,10 +626,18 @@ mod tests {
         assert!(
             text.contains(
                 "Stream rows: produced 900, consumed 910, missing 0, duplicated 10, gaps 0, \
-                 reorders 0; 35 not yet acknowledged when the run stopped; polling 412.5 µs \
-                 per 1000 rows\n"
+                 reorders 0; 35 not yet acknowledged when the run stopped; lag at most 12,500 \
+                 rows in the run; 412.5 µs per 1000 rows in polls that brought rows\n"
             ),
             "{text}"
+        );
+        let pg = stream_rows(&StreamCompleteness {
+            lag_unit: Some("wal_bytes".to_string()),
+            ..rows.clone()
+        });
+        assert!(
+            pg.contains("; lag at most 12,500 bytes of WAL in the run;"),
+            "{pg}"
         );
         let untimed = stream_rows(&StreamCompleteness { untimed: 7, ..rows });
         assert!(untimed.ends_with("; 7 rows of other runs or hosts not timed end to end"));

@@ -17,6 +17,9 @@ use crate::args::RunArgs;
 
 pub(super) const WHAT: &str = "a stream workload option";
 
+/// The report interval when none is given (as the run's).
+const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
+
 /// Consumers by default: one per partition, up to this many.
 const DEFAULT_CONSUMERS_MAX: u32 = 16;
 
@@ -166,6 +169,7 @@ pub(super) fn resolve(a: &StreamArgs, given: &[String]) -> Result<WorkloadSpec, 
             poll_wait: a.poll_wait,
             backlog: a.backlog,
             drain_timeout: a.drain_timeout,
+            lag_every: DEFAULT_INTERVAL,
         },
     }))
 }
@@ -173,7 +177,8 @@ pub(super) fn resolve(a: &StreamArgs, given: &[String]) -> Result<WorkloadSpec, 
 /// The first session group runs `threads × clients` sessions at `--rate`:
 /// here the producers at `--produce-rate` (one event a `--batch`), or the
 /// consumers of a consume-only run.
-pub(super) fn fit_run(w: &StreamWorkload, args: &mut RunArgs) -> Result<(), String> {
+/// A consumer samples the group's lag once a report interval.
+pub(super) fn fit_run(w: &mut StreamWorkload, args: &mut RunArgs) -> Result<(), String> {
     if args.rate.is_some() {
         return Err(
             "--rate does not apply to stream: give --produce-rate, in rows per second".to_string(),
@@ -185,6 +190,7 @@ pub(super) fn fit_run(w: &StreamWorkload, args: &mut RunArgs) -> Result<(), Stri
                 .to_string(),
         );
     }
+    w.opts.lag_every = args.report_interval.unwrap_or(DEFAULT_INTERVAL);
     let o = &w.opts;
     if o.mode.produces() {
         args.threads = o.producers;

@@ -114,6 +114,7 @@ pub fn time_series_charts(r: &RunResult) -> Vec<Chart> {
     let mut c = Chart::new("Latency over time (per interval)", time(), y);
     c.series = series;
     out.push(c);
+    out.extend(gauge_charts(&iv));
     if iv
         .iter()
         .any(|i| i.errors > 0 || i.reconnects > 0 || i.retries > 0)
@@ -140,6 +141,30 @@ pub fn time_series_charts(r: &RunResult) -> Vec<Chart> {
         );
     }
     out
+}
+
+/// A chart per gauge the workload sampled (a stream group's lag), over
+/// the intervals that sampled it.
+fn gauge_charts(iv: &[Interval]) -> Vec<Chart> {
+    let names: std::collections::BTreeSet<&String> = iv
+        .iter()
+        .flat_map(|i| i.gauges.iter().flat_map(|g| g.keys()))
+        .collect();
+    names
+        .into_iter()
+        .map(|name| {
+            let points = iv
+                .iter()
+                .filter_map(|i| Some((i.t_s, *i.gauges.as_ref()?.get(name)? as f64)))
+                .collect();
+            Chart::new(
+                format!("{name} over time (highest sampled per interval)"),
+                time_axis(),
+                Axis::from_zero(name.as_str()),
+            )
+            .series(Series::new(name.as_str(), points))
+        })
+        .collect()
 }
 
 /// CPU, memory and I/O charts over the run's resource samples.

@@ -224,6 +224,22 @@ fn a_run_of_session_groups_shows_each_group_apart() {
 }
 
 #[test]
+fn a_sampled_gauge_gets_a_chart_of_its_own_only_when_sampled() {
+    let mut r = fixture::run(8, 1000.0);
+    let html = render(&[Input::run("run.json", r.clone())]);
+    assert!(!html.contains("lag_rows"));
+    for (n, i) in r.intervals.iter_mut().enumerate() {
+        i.gauges = Some([("lag_rows".to_string(), 1000 * n as u64)].into());
+    }
+    let html = render(&[Input::run("run.json", r)]);
+    check_balanced(&html);
+    assert!(
+        html.contains("lag_rows over time (highest sampled per interval)"),
+        "{html}"
+    );
+}
+
+#[test]
 fn items_per_second_show_beside_ops_per_second_only_when_carried() {
     let mut r = fixture::run(8, 1000.0);
     let html = render(&[Input::run("run.json", r.clone())]);

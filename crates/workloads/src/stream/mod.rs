@@ -104,6 +104,8 @@ pub struct StreamOptions {
     pub backlog: u64,
     /// How long the check after the run consumes what is left.
     pub drain_timeout: Duration,
+    /// How often a consumer samples the group's lag: the report interval.
+    pub lag_every: Duration,
 }
 
 impl StreamOptions {
@@ -180,14 +182,14 @@ fn foreign(stream: &str) -> String {
     )
 }
 
-/// The stream has `--partitions` channels.
+/// The stream has `--partitions` channels (`prepare` makes it so).
 fn same_channels(opts: &StreamOptions, channels: u32) -> Result<(), String> {
     if channels == opts.partitions {
         return Ok(());
     }
     Err(format!(
         "the stream '{}' has {channels} channels, not --partitions {}: give --partitions {channels}, \
-         or another --stream",
+         another --stream, or --prepare to make it again",
         opts.stream, opts.partitions
     ))
 }
@@ -223,8 +225,12 @@ impl<C: StreamConn> Lifecycle<C, StreamFamily> for StreamWorkload {
             };
             conn.create_group(&o.stream, &o.group, from).await?;
         }
-        let held = conn.positions(&o.stream, &o.group).await?;
-        script.set_held_before(held.iter().map(|p| p.end).sum());
+        // Only a produce-only run's check counts what the stream held
+        // before (positions may scan the stream).
+        if o.mode == Mode::Produce {
+            let held = conn.positions(&o.stream, &o.group).await?;
+            script.set_held_before(held.iter().map(|p| p.end).sum());
+        }
         Ok(())
     }
 
@@ -265,11 +271,22 @@ impl<C: StreamConn> Lifecycle<C, StreamFamily> for StreamWorkload {
                     o.stream, o.partitions
                 ));
             }
-            Owner::Loadcell(channels) => {
-                same_channels(o, channels).map_err(DriverError::fatal)?;
+            Owner::Loadcell(channels) if channels == o.partitions => {
                 observer.message(&format!(
                     "The stream '{}' was created by loadcell already: left as it is",
                     o.stream
+                ));
+            }
+            // Loadcell's own, of another shape (a sweep over --partitions
+            // preparing each step): made again.
+            Owner::Loadcell(channels) => {
+                conn.drop_group(&o.stream, &o.group).await?;
+                conn.drop_stream(&o.stream).await?;
+                conn.create_stream(&o.stream, o.partitions, Tag::new().as_str())
+                    .await?;
+                observer.message(&format!(
+                    "Made loadcell's stream '{}' again with {} channels (it had {channels})",
+                    o.stream, o.partitions
                 ));
             }
             Owner::Other => return Err(DriverError::fatal(foreign(&o.stream))),

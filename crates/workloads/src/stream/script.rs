@@ -47,8 +47,11 @@ pub(super) struct Tally {
     reorders: AtomicU64,
     untimed: AtomicU64,
     undecodable: AtomicU64,
-    /// Time the run's consumers spent in polls.
+    /// Time the run's consumers spent in polls that brought rows.
     poll_ns: AtomicU64,
+    /// The highest lag sampled during the run, and how many samples.
+    lag_max: AtomicU64,
+    lag_samples: AtomicU64,
     /// Rows the stream held when the run was checked.
     held_before: AtomicU64,
 }
@@ -81,6 +84,9 @@ pub struct Producer {
 
 pub struct Consumer {
     receiver: Receiver,
+    /// When the group's lag is due to be sampled next: one consumer
+    /// session of the process samples it, once per report interval.
+    lag_due: Option<Instant>,
     /// This poll's end-to-end latencies, recorded after it.
     end_to_end_ns: Vec<u64>,
 }
@@ -235,6 +241,7 @@ impl StreamScript {
     ) -> Result<(), DriverError> {
         let Consumer {
             receiver,
+            lag_due,
             end_to_end_ns,
         } = session;
         let before = receiver.found;
@@ -257,8 +264,11 @@ impl StreamScript {
         let polled = conn.poll(self.opts.poll_max, self.opts.poll_wait, &mut on_row);
         let outcome = ctx.op(POLL, polled).await?;
         let t = &self.tally;
-        t.poll_ns
-            .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        // A poll that waited in vain says nothing of how fast rows come.
+        if outcome.rows > 0 {
+            t.poll_ns
+                .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        }
         if outcome.reassigned {
             receiver.reassigned(before);
         }
@@ -270,6 +280,26 @@ impl StreamScript {
         if outcome.rows + outcome.undecodable > 0 {
             ctx.op(COMMIT, conn.commit()).await?;
         }
+        match lag_due {
+            Some(due) if started >= *due => {
+                *due = started + self.opts.lag_every;
+                self.sample_lag(conn, ctx).await
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Records the group's lag as this interval's gauge.
+    async fn sample_lag<C: StreamConn>(
+        &self,
+        conn: &mut C,
+        ctx: &mut Ctx,
+    ) -> Result<(), DriverError> {
+        let lag = conn.lag(&self.opts.stream, &self.opts.group).await?;
+        ctx.gauge(C::LAG_UNIT.gauge(), lag);
+        let t = &self.tally;
+        t.lag_max.fetch_max(lag, Ordering::Relaxed);
+        t.lag_samples.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
@@ -334,6 +364,8 @@ impl StreamScript {
         let committed: u64 = positions.iter().map(|p| p.committed).sum();
         let missing = end.saturating_sub(committed);
         let found = drained.found;
+        let lag_max =
+            (t.lag_samples.load(Ordering::Relaxed) > 0).then(|| t.lag_max.load(Ordering::Relaxed));
         let completeness = StreamCompleteness {
             produced: t.produced.load(Ordering::Relaxed),
             consumed: t.consumed.load(Ordering::Relaxed),
@@ -344,6 +376,8 @@ impl StreamScript {
             reorders: t.reorders.load(Ordering::Relaxed) + found.reorders,
             untimed: t.untimed.load(Ordering::Relaxed),
             poll_us_per_1000_rows,
+            lag_max,
+            lag_unit: lag_max.map(|_| C::LAG_UNIT.as_str().to_string()),
         };
         let c = &completeness;
         let mut how = format!(
@@ -397,6 +431,8 @@ impl StreamScript {
                 reorders: 0,
                 untimed: 0,
                 poll_us_per_1000_rows: None,
+                lag_max: None,
+                lag_unit: None,
             }),
         }
     }
@@ -486,6 +522,7 @@ impl<C: StreamConn> Script<C> for StreamScript {
         .await?;
         Ok(StreamSession::Consumer(Consumer {
             receiver: Receiver::new(o.partitions, self.exclusive),
+            lag_due: (info.index == 0).then(Instant::now),
             end_to_end_ns: Vec::with_capacity(o.poll_max),
         }))
     }

@@ -39,7 +39,13 @@
 //!   whatever happens): `committed = end - pending`. That costs a decode of
 //!   the unacknowledged WAL, like consuming it once without the network.
 //!   Rows committed before a group's slot existed were never the group's
-//!   to read ([`StartFrom::End`]) and count as committed.
+//!   to read ([`StartFrom::End`]) and count as committed. Only the check
+//!   after a run asks for positions.
+//! - **Lag** (asked once an interval during a run) is in WAL bytes
+//!   ([`LagUnit::WalBytes`]): the server's current WAL position minus each
+//!   of the group's slots' `confirmed_flush_lsn`, summed, from the slot
+//!   catalogue alone (no scan, no decode). It counts every change written
+//!   since the slot's confirmation, other tables' too.
 //!
 //! # Slots left behind
 //!
@@ -58,7 +64,7 @@ use std::time::Duration;
 use bytes::BytesMut;
 use loadcell_core::sql::SqlConn;
 use loadcell_core::stream::{
-    ChannelPosition, Channels, OnRow, PollOutcome, ProduceOutcome, StartFrom, StreamConn,
+    ChannelPosition, Channels, LagUnit, OnRow, PollOutcome, ProduceOutcome, StartFrom, StreamConn,
     StreamMeta, StreamRow,
 };
 use loadcell_core::{Driver, DriverError, ErrorClass, ServerInfo, Target};
@@ -564,6 +570,8 @@ impl PgStreamConn {
 }
 
 impl StreamConn for PgStreamConn {
+    const LAG_UNIT: LagUnit = LagUnit::WalBytes;
+
     fn queue_row(&mut self, stream: &str, row: &StreamRow<'_>) {
         self.producer.queue(stream, row);
     }
@@ -880,6 +888,16 @@ impl StreamConn for PgStreamConn {
             });
         }
         Ok(positions)
+    }
+
+    async fn lag(&mut self, stream: &str, group: &str) -> Result<u64, DriverError> {
+        check_stream_name(stream)?;
+        self.count(&format!(
+            "SELECT coalesce(sum(pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)), 0)\
+             ::bigint FROM pg_replication_slots WHERE {}",
+            slots_of_group(stream, group)
+        ))
+        .await
     }
 }
 
