@@ -67,6 +67,7 @@ done
 
 pids=() dirs=()
 stop_all() {
+    set +e # every step, whatever one of them returns
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null && _bench_wait_gone "$p" 30; done
     for d in "${dirs[@]}"; do [[ $d == "$BENCH_TMP"/bench-mariadb-* ]] && rm -rf "$d"; done
     netns_down
@@ -174,7 +175,7 @@ sweep() { # mode url workload [run options...]
 # Alternate the modes workload by workload (this machine is shared).
 for workload in $WORKLOADS; do
     extra=()
-    [[ $workload == oltp_insert ]] && extra=(--auto-inc off)
+    [[ $workload == oltp_insert ]] && extra=(--auto-inc=off)
     sweep direct "$DIRECT" "$workload" --server-pid "${pids[0]}" "${extra[@]}"
     sweep proxy "$PROXY" "$workload" --server-pid "$PROXY_PID" "${extra[@]}"
     "$LC" compare "$out/$workload-direct.json" "$out/$workload-proxy.json" | tee "$out/$workload-compare.md"

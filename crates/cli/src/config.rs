@@ -334,6 +334,24 @@ mod tests {
     }
 
     #[test]
+    fn on_off_options_take_their_value() {
+        let argv = |s: &str| s.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+        let config =
+            RunConfig::parse(&argv("oltp_insert --auto-inc off --range-selects=off")).unwrap();
+        let WorkloadSpec::Oltp(w) = config.spec else {
+            panic!("an OLTP workload");
+        };
+        assert!(!w.opts.auto_inc && !w.opts.range_selects);
+        // Sharded, oltp_insert's ids take the shard's share.
+        let sharded =
+            RunConfig::parse(&argv("oltp_insert --auto-inc=off --threads 2 --shard 1/2")).unwrap();
+        let WorkloadSpec::Oltp(w) = sharded.spec else {
+            panic!("an OLTP workload");
+        };
+        assert_eq!(w.opts.shard.map(|s| s.shard), Some(shard(1, 2)));
+    }
+
+    #[test]
     fn the_shard_comes_from_shard_or_from_shard_count_and_the_job_index() {
         assert_eq!(resolve_shard(None, None, Some("1")).unwrap(), None);
         assert_eq!(

@@ -382,8 +382,7 @@ fn a_sharded_sweep_through_a_sharding_proxy_against_direct() {
             &[
                 "prepare",
                 "oltp_insert",
-                "--auto-inc",
-                "off",
+                "--auto-inc=off",
                 "--target",
                 server.url(),
             ],
@@ -402,14 +401,7 @@ fn a_sharded_sweep_through_a_sharding_proxy_against_direct() {
             .map(|i| {
                 namespaces
                     .command(i, bin())
-                    .args([
-                        "sweep",
-                        "oltp_insert",
-                        "--auto-inc",
-                        "off",
-                        "--target",
-                        &url,
-                    ])
+                    .args(["sweep", "oltp_insert", "--auto-inc=off", "--target", &url])
                     .args(["--threads", "4,16", "--time", "2s", "--warmup", "500ms"])
                     .args(["--step-gap", "3s", "--start-at", &start_at])
                     .args(["--shard", &format!("{i}/2"), "--server-pid", &pid])
@@ -481,9 +473,14 @@ fn a_sharded_sweep_through_a_sharding_proxy_against_direct() {
             }
             inserted += events;
         }
-        // Every insert arrived, each once (the shards' ids never collide).
+        // Every insert counted arrived (the warm-ups' inserted more, not
+        // counted), none refused as a duplicate: the shards' ids never
+        // collide.
         let rows: u64 = rows.iter().map(|r| r.parse::<u64>().unwrap()).sum();
-        assert_eq!(rows, inserted, "{mode}");
+        assert!(
+            rows >= inserted,
+            "{mode}: {rows} rows for {inserted} inserts"
+        );
     }
     let ids = |b: &loadcell_testkit::TestServer| -> BTreeSet<String> {
         sql(b, "SELECT id FROM sbtest1")

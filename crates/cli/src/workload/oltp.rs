@@ -1,7 +1,7 @@
 //! The OLTP workloads' options (sysbench's names and defaults): parsed,
 //! validated into [`OltpOptions`], listed.
 
-use clap::Args;
+use clap::{ArgAction, Args};
 use loadcell_core::Family;
 use loadcell_workloads::distribution::{RandParams, RandType};
 use loadcell_workloads::oltp::{OltpKind, OltpOptions};
@@ -43,13 +43,13 @@ pub struct OltpArgs {
     #[arg(long, alias = "delete_inserts", value_name = "N", default_value = "1")]
     pub delete_inserts: u32,
     /// Run the range queries at all.
-    #[arg(long, alias = "range_selects", value_name = "on|off", default_value = "on", value_parser = on_off)]
+    #[arg(long, alias = "range_selects", value_name = "on|off", default_value = "on", value_parser = on_off, action = ArgAction::Set)]
     pub range_selects: bool,
     /// Leave out BEGIN/COMMIT.
     #[arg(long, alias = "skip_trx", value_name = "on|off", default_value = "off", num_args = 0..=1, default_missing_value = "on", value_parser = on_off)]
     pub skip_trx: bool,
     /// Let the database assign ids (off: oltp_insert uses unique random ids).
-    #[arg(long, alias = "auto_inc", value_name = "on|off", default_value = "on", value_parser = on_off)]
+    #[arg(long, alias = "auto_inc", value_name = "on|off", default_value = "on", value_parser = on_off, action = ArgAction::Set)]
     pub auto_inc: bool,
     /// Create the secondary index k_N on prepare.
     #[arg(long, alias = "create_secondary", value_name = "on|off", default_value = "on", value_parser = on_off)]
