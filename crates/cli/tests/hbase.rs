@@ -1,7 +1,8 @@
 //! HBase PE's tests on a real HBase 2.5.8 through its Thrift2 gateway,
 //! one server for the whole binary (it takes 20–30 s to start): one test
 //! walks prepare, sequentialWrite without the WAL, randomRead with the
-//! block cache off, scanRange100 and cleanup, in order.
+//! block cache off, scanRange100 and cleanup, in order, then YCSB's
+//! load and workload a on YCSB's HBase table.
 
 mod common;
 
@@ -36,8 +37,8 @@ fn pe_tests_run_on_hbase_through_its_thrift2_gateway() {
         &url,
         &with(&["--write-to-wal", "false"]),
     );
+    assert_eq!(u(&r, "/ops/put/errors"), 0, "{}", r["error_samples"]);
     assert_eq!(u(&r, "/ops/put/items"), 1000);
-    assert_eq!(u(&r, "/ops/put/errors"), 0);
     assert_eq!(r["verification"]["ok"], true, "{}", r["verification"]);
     assert_eq!(u(&r, "/verification/found"), 1000);
     assert_eq!(s(&r, "/environment/server/product"), "HBase");
@@ -76,4 +77,27 @@ fn pe_tests_run_on_hbase_through_its_thrift2_gateway() {
     );
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains("does not exist"), "{}", stderr(&o));
+
+    // YCSB: usertable, family info0, a qualifier a field; the load's
+    // rows counted, then workload a's reads all find theirs.
+    let ycsb = ["--record-count", "1000", "--operation-count", "2000"];
+    ok(loadcell(
+        d,
+        &[&["prepare", "ycsb-a", "--target", &url][..], &ycsb].concat(),
+    ));
+    let r = run_json(d, "ycsb-a", &url, &ycsb);
+    let (reads, updates) = (u(&r, "/ops/read/count"), u(&r, "/ops/update/count"));
+    assert_eq!(reads + updates, 2000);
+    assert!(
+        reads > 800 && updates > 800,
+        "{reads} reads, {updates} updates"
+    );
+    // A read that misses its row is an error: none missed.
+    assert_eq!(u(&r, "/ops/read/errors") + u(&r, "/ops/update/errors"), 0);
+    ok(loadcell(d, &["cleanup", "ycsb-a", "--target", &url]));
+    let o = loadcell(
+        d,
+        &[&["run", "ycsb-a", "--target", &url][..], &ycsb].concat(),
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
 }

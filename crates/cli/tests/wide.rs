@@ -1,12 +1,14 @@
 //! HBase PE's tests over CQL, against one real Cassandra 4.1.10 for the
 //! whole binary (it takes ~40 s to start): one test walks prepare, the
 //! tests, refusals and cleanup in order, and kills the server last.
+//! Keyspaces: `lc_pe` for the walk, `lc_made`, `lc_hand` for cleanup's
+//! keyspace rule.
 
 mod common;
 
 use std::time::Duration;
 
-use common::{loadcell, ok, run_and_kill_server, run_json, s, stderr, u};
+use common::{assert_server_counter, loadcell, ok, run_and_kill_server, run_json, s, stderr, u};
 use loadcell_core::wide::{TableSpec, WideConn};
 use loadcell_core::{Driver, Target};
 use loadcell_drivers::cql::CqlDriver;
@@ -30,6 +32,43 @@ fn make_table_by_hand(url: &str, table: &str) {
         };
         conn.create_table(&spec).await.unwrap();
     });
+}
+
+/// Runs `cql` on the server with a session of its own; the rows' first
+/// text column.
+fn cql(url: &str, cql: &str) -> Vec<String> {
+    let address = url
+        .trim_start_matches("cql://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let session = scylla::client::session_builder::SessionBuilder::new()
+            .known_node(address)
+            .build()
+            .await
+            .unwrap();
+        let result = session.query_unpaged(cql, ()).await.unwrap();
+        match result.into_rows_result() {
+            Ok(rows) => rows
+                .rows::<(String,)>()
+                .unwrap()
+                .map(|row| row.unwrap().0)
+                .collect(),
+            Err(_) => Vec::new(),
+        }
+    })
+}
+
+fn keyspace_exists(url: &str, keyspace: &str) -> bool {
+    cql(url, "SELECT keyspace_name FROM system_schema.keyspaces")
+        .iter()
+        .any(|k| k == keyspace)
 }
 
 fn one_line_error(o: &std::process::Output) -> String {
@@ -110,6 +149,66 @@ fn pe_tests_run_on_cassandra_and_cleanup_drops_only_loadcells_table() {
     assert_eq!(u(&r, "/ops/put/count"), 10);
     assert_eq!(u(&r, "/ops/put/items"), 1000);
     assert_eq!(r["verification"]["ok"], true, "{}", r["verification"]);
+    // 100 rows of 100 bytes: under the 50 KiB Cassandra refuses, a batch.
+    let how = s(&r, "/verification/how");
+    assert!(
+        how.contains("10 requests of several rows sent as one batch each")
+            && !how.contains("concurrent"),
+        "{how}"
+    );
+    // 100 rows of 1 KB, in 100 partitions, would be refused as a batch.
+    let r = run_json(
+        d,
+        "randomWrite",
+        &url,
+        &[
+            "--rows",
+            "100",
+            "--threads",
+            "2",
+            "--value-size",
+            "1000",
+            "--auto-flush",
+            "true",
+            "--multi-put",
+            "100",
+        ],
+    );
+    assert_eq!(u(&r, "/ops/put/items"), 200);
+    assert_eq!(u(&r, "/ops/put/errors"), 0);
+    let how = s(&r, "/verification/how");
+    assert!(
+        how.contains("2 requests of several rows sent as concurrent single-row writes")
+            && !how.contains("one batch"),
+        "{how}"
+    );
+
+    // Cassandra's own counters each interval, and its JVM's memory.
+    let r = run_json(
+        d,
+        "randomWrite",
+        &url,
+        &[
+            "--rows",
+            "4000",
+            "--threads",
+            "2",
+            "--value-size",
+            "100",
+            "--auto-flush",
+            "true",
+            "--report-interval",
+            "250ms",
+        ],
+    );
+    assert_server_counter(&r, "mutation_stage_completed");
+    let samples = r["resources"]["samples"].as_array().unwrap();
+    assert!(
+        samples
+            .iter()
+            .any(|s| s["server_rss_bytes"].as_u64() > Some(0)),
+        "{samples:?}"
+    );
 
     // YCSB's workload a on YCSB's Cassandra table, and e's scans.
     let ycsb = ["--record-count", "1000", "--operation-count", "2000"];
@@ -169,6 +268,42 @@ fn pe_tests_run_on_cassandra_and_cleanup_drops_only_loadcells_table() {
         &[&["run", "randomRead", "--target", &url][..], &rows].concat(),
     );
     assert!(stderr(&o).contains("does not exist"), "{}", stderr(&o));
+
+    // A keyspace prepare created goes with cleanup's last table; one it
+    // did not make stays.
+    let made = server.url("lc_made");
+    ok(loadcell(
+        d,
+        &["prepare", "sequentialWrite", "--target", &made],
+    ));
+    assert!(keyspace_exists(&url, "lc_made"));
+    ok(loadcell(
+        d,
+        &["cleanup", "sequentialWrite", "--target", &made],
+    ));
+    assert!(!keyspace_exists(&url, "lc_made"));
+    cql(
+        &url,
+        "CREATE KEYSPACE lc_hand WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}",
+    );
+    let hand = server.url("lc_hand");
+    ok(loadcell(
+        d,
+        &["prepare", "sequentialWrite", "--target", &hand],
+    ));
+    ok(loadcell(
+        d,
+        &["cleanup", "sequentialWrite", "--target", &hand],
+    ));
+    assert!(keyspace_exists(&url, "lc_hand"));
+    assert!(
+        cql(
+            &url,
+            "SELECT table_name FROM system_schema.tables WHERE keyspace_name = 'lc_hand'"
+        )
+        .is_empty(),
+        "loadcell's table went, the keyspace stayed"
+    );
 
     // Last, as it takes the server from every later test: a killed
     // server leaves a partial result with the rows sent before.

@@ -11,8 +11,8 @@
 //!
 //! Puts are queued ([`WideConn::queue_put`]) and sent together by
 //! [`WideConn::flush_puts`]: one put is a plain request, N queued puts are
-//! one batch (HBase's `putMultiple`; on CQL whatever the driver found
-//! fastest for N rows, which it documents).
+//! one batch (HBase's `putMultiple`; on CQL an UNLOGGED BATCH when the
+//! server takes it, else N concurrent INSERTs: [`MultiPut`]).
 
 use crate::DriverError;
 
@@ -35,6 +35,28 @@ pub enum Durability {
     SkipWal,
 }
 
+/// How the last flush of several puts went out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MultiPut {
+    /// As one request (HBase's `putMultiple`, a CQL UNLOGGED BATCH).
+    Batch,
+    /// As a request a row, sent together (CQL, for a batch the server
+    /// would refuse as too large).
+    Concurrent,
+}
+
+/// The namespace a driver's tables live in when `prepare` creates it if
+/// missing (CQL's keyspace), as `cleanup` weighs dropping it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Namespace {
+    pub name: String,
+    /// The marker `create_table` recorded when it created the namespace
+    /// (the `TableSpec`'s), empty when something else created it.
+    pub marker: String,
+    /// The tables it holds besides the marker's own.
+    pub tables: u64,
+}
+
 /// A table as `prepare` creates it.
 #[derive(Debug, Clone, Copy)]
 pub struct TableSpec<'a> {
@@ -52,7 +74,7 @@ pub struct TableSpec<'a> {
     pub split_keys: &'a [&'a [u8]],
     /// Recorded with the table (HBase: table descriptor metadata;
     /// Cassandra: the table's comment) so that `cleanup` drops only a
-    /// table loadcell created.
+    /// table loadcell created; on CQL also with a keyspace created for it.
     pub marker: &'a str,
 }
 
@@ -124,6 +146,9 @@ pub trait WideConn {
     /// empties the queue, whatever the answer; returns the rows written.
     async fn flush_puts(&mut self) -> Result<u64, DriverError>;
 
+    /// How the last flush of several puts was sent.
+    fn last_multi_put(&self) -> MultiPut;
+
     /// Reads `row` of `table`: every cell of `family` when `qualifiers` is
     /// empty, else those named. Each cell goes to `on_cell`, borrowed from
     /// the connection's buffers for the call. `Ok(false)` when the row is
@@ -148,8 +173,17 @@ pub trait WideConn {
     async fn delete(&mut self, table: &str, row: &[u8]) -> Result<(), DriverError>;
 
     /// Creates `spec`'s table (and on CQL the keyspace it lives in, if
-    /// missing), with its marker.
+    /// missing, marked with the same marker), with its marker.
     async fn create_table(&mut self, spec: &TableSpec<'_>) -> Result<(), DriverError>;
+
+    /// The namespace the tables live in, `None` when it does not exist
+    /// or the system has none `prepare` creates (HBase: tables go to its
+    /// default namespace).
+    async fn namespace(&mut self) -> Result<Option<Namespace>, DriverError>;
+
+    /// Drops the namespace and whatever it holds: only for one whose
+    /// marker is loadcell's and that holds no table.
+    async fn drop_namespace(&mut self) -> Result<(), DriverError>;
 
     /// The marker recorded by `create_table`: `Some("")` when the table
     /// exists without one, `None` when it does not exist.

@@ -2,23 +2,26 @@
 //! statements, each prepared once at its first use, and the buffer its
 //! queued puts are copied into.
 //!
-//! A multi-put is sent as N concurrent prepared INSERTs, each routed to
-//! its row's replica (token-aware), not as a batch: an unlogged batch of
-//! rows in different partitions goes to one coordinator, which forwards
-//! every row to its replica itself, and Cassandra refuses batches over
-//! `batch_size_fail_threshold` (50 KiB by default: 100 rows of 1 KB is
-//! twice that). Measured on one local Cassandra 4.1 node (4 sessions,
-//! `--multi-put 100`, 100-byte values, alternated twice): the unlogged
-//! batch did 20–33k rows/s at 1.5 µs of client CPU a row, the concurrent
-//! INSERTs 11–14k rows/s at 9–10 µs (one request against a hundred, and
-//! with one node routing gains nothing); with S5's 1 KB values the batch
-//! is refused ("Batch too large"), so concurrent INSERTs it is.
+//! A multi-put is one UNLOGGED BATCH when it fits, N concurrent prepared
+//! INSERTs (each routed to its row's replica, token-aware) otherwise.
+//! It fits when its rows share one partition (Cassandra checks no size
+//! then) or when its size is under the server's
+//! `batch_size_fail_threshold` (read at connect, [`super::Shared`]),
+//! beyond which Cassandra refuses the batch ("Batch too large"). Measured
+//! on one local Cassandra 4.1 node (4 sessions, `--multi-put 100`,
+//! 100-byte values, alternated twice): the unlogged batch did 20–33k
+//! rows/s at 1.5 µs of client CPU a row, the concurrent INSERTs 11–14k
+//! rows/s at 9–10 µs (one request against a hundred; with one node,
+//! routing gains nothing). With S5's 1 KB values a batch of 100 is twice
+//! the default 50 KiB, so those go as concurrent INSERTs.
 //!
 //! What loadcell allocates per operation is nothing once warm: values are
-//! serialized straight from the connection's buffer ([`Blobs`]) and read
-//! back as slices of the response frame (`ColumnIterator`). The `scylla`
-//! crate allocates inside each request (its frame, its response), and a
-//! multi-put's join holds its N futures in one vector.
+//! serialized straight from the connection's buffer ([`Blobs`],
+//! [`Puts`] as a batch's values) and read back as slices of the response
+//! frame (`ColumnIterator`); the batch's statements are kept while the
+//! puts use the same ones. The `scylla` crate allocates inside each
+//! request (its frame, its response), and concurrent INSERTs' join holds
+//! their futures in one vector.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -26,19 +29,22 @@ use std::time::Duration;
 
 use futures::future::join_all;
 use loadcell_core::wide::{
-    BlockCacheChange, Cell, Durability, Scan, ScanOutcome, ScanStart, TableSpec, WideConn,
+    BlockCacheChange, Cell, Durability, MultiPut, Namespace, Scan, ScanOutcome, ScanStart,
+    TableSpec, WideConn,
 };
 use loadcell_core::DriverError;
 use scylla::deserialize::row::ColumnIterator;
 use scylla::errors::SerializationError;
 use scylla::response::query_result::QueryResult;
 use scylla::response::{PagingState, PagingStateResponse};
+use scylla::serialize::batch::{BatchValues, BatchValuesIterator};
 use scylla::serialize::row::{RowSerializationContext, SerializeRow};
 use scylla::serialize::writers::RowWriter;
+use scylla::statement::batch::{Batch, BatchType};
 use scylla::statement::prepared::PreparedStatement;
 use scylla::statement::Statement;
 
-use super::{execution_error, ident, literal, prepare_error, Shared};
+use super::{execution_error, ident, literal, prepare_error, Shared, KEYSPACE_MARKER_TABLE};
 
 /// Why a CQL put cannot skip the write-ahead log.
 pub const SKIP_WAL_REFUSED: &str = "Cassandra has no per-write WAL skip: every write goes to its commit log (durable_writes is a whole keyspace's setting)";
@@ -115,6 +121,22 @@ impl Puts {
         }
     }
 
+    /// Whether every queued put writes the same row: one partition, whose
+    /// batch Cassandra does not check for size.
+    fn one_partition(&self) -> bool {
+        let row = |put: &QueuedPut| &self.bytes[self.spans[put.first_span + put.cells].clone()];
+        let first = row(&self.queued[0]);
+        self.queued[1..].iter().all(|put| row(put) == first)
+    }
+
+    /// At least what Cassandra counts as the batch's size (its cells'
+    /// values and timestamps): every queued byte, and a timestamp a cell.
+    fn batch_size(&self) -> u64 {
+        const TIMESTAMP: u64 = 8;
+        let cells: usize = self.queued.iter().map(|put| put.cells).sum();
+        self.bytes.len() as u64 + cells as u64 * TIMESTAMP
+    }
+
     fn clear(&mut self) {
         self.bytes.clear();
         self.spans.clear();
@@ -150,10 +172,71 @@ impl SerializeRow for Blobs<'_> {
     }
 }
 
-#[derive(Debug)]
+/// The queued puts as a batch's values, one INSERT's each.
+impl BatchValues for Puts {
+    type BatchValuesIter<'r> = QueuedValues<'r>;
+
+    fn batch_values_iter(&self) -> QueuedValues<'_> {
+        QueuedValues {
+            puts: self,
+            next: 0,
+        }
+    }
+}
+
+struct QueuedValues<'a> {
+    puts: &'a Puts,
+    next: usize,
+}
+
+impl QueuedValues<'_> {
+    fn advance(&mut self) -> Option<&QueuedPut> {
+        let put = self.puts.queued.get(self.next)?;
+        self.next += 1;
+        Some(put)
+    }
+}
+
+impl<'a> BatchValuesIterator<'a> for QueuedValues<'a> {
+    fn serialize_next(
+        &mut self,
+        ctx: &RowSerializationContext<'_>,
+        writer: &mut RowWriter,
+    ) -> Option<Result<(), SerializationError>> {
+        let put = *self.advance()?;
+        Some(self.puts.values(&put).serialize(ctx, writer))
+    }
+
+    /// Never empty: an INSERT binds at least its key.
+    fn is_empty_next(&mut self) -> Option<bool> {
+        self.advance().map(|_| false)
+    }
+
+    fn skip_next(&mut self) -> Option<()> {
+        self.advance().map(drop)
+    }
+}
+
 pub struct CqlConnection {
     statements: Statements,
     puts: Puts,
+    /// The UNLOGGED BATCH of the last multi-put sent as one, and the
+    /// statements it holds (indices into `Statements::prepared`): kept
+    /// for the next with the same statements.
+    batch: Batch,
+    batched: Vec<usize>,
+    last_multi_put: MultiPut,
+}
+
+impl std::fmt::Debug for CqlConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CqlConnection")
+            .field("statements", &self.statements)
+            .field("queued_puts", &self.puts.queued.len())
+            .field("batched", &self.batched)
+            .field("last_multi_put", &self.last_multi_put)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The shared session and what this connection prepared on it.
@@ -174,7 +257,14 @@ impl CqlConnection {
                 key_columns: Vec::new(),
             },
             puts: Puts::default(),
+            batch: Batch::new(BatchType::Unlogged),
+            batched: Vec::new(),
+            last_multi_put: MultiPut::Batch,
         }
+    }
+
+    pub(super) fn session(&self) -> &scylla::client::session::Session {
+        &self.statements.shared.session
     }
 
     pub(super) async fn release_version(&mut self) -> Result<String, DriverError> {
@@ -199,14 +289,36 @@ impl CqlConnection {
                 .await?;
             puts.queued[i].statement = statement;
         }
-        let session = &self.statements.shared.session;
+        let shared = &self.statements.shared;
+        let session = &shared.session;
         let prepared = &self.statements.prepared;
         let execute = |put: &QueuedPut| {
             session.execute_unpaged(&prepared[put.statement].statement, puts.values(put))
         };
         if let [put] = puts.queued.as_slice() {
             execute(put).await.map_err(execution_error)?;
+        } else if puts.one_partition() || puts.batch_size() < shared.batch_limit_bytes {
+            let same = self
+                .batched
+                .iter()
+                .copied()
+                .eq(puts.queued.iter().map(|put| put.statement));
+            if !same {
+                self.batch.statements.clear();
+                self.batched.clear();
+                for put in &puts.queued {
+                    self.batch
+                        .append_statement(prepared[put.statement].statement.clone());
+                    self.batched.push(put.statement);
+                }
+            }
+            self.last_multi_put = MultiPut::Batch;
+            session
+                .batch(&self.batch, &*puts)
+                .await
+                .map_err(execution_error)?;
         } else {
+            self.last_multi_put = MultiPut::Concurrent;
             for result in join_all(puts.queued.iter().map(execute)).await {
                 result.map_err(execution_error)?;
             }
@@ -363,6 +475,10 @@ impl WideConn for CqlConnection {
         Some(SKIP_WAL_REFUSED)
     }
 
+    fn last_multi_put(&self) -> MultiPut {
+        self.last_multi_put
+    }
+
     fn queue_put(
         &mut self,
         table: &str,
@@ -494,16 +610,31 @@ impl WideConn for CqlConnection {
         Ok(())
     }
 
+    /// The keyspace first, if missing, with a marker table of its own
+    /// commented with `spec.marker`: what says `cleanup` may drop it.
     async fn create_table(&mut self, spec: &TableSpec<'_>) -> Result<(), DriverError> {
-        self.statements.query(
-            format!(
-                "CREATE KEYSPACE IF NOT EXISTS {} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': {}}}",
-                ident(&self.statements.shared.keyspace),
-                self.statements.shared.replication_factor
-            ),
-            (),
-        )
-        .await?;
+        if self.namespace().await?.is_none() {
+            let shared = &self.statements.shared;
+            self.statements.query(
+                format!(
+                    "CREATE KEYSPACE IF NOT EXISTS {} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': {}}}",
+                    ident(&shared.keyspace),
+                    shared.replication_factor
+                ),
+                (),
+            )
+            .await?;
+            self.statements
+                .query(
+                    format!(
+                        "CREATE TABLE IF NOT EXISTS {} (k int PRIMARY KEY) WITH comment = {}",
+                        self.statements.qualified(KEYSPACE_MARKER_TABLE),
+                        literal(spec.marker)
+                    ),
+                    (),
+                )
+                .await?;
+        }
         let mut columns = format!("{} blob PRIMARY KEY", ident(spec.key_column));
         for qualifier in spec.qualifiers {
             let name = std::str::from_utf8(qualifier).map_err(|_| {
@@ -524,6 +655,59 @@ impl WideConn for CqlConnection {
         Ok(())
     }
 
+    async fn namespace(&mut self) -> Result<Option<Namespace>, DriverError> {
+        let shared = &self.statements.shared;
+        let result = self
+            .statements
+            .query(
+                "SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = ?",
+                (shared.keyspace.as_str(),),
+            )
+            .await?;
+        if first_row::<(String,)>(result)?.is_none() {
+            return Ok(None);
+        }
+        let result = self
+            .statements
+            .query(
+                "SELECT table_name, comment FROM system_schema.tables WHERE keyspace_name = ?",
+                (shared.keyspace.as_str(),),
+            )
+            .await?;
+        let rows = result.into_rows_result().map_err(unreadable)?;
+        let mut namespace = Namespace {
+            name: shared.keyspace.clone(),
+            marker: String::new(),
+            tables: 0,
+        };
+        for row in rows
+            .rows::<(String, Option<String>)>()
+            .map_err(unreadable)?
+        {
+            let (table, comment) = row.map_err(unreadable)?;
+            if table == KEYSPACE_MARKER_TABLE {
+                namespace.marker = comment.unwrap_or_default();
+            } else {
+                namespace.tables += 1;
+            }
+        }
+        Ok(Some(namespace))
+    }
+
+    async fn drop_namespace(&mut self) -> Result<(), DriverError> {
+        self.statements
+            .query(
+                format!("DROP KEYSPACE {}", ident(&self.statements.shared.keyspace)),
+                (),
+            )
+            .await?;
+        self.statements.prepared.clear();
+        self.statements.key_columns.clear();
+        self.batch.statements.clear();
+        self.batched.clear();
+        Ok(())
+    }
+
     async fn table_marker(&mut self, table: &str) -> Result<Option<String>, DriverError> {
         Ok(self
             .statements
@@ -539,8 +723,11 @@ impl WideConn for CqlConnection {
                 (),
             )
             .await?;
+        // Indices into the prepared statements shift: the batch's go.
         self.statements.prepared.retain(|p| p.table != table);
         self.statements.key_columns.retain(|(t, _)| t != table);
+        self.batch.statements.clear();
+        self.batched.clear();
         Ok(())
     }
 

@@ -17,8 +17,18 @@
 //! the run, while the session's connections must outlive any one of them.
 //! A loadcell connection is the session plus its own prepared statements
 //! and buffers ([`conn::CqlConnection`]).
+//!
+//! A keyspace `prepare` creates holds a table of loadcell's own,
+//! [`KEYSPACE_MARKER_TABLE`], commented with the marker: `cleanup` drops
+//! such a keyspace once it holds no other table, and no other keyspace.
+//!
+//! Server counters come from Cassandra 4's virtual tables, each interval
+//! ([`counters`]): thread pools (tasks pending, blocked, completed per
+//! stage), client connections, caches. The JVM's CPU and memory are
+//! sampled as every local server's are (its listening port's process).
 
 mod conn;
+mod counters;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -47,6 +57,14 @@ pub const INFO: DriverInfo = DriverInfo {
 };
 
 const DEFAULT_PORT: u16 = 9042;
+
+/// The table that marks a keyspace as created by loadcell's `prepare`:
+/// its comment is the marker.
+pub const KEYSPACE_MARKER_TABLE: &str = "loadcell_keyspace";
+
+/// Cassandra's default `batch_size_fail_threshold`, for a server that
+/// does not say its own (no `system_views` before 4.0).
+const DEFAULT_BATCH_LIMIT_BYTES: u64 = 50 * 1024;
 
 /// The target's settings.
 #[derive(Debug, Clone)]
@@ -184,6 +202,9 @@ struct Shared {
     session: Session,
     keyspace: String,
     replication_factor: u32,
+    /// The server's `batch_size_fail_threshold`: a batch of rows in
+    /// several partitions this size or more is refused.
+    batch_limit_bytes: u64,
 }
 
 #[derive(Debug)]
@@ -227,10 +248,12 @@ impl CqlDriver {
             .map_err(|e| {
                 DriverError::connection(format!("cannot connect to {}: {e}", self.endpoint))
             })?;
+        let batch_limit_bytes = batch_limit_bytes(&session).await;
         Ok(Arc::new(Shared {
             session,
             keyspace: settings.keyspace.clone(),
             replication_factor: settings.replication_factor,
+            batch_limit_bytes,
         }))
     }
 }
@@ -261,6 +284,56 @@ impl Driver for CqlDriver {
             cluster: None,
         })
     }
+
+    async fn server_counters(
+        &self,
+        conn: &mut CqlConnection,
+    ) -> Result<Vec<(String, f64)>, DriverError> {
+        counters::sample(conn.session()).await
+    }
+}
+
+/// The server's `batch_size_fail_threshold` from `system_views.settings`
+/// (4.1 names it so, with a unit; 4.0 `batch_size_fail_threshold_in_kb`),
+/// Cassandra's default where it says neither.
+async fn batch_limit_bytes(session: &Session) -> u64 {
+    let Ok(result) = session
+        .query_unpaged("SELECT name, value FROM system_views.settings", ())
+        .await
+    else {
+        return DEFAULT_BATCH_LIMIT_BYTES;
+    };
+    let Ok(rows) = result.into_rows_result() else {
+        return DEFAULT_BATCH_LIMIT_BYTES;
+    };
+    let Ok(rows) = rows.rows::<(String, Option<String>)>() else {
+        return DEFAULT_BATCH_LIMIT_BYTES;
+    };
+    rows.flatten()
+        .find_map(|(name, value)| match name.as_str() {
+            "batch_size_fail_threshold" => data_size(value.as_deref()?, 1),
+            "batch_size_fail_threshold_in_kb" => data_size(value.as_deref()?, 1024),
+            _ => None,
+        })
+        .unwrap_or(DEFAULT_BATCH_LIMIT_BYTES)
+}
+
+/// Bytes in a Cassandra data size, `50KiB` or a bare number of `unit`s.
+fn data_size(value: &str, unit: u64) -> Option<u64> {
+    let value = value.trim();
+    let digits = value
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(value.len());
+    let (number, suffix) = value.split_at(digits);
+    let number: u64 = number.parse().ok()?;
+    let unit = match suffix.trim() {
+        "" => unit,
+        "B" => 1,
+        "KiB" => 1024,
+        "MiB" => 1024 * 1024,
+        _ => return None,
+    };
+    number.checked_mul(unit)
 }
 
 /// The error for a failed request, classed by what the server or the
@@ -353,6 +426,14 @@ mod tests {
             let e = settings(raw).unwrap_err();
             assert!(e.contains(says) && !e.contains("secret"), "{raw}: {e}");
         }
+    }
+
+    #[test]
+    fn batch_thresholds_read_with_or_without_a_unit() {
+        assert_eq!(data_size("50KiB", 1), Some(50 * 1024));
+        assert_eq!(data_size("50", 1024), Some(50 * 1024));
+        assert_eq!(data_size("1MiB", 1), Some(1024 * 1024));
+        assert_eq!(data_size("fifty", 1024), None);
     }
 
     #[test]

@@ -38,7 +38,7 @@ use std::sync::Arc;
 
 use loadcell_core::kv::KvCapabilities;
 use loadcell_core::wide::{
-    BlockCacheChange, Cell, Durability, Scan, ScanOutcome, TableSpec, WideConn,
+    BlockCacheChange, Cell, Durability, MultiPut, Namespace, Scan, ScanOutcome, TableSpec, WideConn,
 };
 use loadcell_core::{Driver, DriverError, ServerInfo, Target};
 
@@ -547,6 +547,11 @@ impl WideConn for HbaseConn {
         self.link.decode_void(len).map(|()| rows)
     }
 
+    /// Always one `putMultiple`.
+    fn last_multi_put(&self) -> MultiPut {
+        MultiPut::Batch
+    }
+
     async fn get(
         &mut self,
         table: &str,
@@ -604,6 +609,18 @@ impl WideConn for HbaseConn {
             spec.split_keys,
         );
         self.void_call().await
+    }
+
+    /// Tables go to HBase's default namespace, which loadcell never
+    /// creates.
+    async fn namespace(&mut self) -> Result<Option<Namespace>, DriverError> {
+        Ok(None)
+    }
+
+    async fn drop_namespace(&mut self) -> Result<(), DriverError> {
+        Err(DriverError::fatal(
+            "loadcell creates no HBase namespace, and drops none",
+        ))
     }
 
     async fn table_marker(&mut self, table: &str) -> Result<Option<String>, DriverError> {

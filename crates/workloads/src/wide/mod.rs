@@ -282,7 +282,9 @@ pub(crate) async fn create_table<C: WideConn>(
     }
 }
 
-/// Drops `table` if loadcell created it.
+/// Drops `table` if loadcell created it, then the namespace it lives in
+/// (a CQL keyspace) if loadcell's `prepare` created that too and it now
+/// holds no other table.
 pub(crate) async fn drop_table<D>(
     table: &str,
     driver: &D,
@@ -307,6 +309,15 @@ where
                 "table {table} was not created by loadcell (it carries no loadcell marker): \
                  left as it is"
             )))
+        }
+    }
+    if let Some(namespace) = conn.namespace().await? {
+        if namespace.tables == 0 && Tag::parse(&namespace.marker).is_some() {
+            observer.message(&format!(
+                "Dropping {}: loadcell's prepare created it, and it holds no other table",
+                namespace.name
+            ));
+            conn.drop_namespace().await?;
         }
     }
     Ok(())

@@ -6,7 +6,9 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use loadcell_core::wide::{BlockCacheChange, Cell, Durability, Scan, ScanStart, WideConn};
+use loadcell_core::wide::{
+    BlockCacheChange, Cell, Durability, MultiPut, Scan, ScanStart, WideConn,
+};
 use loadcell_core::DriverError;
 use loadcell_engine::{Category, Ctx, OpSpec, Script, SessionInfo};
 use loadcell_record::result::Verification;
@@ -43,6 +45,9 @@ pub struct PeScript {
     good_reads: AtomicU64,
     /// Range scans: the most rows one returned.
     most_scanned: AtomicU64,
+    /// Writes of several rows acknowledged, by how the driver sent them.
+    sent_as_batch: AtomicU64,
+    sent_concurrently: AtomicU64,
     block_cache: Mutex<Option<BlockCacheChange>>,
 }
 
@@ -83,6 +88,8 @@ impl PeScript {
             reads: AtomicU64::new(0),
             good_reads: AtomicU64::new(0),
             most_scanned: AtomicU64::new(0),
+            sent_as_batch: AtomicU64::new(0),
+            sent_concurrently: AtomicU64::new(0),
             block_cache: Mutex::new(None),
         }
     }
@@ -138,6 +145,13 @@ impl PeScript {
         }
         let written = ctx.op(0, conn.flush_puts()).await?;
         ctx.items(0, written);
+        if count > 1 {
+            match conn.last_multi_put() {
+                MultiPut::Batch => &self.sent_as_batch,
+                MultiPut::Concurrent => &self.sent_concurrently,
+            }
+            .fetch_add(1, Ordering::Relaxed);
+        }
         for &row in &s.rows {
             self.mark_written(row);
         }
@@ -255,6 +269,24 @@ impl PeScript {
         Ok(())
     }
 
+    /// How the requests of several rows went out, for the result.
+    fn multi_puts_sent_as(&self) -> String {
+        let batched = self.sent_as_batch.load(Ordering::Relaxed);
+        let concurrent = self.sent_concurrently.load(Ordering::Relaxed);
+        let mut said = String::new();
+        if batched > 0 {
+            said.push_str(&format!(
+                "; {batched} requests of several rows sent as one batch each (HBase putMultiple, CQL UNLOGGED BATCH)"
+            ));
+        }
+        if concurrent > 0 {
+            said.push_str(&format!(
+                "; {concurrent} requests of several rows sent as concurrent single-row writes (a batch over the server's batch_size_fail_threshold, in several partitions)"
+            ));
+        }
+        said
+    }
+
     /// After the run: the block cache restored, and what the test's
     /// requests should have left or found, compared with the server's.
     pub(super) async fn verify<C: WideConn>(
@@ -286,13 +318,14 @@ impl PeScript {
                     .map(|w| u64::from(w.load(Ordering::Relaxed).count_ones()))
                     .sum();
                 let found = conn.count_rows(&o.table).await?;
+                let sent_as = self.multi_puts_sent_as();
                 Verification {
                     stream: None,
                     expected,
                     found,
                     ok: found >= expected,
                     how: format!(
-                        "rows of {} counted by the server, at least the distinct rows whose puts were acknowledged{note}",
+                        "rows of {} counted by the server, at least the distinct rows whose puts were acknowledged{sent_as}{note}",
                         o.table
                     ),
                 }
