@@ -148,8 +148,9 @@ cat >"$conf/logback.xml" <<'EOF'
   <root level="WARN"><appender-ref ref="out"/></root>
 </configuration>
 EOF
-java -Xms1g -Xmx1g -cp "$conf:$lib/*" org.apache.shardingsphere.proxy.Bootstrap "$PROXY_PORT" "$conf" \
-    </dev/null >"$out/proxy.log" 2>&1 &
+# From $out: its transaction manager writes logs/ where it runs.
+(cd "$out" && exec java -Xms1g -Xmx1g -cp "$conf:$lib/*" org.apache.shardingsphere.proxy.Bootstrap \
+    "$PROXY_PORT" "$conf" </dev/null >"$out/proxy.log" 2>&1) &
 PROXY_PID=$!
 pids+=("$PROXY_PID")
 _bench_wait_port "$PROXY_PID" "$PROXY_PORT" 180 || { tail -20 "$out/proxy.log" >&2; exit 1; }
