@@ -17,7 +17,7 @@
 # Environment (defaults in brackets):
 #   LOADCELL [target/debug/loadcell]   THREADS [8,16,32,64,128,256,512]
 #   REPEAT [3]   TIME [2s]   WARMUP [1s]   STEP_GAP [6s]   TABLE_SIZE [100000]
-#   WORKLOADS [oltp_insert oltp_point_select oltp_update_index]
+#   WORKLOADS [oltp_point_select oltp_update_index] (oltp_insert: see below)
 # Needs root (ip netns), java, mvn (the proxy's jars come from Maven Central
 # into ~/.m2 and the test kit's /var/tmp/loadcell-testkit once).
 set -euo pipefail
@@ -29,7 +29,10 @@ LOADCELL=${LOADCELL:-target/debug/loadcell}
 THREADS=${THREADS:-8,16,32,64,128,256,512}
 REPEAT=${REPEAT:-3} TIME=${TIME:-2s} WARMUP=${WARMUP:-1s} STEP_GAP=${STEP_GAP:-6s}
 TABLE_SIZE=${TABLE_SIZE:-100000}
-WORKLOADS=${WORKLOADS:-oltp_insert oltp_point_select oltp_update_index}
+# oltp_insert is left out by default: its random ids go into the table the
+# others read (ids 1..TABLE_SIZE), and about one insert in 40,000 collides
+# with one of them, which ends the step (a duplicate key is fatal).
+WORKLOADS=${WORKLOADS:-oltp_point_select oltp_update_index}
 [[ -x $LOADCELL ]] || { echo "no $LOADCELL: run 'cargo build -p loadcell' first (or set LOADCELL)" >&2; exit 1; }
 [[ $(id -u) == 0 ]] || { echo "bench/s3-proxy.sh needs root for ip netns" >&2; exit 1; }
 
@@ -145,8 +148,9 @@ cat >"$conf/logback.xml" <<'EOF'
   <root level="WARN"><appender-ref ref="out"/></root>
 </configuration>
 EOF
-java -Xms1g -Xmx1g -cp "$conf:$lib/*" org.apache.shardingsphere.proxy.Bootstrap "$PROXY_PORT" "$conf" \
-    </dev/null >"$out/proxy.log" 2>&1 &
+# From $out: its transaction manager writes logs/ where it runs.
+(cd "$out" && exec java -Xms1g -Xmx1g -cp "$conf:$lib/*" org.apache.shardingsphere.proxy.Bootstrap \
+    "$PROXY_PORT" "$conf" </dev/null >"$out/proxy.log" 2>&1) &
 PROXY_PID=$!
 pids+=("$PROXY_PID")
 _bench_wait_port "$PROXY_PID" "$PROXY_PORT" 180 || { tail -20 "$out/proxy.log" >&2; exit 1; }
