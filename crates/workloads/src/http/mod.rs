@@ -22,7 +22,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 
 pub use requests::{check_path, ListValues, Param, ParamKind, RequestFile, RequestSpec, Template};
-pub(crate) use requests::{param, request, toml_file, Drawer, RawParam, RawRequest};
+pub(crate) use requests::{param, params, request, toml_file, Drawer, RawParam, RawRequest};
 
 use crate::workload::{Lifecycle, Workload};
 

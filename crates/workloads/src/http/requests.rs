@@ -420,14 +420,7 @@ impl RequestFile {
     /// Parses a file's text; errors start with `:LINE: ` or `: `.
     fn parse(text: &str, dir: &Path) -> Result<RequestFile, String> {
         let raw: RawFile = toml_file(text)?;
-        let params = raw
-            .params
-            .into_iter()
-            .map(|(name, raw)| {
-                let context = format!(": [params] {name}: ");
-                param(name, raw, dir).map_err(|e| format!("{context}{e}"))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let params = params(raw.params, dir)?;
         if raw.request.is_empty() || raw.request.len() > MAX_REQUESTS {
             return Err(format!(
                 ": give 1 to {MAX_REQUESTS} [[request]] tables, not {}",
@@ -463,6 +456,19 @@ const PARAM_TYPES: &str =
 
 /// A `[params]` entry checked; a CSV file is read from `dir` (the
 /// directory of the file that names it) when it is not absolute.
+/// A file's `[params]` table, each parameter's error named by it.
+pub(crate) fn params(
+    raw: impl IntoIterator<Item = (String, RawParam)>,
+    dir: &Path,
+) -> Result<Vec<Param>, String> {
+    raw.into_iter()
+        .map(|(name, raw)| {
+            let context = format!(": [params] {name}: ");
+            param(name, raw, dir).map_err(|e| format!("{context}{e}"))
+        })
+        .collect()
+}
+
 pub(crate) fn param(name: String, raw: RawParam, dir: &Path) -> Result<Param, String> {
     let given = [
         ("start", raw.start.is_some()),

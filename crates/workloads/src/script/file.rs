@@ -36,7 +36,7 @@ use std::time::Duration;
 use loadcell_core::Family;
 use serde::Deserialize;
 
-use crate::http::{param, request, toml_file, Param, RawParam, RawRequest, RequestSpec, Template};
+use crate::http::{params, request, toml_file, Param, RawParam, RawRequest, RequestSpec, Template};
 
 /// The most operations a file may hold.
 const MAX_OPS: usize = 64;
@@ -323,14 +323,7 @@ impl ScriptFile {
     /// Parses a file's text; errors start with `:LINE: ` or `: `.
     pub(super) fn parse(text: &str, dir: &Path, path: &Path) -> Result<ScriptFile, String> {
         let raw: RawFile = toml_file(text)?;
-        let params = raw
-            .params
-            .into_iter()
-            .map(|(name, raw)| {
-                let context = format!(": [params] {name}: ");
-                param(name, raw, dir).map_err(|e| format!("{context}{e}"))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let params = params(raw.params, dir)?;
         if raw.op.is_empty() || raw.op.len() > MAX_OPS {
             return Err(format!(
                 ": give 1 to {MAX_OPS} [[op]] tables, not {}",
