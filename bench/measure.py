@@ -14,7 +14,12 @@ As a module:
 As a command (prints one JSON object on stdout; the child's stdout goes into it,
 its stderr passes through):
 
-    bench/measure.py [--timeout S] -- COMMAND [ARG...]
+    bench/measure.py [--timeout S] [--threads] -- COMMAND [ARG...]
+
+With --threads (threads=True), the child's threads are read from /proc every
+100 ms, and thread_cpu_s gives the CPU of each thread name (summed over the
+threads of that name) as last seen before it exited: what one thread, such as
+loadcell's export thread, costs, apart from the noise in the rest.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ class Measurement:
     sys_s: float
     maxrss_kb: int
     timed_out: bool = False
+    thread_cpu_s: dict | None = None
 
     @property
     def cpu_s(self) -> float:
@@ -54,7 +60,8 @@ class Measurement:
 
 
 def measure(argv: list[str], timeout: float | None = None, env: dict | None = None,
-            stderr_passthrough: bool = False, cwd: str | None = None) -> Measurement:
+            stderr_passthrough: bool = False, cwd: str | None = None,
+            threads: bool = False) -> Measurement:
     """Run argv to completion; return its output, rusage CPU and wall time.
 
     stdout and stderr are spooled to temp files (no pipe to drain while we sit in
@@ -84,6 +91,22 @@ def measure(argv: list[str], timeout: float | None = None, env: dict | None = No
             timer = threading.Timer(timeout, expire)
             timer.daemon = True
             timer.start()
+        seen: dict[str, tuple[str, int]] = {}  # tid -> (name, ns on a CPU)
+        if threads:
+            def sample() -> None:
+                task = f"/proc/{proc.pid}/task"
+                while proc.returncode is None:
+                    try:
+                        for tid in os.listdir(task):
+                            with open(f"{task}/{tid}/comm") as f:
+                                name = f.read().strip()
+                            # Time on a CPU, in ns (stat's ticks are 10 ms).
+                            with open(f"{task}/{tid}/schedstat") as f:
+                                seen[tid] = (name, int(f.read().split()[0]))
+                    except (FileNotFoundError, ProcessLookupError, ValueError):
+                        pass
+                    time.sleep(0.1)
+            threading.Thread(target=sample, daemon=True).start()
         while True:
             try:
                 _, status, ru = os.wait4(proc.pid, 0)
@@ -107,18 +130,27 @@ def measure(argv: list[str], timeout: float | None = None, env: dict | None = No
             sys_s=ru.ru_stime,
             maxrss_kb=ru.ru_maxrss,
             timed_out=timed_out.is_set(),
+            thread_cpu_s=_by_name(seen) if threads else None,
         )
+
+
+def _by_name(seen: dict[str, tuple[str, int]]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for name, ns in seen.values():
+        out[name] = out.get(name, 0.0) + ns / 1e9
+    return out
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--timeout", type=float, default=None, help="seconds before SIGTERM")
+    ap.add_argument("--threads", action="store_true", help="CPU by thread name too")
     ap.add_argument("cmd", nargs=argparse.REMAINDER, help="-- COMMAND [ARG...]")
     a = ap.parse_args()
     cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
     if not cmd:
         ap.error("no command given")
-    m = measure(cmd, timeout=a.timeout, stderr_passthrough=True)
+    m = measure(cmd, timeout=a.timeout, stderr_passthrough=True, threads=a.threads)
     json.dump(m.to_dict(), sys.stdout, indent=2)
     sys.stdout.write("\n")
     return 0 if m.returncode == 0 else 1

@@ -222,6 +222,7 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
             rate: spec.rate.map(|r| r.per_sec),
             arrival: spec.rate.map(|r| r.arrival.as_str().to_string()),
             rate_tick_s: spec.rate.and_then(|r| r.tick).map(|t| t.as_secs_f64()),
+            answers_timed_on_receipt: outcome.answers_timed_on_receipt,
             report_interval_s: spec.interval.as_secs_f64(),
             connect_timeout_s: spec.connect_timeout.as_secs_f64(),
             connection_policy: Some(spec.connection_policy.to_string()),

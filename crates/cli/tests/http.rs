@@ -159,8 +159,7 @@ fn signal(pid: u32, name: &str) {
 /// about 100 requests wait up to 250 ms, far more than the 1% that p99
 /// lets through (12), so p99 is past 200 ms; the requests in flight when
 /// it froze (at most the 8 sessions') are the only slow services.
-#[test]
-fn a_frozen_nginx_shows_in_latency_from_the_intended_start_not_in_service_time() {
+fn frozen_nginx_run(schedule: &[&str]) -> serde_json::Value {
     let server = loadcell_testkit::nginx().expect("nginx starts");
     let workers = nginx_workers(server.pid);
     assert_eq!(workers.len(), 1, "one worker process");
@@ -171,7 +170,8 @@ fn a_frozen_nginx_shows_in_latency_from_the_intended_start_not_in_service_time()
         .args([
             "run", "http", "--target", &url, "--rate", "400", "--time", "3s",
         ])
-        .args(["--threads", "2", "--clients", "4", "--arrival", "uniform"])
+        .args(["--threads", "2", "--clients", "4"])
+        .args(schedule)
         .arg("--out")
         .arg(&out)
         .current_dir(dir.path())
@@ -183,7 +183,7 @@ fn a_frozen_nginx_shows_in_latency_from_the_intended_start_not_in_service_time()
     signal(workers[0], "STOP");
     std::thread::sleep(Duration::from_millis(250));
     signal(workers[0], "CONT");
-    let o = child.wait_with_output().expect("loadcell ends");
+    let o = output_within(child);
     assert!(o.status.success(), "{}", stderr(&o));
     let r = read_json(&out);
     assert_valid_result(&r);
@@ -198,6 +198,22 @@ fn a_frozen_nginx_shows_in_latency_from_the_intended_start_not_in_service_time()
         service_p90 < latency_p99 / 4.0,
         "service time p90 {service_p90} ms stays low beside latency p99 {latency_p99} ms"
     );
+    r
+}
+
+#[test]
+fn a_frozen_nginx_shows_in_latency_from_the_intended_start_not_in_service_time() {
+    let r = frozen_nginx_run(&["--arrival", "uniform"]);
+    assert!(r["config"].get("answers_timed_on_receipt").is_none());
+}
+
+/// In bursts, the workers read answers at the ticks and take each one's
+/// time from the kernel's receipt: the freeze still shows where it should
+/// and only there, so reading late neither hides nor adds latency.
+#[test]
+fn in_bursts_answers_read_at_the_ticks_keep_the_latency_they_had() {
+    let r = frozen_nginx_run(&["--rate-tick", "1ms"]);
+    assert_eq!(r["config"]["answers_timed_on_receipt"], true);
 }
 
 #[test]

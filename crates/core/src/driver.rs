@@ -1,6 +1,7 @@
 //! The driver trait: how to open a session to a system. What a session can
 //! do is given by the family traits (see [`crate::sql`]).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::DriverError;
@@ -14,6 +15,18 @@ pub struct ServerInfo {
     /// Elasticsearch): which of several clusters a result measured.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cluster: Option<String>,
+}
+
+/// A server's configuration and status, under the server's own names, for
+/// `loadcell advise`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ServerSettings {
+    /// Configuration: MySQL's global variables, PostgreSQL's `pg_settings`
+    /// (sizes in bytes), Redis's `CONFIG GET *`.
+    pub settings: BTreeMap<String, String>,
+    /// Status since the server started: MySQL's global status,
+    /// PostgreSQL's statistics views, Redis's `INFO`.
+    pub status: BTreeMap<String, String>,
 }
 
 /// A connection factory for one target. One instance is shared by every
@@ -44,6 +57,14 @@ pub trait Driver: Send + Sync + 'static {
 
     async fn server_info(&self, conn: &mut Self::Conn) -> Result<ServerInfo, DriverError>;
 
+    /// Whether every answer this driver's connections read is timed by the
+    /// kernel's receive timestamp on a thread that defers its reads (see
+    /// [`crate::receipt`]): only then may a worker in a burst schedule read
+    /// at its ticks instead of as answers come.
+    fn times_reads_by_receipt(&self) -> bool {
+        false
+    }
+
     /// The server's own counters, sampled once per interval on a separate
     /// monitoring connection (e.g. `SHOW GLOBAL STATUS`, `INFO`). Name
     /// monotonic counters with a `_total` suffix so they are reported as
@@ -56,6 +77,12 @@ pub trait Driver: Send + Sync + 'static {
         _conn: &mut Self::Conn,
     ) -> Result<Vec<(String, f64)>, DriverError> {
         Ok(Vec::new())
+    }
+
+    /// The server's configuration and status, read once by `loadcell
+    /// advise`. Drivers of servers it has no rules for keep this default.
+    async fn server_settings(&self, _conn: &mut Self::Conn) -> Result<ServerSettings, DriverError> {
+        Ok(ServerSettings::default())
     }
 }
 

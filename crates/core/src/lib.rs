@@ -14,6 +14,7 @@ pub mod http;
 pub mod kv;
 pub mod machine;
 pub mod park;
+pub mod receipt;
 pub mod search;
 pub mod sql;
 pub mod stream;
@@ -22,7 +23,7 @@ pub mod ts;
 pub mod wide;
 pub mod words;
 
-pub use driver::{Driver, ServerInfo};
+pub use driver::{Driver, ServerInfo, ServerSettings};
 pub use error::{DriverError, ErrorClass, CLIENT_LIMIT};
 pub use family::{DriverInfo, Family};
 pub use target::{Target, TargetError};

@@ -36,3 +36,11 @@ pub fn before_park() {
         hook();
     }
 }
+
+/// What a worker's runtime does before it waits for I/O: the hook, then,
+/// where the thread defers its reads, a sleep until its next tick (see
+/// [`crate::receipt`]).
+pub fn before_wait() {
+    before_park();
+    crate::receipt::sleep_until_next_tick();
+}

@@ -349,6 +349,9 @@ pub struct RunOutcome {
     /// At most [`MAX_POINTS`]: a longer run's are merged.
     pub intervals: Vec<Interval>,
     pub open_loop: bool,
+    /// Workers read answers at their ticks, timed by the kernel's receive
+    /// timestamp (see [`loadcell_core::receipt`]).
+    pub answers_timed_on_receipt: bool,
     /// Client CPU used during the measurement phase.
     pub client_cpu: CpuTime,
     pub warnings: Vec<String>,
@@ -414,7 +417,9 @@ where
     S: Script<D::Conn> + Send + Sync,
 {
     let n_ops = script.ops().len();
+    let defer_reads = spec.bursts_on_kept_connections() && driver.times_reads_by_receipt();
     let shared = Arc::new(Shared {
+        defer_reads,
         driver,
         script,
         spec: spec.clone(),
@@ -798,6 +803,7 @@ where
         total,
         intervals: intervals.into_vec(),
         open_loop: shared.schedule.is_open_loop(),
+        answers_timed_on_receipt: shared.defer_reads,
         client_cpu: cpu_at_end.since(cpu_at_measure.unwrap_or(cpu_at_start)),
         warnings,
         resources: samples,

@@ -20,7 +20,7 @@ use rand::Rng;
 
 use crate::spec::{Arrival, RateSpec, RunSpec};
 
-pub use loadcell_core::clock::wait_until;
+pub use loadcell_core::clock::{wait_for_tick, wait_until};
 
 /// Decision for one session asking for its next event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,6 +134,11 @@ impl Schedule {
     /// rate.
     pub fn is_open_loop(&self) -> bool {
         !matches!(self.rates[0].0, Rate::Closed)
+    }
+
+    /// Whether group `group` sends its events in bursts at ticks.
+    pub fn is_ticked(&self, group: usize) -> bool {
+        self.rates[group].1.is_some()
     }
 
     /// Claims the next event of a session of group `group`. `now` is the

@@ -356,7 +356,7 @@ impl Ctx {
     ) -> Result<T, DriverError> {
         let start = Instant::now();
         let result = operation.await;
-        let took = start.elapsed();
+        let took = loadcell_core::receipt::answered_or_now(start) - start;
         record(&mut self.stats().borrow_mut(), took, result.is_ok());
         result
     }

@@ -10,7 +10,7 @@ use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
 use crate::control::StopReason;
-use crate::schedule::{wait_until, Claim};
+use crate::schedule::{wait_for_tick, wait_until, Claim};
 use crate::script::{AllWaiting, Ctx, Script, SessionInfo, Sinks};
 use crate::spec::Hold;
 use crate::worker::Shared;
@@ -252,6 +252,7 @@ where
         let mut served = 0;
         // Each group's events are also kept apart, in a run of several.
         let grouped = shared.spec.group_count() > 1;
+        let ticked = shared.schedule.is_ticked(self.info.group);
         // A session that churns connections makes even its first one in
         // an event, measured like the others.
         let opened = match churn {
@@ -288,7 +289,11 @@ where
                 // Closed loop: the event starts now; no second clock reading.
                 None => now,
                 Some(due) => {
-                    wait_until(due).await;
+                    if ticked {
+                        wait_for_tick(due).await;
+                    } else {
+                        wait_until(due).await;
+                    }
                     Instant::now()
                 }
             };
@@ -303,7 +308,7 @@ where
                 self.ctx.record_held();
                 let e = match result {
                     Ok(()) => {
-                        let end = Instant::now();
+                        let end = loadcell_core::receipt::answered_or_now(started);
                         let (response, service) = (end - due.unwrap_or(started), end - started);
                         let lag = due.map(|d| started.saturating_duration_since(d));
                         let mut stats = self.ctx.stats().borrow_mut();

@@ -279,6 +279,19 @@ impl RunSpec {
         }
     }
 
+    /// Whether every session sends its events in bursts at ticks on a
+    /// connection it keeps: then a worker may read answers at its ticks
+    /// (see [`loadcell_core::receipt`]), as nothing else it times (a
+    /// connect, a held connection's turn) waits for them.
+    pub fn bursts_on_kept_connections(&self) -> bool {
+        self.hold.is_none()
+            && self.connection_policy == ConnectionPolicy::Persistent
+            && self
+                .rates()
+                .iter()
+                .all(|r| r.is_some_and(|r| r.tick.is_some()))
+    }
+
     /// Each group's rate, in group order (`None`: closed loop).
     pub fn rates(&self) -> Vec<Option<RateSpec>> {
         std::iter::once(self.rate)

@@ -33,6 +33,9 @@ pub(crate) struct Shared<D, S> {
     pub gate: Gate,
     /// Connections held, under `RunSpec::hold`.
     pub held: HeldGauge,
+    /// Workers read answers at their ticks, timed by the kernel (see
+    /// [`loadcell_core::receipt`]).
+    pub defer_reads: bool,
 }
 
 /// Holds the sessions until all of them are connected (or have given up),
@@ -155,9 +158,12 @@ where
         .name(format!("loadcell-worker-{worker}"))
         .spawn(move || {
             loadcell_core::park::enable_on_this_thread();
+            if shared.defer_reads {
+                loadcell_core::receipt::defer_reads_on_this_thread();
+            }
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
-                .on_thread_park(loadcell_core::park::before_park)
+                .on_thread_park(loadcell_core::park::before_wait)
                 .build()
                 .expect("a current-thread runtime can always be built");
             LocalSet::new().block_on(&runtime, work(shared, worker, tx, recycled));

@@ -209,6 +209,7 @@ pub fn rebuild(log: &[u8], name: &str) -> Result<RunResult, String> {
             rate: None,
             arrival: None,
             rate_tick_s: None,
+            answers_timed_on_receipt: false,
             report_interval_s,
             connect_timeout_s: 0.0,
             connection_policy: None,

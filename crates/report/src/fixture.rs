@@ -141,6 +141,7 @@ pub fn run(threads: usize, tps: f64) -> RunResult {
             rate: None,
             arrival: None,
             rate_tick_s: None,
+            answers_timed_on_receipt: false,
             report_interval_s: 1.0,
             connect_timeout_s: 5.0,
             connection_policy: Some("persistent".to_string()),

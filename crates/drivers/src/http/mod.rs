@@ -50,6 +50,7 @@ pub const INFO: DriverInfo = DriverInfo {
     about: "HTTP/1.1 and HTTP/2 services and load balancers (keep-alive, TLS, round-robin hosts)",
     kv: KvCapabilities::NONE,
     blocking: false,
+    io_threads: 0,
 };
 
 /// The parameters every target built on this client accepts.
@@ -370,6 +371,12 @@ impl Driver for HttpDriver {
         } else {
             HttpConnection::Http1(Http1Connection::open(shared, n).await?)
         })
+    }
+
+    /// HTTP/1.1 without TLS reads its answers from the socket itself, so
+    /// each read can carry the kernel's receive time.
+    fn times_reads_by_receipt(&self) -> bool {
+        self.shared.tls.is_none() && !self.shared.http2
     }
 
     /// The product and version from the `Server` header of the answer to

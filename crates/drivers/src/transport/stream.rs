@@ -14,6 +14,8 @@ use rustls::ClientConfig;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest, ReadBuf};
 use tokio::net::TcpStream;
 
+use loadcell_core::receipt;
+
 use crate::transport::send_batch::{self, Outgoing};
 
 /// A TCP connection with Nagle's algorithm off, so that a request leaves
@@ -60,6 +62,9 @@ impl BatchSlot {
 
 impl Stream {
     pub(crate) fn plain(tcp: TcpStream) -> Stream {
+        if receipt::reads_deferred_here() {
+            stamp_receipts(&tcp);
+        }
         let slot = Outgoing::for_socket(tcp.as_raw_fd()).map(BatchSlot);
         Stream::Plain(tcp, slot)
     }
@@ -133,7 +138,8 @@ impl Stream {
     #[inline]
     pub(crate) async fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
-            Stream::Plain(_, Some(_)) => {
+            Stream::Plain(s, None) if !receipt::reads_deferred_here() => s.read(buf).await,
+            Stream::Plain(..) => {
                 poll_fn(|cx| {
                     let mut rb = ReadBuf::new(buf);
                     ready!(self.poll_read(cx, &mut rb))?;
@@ -141,7 +147,6 @@ impl Stream {
                 })
                 .await
             }
-            Stream::Plain(s, None) => s.read(buf).await,
             Stream::Tls(s) => s.read(buf).await,
         }
     }
@@ -155,6 +160,9 @@ impl Stream {
             Stream::Plain(tcp, slot) => {
                 if let Some(slot) = slot {
                     ready!(slot.poll_sent(tcp, cx))?;
+                }
+                if receipt::reads_deferred_here() {
+                    return poll_read_stamped(tcp, cx, buf);
                 }
                 Pin::new(tcp).poll_read(cx, buf)
             }
@@ -175,5 +183,142 @@ impl Stream {
                 Err::<(), _>(io::ErrorKind::WouldBlock.into())
             });
         }
+    }
+}
+
+/// Has the kernel stamp what `tcp` receives with the time it arrived (see
+/// [`loadcell_core::receipt`]). Without it (never on Linux), reads are
+/// timed when they are made, later than the answer came.
+fn stamp_receipts(tcp: &TcpStream) {
+    let on: libc::c_int = 1;
+    // SAFETY: a valid socket and a c_int option value of its size.
+    unsafe {
+        libc::setsockopt(
+            tcp.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPNS,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+}
+
+/// Reads what `tcp` has received, with the kernel's receive time of its
+/// last byte handed to [`receipt::received`].
+fn poll_read_stamped(
+    tcp: &TcpStream,
+    cx: &mut Context<'_>,
+    buf: &mut ReadBuf<'_>,
+) -> Poll<io::Result<()>> {
+    loop {
+        ready!(tcp.poll_read_ready(cx))?;
+        let into = buf.initialize_unfilled();
+        match tcp.try_io(Interest::READABLE, || recv_stamped(tcp.as_raw_fd(), into)) {
+            Ok((n, stamp)) => {
+                if let Some(at) = stamp {
+                    receipt::received(at);
+                }
+                buf.advance(n);
+                return Poll::Ready(Ok(()));
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Poll::Ready(Err(e)),
+        }
+    }
+}
+
+/// `recvmsg` into `into`, with the `SCM_TIMESTAMPNS` the kernel attaches
+/// (the receive time of the last segment read, `CLOCK_REALTIME`).
+fn recv_stamped(
+    fd: std::os::fd::RawFd,
+    into: &mut [u8],
+) -> io::Result<(usize, Option<std::time::Duration>)> {
+    // Room for one control message holding a timespec, aligned for cmsghdr.
+    let mut control = [0u64; 8];
+    let mut iov = libc::iovec {
+        iov_base: into.as_mut_ptr().cast(),
+        iov_len: into.len(),
+    };
+    // SAFETY: msghdr is plain data; every pointer set below outlives the call.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&control) as _;
+    // SAFETY: `msg` points at `into` and `control`, both live and writable
+    // for their lengths.
+    let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut stamp = None;
+    // SAFETY: the CMSG_* walk stays within `msg_controllen`, which the
+    // kernel set to what it wrote into `control`.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_TIMESTAMPNS
+            {
+                let ts = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::timespec>());
+                stamp = Some(std::time::Duration::new(
+                    ts.tv_sec as u64,
+                    ts.tv_nsec as u32,
+                ));
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
+    }
+    Ok((n as usize, stamp))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::net::TcpListener;
+    use std::time::{Duration, Instant};
+
+    use loadcell_core::receipt;
+
+    use super::Stream;
+
+    /// On a thread that reads at its ticks, a read is timed by when the
+    /// kernel received the answer: an answer read 30 ms after it came
+    /// counts from when it came.
+    #[test]
+    fn a_deferred_read_is_timed_by_the_kernels_receipt() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        tokio::task::LocalSet::new().block_on(&runtime, async {
+            receipt::defer_reads_on_this_thread();
+            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+            let tcp = tokio::net::TcpStream::connect(listener.local_addr().unwrap())
+                .await
+                .unwrap();
+            let (mut peer, _) = listener.accept().unwrap();
+            let mut stream = Stream::plain(tcp);
+            // The kernel turns stamping on for the first socket that asks
+            // a moment later, from a work queue.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            tokio::task::spawn_local(async move {
+                let before = Instant::now();
+                peer.write_all(b"answer").unwrap();
+                std::thread::sleep(Duration::from_millis(30));
+                let mut buf = [0u8; 16];
+                let n = stream.read(&mut buf).await.unwrap();
+                let read_at = Instant::now();
+                let answered = receipt::answered_or_now(before);
+                assert_eq!(&buf[..n], b"answer");
+                assert!(answered >= before, "answered before it was sent");
+                assert!(
+                    read_at - answered >= Duration::from_millis(25),
+                    "timed when read, {:?} after the answer was sent",
+                    answered - before
+                );
+            })
+            .await
+            .unwrap();
+        });
     }
 }
