@@ -12,6 +12,8 @@
 //!   an SLA) the search's answer.
 //! - [`saturation`]: which measured resource (client, host or server CPU, a
 //!   disk) ran out where throughput saturated, against explicit thresholds.
+//! - [`advise`]: tuning advice, one pure rule per setting, over a server's
+//!   settings and status and a run's figures.
 //! - [`plan`]: nodes and dollars per month needed for a target throughput,
 //!   per instance type, from measured node-count scaling.
 //! - [`stats`]: the special functions underneath (Student-t distribution,
@@ -22,6 +24,7 @@
 //! Values that can be infinite (a peak that does not exist) are `Option`s,
 //! because JSON has no infinity.
 
+pub mod advise;
 pub mod compare;
 mod error;
 pub mod findmax;

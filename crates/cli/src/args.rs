@@ -101,6 +101,40 @@ pub enum Command {
         help_template = PLAN_HELP
     )]
     Plan(PlanArgs),
+    /// What to change in a MySQL, MariaDB, PostgreSQL or Redis server's
+    /// configuration, why, and the numbers read: its settings and status,
+    /// and a run's result when given.
+    #[command(help_template = ADVISE_HELP)]
+    Advise(AdviseArgs),
+}
+
+const ADVISE_HELP: &str = help_then_verbatim!(
+    "\
+Examples:
+  loadcell advise --target mysql://root@127.0.0.1:3306/sbtest
+  loadcell advise --target postgres://bench:secret@db1/bench --result results/run.json --server-cores 16
+  loadcell advise --target redis://127.0.0.1:6379 --result results/run.json --json"
+);
+
+#[derive(Debug, Args)]
+pub struct AdviseArgs {
+    /// The server, as a URL: mysql://, postgres:// or redis://.
+    #[arg(long, value_name = "URL")]
+    pub target: String,
+    /// A run's result against this server: its sessions, writes, errors
+    /// and the server's counters during it weigh in the advice.
+    #[arg(long, value_name = "PATH")]
+    pub result: Option<PathBuf>,
+    /// Cores of the server's machine (default: this machine's, for a
+    /// server on a loopback address).
+    #[arg(long, value_name = "N", value_parser = crate::values::positive_usize)]
+    pub server_cores: Option<usize>,
+    /// Give up connecting after this long (e.g. 5s, 500ms).
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = crate::values::positive_duration)]
+    pub connect_timeout: Duration,
+    /// Print the advice as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 const PLAN_HELP: &str = help_then_verbatim!(

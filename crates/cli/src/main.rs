@@ -1,6 +1,7 @@
 //! `loadcell`: parse, validate, dispatch. Everything that runs lives in
 //! the library crates; this binary only composes them.
 
+mod advise;
 mod analysis;
 mod args;
 mod compare;
@@ -179,6 +180,7 @@ fn dispatch(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
             plan::run(&a)?;
             Ok(0)
         }
+        Command::Advise(a) => advise::run(&a),
     }
 }
 

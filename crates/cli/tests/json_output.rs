@@ -67,7 +67,7 @@ fn commands_with_json() -> Vec<String> {
 fn every_command_with_json_is_tested_here() {
     assert_eq!(
         commands_with_json(),
-        ["run", "sweep", "findmax", "compare", "plan"],
+        ["run", "sweep", "findmax", "compare", "plan", "advise"],
         "a command gained or lost --json: test that its stdout is one JSON document"
     );
 }
@@ -167,6 +167,26 @@ fn run_with_prepare_on_kv(url: &str) {
 fn run_with_prepare_on_redis() {
     let server = loadcell_testkit::redis().expect("Redis starts");
     run_with_prepare_on_kv(server.url());
+}
+
+/// `advise --json` without a result: the server's rules that need only
+/// its settings are checked, the others listed as not checked, all in one
+/// document on stdout.
+#[test]
+fn advise_on_redis() {
+    let server = loadcell_testkit::redis().expect("Redis starts");
+    let dir = tempfile::tempdir().unwrap();
+    let (r, _) = json(dir.path(), &["advise", "--target", server.url(), "--json"]);
+    assert!(
+        r["target"].as_str().unwrap().starts_with("redis://"),
+        "{r:#}"
+    );
+    let advice = &r["advice"];
+    assert!(advice["findings"].is_array(), "{r:#}");
+    let checked = advice["passed"].as_array().unwrap().len()
+        + advice["findings"].as_array().unwrap().len()
+        + advice["not_checked"].as_array().unwrap().len();
+    assert_eq!(checked, 3, "maxclients, io-threads and persistence: {r:#}");
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Reports are views of results: they read `loadcell.result/v1` data and
 //! never need a rerun.
 
+pub mod advise;
 pub mod compare;
 #[cfg(any(test, feature = "test-fixture"))]
 pub mod fixture;

@@ -288,7 +288,7 @@ pub fn mariadb() -> Result<TestServer, String> {
 /// [`mariadb()`] listening on every address, for clients in other network
 /// namespaces ([`ClientNamespaces`]); the URL is still 127.0.0.1's.
 pub fn mariadb_on_every_address() -> Result<TestServer, String> {
-    start_mariadb_with(None, false, "0.0.0.0")
+    start_mariadb_with(None, false, "0.0.0.0", &[])
 }
 
 /// [`mariadb()`] with TLS on, with a certificate for `localhost` and
@@ -296,17 +296,24 @@ pub fn mariadb_on_every_address() -> Result<TestServer, String> {
 /// are still accepted. The URL is the plain one; add `?sslmode=require`, or
 /// `?sslmode=verify-full&sslrootcert=` and [`TestServer::tls_ca`].
 pub fn mariadb_tls() -> Result<TestServer, String> {
-    start_mariadb_with(None, true, "127.0.0.1")
+    start_mariadb_with(None, true, "127.0.0.1", &[])
+}
+
+/// [`mariadb()`] started with more server options (`--back-log=8`), for
+/// settings that only take effect at start.
+pub fn mariadb_with(options: &[&str]) -> Result<TestServer, String> {
+    start_mariadb_with(None, false, "127.0.0.1", options)
 }
 
 fn start_mariadb(first_port: Option<u16>) -> Result<TestServer, String> {
-    start_mariadb_with(first_port, false, "127.0.0.1")
+    start_mariadb_with(first_port, false, "127.0.0.1", &[])
 }
 
 fn start_mariadb_with(
     first_port: Option<u16>,
     tls: bool,
     bind: &str,
+    options: &[&str],
 ) -> Result<TestServer, String> {
     let install_db = find_bin("mariadb-install-db", SBIN_DIRS)?;
     let mariadbd = find_bin("mariadbd", SBIN_DIRS)?;
@@ -374,7 +381,8 @@ fn start_mariadb_with(
             .arg(format!("--pid-file={}", run.join("p.pid").display()))
             .arg("--innodb-buffer-pool-size=256M")
             .arg("--max-connections=600")
-            .arg(format!("--log-error={}", server.log_path.display()));
+            .arg(format!("--log-error={}", server.log_path.display()))
+            .args(options);
         if tls {
             cmd.arg(format!("--ssl-ca={}", tls_dir.join("ca.pem").display()))
                 .arg(format!(
@@ -462,7 +470,14 @@ pub const PG_STREAM_SETTINGS: &[(&str, &str)] = &[
 /// loopback, with SCRAM). Not the default: a REPLICATION role may not
 /// change its own password, which the SQL tests do.
 pub fn postgres_logical(settings: &[(&str, &str)]) -> Result<TestServer, String> {
-    start_postgres_with(None, false, Some(settings))
+    let all: Vec<(&str, &str)> = PG_STREAM_SETTINGS.iter().chain(settings).copied().collect();
+    start_postgres_with(None, false, &all, true)
+}
+
+/// [`postgres()`] started with `settings` (`name`, `value`), for those that
+/// only take effect at start (`shared_buffers`, `max_connections`).
+pub fn postgres_with(settings: &[(&str, &str)]) -> Result<TestServer, String> {
+    start_postgres_with(None, false, settings, false)
 }
 
 /// [`postgres()`] with TLS on (`ssl=on`), with a certificate for `localhost`
@@ -471,17 +486,18 @@ pub fn postgres_logical(settings: &[(&str, &str)]) -> Result<TestServer, String>
 /// `?sslmode=require`, or `?sslmode=verify-full&sslrootcert=` and
 /// [`TestServer::tls_ca`].
 pub fn postgres_tls() -> Result<TestServer, String> {
-    start_postgres_with(None, true, None)
+    start_postgres_with(None, true, &[], false)
 }
 
 fn start_postgres(first_port: Option<u16>) -> Result<TestServer, String> {
-    start_postgres_with(first_port, false, None)
+    start_postgres_with(first_port, false, &[], false)
 }
 
 fn start_postgres_with(
     first_port: Option<u16>,
     tls: bool,
-    logical: Option<&[(&str, &str)]>,
+    settings: &[(&str, &str)],
+    replication: bool,
 ) -> Result<TestServer, String> {
     let bin = pg_bin_dir()?;
     let initdb = bin.join("initdb");
@@ -568,10 +584,8 @@ fn start_postgres_with(
                 .args(["-c", "ssl_cert_file=server.crt"])
                 .args(["-c", "ssl_key_file=server.key"]);
         }
-        if let Some(settings) = logical {
-            for (name, value) in PG_STREAM_SETTINGS.iter().chain(settings) {
-                cmd.arg("-c").arg(format!("{name}={value}"));
-            }
+        for (name, value) in settings {
+            cmd.arg("-c").arg(format!("{name}={value}"));
         }
         let log = server.log_path.clone();
         spawn_server(&mut server, cmd, &log, "postgres")?;
@@ -616,7 +630,7 @@ fn start_postgres_with(
         .arg("-c")
         .arg(format!(
             "CREATE ROLE {DB_USER} LOGIN {} PASSWORD '{DB_PASSWORD}'",
-            if logical.is_some() { "REPLICATION" } else { "" }
+            if replication { "REPLICATION" } else { "" }
         ))
         .arg("-c")
         .arg(format!("CREATE DATABASE {DB_NAME} OWNER {DB_USER}"));

@@ -30,6 +30,7 @@
 //! auth switch requests. Other plugins are a fatal error naming them.
 
 use std::cell::Cell;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -37,7 +38,7 @@ use loadcell_core::kv::KvCapabilities;
 use loadcell_core::sql::{
     integer_from_text, not_an_integer, wrong_param_count, Dialect, SqlConn, SqlParam,
 };
-use loadcell_core::{Driver, DriverError, ServerInfo, Target};
+use loadcell_core::{Driver, DriverError, ServerInfo, ServerSettings, Target};
 use rustls::ClientConfig;
 
 use crate::transport::peer::{self, Progress};
@@ -63,6 +64,7 @@ pub const INFO: DriverInfo = DriverInfo {
     about: "MySQL and MariaDB (prepared statements over the binary protocol)",
     kv: KvCapabilities::NONE,
     blocking: false,
+    io_threads: 0,
 };
 
 const DEFAULT_HOST: &str = "127.0.0.1";
@@ -278,6 +280,9 @@ impl Driver for MysqlDriver {
             "Handler_delete",
             "Bytes_received",
             "Bytes_sent",
+            // What `advise` weighs of the run itself.
+            "Created_tmp_tables",
+            "Created_tmp_disk_tables",
         ];
         const GAUGES: &[&str] = &["Threads_running", "Threads_connected"];
         let names: Vec<String> = TOTALS
@@ -322,6 +327,32 @@ impl Driver for MysqlDriver {
             }
         }
         Ok(out)
+    }
+
+    async fn server_settings(&self, conn: &mut MysqlConn) -> Result<ServerSettings, DriverError> {
+        Ok(ServerSettings {
+            settings: conn.name_values("SHOW GLOBAL VARIABLES").await?,
+            status: conn.name_values("SHOW GLOBAL STATUS").await?,
+        })
+    }
+}
+
+impl MysqlConn {
+    /// The name and value columns of a `SHOW` statement's rows.
+    async fn name_values(&mut self, sql: &str) -> Result<BTreeMap<String, String>, DriverError> {
+        let rows = self.session.query_text(sql).await?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|row| {
+                let mut cols = row.into_iter();
+                let name = cols.next()??;
+                let value = cols.next().flatten().unwrap_or_default();
+                Some((
+                    String::from_utf8_lossy(&name).into_owned(),
+                    String::from_utf8_lossy(&value).into_owned(),
+                ))
+            })
+            .collect())
     }
 }
 

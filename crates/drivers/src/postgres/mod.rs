@@ -16,6 +16,7 @@
 //! and the range of integers bound to `int2`/`int4`, as a typed client
 //! would, before anything is sent.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::io;
 use std::path::PathBuf;
@@ -23,7 +24,7 @@ use std::sync::Arc;
 
 use bytes::BytesMut;
 use loadcell_core::sql::SqlConn;
-use loadcell_core::{Driver, DriverError, ServerInfo, Target};
+use loadcell_core::{Driver, DriverError, ServerInfo, ServerSettings, Target};
 use postgres_protocol::message::frontend;
 use rustls::ClientConfig;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -56,6 +57,7 @@ pub const INFO: DriverInfo = DriverInfo {
     about: "PostgreSQL (extended query protocol, prepared statements)",
     kv: KvCapabilities::NONE,
     blocking: false,
+    io_threads: 0,
 };
 
 const DEFAULT_HOST: &str = "127.0.0.1";
@@ -405,6 +407,55 @@ impl Driver for PostgresDriver {
         }
         Ok(out)
     }
+
+    /// `pg_settings` with sizes in bytes, and the figures the advice reads:
+    /// buffer hits and reads, the database's size, client backends, and
+    /// checkpoints timed and requested (`pg_stat_checkpointer` from
+    /// PostgreSQL 17, `pg_stat_bgwriter` before), under the names
+    /// `pg_stat_bgwriter` gave them.
+    async fn server_settings(
+        &self,
+        conn: &mut PostgresConn,
+    ) -> Result<ServerSettings, DriverError> {
+        const SETTINGS: &str = "SELECT name || '=' || CASE unit \
+             WHEN 'B' THEN setting WHEN 'kB' THEN (setting::numeric * 1024)::text \
+             WHEN '8kB' THEN (setting::numeric * 8192)::text \
+             WHEN 'MB' THEN (setting::numeric * 1048576)::text \
+             ELSE setting END FROM pg_settings";
+        const STATUS: &str = "SELECT unnest(ARRAY[\
+             'blks_hit=' || (SELECT sum(blks_hit) FROM pg_stat_database), \
+             'blks_read=' || (SELECT sum(blks_read) FROM pg_stat_database), \
+             'database_size_bytes=' || pg_database_size(current_database()), \
+             'client_backends=' || (SELECT count(*) FROM pg_stat_activity \
+                 WHERE backend_type = 'client backend')])";
+        const CHECKPOINTS_17: &str = "SELECT unnest(ARRAY['checkpoints_timed=' || num_timed, \
+             'checkpoints_req=' || num_requested]) FROM pg_stat_checkpointer";
+        const CHECKPOINTS: &str = "SELECT unnest(ARRAY['checkpoints_timed=' || checkpoints_timed, \
+             'checkpoints_req=' || checkpoints_req]) FROM pg_stat_bgwriter";
+        let settings = pairs(conn.query_strings(SETTINGS).await?);
+        let version: u32 = settings
+            .get("server_version_num")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let mut status = pairs(conn.query_strings(STATUS).await?);
+        let checkpoints = if version >= 170000 {
+            CHECKPOINTS_17
+        } else {
+            CHECKPOINTS
+        };
+        status.extend(pairs(conn.query_strings(checkpoints).await?));
+        Ok(ServerSettings { settings, status })
+    }
+}
+
+/// `name=value` rows as a map.
+fn pairs(rows: Vec<String>) -> BTreeMap<String, String> {
+    rows.into_iter()
+        .filter_map(|row| {
+            let (name, value) = row.split_once('=')?;
+            Some((name.to_string(), value.to_string()))
+        })
+        .collect()
 }
 
 fn connect_io(e: io::Error) -> Failure {

@@ -50,12 +50,13 @@
 //! retryable. A lost node fails the flush with a connection error; the
 //! session reconnects and re-reads the slot map.
 
+use std::collections::BTreeMap;
 use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use loadcell_core::kv::{KvCapabilities, KvConn, OnReply};
-use loadcell_core::{Driver, DriverError, ErrorClass, ServerInfo, Target};
+use loadcell_core::{Driver, DriverError, ErrorClass, ServerInfo, ServerSettings, Target};
 use rustls::ClientConfig;
 
 use crate::transport::io_error::unresolved_host;
@@ -85,6 +86,7 @@ pub const INFO: DriverInfo = DriverInfo {
     about: "Redis, Valkey and KeyDB, standalone or Redis Cluster (RESP2, pipelined)",
     kv: KvCapabilities { commands: true },
     blocking: false,
+    io_threads: 0,
 };
 
 const DEFAULT_HOST: &str = "127.0.0.1";
@@ -423,6 +425,41 @@ impl Driver for RedisDriver {
             }
         }
         Ok(sums)
+    }
+
+    /// `CONFIG GET *` and `INFO` of the first node.
+    async fn server_settings(&self, conn: &mut RedisConn) -> Result<ServerSettings, DriverError> {
+        let link = match &mut conn.inner {
+            Inner::Single(s) => &mut s.link,
+            Inner::Cluster(c) => &mut c.nodes[0].link,
+        };
+        let settings = match link.call(&[b"CONFIG", b"GET", b"*"], Phase::Use).await? {
+            Value::Array(items) => {
+                let text = |v: &Value| match v {
+                    Value::Bulk(b) => String::from_utf8_lossy(b).into_owned(),
+                    Value::Simple(s) => s.clone(),
+                    _ => String::new(),
+                };
+                items
+                    .chunks_exact(2)
+                    .map(|pair| (text(&pair[0]), text(&pair[1])))
+                    .collect()
+            }
+            Value::Error(text) => return Err(reply_error(text.as_bytes(), &link.ep)),
+            _ => BTreeMap::new(),
+        };
+        let status = match link.call(&[b"INFO", b"all"], Phase::Use).await? {
+            Value::Bulk(text) => String::from_utf8_lossy(&text)
+                .lines()
+                .filter_map(|l| {
+                    let (name, value) = l.trim().split_once(':')?;
+                    Some((name.to_string(), value.to_string()))
+                })
+                .collect(),
+            Value::Error(text) => return Err(reply_error(text.as_bytes(), &link.ep)),
+            _ => BTreeMap::new(),
+        };
+        Ok(ServerSettings { settings, status })
     }
 }
 
