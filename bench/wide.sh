@@ -7,14 +7,20 @@
 #   cargo build --release -p loadcell && \
 #   cargo build --release -p loadcell-testkit --example wide_server && \
 #   cargo install latte-cli && \
-#   mvn -q dependency:copy -Dartifact=org.apache.hbase:hbase-mapreduce:2.5.8:jar:tests \
-#       -DoutputDirectory=bench/results && bench/wide.sh
+#   for jar in hbase-mapreduce hbase-server; do \
+#       mvn -q dependency:copy -Dartifact=org.apache.hbase:$jar:2.5.8:jar:tests \
+#           -DoutputDirectory=bench/results; done && \
+#   bench/wide.sh
+#
+# PE is in hbase-mapreduce's tests jar; its randomRead needs
+# FilterAllFilter from hbase-server's.
 #
 # Environment (defaults in brackets):
 #   BENCH_SYSTEMS [cassandra,hbase]  BENCH_ROWS per client [2000]
 #   BENCH_CLIENTS [16]  BENCH_VALUE_SIZE [1000]  BENCH_REPS [3]
 #   BENCH_TESTS [randomWrite,randomRead]
-#   LATTE [latte]  PE_JAR [bench/results/hbase-mapreduce-2.5.8-tests.jar]
+#   LATTE [latte]
+#   PE_JARS [bench/results/hbase-mapreduce-2.5.8-tests.jar:bench/results/hbase-server-2.5.8-tests.jar]
 #   HBASE_LIB [/var/tmp/loadcell-testkit/hbase-2.5.8/lib: the testkit's jars]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -60,7 +66,8 @@ for system in ${systems//,/ }; do
         python3 bench/wide_bench.py --outdir "$out/$system" --system hbase \
             --thrift-url "$URL" --thrift-pid "$THRIFT_PID" --conf "$CONF" \
             --hbase-lib "${HBASE_LIB:-/var/tmp/loadcell-testkit/hbase-2.5.8/lib}" \
-            --pe-jar "${PE_JAR:-bench/results/hbase-mapreduce-2.5.8-tests.jar}" "${common[@]}"
+            --pe-jars "${PE_JARS:-bench/results/hbase-mapreduce-2.5.8-tests.jar:bench/results/hbase-server-2.5.8-tests.jar}" \
+            "${common[@]}"
     fi
     exec {WIDE[1]}>&-
     wait "$WIDE_PID" || true

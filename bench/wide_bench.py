@@ -63,9 +63,7 @@ def latte_run(a, test: str, host: str, out: Path) -> dict:
     m = measure(argv, timeout=1800, cwd=str(out.parent))  # latte logs into its cwd
     rate = math.nan
     if out.exists():
-        j = json.loads(out.read_text())
-        rate = j.get("cycle_throughput", j.get("request_throughput", {})).get("value", math.nan) \
-            if isinstance(j.get("cycle_throughput"), dict) else j.get("cycle_throughput", math.nan)
+        rate = json.loads(out.read_text())["result"]["cycle_throughput"]["value"]
     if math.isnan(rate):
         found = re.findall(r"Throughput\s+\[op/s\]\s+([0-9.]+)", m.stdout)
         rate = float(found[-1]) if found else math.nan
@@ -74,19 +72,23 @@ def latte_run(a, test: str, host: str, out: Path) -> dict:
 
 
 def pe_run(a, test: str, conf: str) -> dict:
-    classpath = f"{conf}:{a.hbase_lib}/*:{a.pe_jar}"
+    classpath = f"{conf}:{a.hbase_lib}/*:{a.pe_jars}"
     # HBase's client on Java 17 needs the server's module openings.
     jvmopts = (BENCH.parent / "crates/testkit/assets/hbase/jvmopts").read_text().split()
     opens = [o for o in jvmopts if o.startswith(("--add-", "-Dorg.apache", "-Djava.net"))]
-    argv = ["java", "-Xms256m", "-Xmx512m", *opens, "-cp", classpath,
+    # Not -Xmx512m: each PE client thread allocates eight 500k-sample
+    # reservoirs (~32 MB), and 16 clients died of "OutOfMemoryError: Java
+    # heap space" in PE's testSetup, exiting 255.
+    argv = ["java", "-Xmx2g", *opens, "-cp", classpath,
             "org.apache.hadoop.hbase.PerformanceEvaluation", "--nomapred",
             f"--rows={a.rows}", f"--valueSize={a.value_size}", "--autoFlush=true",
             "--presplit=0", test, str(a.clients)]
     m = measure(argv, timeout=1800)
     text = m.stdout + m.stderr
-    # Each client logs "Finished ... in Nms at offset O for R rows"; the
-    # test's throughput is every row over the slowest client's time.
-    times = [int(t) for t in re.findall(r"Finished \S+ in (\d+)ms at offset", text)]
+    # Each client logs "Finished class ...$RandomWriteTest in Nms at offset
+    # O for R rows"; the test's throughput is every row over the slowest
+    # client's time.
+    times = [int(t) for t in re.findall(r"Finished class \S+ in (\d+)ms at offset", text)]
     ops = a.rows * a.clients
     rate = ops / (max(times) / 1000) if times else math.nan
     return {"argv": argv, "rc": m.returncode, "ops": ops, "ops_per_s": rate, "errors": 0,
@@ -104,7 +106,7 @@ def main() -> None:
     p.add_argument("--thrift-pid", type=int)
     p.add_argument("--conf", help="HBase's conf dir (for PE)")
     p.add_argument("--hbase-lib")
-    p.add_argument("--pe-jar")
+    p.add_argument("--pe-jars", help="PE's jars as a class path (hbase-mapreduce's and hbase-server's tests jars)")
     p.add_argument("--tests", default="randomWrite,randomRead")
     p.add_argument("--rows", type=int, default=2000, help="rows per client")
     p.add_argument("--clients", type=int, default=16)

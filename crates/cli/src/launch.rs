@@ -105,10 +105,10 @@ families! {
     Sql sql SqlConn SqlFamily: [Oltp, Ycsb, Script];
     Kv kv KvConn KvFamily: [Kv, Dataset, Ycsb, Script];
     Http http HttpConn HttpFamily: [Http, HttpConnections, Script];
-    Search search SearchConn SearchFamily: [SearchBulk, SearchQuery, SearchMixed];
+    Search search SearchConn SearchFamily: [SearchBulk, SearchQuery, SearchMixed, Script];
     TimeSeries ts TsConn TimeSeriesFamily: [TsIngest, TsQuery];
     Stream stream StreamConn StreamFamily: [Stream];
-    WideColumn wide WideConn WideColumnFamily: [Pe, Ycsb];
+    WideColumn wide WideConn WideColumnFamily: [Pe, Ycsb, Script];
     Machine machine MachineConn MachineFamily: [Cpu];
 }
 
@@ -139,7 +139,7 @@ pub fn exit_code(r: &RunResult) -> i32 {
 
 /// Runs `f` to completion on a current-thread runtime with a `LocalSet`
 /// (driver futures are not `Send`).
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
+pub(crate) fn block_on<F: std::future::Future>(f: F) -> F::Output {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -148,7 +148,7 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
 }
 
 /// Turns a connection-time driver error into a message for the user.
-fn connect_error(endpoint: &str, e: DriverError) -> anyhow::Error {
+pub(crate) fn connect_error(endpoint: &str, e: DriverError) -> anyhow::Error {
     match e.class {
         ErrorClass::Connection if !e.message.contains(endpoint) => {
             anyhow!("cannot connect to {endpoint}: {e}")
@@ -228,15 +228,21 @@ impl Job for CleanupJob {
 /// A shard runs `spec`'s part of the sessions: `--workers`, checked
 /// against the whole run's, is cut to the shard's.
 fn workers(a: &RunArgs, info: &DriverInfo, spec: &RunSpec) -> usize {
-    let other_sessions = spec.sessions() - spec.threads * spec.clients;
     match a.workers {
         Some(w) => w.min(spec.sessions()),
         None if info.blocking => spec.threads,
         None => {
             let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-            (spec.threads + other_sessions).min(cores)
+            let other_sessions = spec.sessions() - spec.threads * spec.clients;
+            default_workers(spec.threads + other_sessions, cores, info.io_threads)
         }
     }
+}
+
+/// One worker per core the driver's own I/O threads leave, at least one,
+/// at most one per thread of sessions.
+fn default_workers(session_threads: usize, cores: usize, io_threads: usize) -> usize {
+    session_threads.min(cores.saturating_sub(io_threads).max(1))
 }
 
 pub struct RunJob<'a> {
@@ -619,5 +625,14 @@ mod tests {
             assert_eq!(spec.workload().families(), [family]);
             assert!(dispatched(&spec).contains(&family), "{family:?}");
         }
+    }
+
+    #[test]
+    fn default_workers_leave_the_drivers_io_threads_their_cores() {
+        assert_eq!(default_workers(16, 2, 0), 2);
+        assert_eq!(default_workers(16, 2, 1), 1);
+        assert_eq!(default_workers(16, 8, 1), 7);
+        assert_eq!(default_workers(16, 1, 1), 1);
+        assert_eq!(default_workers(3, 8, 1), 3);
     }
 }

@@ -2,7 +2,7 @@
 //! whole binary (it takes ~40 s to start): one test walks prepare, the
 //! tests, refusals and cleanup in order, and kills the server last.
 //! Keyspaces: `lc_pe` for the walk, `lc_made`, `lc_hand` for cleanup's
-//! keyspace rule.
+//! keyspace rule, `lc_script` for the CQL workload file.
 
 mod common;
 
@@ -305,6 +305,8 @@ fn pe_tests_run_on_cassandra_and_cleanup_drops_only_loadcells_table() {
         "loadcell's table went, the keyspace stayed"
     );
 
+    script_example(server, d);
+
     // Last, as it takes the server from every later test: a killed
     // server leaves a partial result with the rows sent before.
     ok(loadcell(d, &["prepare", "randomWrite", "--target", &url]));
@@ -325,5 +327,59 @@ fn pe_tests_run_on_cassandra_and_cleanup_drops_only_loadcells_table() {
     assert!(
         u(&r, "/summary/items") > 0,
         "rows put before the kill are kept"
+    );
+}
+
+/// `examples/workloads/cassandra.toml` in a keyspace of its own: refused
+/// before prepare; prepare makes the keyspace and loads the table; every
+/// read finds its row and the updates land; cleanup drops the file's
+/// table but not one made by hand, nor the keyspace that still holds it.
+fn script_example(server: &loadcell_testkit::CassandraServer, d: &std::path::Path) {
+    let url = server.url("lc_script");
+    let file = format!(
+        "{}/../../examples/workloads/cassandra.toml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let script = |job: &str, more: &[&str]| {
+        let mut all = vec![job, "script", "--file", &file, "--target", &url];
+        all.extend_from_slice(more);
+        loadcell(d, &all)
+    };
+    let e = one_line_error(&script("run", &["--time", "1s"]));
+    assert!(e.contains("lc_users"), "{e}");
+
+    ok(script("prepare", &[]));
+    assert_eq!(cql(&url, "SELECT name FROM lc_script.lc_users").len(), 2000);
+    let r = run_json(
+        d,
+        "script",
+        &url,
+        &["--file", &file, "--time", "2s", "--threads", "2"],
+    );
+    let reads = u(&r, "/ops/read_profile/count");
+    let updates = u(&r, "/ops/count_visit/count");
+    assert!(reads > 0 && updates > 0, "{reads} reads, {updates} updates");
+    assert_eq!(reads + updates, u(&r, "/summary/events"));
+    assert_eq!(u(&r, "/summary/errors"), 0);
+    assert_eq!(
+        u(&r, "/ops/read_profile/items"),
+        reads,
+        "every read found its row"
+    );
+    let visited = cql(
+        &url,
+        "SELECT name FROM lc_script.lc_users WHERE visits > 0 ALLOW FILTERING",
+    );
+    assert!(!visited.is_empty(), "the updates landed");
+
+    cql(&url, "CREATE TABLE lc_script.theirs (k int PRIMARY KEY)");
+    ok(script("cleanup", &[]));
+    let tables = cql(
+        &url,
+        "SELECT table_name FROM system_schema.tables WHERE keyspace_name = 'lc_script'",
+    );
+    assert!(
+        tables.contains(&"theirs".to_string()) && !tables.contains(&"lc_users".to_string()),
+        "{tables:?}"
     );
 }

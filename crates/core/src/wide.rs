@@ -125,6 +125,19 @@ pub struct BlockCacheChange {
     pub setting: &'static str,
 }
 
+/// A value bound to a marker of a CQL statement of the user's own (the
+/// script workload), written as the marker's column type wants it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CqlValue<'a> {
+    /// As text: what text and blob columns take, and number columns parse.
+    pub text: &'a [u8],
+    /// As a number, when it is one: written straight into number columns.
+    pub number: Option<i64>,
+}
+
+/// Why a system without CQL refuses the user's own CQL statements.
+pub const NO_CQL: &str = "CQL statements run on Cassandra and ScyllaDB (cql://) only";
+
 pub trait WideConn {
     /// Why this system cannot skip the write-ahead log, `None` when it
     /// can: checked before any load is sent.
@@ -203,4 +216,34 @@ pub trait WideConn {
     /// The rows `table` holds, counted by the server: what `verify`
     /// compares with the puts acknowledged.
     async fn count_rows(&mut self, table: &str) -> Result<u64, DriverError>;
+
+    /// Creates `table` in the target's keyspace from its CQL column list
+    /// as the user wrote it (`(k bigint PRIMARY KEY, v text)`), commented
+    /// with `marker`; the keyspace first, if missing, as `create_table`
+    /// makes it.
+    async fn create_cql_table(
+        &mut self,
+        _table: &str,
+        _columns: &str,
+        _marker: &str,
+    ) -> Result<(), DriverError> {
+        Err(DriverError::fatal(NO_CQL))
+    }
+
+    /// Prepares the CQL statement `text` (`?` markers, tables of the
+    /// target's keyspace) on this connection; the handle `execute_cql`
+    /// takes.
+    async fn prepare_cql(&mut self, _text: &str) -> Result<usize, DriverError> {
+        Err(DriverError::fatal(NO_CQL))
+    }
+
+    /// Executes the statement `prepare_cql` returned `statement` for, its
+    /// markers bound to `values` in order; returns the rows it answered.
+    async fn execute_cql(
+        &mut self,
+        _statement: usize,
+        _values: &[CqlValue<'_>],
+    ) -> Result<u64, DriverError> {
+        Err(DriverError::fatal(NO_CQL))
+    }
 }

@@ -106,6 +106,14 @@ fn puts_gets_scans_deletes_and_counts_rows_with_the_marker_kept() {
             .await
             .unwrap());
         assert_eq!(named, 1);
+        // Only the read of named columns (not `SELECT *`) asks the server
+        // to leave the result metadata out of its replies.
+        let statements = format!("{conn:?}");
+        assert_eq!(
+            statements.matches("skip_result_metadata: true").count(),
+            1,
+            "{statements}"
+        );
         assert!(!conn
             .get("t", b"nope", "info0", &[], &mut |_| panic!("no cells"))
             .await

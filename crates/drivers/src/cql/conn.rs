@@ -29,12 +29,13 @@ use std::time::Duration;
 
 use futures::future::join_all;
 use loadcell_core::wide::{
-    BlockCacheChange, Cell, Durability, MultiPut, Namespace, Scan, ScanOutcome, ScanStart,
-    TableSpec, WideConn,
+    BlockCacheChange, Cell, CqlValue, Durability, MultiPut, Namespace, Scan, ScanOutcome,
+    ScanStart, TableSpec, WideConn,
 };
 use loadcell_core::DriverError;
 use scylla::deserialize::row::ColumnIterator;
 use scylla::errors::SerializationError;
+use scylla::frame::response::result::{ColumnType, NativeType};
 use scylla::response::query_result::QueryResult;
 use scylla::response::{PagingState, PagingStateResponse};
 use scylla::serialize::batch::{BatchValues, BatchValuesIterator};
@@ -44,7 +45,9 @@ use scylla::statement::batch::{Batch, BatchType};
 use scylla::statement::prepared::PreparedStatement;
 use scylla::statement::Statement;
 
-use super::{execution_error, ident, literal, prepare_error, Shared, KEYSPACE_MARKER_TABLE};
+use super::{
+    execution_error, ident, literal, one_line, prepare_error, Shared, KEYSPACE_MARKER_TABLE,
+};
 
 /// Why a CQL put cannot skip the write-ahead log.
 pub const SKIP_WAL_REFUSED: &str = "Cassandra has no per-write WAL skip: every write goes to its commit log (durable_writes is a whole keyspace's setting)";
@@ -226,6 +229,9 @@ pub struct CqlConnection {
     batch: Batch,
     batched: Vec<usize>,
     last_multi_put: MultiPut,
+    /// The user's own statements (`prepare_cql`), by handle; the
+    /// keyspace is made the session's own before the first.
+    own: Vec<PreparedStatement>,
 }
 
 impl std::fmt::Debug for CqlConnection {
@@ -235,6 +241,7 @@ impl std::fmt::Debug for CqlConnection {
             .field("queued_puts", &self.puts.queued.len())
             .field("batched", &self.batched)
             .field("last_multi_put", &self.last_multi_put)
+            .field("own_statements", &self.own.len())
             .finish_non_exhaustive()
     }
 }
@@ -260,6 +267,7 @@ impl CqlConnection {
             batch: Batch::new(BatchType::Unlogged),
             batched: Vec::new(),
             last_multi_put: MultiPut::Batch,
+            own: Vec::new(),
         }
     }
 
@@ -274,6 +282,35 @@ impl CqlConnection {
             .await?;
         let version = first_row::<(String,)>(result)?;
         Ok(version.map(|(v,)| v).unwrap_or_default())
+    }
+
+    /// Creates the keyspace if missing, with a marker table of its own
+    /// commented with `marker`: what says `cleanup` may drop it.
+    async fn ensure_keyspace(&mut self, marker: &str) -> Result<(), DriverError> {
+        if self.namespace().await?.is_some() {
+            return Ok(());
+        }
+        let shared = &self.statements.shared;
+        self.statements.query(
+            format!(
+                "CREATE KEYSPACE IF NOT EXISTS {} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': {}}}",
+                ident(&shared.keyspace),
+                shared.replication_factor
+            ),
+            (),
+        )
+        .await?;
+        self.statements
+            .query(
+                format!(
+                    "CREATE TABLE IF NOT EXISTS {} (k int PRIMARY KEY) WITH comment = {}",
+                    self.statements.qualified(KEYSPACE_MARKER_TABLE),
+                    literal(marker)
+                ),
+                (),
+            )
+            .await?;
+        Ok(())
     }
 
     async fn send_puts(&mut self) -> Result<u64, DriverError> {
@@ -393,12 +430,20 @@ impl Statements {
         }
         let columns: Vec<Vec<u8>> = columns.map(<[u8]>::to_vec).collect();
         let text = self.statement_text(table, op, &columns).await?;
-        let statement = self
+        let mut statement = self
             .shared
             .session
             .prepare(text)
             .await
             .map_err(prepare_error)?;
+        // A read of named columns decodes its rows with the metadata the
+        // PREPARE returned, so the server leaves it out of every reply:
+        // Cassandra sends it (keyspace, table and column names) by
+        // default, and the client parses it per read. The columns named
+        // cannot change under it (Cassandra refuses to change a column's
+        // type); `SELECT *` can, when a column is added, so it keeps
+        // asking.
+        statement.set_use_cached_result_metadata(op == Op::Get && !columns.is_empty());
         self.prepared.push(Prepared {
             table: table.to_string(),
             op,
@@ -610,31 +655,9 @@ impl WideConn for CqlConnection {
         Ok(())
     }
 
-    /// The keyspace first, if missing, with a marker table of its own
-    /// commented with `spec.marker`: what says `cleanup` may drop it.
+    /// The keyspace first, if missing, marked with `spec.marker`.
     async fn create_table(&mut self, spec: &TableSpec<'_>) -> Result<(), DriverError> {
-        if self.namespace().await?.is_none() {
-            let shared = &self.statements.shared;
-            self.statements.query(
-                format!(
-                    "CREATE KEYSPACE IF NOT EXISTS {} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': {}}}",
-                    ident(&shared.keyspace),
-                    shared.replication_factor
-                ),
-                (),
-            )
-            .await?;
-            self.statements
-                .query(
-                    format!(
-                        "CREATE TABLE IF NOT EXISTS {} (k int PRIMARY KEY) WITH comment = {}",
-                        self.statements.qualified(KEYSPACE_MARKER_TABLE),
-                        literal(spec.marker)
-                    ),
-                    (),
-                )
-                .await?;
-        }
+        self.ensure_keyspace(spec.marker).await?;
         let mut columns = format!("{} blob PRIMARY KEY", ident(spec.key_column));
         for qualifier in spec.qualifiers {
             let name = std::str::from_utf8(qualifier).map_err(|_| {
@@ -770,7 +793,190 @@ impl WideConn for CqlConnection {
         let count = first_row::<(i64,)>(result)?.map_or(0, |(n,)| n);
         Ok(count.max(0) as u64)
     }
+
+    async fn create_cql_table(
+        &mut self,
+        table: &str,
+        columns: &str,
+        marker: &str,
+    ) -> Result<(), DriverError> {
+        self.ensure_keyspace(marker).await?;
+        self.statements
+            .query(
+                format!(
+                    "CREATE TABLE {} {columns} WITH comment = {}",
+                    self.statements.qualified(table),
+                    literal(marker)
+                ),
+                (),
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn prepare_cql(&mut self, text: &str) -> Result<usize, DriverError> {
+        let shared = &self.statements.shared;
+        if self.own.is_empty() {
+            shared
+                .session
+                .use_keyspace(shared.keyspace.as_str(), true)
+                .await
+                .map_err(|e| {
+                    DriverError::fatal(one_line(format!(
+                        "keyspace {}: {e} (run prepare first)",
+                        shared.keyspace
+                    )))
+                })?;
+        }
+        let statement = shared.session.prepare(text).await.map_err(prepare_error)?;
+        self.own.push(statement);
+        Ok(self.own.len() - 1)
+    }
+
+    async fn execute_cql(
+        &mut self,
+        statement: usize,
+        values: &[CqlValue<'_>],
+    ) -> Result<u64, DriverError> {
+        let result = self
+            .statements
+            .shared
+            .session
+            .execute_unpaged(&self.own[statement], Bound(values))
+            .await
+            .map_err(execution_error)?;
+        if !result.is_rows() {
+            return Ok(0);
+        }
+        let rows = result.into_rows_result().map_err(unreadable)?;
+        Ok(rows.rows_num() as u64)
+    }
 }
+
+/// The user's values, each written as its marker's column type wants.
+struct Bound<'a>(&'a [CqlValue<'a>]);
+
+impl SerializeRow for Bound<'_> {
+    fn serialize(
+        &self,
+        ctx: &RowSerializationContext<'_>,
+        writer: &mut RowWriter,
+    ) -> Result<(), SerializationError> {
+        let columns = ctx.columns();
+        if columns.len() != self.0.len() {
+            return Err(SerializationError::new(BindError(format!(
+                "the statement has {} markers, the op binds {} values",
+                columns.len(),
+                self.0.len()
+            ))));
+        }
+        for (value, column) in self.0.iter().zip(columns) {
+            let mut number = [0; 8];
+            let bytes = cell_bytes(column.typ(), value, &mut number).map_err(|e| {
+                SerializationError::new(BindError(format!("column {}: {e}", column.name())))
+            })?;
+            writer
+                .make_cell_writer()
+                .set_value(bytes)
+                .map_err(SerializationError::new)?;
+        }
+        Ok(())
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// `value` serialized for a column of type `typ`: text and blobs as
+/// their bytes, numbers big-endian in `number`.
+fn cell_bytes<'v>(
+    typ: &ColumnType<'_>,
+    value: &CqlValue<'v>,
+    number: &'v mut [u8; 8],
+) -> Result<&'v [u8], String> {
+    let ColumnType::Native(native) = typ else {
+        return Err(format!("a script binds no {typ:?}"));
+    };
+    let integer = || -> Result<i64, String> {
+        match value.number {
+            Some(n) => Ok(n),
+            None => std::str::from_utf8(value.text)
+                .ok()
+                .and_then(|t| t.trim().parse().ok())
+                .ok_or_else(|| {
+                    format!("'{}' is not a number", String::from_utf8_lossy(value.text))
+                }),
+        }
+    };
+    let real = || -> Result<f64, String> {
+        std::str::from_utf8(value.text)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+            .ok_or_else(|| format!("'{}' is not a number", String::from_utf8_lossy(value.text)))
+    };
+    let narrow = |n: i64, bytes: usize| -> Result<usize, String> {
+        let bits = bytes as u32 * 8;
+        let (min, max) = (-(1i64 << (bits - 1)), (1i64 << (bits - 1)) - 1);
+        if !(min..=max).contains(&n) {
+            return Err(format!("{n} does not fit in {bytes} bytes"));
+        }
+        Ok(bytes)
+    };
+    let width = match native {
+        NativeType::Text | NativeType::Ascii | NativeType::Blob => return Ok(value.text),
+        NativeType::BigInt | NativeType::Counter | NativeType::Timestamp => {
+            number.copy_from_slice(&integer()?.to_be_bytes());
+            8
+        }
+        NativeType::Int | NativeType::SmallInt | NativeType::TinyInt => {
+            let n = integer()?;
+            let bytes = match native {
+                NativeType::Int => 4,
+                NativeType::SmallInt => 2,
+                _ => 1,
+            };
+            let bytes = narrow(n, bytes)?;
+            number[..bytes].copy_from_slice(&n.to_be_bytes()[8 - bytes..]);
+            bytes
+        }
+        NativeType::Boolean => {
+            let on = match value.number {
+                Some(n) => n != 0,
+                None => value.text.eq_ignore_ascii_case(b"true"),
+            };
+            number[0] = u8::from(on);
+            1
+        }
+        NativeType::Double => {
+            number.copy_from_slice(&real()?.to_be_bytes());
+            8
+        }
+        NativeType::Float => {
+            number[..4].copy_from_slice(&(real()? as f32).to_be_bytes());
+            4
+        }
+        other => {
+            return Err(format!(
+                "a script binds text, ascii, blob, bigint, int, smallint, tinyint, counter, timestamp, boolean, double and float, not {other:?}"
+            ))
+        }
+    };
+    let number: &'v [u8; 8] = number;
+    Ok(&number[..width])
+}
+
+/// Why a value could not be bound.
+#[derive(Debug)]
+struct BindError(String);
+
+impl std::fmt::Display for BindError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BindError {}
 
 /// Gives each non-null column of a row but its `key` column to `on_cell`;
 /// returns the key's bytes.

@@ -54,6 +54,8 @@ pub const INFO: DriverInfo = DriverInfo {
     about: "Cassandra and ScyllaDB over CQL (scylla crate): prepared statements, token-aware routing",
     kv: KvCapabilities::NONE,
     blocking: false,
+    // The session's connections run on [`SessionRuntime`]'s thread.
+    io_threads: 1,
 };
 
 const DEFAULT_PORT: u16 = 9042;
