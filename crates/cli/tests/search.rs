@@ -510,3 +510,59 @@ fn a_wrong_password_is_one_line_before_any_load() {
         ],
     ));
 }
+
+/// `examples/workloads/opensearch.toml`: prepare refuses an index of the
+/// same name made by hand, then creates and fills its own; every op runs
+/// and finds what was indexed; cleanup deletes the file's index.
+#[test]
+fn the_script_example_searches_what_its_prepare_indexed() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = format!(
+        "{}/../../examples/workloads/opensearch.toml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let index = "lc-products";
+    let script = |job: &str, more: &[&str]| {
+        let mut all = vec![job, "script", "--file", &file, "--target", opensearch()];
+        all.extend_from_slice(more);
+        loadcell(dir.path(), &all)
+    };
+    with_conn(async |c| {
+        let _ = c.delete_index(index).await;
+        c.create_index(index, b"{}").await.unwrap();
+    });
+    let o = script("prepare", &[]);
+    assert!(
+        stderr(&o).contains("exists and is not loadcell's"),
+        "{}",
+        stderr(&o)
+    );
+    let o = script("cleanup", &[]);
+    assert!(!o.status.success());
+    assert_eq!(count(index), Some(0), "the index made by hand stays");
+    with_conn(async |c| c.delete_index(index).await.unwrap());
+
+    ok(script("prepare", &[]));
+    assert_eq!(count(index), Some(2000));
+    let r = run_json(
+        dir.path(),
+        "script",
+        opensearch(),
+        &["--file", &file, "--time", "2s", "--threads", "2"],
+    );
+    let ops = ["by_color", "cheaper_than", "by_name"];
+    let counts: Vec<u64> = ops
+        .iter()
+        .map(|o| u(&r, &format!("/ops/{o}/count")))
+        .collect();
+    assert!(counts.iter().all(|&c| c > 0), "{counts:?}");
+    assert_eq!(counts.iter().sum::<u64>(), u(&r, "/summary/events"));
+    assert_eq!(u(&r, "/summary/errors"), 0);
+    // A quarter of the documents have each colour, a fifth each word.
+    for (op, n) in [("by_color", counts[0]), ("by_name", counts[2])] {
+        let hits = u(&r, &format!("/ops/{op}/items"));
+        assert!(hits >= 300 * n, "{op}: {hits} hits in {n} queries");
+    }
+    ok(script("cleanup", &[]));
+    assert_eq!(count(index), None);
+}

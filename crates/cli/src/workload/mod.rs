@@ -317,9 +317,25 @@ impl WorkloadSpec {
                 let seed = start_at
                     .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
                     .map_or(0, |d| d.as_secs());
-                w.opts.shard = Some(InsertShare { shard, seed });
+                w.opts.shard = Some(InsertShare {
+                    shard,
+                    seed,
+                    first: 0,
+                });
             }
             _ => {}
+        }
+    }
+
+    /// Makes a sharded run step `step` of a sweep of `steps` into the same
+    /// tables: `oltp_insert --auto-inc=off` takes its ids from the step's
+    /// own part of the sweep's permutation, so that no step inserts an id
+    /// an earlier one did (a duplicate key ends a run).
+    pub fn take_insert_step(&mut self, step: usize, steps: usize) {
+        if let WorkloadSpec::Oltp(w) = self {
+            if let Some(share) = &mut w.opts.shard {
+                share.first = (((step as u64) << 32) / steps as u64) as u32;
+            }
         }
     }
 

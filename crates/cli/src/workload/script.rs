@@ -14,8 +14,9 @@ pub(super) const WHAT: &str = "a script workload option";
 #[derive(Debug, Clone, Default, Args)]
 #[command(next_help_heading = "Script workload options (your own operations)")]
 pub struct ScriptArgs {
-    /// The workload file: weighted SQL, key-value or HTTP operations with
-    /// parameters, and what prepare creates (see README, "Your own workload").
+    /// The workload file: weighted SQL, key-value, HTTP, CQL or search
+    /// operations with parameters, and what prepare creates (see README,
+    /// "Your own workload").
     #[arg(long, value_name = "FILE")]
     pub file: Option<PathBuf>,
 }
@@ -23,8 +24,14 @@ pub struct ScriptArgs {
 pub(super) fn catalog() -> Vec<(&'static str, &'static [Family], &'static str)> {
     vec![(
         "script",
-        &[Family::Sql, Family::Kv, Family::Http],
-        "your own operations from a TOML file (--file): weighted SQL statements and transactions (prepared), key-value commands or HTTP requests, with generated parameters; prepare creates, cleanup drops, only the file's own tables and keys",
+        &[
+            Family::Sql,
+            Family::Kv,
+            Family::Http,
+            Family::WideColumn,
+            Family::Search,
+        ],
+        "your own operations from a TOML file (--file): weighted SQL statements and transactions (prepared), key-value commands, HTTP requests, CQL statements (prepared) or search queries, with generated parameters; prepare creates, cleanup drops, only the file's own tables, indexes and keys",
     )]
 }
 

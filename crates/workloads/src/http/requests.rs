@@ -297,6 +297,18 @@ impl Drawer {
     /// it is one (for SQL, which binds numbers as integers).
     #[inline]
     pub(crate) fn draw_value(&mut self, rng: &mut SmallRng, out: &mut Vec<u8>) -> Option<i64> {
+        let number = self.draw_number(rng, out);
+        if let (Some(n), true) = (number, out.is_empty()) {
+            out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+        }
+        number
+    }
+
+    /// The next value: returned when it is a number, without its text
+    /// (what binds it as an integer needs no more); written into `out`
+    /// when it is text, and for a list's numbers too.
+    #[inline]
+    pub(crate) fn draw_number(&mut self, rng: &mut SmallRng, out: &mut Vec<u8>) -> Option<i64> {
         out.clear();
         let number = match self {
             Drawer::Sequence { next, step } => {
@@ -333,7 +345,6 @@ impl Drawer {
                 return values.numbers.as_ref().map(|n| n[i]);
             }
         };
-        out.extend_from_slice(itoa::Buffer::new().format(number).as_bytes());
         Some(number as i64)
     }
 }

@@ -25,9 +25,16 @@
 //! ```
 //!
 //! An op is `sql` or `transaction` (SQL, run as prepared statements),
-//! `command` (a key-value command's words, `SET user:${id} ${name}`), or
+//! `command` (a key-value command's words, `SET user:${id} ${name}`),
 //! `path` with `method`, `headers` and `body` (an HTTP request, as in a
-//! request file). Every op of a file is of one family.
+//! request file), `cql` (a CQL statement, prepared, its `${name}`s bound
+//! as markers), or `search` with `index` (a search request's JSON body,
+//! its `${name}`s written in). Every op of a file is of one family.
+//!
+//! `[prepare]` creates `tables` (SQL and CQL, loaded by `INSERT`s into
+//! them) or `indexes` (search, each `{ name, body }` with the body that
+//! creates it, loaded by `document`s), each with loadcell's marker, and
+//! `cleanup` drops only those.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -35,6 +42,7 @@ use std::time::Duration;
 
 use loadcell_core::Family;
 use serde::Deserialize;
+use serde_json::Value;
 
 use crate::http::{params, request, toml_file, Param, RawParam, RawRequest, RequestSpec, Template};
 
@@ -77,6 +85,13 @@ pub enum OpBody {
     },
     Kv(Command),
     Http(RequestSpec),
+    /// A CQL statement, prepared with `?` markers.
+    Cql(Statement),
+    /// A search request's body, sent to `index`'s `_search`.
+    Search {
+        index: String,
+        body: Template,
+    },
 }
 
 /// A SQL statement: its text with `${name}`s, which become the dialect's
@@ -217,16 +232,28 @@ impl Op {
             OpBody::Sql { statements, .. } => statements.iter().all(Statement::reads),
             OpBody::Kv(c) => c.reads(),
             OpBody::Http(r) => matches!(r.method, "GET" | "HEAD" | "OPTIONS"),
+            OpBody::Cql(s) => s.reads(),
+            OpBody::Search { .. } => true,
         }
     }
 }
 
-/// What `prepare` creates: SQL tables, then rows loaded into them; or
-/// keys SET by a key-value command. `cleanup` removes exactly these.
+/// What `prepare` creates: SQL or CQL tables, then rows loaded into them;
+/// search indexes, then documents; or keys SET by a key-value command.
+/// `cleanup` removes exactly these.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Prepare {
     pub tables: Vec<Table>,
+    pub indexes: Vec<Index>,
     pub loads: Vec<Load>,
+}
+
+/// A search index `prepare` creates.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Index {
+    pub name: String,
+    /// The body that creates it (settings, mappings), a JSON object.
+    pub body: Value,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -250,6 +277,12 @@ pub enum LoadBody {
     Sql(Statement),
     /// A SET: `words[1]` is the key, `words[2]` the value.
     Kv(Command),
+    Cql(Statement),
+    /// A document indexed into `index`.
+    Document {
+        index: String,
+        document: Template,
+    },
 }
 
 #[derive(Deserialize)]
@@ -280,6 +313,9 @@ struct RawOp {
     #[serde(default)]
     headers: Vec<String>,
     body: Option<String>,
+    cql: Option<String>,
+    search: Option<String>,
+    index: Option<String>,
 }
 
 fn one() -> u32 {
@@ -292,7 +328,16 @@ struct RawPrepare {
     #[serde(default)]
     tables: Vec<RawTable>,
     #[serde(default)]
+    indexes: Vec<RawIndex>,
+    #[serde(default)]
     load: Vec<RawLoad>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawIndex {
+    name: String,
+    body: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -307,6 +352,9 @@ struct RawTable {
 struct RawLoad {
     sql: Option<String>,
     command: Option<String>,
+    cql: Option<String>,
+    document: Option<String>,
+    index: Option<String>,
     rows: u64,
 }
 
@@ -370,6 +418,8 @@ impl Op {
             OpBody::Sql { .. } => Family::Sql,
             OpBody::Kv(_) => Family::Kv,
             OpBody::Http(_) => Family::Http,
+            OpBody::Cql(_) => Family::WideColumn,
+            OpBody::Search { .. } => Family::Search,
         }
     }
 }
@@ -408,12 +458,22 @@ fn op(r: RawOp, params: &[Param], position: &dyn Fn(&str) -> Option<usize>) -> R
         r.transaction.is_some(),
         r.command.is_some(),
         http,
+        r.cql.is_some(),
+        r.search.is_some(),
     ];
     if given.iter().filter(|&&g| g).count() != 1 {
-        return Err("give one of sql, transaction, command or path (an HTTP request)".to_string());
+        return Err(
+            "give one of sql, transaction, command, path (an HTTP request), cql or search"
+                .to_string(),
+        );
     }
-    if !bind.is_empty() && r.sql.is_none() && r.transaction.is_none() {
-        return Err("bind applies to sql and transaction only".to_string());
+    if !bind.is_empty() && r.sql.is_none() && r.transaction.is_none() && r.cql.is_none() {
+        return Err("bind applies to sql, transaction and cql only".to_string());
+    }
+    if r.index.is_some() != r.search.is_some() {
+        return Err(
+            "search and index go together: the query's body, and the index it asks".to_string(),
+        );
     }
     let (body, params) = if let Some(sql) = r.sql {
         let statement = Statement::parse(&sql, &bind, position)?;
@@ -444,6 +504,14 @@ fn op(r: RawOp, params: &[Param], position: &dyn Fn(&str) -> Option<usize>) -> R
             },
             sorted(&all),
         )
+    } else if let Some(cql) = r.cql {
+        let statement = Statement::parse(&cql, &bind, position)?;
+        let used = sorted(&statement.binds);
+        (OpBody::Cql(statement), used)
+    } else if let (Some(body), Some(index)) = (r.search, r.index) {
+        let body = Template::parse(&body, position)?;
+        let used = used(std::iter::once(&body));
+        (OpBody::Search { index, body }, used)
     } else if let Some(text) = r.command {
         let command = Command::parse(&text, position)?;
         let used = used(command.words.iter());
@@ -509,20 +577,9 @@ fn prepare(
         .tables
         .into_iter()
         .map(|t| {
-            let valid = !t.name.is_empty()
-                && t.name.len() <= 64
-                && t.name
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'_')
-                && !t.name.starts_with(|c: char| c.is_ascii_digit());
-            if !valid {
-                return Err(context(format!(
-                    "table '{}': a name is letters, digits and _",
-                    t.name
-                )));
-            }
-            if family != Family::Sql {
-                return Err(context("tables are for SQL files".to_string()));
+            check_name("table", &t.name).map_err(context)?;
+            if !matches!(family, Family::Sql | Family::WideColumn) {
+                return Err(context("tables are for SQL and CQL files".to_string()));
             }
             Ok(Table {
                 name: t.name,
@@ -530,41 +587,116 @@ fn prepare(
             })
         })
         .collect::<Result<_, _>>()?;
+    let indexes: Vec<Index> = raw
+        .indexes
+        .into_iter()
+        .map(|i| index(i, family).map_err(context))
+        .collect::<Result<_, _>>()?;
     let loads = raw
         .load
         .into_iter()
-        .map(|l| load(l, family, &tables, position).map_err(context))
+        .map(|l| load(l, family, &tables, &indexes, position).map_err(context))
         .collect::<Result<_, _>>()?;
-    Ok(Prepare { tables, loads })
+    Ok(Prepare {
+        tables,
+        indexes,
+        loads,
+    })
+}
+
+/// A table's or an index's name: letters, digits and _, as every system
+/// takes it unquoted.
+fn check_name(what: &str, name: &str) -> Result<(), String> {
+    let valid = !name.is_empty()
+        && name.len() <= 64
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        && !name.starts_with(|c: char| c.is_ascii_digit());
+    if valid {
+        Ok(())
+    } else {
+        Err(format!("{what} '{name}': a name is letters, digits and _"))
+    }
+}
+
+fn index(raw: RawIndex, family: Family) -> Result<Index, String> {
+    let valid = !raw.name.is_empty()
+        && raw.name.len() <= 64
+        && raw
+            .name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+        && !raw.name.starts_with(['_', '-']);
+    if !valid {
+        return Err(format!(
+            "index '{}': a name is lower-case letters, digits, _ and -",
+            raw.name
+        ));
+    }
+    if family != Family::Search {
+        return Err("indexes are for search files".to_string());
+    }
+    let body = match raw.body {
+        Some(text) => serde_json::from_str(&text)
+            .map_err(|e| format!("index '{}': body is not JSON: {e}", raw.name))?,
+        None => serde_json::json!({}),
+    };
+    if !body.is_object() {
+        return Err(format!(
+            "index '{}': body is a JSON object (settings, mappings)",
+            raw.name
+        ));
+    }
+    Ok(Index {
+        name: raw.name,
+        body,
+    })
+}
+
+/// An INSERT's statement, if it goes into one of `tables`: a load never
+/// writes into anyone else's table.
+fn insert_into_own(
+    text: &str,
+    tables: &[Table],
+    position: &dyn Fn(&str) -> Option<usize>,
+) -> Result<Statement, String> {
+    let words: Vec<String> = text
+        .split_whitespace()
+        .take(3)
+        .map(|w| w.split('(').next().unwrap_or_default().to_ascii_lowercase())
+        .collect();
+    let into_own = matches!(words.as_slice(), [insert, into, table]
+        if insert == "insert" && into == "into"
+            && tables.iter().any(|t| t.name.eq_ignore_ascii_case(table)));
+    if !into_own {
+        return Err(format!(
+            "load '{text}': a load is INSERT INTO one of the tables [prepare] creates"
+        ));
+    }
+    Statement::parse(text, &[], position)
 }
 
 fn load(
     l: RawLoad,
     family: Family,
     tables: &[Table],
+    indexes: &[Index],
     position: &dyn Fn(&str) -> Option<usize>,
 ) -> Result<Load, String> {
-    let (body, params) = match (l.sql, l.command, family) {
-        (Some(sql), None, Family::Sql) => {
-            // Only into a table this prepare creates: never anyone else's.
-            let words: Vec<String> = sql
-                .split_whitespace()
-                .take(3)
-                .map(|w| w.split('(').next().unwrap_or_default().to_ascii_lowercase())
-                .collect();
-            let into_own = matches!(words.as_slice(), [insert, into, table]
-                if insert == "insert" && into == "into"
-                    && tables.iter().any(|t| t.name.eq_ignore_ascii_case(table)));
-            if !into_own {
-                return Err(format!(
-                    "load '{sql}': a load is INSERT INTO one of the tables [prepare] creates"
-                ));
-            }
-            let statement = Statement::parse(&sql, &[], position)?;
+    if l.index.is_some() && l.document.is_none() {
+        return Err("a load's index goes with its document".to_string());
+    }
+    let (body, params) = match (l.sql, l.command, l.cql, l.document, family) {
+        (Some(sql), None, None, None, Family::Sql) => {
+            let statement = insert_into_own(&sql, tables, position)?;
             let params = sorted(&statement.binds);
             (LoadBody::Sql(statement), params)
         }
-        (None, Some(text), Family::Kv) => {
+        (None, None, Some(cql), None, Family::WideColumn) => {
+            let statement = insert_into_own(&cql, tables, position)?;
+            let params = sorted(&statement.binds);
+            (LoadBody::Cql(statement), params)
+        }
+        (None, Some(text), None, None, Family::Kv) => {
             let command = Command::parse(&text, position)?;
             if command.kind != CommandKind::Set {
                 return Err(format!(
@@ -574,6 +706,18 @@ fn load(
             let params = used(command.words.iter());
             (LoadBody::Kv(command), params)
         }
+        (None, None, None, Some(document), Family::Search) => {
+            let index = l.index.unwrap_or_default();
+            if !indexes.iter().any(|i| i.name == index) {
+                return Err(format!(
+                    "load '{document}': a load's index = \"NAME\" is one of the indexes [prepare] creates"
+                ));
+            }
+            // A bulk body holds a document a line.
+            let document = Template::parse(&document.replace(['\r', '\n'], " "), position)?;
+            let params = used(std::iter::once(&document));
+            (LoadBody::Document { index, document }, params)
+        }
         _ => {
             return Err(format!(
                 "a load of a {} file is {}",
@@ -581,6 +725,8 @@ fn load(
                 match family {
                     Family::Sql => "sql = \"INSERT INTO ...\"",
                     Family::Kv => "command = \"SET ...\"",
+                    Family::WideColumn => "cql = \"INSERT INTO ...\"",
+                    Family::Search => "document = '{...}' with index = \"NAME\"",
                     _ => "not available: this family's files have no prepare",
                 }
             ))

@@ -1,25 +1,31 @@
 //! The `script` workload: the user's own operations, read from a TOML
 //! file (see `file`), run by the same engine and recorded as the built-in
-//! workloads are, each op its own operation kind. SQL ops run as
+//! workloads are, each op its own operation kind. SQL and CQL ops run as
 //! statements prepared once per connection; key-value ops as commands;
-//! HTTP ops as the `http` workload sends its requests. Parameters are
-//! drawn into buffers a session reuses: an op allocates nothing.
+//! HTTP ops as the `http` workload sends its requests; search ops as the
+//! `search-query` workload sends its queries. Parameters are drawn into
+//! buffers a session reuses: an op allocates nothing.
 
+mod cql;
 mod file;
 mod http;
 mod kv;
+mod search;
 mod sql;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use loadcell_core::wide::NO_CQL;
 use loadcell_core::{DriverInfo, Family};
 use loadcell_engine::{Category, OpSpec, SessionInfo};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 
-pub use file::{Command, CommandKind, Load, LoadBody, Op, OpBody, Prepare, ScriptFile, Statement};
+pub use file::{
+    Command, CommandKind, Index, Load, LoadBody, Op, OpBody, Prepare, ScriptFile, Statement,
+};
 
 use crate::http::Drawer;
 use crate::workload::Workload;
@@ -38,11 +44,16 @@ impl Workload for ScriptWorkload {
         match self.file.family {
             Family::Sql => &[Family::Sql],
             Family::Kv => &[Family::Kv],
+            Family::WideColumn => &[Family::WideColumn],
+            Family::Search => &[Family::Search],
             _ => &[Family::Http],
         }
     }
 
     fn refuses(&self, driver: &DriverInfo) -> Option<String> {
+        if self.file.family == Family::WideColumn && !driver.schemes.contains(&"cql") {
+            return Some(format!("{} runs no CQL: {NO_CQL}", driver.name));
+        }
         let other = self.file.ops.iter().find_map(|o| match &o.body {
             OpBody::Kv(c) if c.kind == CommandKind::Other => Some(o.name),
             _ => None,
@@ -68,6 +79,10 @@ impl Workload for ScriptWorkload {
                     OpBody::Kv(c) => json!(c.source),
                     // Headers are left out: they may hold a secret.
                     OpBody::Http(r) => json!(format!("{} {}", r.method, r.path.source())),
+                    OpBody::Cql(s) => json!(s.source),
+                    OpBody::Search { index, body } => {
+                        json!(format!("{index}/_search {}", body.source()))
+                    }
                 };
                 json!({
                     "name": o.name,
@@ -134,6 +149,9 @@ impl Ops {
     #[inline]
     fn pick(&self, rng: &mut SmallRng) -> usize {
         let sums = &self.cumulative;
+        if sums.len() == 1 {
+            return 0;
+        }
         let x = rng.random_range(0..sums[sums.len() - 1]);
         sums.partition_point(|&s| s <= x)
     }
@@ -174,6 +192,14 @@ impl Values {
     fn draw(&mut self, params: &[usize]) {
         for &p in params {
             self.numbers[p] = self.drawers[p].draw_value(&mut self.rng, &mut self.texts[p]);
+        }
+    }
+
+    /// Draws them as SQL binds them: a number's text is left unwritten.
+    #[inline]
+    fn draw_numbers(&mut self, params: &[usize]) {
+        for &p in params {
+            self.numbers[p] = self.drawers[p].draw_number(&mut self.rng, &mut self.texts[p]);
         }
     }
 }

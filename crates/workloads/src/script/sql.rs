@@ -125,7 +125,7 @@ impl<C: SqlConn> Script<C> for SqlScript {
         else {
             unreachable!("a SQL file's ops are SQL")
         };
-        s.values.draw(&op.params);
+        s.values.draw_numbers(&op.params);
         let (values, prepared) = (&s.values, &s.statements[i]);
         let begin_commit = s.begin_commit.as_ref().filter(|_| *transaction);
         ctx.op(i, async {
@@ -280,7 +280,7 @@ async fn prepare<C: SqlConn>(
             let batch = LOAD_TRANSACTION.min(load.rows - row);
             conn.simple("BEGIN").await?;
             for _ in 0..batch {
-                values.draw(&load.params);
+                values.draw_numbers(&load.params);
                 execute(conn, &stmt, statement, &values).await?;
             }
             conn.simple("COMMIT").await?;

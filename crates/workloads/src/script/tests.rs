@@ -171,7 +171,7 @@ fn mistakes_are_one_line_naming_the_line_or_the_op() {
     assert!(e.contains("op 'a' is sql, op 'b' is kv"), "{e}");
     let e = err("[[op]]\nname = \"a\"\nsql = \"SELECT 1\"\ncommand = \"GET k\"\n");
     assert!(
-        e.contains("give one of sql, transaction, command or path"),
+        e.contains("give one of sql, transaction, command, path (an HTTP request), cql or search"),
         "{e}"
     );
     let e = err("[[op]]\nname = \"a\"\nsql = \"SELECT 1\"\n[prepare]\ntables = [{ name = \"t\", columns = \"(id INT)\" }]\nload = [{ sql = \"INSERT INTO users VALUES (1)\", rows = 1 }]\n");
@@ -181,4 +181,129 @@ fn mistakes_are_one_line_naming_the_line_or_the_op() {
     );
     let e = err("[[op]]\nname = \"a\"\ncommand = \"GET k\"\nthink = \"5 min\"\n");
     assert!(e.contains("think '5 min' is not a duration"), "{e}");
+}
+
+fn example(name: &str) -> ScriptFile {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/workloads")
+        .join(name);
+    ScriptFile::read(&path).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn a_cql_file_gives_statements_with_markers_bound_in_order() {
+    let f = example("cassandra.toml");
+    assert_eq!(f.family, Family::WideColumn);
+    let [read, update] = f.ops.as_slice() else {
+        panic!("two ops")
+    };
+    assert!(read.reads() && !update.reads());
+    let OpBody::Cql(s) = &update.body else {
+        panic!()
+    };
+    assert_eq!(
+        s.text(|_| "?".to_string()),
+        "UPDATE lc_users SET visits = ? WHERE id = ?"
+    );
+    // Parameters in name order: load_user, name, user, visits.
+    assert_eq!(s.binds, vec![3, 2]);
+    assert_eq!(update.params, vec![2, 3]);
+    assert_eq!(f.prepare.tables[0].name, "lc_users");
+    let LoadBody::Cql(load) = &f.prepare.loads[0].body else {
+        panic!()
+    };
+    assert_eq!(load.binds, vec![0, 1]);
+
+    let e = parse("[[op]]\nname = \"a\"\ncql = \"SELECT 1\"\n[prepare]\ntables = [{ name = \"t\", columns = \"(k int PRIMARY KEY)\" }]\nload = [{ cql = \"INSERT INTO users (k) VALUES (1)\", rows = 1 }]\n").unwrap_err();
+    assert!(
+        e.contains("a load is INSERT INTO one of the tables [prepare] creates"),
+        "{e}"
+    );
+    let e = parse("[[op]]\nname = \"a\"\ncql = \"SELECT 1\"\n[prepare]\nload = [{ sql = \"INSERT INTO t VALUES (1)\", rows = 1 }]\n").unwrap_err();
+    assert!(
+        e.contains("a load of a wide-column file is cql = \"INSERT INTO ...\""),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_search_file_gives_bodies_that_are_json_once_drawn() {
+    let f = example("opensearch.toml");
+    assert_eq!(f.family, Family::Search);
+    assert!(f.ops.iter().all(Op::reads));
+    let index = &f.prepare.indexes[0];
+    assert_eq!(index.name, "lc-products");
+    assert_eq!(
+        index.body["mappings"]["properties"]["price"]["type"],
+        "integer"
+    );
+    let mut values = Values::for_session(&f, 7, 0, 1);
+    let mut body = Vec::new();
+    for op in &f.ops {
+        let OpBody::Search {
+            index,
+            body: template,
+        } = &op.body
+        else {
+            panic!()
+        };
+        assert_eq!(index, "lc-products");
+        values.draw(&op.params);
+        template.expand(&values.texts, &mut body);
+        let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert!(json["query"].is_object(), "{json}");
+    }
+    let load = &f.prepare.loads[0];
+    let LoadBody::Document { index, document } = &load.body else {
+        panic!()
+    };
+    assert_eq!((index.as_str(), load.rows), ("lc-products", 2000));
+    values.draw(&load.params);
+    document.expand(&values.texts, &mut body);
+    let doc: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(doc["id"], 1, "the first document of the sequence");
+
+    let err = |text: &str| parse(text).unwrap_err();
+    let e = err("[[op]]\nname = \"a\"\nsearch = '{}'\n");
+    assert!(e.contains("search and index go together"), "{e}");
+    let e = err("[[op]]\nname = \"a\"\nindex = \"i\"\nsearch = '{}'\n[[prepare.indexes]]\nname = \"i\"\n[[prepare.load]]\nindex = \"j\"\ndocument = '{}'\nrows = 1\n");
+    assert!(e.contains("one of the indexes [prepare] creates"), "{e}");
+    let e = err("[[op]]\nname = \"a\"\nindex = \"i\"\nsearch = '{}'\n[[prepare.indexes]]\nname = \"i\"\nbody = '{\"settings\": '\n");
+    assert!(e.contains("index 'i': body is not JSON"), "{e}");
+    let e = err(
+        "[[op]]\nname = \"a\"\nindex = \"i\"\nsearch = '{}'\n[[prepare.indexes]]\nname = \"Big\"\n",
+    );
+    assert!(e.contains("lower-case letters"), "{e}");
+    let e = err("[[op]]\nname = \"a\"\nsql = \"SELECT 1\"\n[[prepare.indexes]]\nname = \"i\"\n");
+    assert!(e.contains("indexes are for search files"), "{e}");
+}
+
+#[test]
+fn every_example_file_reads() {
+    for name in [
+        "mysql.toml",
+        "postgres.toml",
+        "redis.toml",
+        "http.toml",
+        "cassandra.toml",
+        "opensearch.toml",
+    ] {
+        example(name);
+    }
+}
+
+#[test]
+fn sql_draws_numbers_without_their_text_and_one_op_needs_no_pick() {
+    let f = parse(SQL).unwrap();
+    let mut values = Values::for_session(&f, 1, 0, 1);
+    values.draw_numbers(&[0, 1, 2]);
+    assert!((1..=100).contains(&values.numbers[0].unwrap()));
+    assert!(values.texts[0].is_empty() && values.texts[1].is_empty());
+    assert!((3..=9).contains(&values.texts[2].len()), "text is written");
+    let one = parse("[[op]]\nname = \"a\"\nweight = 5\nsql = \"SELECT 1\"\n").unwrap();
+    let ops = Ops::new(&one);
+    let mut rng = SmallRng::seed_from_u64(2);
+    let before = rng.clone().random::<u64>();
+    assert_eq!(ops.pick(&mut rng), 0);
+    assert_eq!(rng.random::<u64>(), before, "no draw spent on the pick");
 }

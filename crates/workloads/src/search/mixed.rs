@@ -162,6 +162,12 @@ impl<C: SearchConn> Lifecycle<C, SearchFamily> for SearchMixedWorkload {
     where
         D: Driver<Conn = C>,
     {
-        cleanup(&self.queries.opts, driver, connect_timeout, observer).await
+        cleanup(
+            &self.queries.opts.index.name,
+            driver,
+            connect_timeout,
+            observer,
+        )
+        .await
     }
 }

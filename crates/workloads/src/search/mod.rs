@@ -143,7 +143,7 @@ impl SearchOptions {
             }
             (None, None) => json!({}),
         };
-        mapping["_meta"] = json!({ META_KEY: tag.as_str() });
+        tag_mapping(&mut mapping, tag);
         let mut settings = json!({
             "number_of_shards": i.shards,
             "number_of_replicas": i.replicas,
@@ -154,6 +154,11 @@ impl SearchOptions {
         serde_json::to_vec(&json!({ "settings": { "index": settings }, "mappings": mapping }))
             .expect("JSON serializes")
     }
+}
+
+/// Puts loadcell's `tag` into an index mapping's `_meta`.
+pub(crate) fn tag_mapping(mapping: &mut Value, tag: &Tag) {
+    mapping["_meta"][META_KEY] = json!(tag.as_str());
 }
 
 /// Whose index a name is.
@@ -189,11 +194,22 @@ async fn create_index<C: SearchConn>(
     opts: &SearchOptions,
     observer: &dyn PrepareObserver,
 ) -> Result<bool, DriverError> {
-    let name = &opts.index.name;
+    create_tagged_index(conn, &opts.index.name, |tag| opts.index_body(tag), observer).await
+}
+
+/// Creates index `name` from the body `body` gives for a fresh tag, when
+/// there is no such index; leaves one loadcell created as it is, and
+/// refuses one it did not. Returns whether it created it.
+pub(crate) async fn create_tagged_index<C: SearchConn>(
+    conn: &mut C,
+    name: &str,
+    body: impl FnOnce(&Tag) -> Vec<u8>,
+    observer: &dyn PrepareObserver,
+) -> Result<bool, DriverError> {
     match owner(conn, name).await? {
         Owner::Nobody => {
             observer.message(&format!("Creating index '{name}'..."));
-            conn.create_index(name, &opts.index_body(&Tag::new())).await?;
+            conn.create_index(name, &body(&Tag::new())).await?;
             Ok(true)
         }
         Owner::Loadcell => {
@@ -202,14 +218,14 @@ async fn create_index<C: SearchConn>(
         }
         Owner::Other => Err(DriverError::fatal(format!(
             "index '{name}' exists and is not loadcell's (its mapping's _meta has no loadcell tag): \
-             choose another --index, or delete it by hand"
+             choose another index, or delete it by hand"
         ))),
     }
 }
 
-/// Deletes the index if loadcell created it; refuses otherwise.
-async fn cleanup<D>(
-    opts: &SearchOptions,
+/// Deletes index `name` if loadcell created it; refuses otherwise.
+pub(crate) async fn cleanup<D>(
+    name: &str,
     driver: &D,
     connect_timeout: Duration,
     observer: &dyn PrepareObserver,
@@ -219,7 +235,6 @@ where
     D::Conn: SearchConn,
 {
     let (mut conn, _) = loadcell_engine::connect_once(driver, connect_timeout).await?;
-    let name = &opts.index.name;
     match owner(&mut conn, name).await? {
         Owner::Nobody => {
             observer.message(&format!("Nothing to clean up: there is no index '{name}'"));
@@ -237,7 +252,7 @@ where
 
 /// The check before a run: the index is there, and (for queries) holds
 /// documents. Returns how many it holds.
-async fn check_index<C: SearchConn>(
+pub(crate) async fn check_index<C: SearchConn>(
     conn: &mut C,
     index: &str,
     need_documents: bool,
@@ -541,7 +556,7 @@ impl<C: SearchConn> Lifecycle<C, SearchFamily> for SearchBulkWorkload {
     where
         D: Driver<Conn = C>,
     {
-        cleanup(&self.opts, driver, connect_timeout, observer).await
+        cleanup(&self.opts.index.name, driver, connect_timeout, observer).await
     }
 }
 
@@ -817,7 +832,7 @@ impl<C: SearchConn> Lifecycle<C, SearchFamily> for SearchQueryWorkload {
     where
         D: Driver<Conn = C>,
     {
-        cleanup(&self.opts, driver, connect_timeout, observer).await
+        cleanup(&self.opts.index.name, driver, connect_timeout, observer).await
     }
 }
 
