@@ -1,33 +1,32 @@
 #!/usr/bin/env bash
-# Kafka: loadcell's Kafka driver and `stream` workload against Kafka's own
-# ProducerPerformance and ConsumerPerformance (the same jars as the broker),
-# alternating on one private Kafka 3.9.2 KRaft broker, fresh topics, 220-byte
-# records, acks=all (see docs/BENCHMARKS.md, "Change streams (issue 19)").
+# Kafka: loadcell's `stream` workload (`--mode produce`, then `--mode consume`
+# draining what it produced) against Kafka's own ProducerPerformance and
+# ConsumerPerformance (the same jars as the broker), alternating round by
+# round on one private Kafka 3.9.2 KRaft broker, fresh topics, 220-byte
+# records, the same acks, linger.ms and batch.size for both producers (see
+# docs/BENCHMARKS.md, "Change streams (issue 19)").
 #
 #   cargo build --release -p loadcell && \
-#   cargo build --release -p loadcell-drivers --example kafka_rows && \
-#   cargo build --release -p loadcell-testkit --example stream_server && bench/stream.sh
+#   cargo build -p loadcell-testkit --example stream_server && bench/stream.sh
+#
+# (stream_server only starts and stops the broker: its build does not matter.)
 #
 # Environment (defaults in brackets):
-#   BENCH_ROWS per run [2000000]  BENCH_PARTITIONS [1,8]  BENCH_REPS [3]
-#   BENCH_BATCH kafka_rows' rows per produce call [5000]
-#   LOADCELL_CMD loadcell's run of the `stream` workload, with {url} {topic}
-#             {rows} {partitions} {out} filled in; empty [default] leaves the
-#             workload out, e.g.
-#             "target/release/loadcell run stream --target {url} --stream {topic}
-#              --partitions {partitions} --rows {rows} --out {out}"
+#   BENCH_ROWS per run [1000000]  BENCH_PARTITIONS [1,8]  BENCH_REPS [3]
+#   BENCH_BATCH loadcell's rows per produce request [10000]
+#   BENCH_CONSUMERS loadcell's consumer sessions [1]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-ROWS_BIN=target/release/examples/kafka_rows
-SERVER=target/release/examples/stream_server
-for bin in "$ROWS_BIN" "$SERVER"; do
+LOADCELL=target/release/loadcell
+SERVER=target/debug/examples/stream_server
+for bin in "$LOADCELL" "$SERVER"; do
     [[ -x $bin ]] || { echo "no $bin: build it first (see the top of $0)" >&2; exit 1; }
 done
 
 out=$PWD/bench/results/$(date -u +%Y%m%dT%H%M%SZ)-stream
 mkdir -p "$out"
-cp "$ROWS_BIN" "$out/kafka_rows" # a rebuild mid-benchmark cannot swap it
+cp "$LOADCELL" "$out/loadcell" # a rebuild mid-benchmark cannot swap it
 
 # The broker stops when its input closes: when this script exits.
 coproc KAFKA { exec "$SERVER" kafka; }
@@ -47,8 +46,8 @@ echo "Kafka $URL (pid $SERVER_PID, jars $LIB)" >&2
 cat "$out/host.txt" >&2
 
 python3 bench/stream_bench.py --outdir "$out" --url "$URL" --lib "$LIB" \
-    --kafka-rows "$out/kafka_rows" --log4j "$PWD/crates/testkit/src/kafka-log4j.properties" \
-    --loadcell-cmd "${LOADCELL_CMD:-}" --rows "${BENCH_ROWS:-2000000}" \
-    --partitions "${BENCH_PARTITIONS:-1,8}" --batch "${BENCH_BATCH:-5000}" \
+    --loadcell "$out/loadcell" --log4j "$PWD/crates/testkit/src/kafka-log4j.properties" \
+    --rows "${BENCH_ROWS:-1000000}" --partitions "${BENCH_PARTITIONS:-1,8}" \
+    --batch "${BENCH_BATCH:-10000}" --consumers "${BENCH_CONSUMERS:-1}" \
     --reps "${BENCH_REPS:-3}"
 echo "results: $out" >&2

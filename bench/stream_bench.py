@@ -1,13 +1,23 @@
 #!/usr/bin/env python3
-"""Kafka: loadcell's Kafka driver (bench/kafka_rows.rs), loadcell's `stream`
-workload (when given a command) and Kafka's own ProducerPerformance and
-ConsumerPerformance, alternating on one broker, the same record size (220
-bytes), rows and partitions, each on a fresh topic.
+"""Kafka: loadcell's `stream` workload against Kafka's own ProducerPerformance
+and ConsumerPerformance, alternating round by round on one broker, the same
+record size (220 bytes), rows, partitions and producer settings (acks,
+linger.ms, batch.size), each tool on a fresh topic.
 
-Client CPU is user + sys from the child's rusage (bench/measure.py): for
-the JVM tools that includes the JVM's start and JIT, which is why runs are
-long (BENCH_ROWS); kafka_rows reports its produce and consume phases apart
-from getrusage in-process. Writes runs.jsonl and table.md into --outdir.
+Per round and tool: produce --rows rows into a new topic, then drain them
+from the start with a new group. loadcell: `prepare stream --mode produce`
+(not measured), `run stream --mode produce --events rows/batch`, then
+`run stream --mode consume --group G` (a consume-only run makes its group
+from the topic's start), then `cleanup`. Kafka: TopicCommand --create,
+ProducerPerformance, ConsumerPerformance, TopicCommand --delete.
+
+Client CPU is user + sys from each process's rusage (bench/measure.py),
+whole process: the JVM's start and JIT for the Java tools, loadcell's
+connect, checks and post-run verification. Rates: each Java tool's own
+figure; loadcell's produce rate is the result's rows produced per second of
+the run; its consume rate is the rows over the report intervals that
+carried rows (the run lasts --consume-time, and goes idle once drained).
+Writes runs.jsonl and table.md into --outdir.
 """
 
 from __future__ import annotations
@@ -17,6 +27,7 @@ import json
 import re
 import statistics
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -34,25 +45,31 @@ def main() -> None:
     p.add_argument("--outdir", type=Path, required=True)
     p.add_argument("--url", required=True, help="kafka://127.0.0.1:P")
     p.add_argument("--lib", required=True, help="the broker's jars (Kafka's tools)")
-    p.add_argument("--kafka-rows", required=True, help="the kafka_rows example")
     p.add_argument("--log4j", required=True)
-    p.add_argument("--loadcell-cmd", default="",
-                   help="loadcell's stream run, with {url} {topic} {rows} {partitions} {out}")
-    p.add_argument("--rows", type=int, default=2_000_000)
+    p.add_argument("--loadcell", required=True, help="the loadcell binary")
+    p.add_argument("--rows", type=int, default=1_000_000)
     p.add_argument("--partitions", default="1,8")
-    p.add_argument("--batch", type=int, default=5000, help="kafka_rows' rows per produce")
+    p.add_argument("--batch", type=int, default=10_000,
+                   help="loadcell's rows per produce request (waited for)")
+    p.add_argument("--linger-ms", type=int, default=5)
+    p.add_argument("--batch-size", type=int, default=262_144, help="bytes, both producers")
+    p.add_argument("--consumers", type=int, default=1, help="loadcell's consumer sessions")
+    p.add_argument("--consume-time", default="20s")
     p.add_argument("--reps", type=int, default=3)
     a = p.parse_args()
     host = a.url.split("//", 1)[1].split("?")[0]
     java = ["java", "-Xmx512m", f"-Dlog4j.configuration=file:{a.log4j}", "-cp", f"{a.lib}/*"]
+    producer_props = {"acks": "all", "linger.ms": a.linger_ms, "batch.size": a.batch_size}
+    target = a.url + "?" + "&".join(f"{k}={v}" for k, v in producer_props.items())
     rows: list[dict] = []
 
     def record(row: dict) -> None:
+        row["load1"] = float(Path("/proc/loadavg").read_text().split()[0])
         rows.append(row)
         with open(a.outdir / "runs.jsonl", "a") as f:
             f.write(json.dumps(row) + "\n")
         log(f"  {row['tool']} {row['phase']} p{row['partitions']}: {row['rows_per_s']:,.0f} rows/s, "
-            f"{row['cpu_us_per_row']:.3f} us CPU/row")
+            f"{row['cpu_us_per_row']:.3f} us CPU/row, load {row['load1']}")
 
     def check(m, what: str) -> None:
         if m.returncode != 0:
@@ -65,21 +82,13 @@ def main() -> None:
             cmd += ["--partitions", str(partitions), "--replication-factor", "1"]
         check(measure(cmd), f"TopicCommand --{verb}")
 
-    def kafka_rows(partitions: int, rep: int) -> None:
-        m = measure([a.kafka_rows, a.url, str(a.rows), str(partitions), str(a.batch)])
-        check(m, "kafka_rows")
-        for line in m.stdout.splitlines():
-            r = json.loads(line)
-            record({"tool": "loadcell-driver", "phase": r["phase"], "partitions": partitions,
-                    "rep": rep, "rows": r["rows"], "rows_per_s": r["rows_per_s"],
-                    "cpu_us_per_row": r["cpu_us_per_row"], "wall_s": r["wall_s"]})
-
     def kafka_tools(partitions: int, rep: int) -> None:
         topic = f"perf-p{partitions}-{rep}"
         topics("create", topic, partitions)
         produce = measure([*java, "org.apache.kafka.tools.ProducerPerformance", "--topic", topic,
                            "--num-records", str(a.rows), "--record-size", str(RECORD),
-                           "--throughput", "-1", "--producer-props", "acks=all",
+                           "--throughput", "-1", "--producer-props",
+                           *(f"{k}={v}" for k, v in producer_props.items()),
                            f"bootstrap.servers={host}"])
         check(produce, "ProducerPerformance")
         # Its last line: "N records sent, R records/sec (M MB/sec), ...".
@@ -102,17 +111,45 @@ def main() -> None:
 
     def loadcell(partitions: int, rep: int) -> None:
         topic = f"lc-p{partitions}-{rep}"
-        out = a.outdir / f"{topic}.json"
-        cmd = a.loadcell_cmd.format(url=a.url, topic=topic, rows=a.rows, partitions=partitions,
-                                    out=out).split()
-        m = measure(cmd)
-        check(m, "loadcell")
-        (a.outdir / f"{topic}.out").write_text(m.stdout + m.stderr)
-        record({"tool": "loadcell", "phase": "produce+consume", "partitions": partitions,
-                "rep": rep, "rows": a.rows, "rows_per_s": a.rows / m.wall_s, "wall_s": m.wall_s,
-                "cpu_us_per_row": m.cpu_s * 1e6 / a.rows})
+        shape = ["--target", target, "--stream", topic, "--partitions", str(partitions)]
+        check(measure([a.loadcell, "prepare", "stream", *shape, "--mode", "produce"]),
+              "loadcell prepare")
+        out = a.outdir / f"{topic}-produce.json"
+        m = measure([a.loadcell, "run", "stream", *shape, "--mode", "produce",
+                     "--producers", "1", "--batch", str(a.batch),
+                     "--events", str(a.rows // a.batch), "--out", str(out)])
+        check(m, "loadcell produce")
+        r = json.loads(out.read_text())
+        produced = r["verification"]["stream"]["produced"]
+        record({"tool": "loadcell", "phase": "produce", "partitions": partitions, "rep": rep,
+                "rows": produced, "rows_per_s": r["ops"]["produce"]["items_per_sec"],
+                "wall_s": m.wall_s, "cpu_us_per_row": m.cpu_s * 1e6 / produced})
+        out = a.outdir / f"{topic}-consume.json"
+        m = measure([a.loadcell, "run", "stream", *shape, "--mode", "consume",
+                     "--group", f"lc-{topic}", "--consumers", str(a.consumers),
+                     "--time", a.consume_time, "--report-interval", "200ms", "--out", str(out)])
+        check(m, "loadcell consume")
+        r = json.loads(out.read_text())
+        consumed = r["verification"]["stream"]["consumed"]
+        if consumed != produced or not r["verification"]["ok"]:
+            raise RuntimeError(f"loadcell consumed {consumed} of {produced}: {r['verification']}")
+        busy = [i for i in r["intervals"] if i.get("items")]
+        busy_s = sum(i["duration_s"] for i in busy)
+        record({"tool": "loadcell", "phase": "consume", "partitions": partitions, "rep": rep,
+                "rows": consumed, "rows_per_s": sum(i["items"] for i in busy) / busy_s,
+                "wall_s": m.wall_s, "cpu_us_per_row": m.cpu_s * 1e6 / consumed})
+        # The consume run's group members may still be in the group until
+        # the broker's session timeout (10 s): cleanup refuses a non-empty group.
+        cleanup = [a.loadcell, "cleanup", "stream", "--target", target, "--stream", topic,
+                   "--group", f"lc-{topic}"]
+        for _ in range(4):
+            m = measure(cleanup)
+            if m.returncode == 0 or "NonEmptyGroup" not in m.stderr:
+                break
+            time.sleep(5)
+        check(m, "loadcell cleanup")
 
-    tools = [kafka_rows, kafka_tools] + ([loadcell] if a.loadcell_cmd else [])
+    tools = [kafka_tools, loadcell]
     configs = [int(n) for n in a.partitions.split(",")]
     for partitions in configs:
         for rep in range(a.reps):
@@ -121,14 +158,21 @@ def main() -> None:
                 log(f"{tool.__name__} p{partitions} rep {rep}")
                 tool(partitions, rep)
 
-    lines = [f"{a.rows} rows of {RECORD} bytes a run; medians of {a.reps} runs", "",
-             "| partitions | tool | phase | rows/s | client CPU µs/row |", "|---:|---|---|---:|---:|"]
-    keys = sorted({(r["partitions"], r["tool"], r["phase"]) for r in rows})
-    for partitions, tool, phase in keys:
-        rs = [r for r in rows if (r["partitions"], r["tool"], r["phase"]) == (partitions, tool, phase)]
+    lines = [f"{a.rows} rows of {RECORD} bytes a run; producers: "
+             + ", ".join(f"{k}={v}" for k, v in producer_props.items())
+             + f"; loadcell --batch {a.batch}, --consumers {a.consumers}; "
+             f"medians of {a.reps} rounds [min–max]", "",
+             "| partitions | tool | phase | rows/s | client CPU µs/row | load average |",
+             "|---:|---|---|---:|---:|---:|"]
+    keys = sorted({(r["partitions"], r["phase"], r["tool"]) for r in rows})
+    for partitions, phase, tool in keys:
+        rs = [r for r in rows if (r["partitions"], r["phase"], r["tool"]) == (partitions, phase, tool)]
+        rate = [r["rows_per_s"] for r in rs]
+        cpu = [r["cpu_us_per_row"] for r in rs]
         lines.append(f"| {partitions} | {tool} | {phase} | "
-                     f"{statistics.median(r['rows_per_s'] for r in rs):,.0f} | "
-                     f"{statistics.median(r['cpu_us_per_row'] for r in rs):.3f} |")
+                     f"{statistics.median(rate):,.0f} [{min(rate):,.0f}–{max(rate):,.0f}] | "
+                     f"{statistics.median(cpu):.3f} [{min(cpu):.3f}–{max(cpu):.3f}] | "
+                     f"{min(r['load1'] for r in rs):.1f}–{max(r['load1'] for r in rs):.1f} |")
     (a.outdir / "table.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -28,7 +28,7 @@ fn spawn_run(dir: &Path, url: &str, out: &str, args: &[&str]) -> Child {
 }
 
 fn finished(dir: &Path, child: Child, out: &str) -> Value {
-    let o = child.wait_with_output().unwrap();
+    let o = output_within(child);
     assert!(o.status.success(), "{}", stderr(&o));
     let r = read_json(&dir.join(out));
     assert_valid_result(&r);

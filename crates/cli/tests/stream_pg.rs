@@ -56,12 +56,8 @@ fn rows_on_8_channels_are_consumed_in_order_and_cleanup_drops_slots_and_publicat
     assert_eq!(r["verification"]["ok"], true, "{}", r["verification"]);
     let produced = u(&r, "/verification/stream/produced");
     assert!(produced > 5_000, "{produced}");
-    // At most a transaction a channel again (see the backlog test).
-    let consumed = u(&r, "/verification/stream/consumed");
-    assert!(
-        (produced..=produced + 8 * 100).contains(&consumed),
-        "{consumed} of {produced}"
-    );
+    // Polls take whole transactions, so the drain gets none again.
+    assert_eq!(u(&r, "/verification/stream/consumed"), produced);
     for field in ["missing", "duplicated", "gaps", "reorders", "untimed"] {
         assert_eq!(
             u(&r, &format!("/verification/stream/{field}")),
@@ -155,16 +151,9 @@ fn a_consume_only_run_drains_the_backlog_prepare_loaded() {
         &[&shape[..], &["--time", "2s"]].concat(),
     );
     assert_eq!(r["verification"]["ok"], true, "{}", r["verification"]);
-    // A transaction whose rows the run polled but whose Commit it had not
-    // when it stopped is not acknowledged, so the drain gets it again
-    // (whole: 25 rows a channel, the backlog's 100-row requests over 4
-    // channels), counted in consumed but not as duplicated (another
-    // receiver): at-least-once, left as it is for now.
-    let again = u(&r, "/verification/stream/consumed") - 5000;
-    assert!(
-        again.is_multiple_of(25) && again <= 4 * 25,
-        "{again} rows again"
-    );
+    // Polls take whole transactions and acknowledge them, so the drain
+    // after the run gets none again.
+    assert_eq!(u(&r, "/verification/stream/consumed"), 5000);
     assert_eq!(u(&r, "/verification/stream/untimed"), 5000);
     assert_eq!(u(&r, "/verification/stream/duplicated"), 0);
     assert_eq!(
@@ -180,4 +169,79 @@ fn a_consume_only_run_drains_the_backlog_prepare_loaded() {
         names(&server, "pg_replication_slots", "slot_name", "loadcell"),
         Vec::<String>::new()
     );
+}
+
+#[test]
+#[ignore = "fails: the two runs consumed 100,150 rows of 100,000 (3 transactions of 50 \
+            rows again), though polls end at transactions and each is acknowledged; \
+            suspected: the last standby status update is lost when a replication \
+            connection closes with unread data (a reset), not yet proven"]
+fn a_consumer_stopped_mid_stream_and_started_again_gets_every_row_once() {
+    let server = postgres();
+    let url = server.url();
+    let dir = tempfile::tempdir().unwrap();
+    // The backlog's 100-row requests are transactions of 50 rows a
+    // channel; polls of 7 rows end inside one unless a poll takes
+    // transactions whole.
+    let shape = [
+        "--stream",
+        "lcstop",
+        "--partitions",
+        "2",
+        "--mode",
+        "consume",
+        "--poll-max",
+        "7",
+    ];
+    let backlog = 100_000;
+    ok(loadcell(
+        dir.path(),
+        &[
+            &["prepare", "stream", "--target", url, "--backlog"][..],
+            &[&backlog.to_string()],
+            &shape,
+        ]
+        .concat(),
+    ));
+    // Stopped by its clock with rows left, and no drain after it.
+    let o = loadcell(
+        dir.path(),
+        &[
+            &["run", "stream", "--target", url, "--json"][..],
+            &shape,
+            &["--time", "1s", "--drain-timeout", "0s"],
+        ]
+        .concat(),
+    );
+    let first: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("a result");
+    let first_consumed = u(&first, "/verification/stream/consumed");
+    assert!(
+        (1..backlog).contains(&first_consumed),
+        "stopped mid-stream: {first_consumed} of {backlog}"
+    );
+    let second = run_json(
+        dir.path(),
+        "stream",
+        url,
+        &[&shape[..], &["--time", "1s"]].concat(),
+    );
+    assert_eq!(
+        second["verification"]["ok"], true,
+        "{}",
+        second["verification"]
+    );
+    assert_eq!(
+        first_consumed + u(&second, "/verification/stream/consumed"),
+        backlog,
+        "every row once: {first_consumed} in the first run"
+    );
+    for r in [&first, &second] {
+        for field in ["duplicated", "gaps", "reorders"] {
+            assert_eq!(u(r, &format!("/verification/stream/{field}")), 0, "{field}");
+        }
+    }
+    ok(loadcell(
+        dir.path(),
+        &["cleanup", "stream", "--target", url, "--stream", shape[1]],
+    ));
 }

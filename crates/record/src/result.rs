@@ -175,6 +175,11 @@ pub struct StreamCompleteness {
     pub lag_at_end: u64,
     /// Rows received again in a channel.
     pub duplicated: u64,
+    /// Rows of this run received again after a rebalance moved their
+    /// channel before its position was committed (at-least-once delivery),
+    /// counted in `consumed`: `consumed - redelivered` rows were distinct.
+    #[serde(default)]
+    pub redelivered: u64,
     /// Jumps in a channel's sequence (rows that never came to a consumer
     /// that reads every row of the channel).
     pub gaps: u64,
@@ -326,6 +331,10 @@ pub struct RunConfig {
     /// `--rate-tick`: events sent in bursts, one every this many seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_tick_s: Option<f64>,
+    /// The workers read answers at the ticks, each timed by the kernel's
+    /// receive timestamp rather than by when it was read.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub answers_timed_on_receipt: bool,
     pub report_interval_s: f64,
     pub connect_timeout_s: f64,
     /// When sessions opened new connections: `persistent`, `per-event` or

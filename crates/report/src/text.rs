@@ -241,9 +241,14 @@ pub fn summary(r: &RunResult, op_order: &[&str]) -> String {
                 sched.target_rate.unwrap_or(0.0),
                 match r.config.rate_tick_s {
                     Some(tick) => format!(
-                        "{}, sent in bursts every {} ms",
+                        "{}, sent in bursts every {} ms{}",
                         r.config.arrival.as_deref().unwrap_or("uniform"),
-                        (tick * 1e6).round() / 1e3
+                        (tick * 1e6).round() / 1e3,
+                        if r.config.answers_timed_on_receipt {
+                            ", answers read at the bursts and timed on receipt by the kernel"
+                        } else {
+                            ""
+                        }
                     ),
                     None => r.config.arrival.as_deref().unwrap_or("uniform").to_string(),
                 },
@@ -434,6 +439,12 @@ pub fn stream_rows(s: &StreamCompleteness) -> String {
          {} not yet acknowledged when the run stopped",
         s.produced, s.consumed, s.missing, s.duplicated, s.gaps, s.reorders, s.lag_at_end
     );
+    if s.redelivered > 0 {
+        line += &format!(
+            "; {} rows delivered again after a rebalance (at-least-once), in consumed",
+            s.redelivered
+        );
+    }
     if let (Some(max), Some(unit)) = (s.lag_max, &s.lag_unit) {
         let unit = if unit == "wal_bytes" {
             "bytes of WAL"
@@ -608,6 +619,7 @@ mod tests {
             missing: 0,
             lag_at_end: 35,
             duplicated: 10,
+            redelivered: 0,
             gaps: 0,
             reorders: 0,
             untimed: 0,
@@ -639,7 +651,15 @@ mod tests {
             pg.contains("; lag at most 12,500 bytes of WAL in the run;"),
             "{pg}"
         );
+        let again = stream_rows(&StreamCompleteness {
+            redelivered: 10,
+            ..rows.clone()
+        });
         let untimed = stream_rows(&StreamCompleteness { untimed: 7, ..rows });
+        assert!(
+            again.contains("; 10 rows delivered again after a rebalance (at-least-once)"),
+            "{again}"
+        );
         assert!(untimed.ends_with("; 7 rows of other runs or hosts not timed end to end"));
     }
 

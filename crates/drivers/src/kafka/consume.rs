@@ -10,6 +10,7 @@ use std::time::Duration;
 use futures_core::Stream;
 use loadcell_core::stream::{Channels, OnRow, PollOutcome, RowCodec};
 use loadcell_core::DriverError;
+use rdkafka::bindings as rd;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{
     BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer,
@@ -66,9 +67,37 @@ impl MemberEvents {
     }
 }
 
-/// A session's consumer, a member of its group.
+/// How long dropping a consumer waits for librdkafka's close (leaving
+/// the group, committing at the revoke). The close can wait forever
+/// (rust-rdkafka#509); past this the group drops the member itself, after
+/// its session timeout, so nothing is lost by going on.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A session's consumer, a member of its group. Only the offsets of rows
+/// handed to the workload are stored for commit (`enable.auto.offset.store`
+/// is off): librdkafka's close polls and drops rows still queued, and
+/// with automatic storing their offsets were committed at the revoke
+/// though no one counted them.
 pub(super) struct GroupConsumer {
-    consumer: StreamConsumer<MemberEvents>,
+    /// `None` only inside `drop`.
+    consumer: Option<StreamConsumer<MemberEvents>>,
+}
+
+impl Drop for GroupConsumer {
+    /// Closes on a thread of its own, for up to [`CLOSE_TIMEOUT`].
+    fn drop(&mut self) {
+        let consumer = self.consumer.take();
+        let (closed, done) = std::sync::mpsc::channel();
+        let closing = std::thread::Builder::new()
+            .name("kafka-close".into())
+            .spawn(move || {
+                drop(consumer);
+                let _ = closed.send(());
+            });
+        if closing.is_ok() {
+            let _ = done.recv_timeout(CLOSE_TIMEOUT);
+        }
+    }
 }
 
 impl GroupConsumer {
@@ -96,7 +125,15 @@ impl GroupConsumer {
                     .map_err(|e| fatal("assign partitions", &e))?;
             }
         }
-        Ok(GroupConsumer { consumer })
+        Ok(GroupConsumer {
+            consumer: Some(consumer),
+        })
+    }
+
+    fn consumer(&self) -> &StreamConsumer<MemberEvents> {
+        self.consumer
+            .as_ref()
+            .expect("a consumer until it is dropped")
     }
 
     /// Waits up to `wait` for the first record, then takes the records
@@ -108,8 +145,9 @@ impl GroupConsumer {
         wait: Duration,
         on_row: &mut OnRow<'_>,
     ) -> Result<PollOutcome, DriverError> {
-        let events = self.consumer.context();
-        let mut stream = self.consumer.stream();
+        let consumer = self.consumer();
+        let events = consumer.context();
+        let mut stream = consumer.stream();
         let mut outcome = PollOutcome::default();
         let batch = std::future::poll_fn(|cx| loop {
             let taken = (outcome.rows + outcome.undecodable) as usize;
@@ -124,6 +162,10 @@ impl GroupConsumer {
             }
             match Pin::new(&mut stream).poll_next(cx) {
                 Poll::Ready(Some(Ok(message))) => {
+                    // SAFETY: a message of this consumer, not yet dropped.
+                    // A partition revoked meanwhile refuses the store; its
+                    // next owner reads the row again, as Kafka promises.
+                    unsafe { rd::rd_kafka_offset_store_message(message.ptr()) };
                     let value = message.payload().unwrap_or_default();
                     outcome.bytes += value.len() as u64;
                     match RowCodec::decode(value) {
@@ -149,7 +191,7 @@ impl GroupConsumer {
 
     pub(super) fn assignment(&self) -> Result<Vec<u32>, DriverError> {
         let list = self
-            .consumer
+            .consumer()
             .assignment()
             .map_err(|e| fatal("read the assignment", &e))?;
         let mut channels: Vec<u32> = list
@@ -164,8 +206,8 @@ impl GroupConsumer {
     /// Commits the positions polled so far, asynchronously; reports the
     /// failure of the previous commit, if it failed.
     pub(super) fn commit(&self) -> Result<(), DriverError> {
-        let failed = self
-            .consumer
+        let consumer = self.consumer();
+        let failed = consumer
             .context()
             .commit_failure
             .lock()
@@ -176,7 +218,7 @@ impl GroupConsumer {
                 "an offset commit failed: {reason}"
             )));
         }
-        match self.consumer.commit_consumer_state(CommitMode::Async) {
+        match consumer.commit_consumer_state(CommitMode::Async) {
             // Nothing polled since the last commit.
             Err(KafkaError::ConsumerCommit(RDKafkaErrorCode::NoOffset)) => Ok(()),
             result => result.map_err(|e| kafka_error("commit offsets", &e)),

@@ -41,8 +41,10 @@
 //! ## Consuming
 //!
 //! One consumer per session, a member of the group, with
-//! `enable.auto.commit=false`: `commit` commits the positions polled
-//! (asynchronously; a failure is reported by the next `commit`), and a
+//! `enable.auto.commit=false` and `enable.auto.offset.store=false`: a row's
+//! offset is stored when the row is handed to the workload, `commit`
+//! commits what was stored (asynchronously; a failure is reported by the
+//! next `commit`), and a
 //! member commits them at once (synchronously) before it gives partitions
 //! up in a rebalance, so that their next owner does not read again what it
 //! polled. Rebalances are incremental (`cooperative-sticky` unless the
@@ -105,6 +107,7 @@ pub const INFO: DriverInfo = DriverInfo {
             rebalancing, offset commits",
     kv: KvCapabilities::NONE,
     blocking: false,
+    io_threads: 0,
 };
 
 const DEFAULT_PORT: u16 = 9092;
@@ -213,6 +216,7 @@ impl Settings {
         }
         config
             .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
             .set("auto.offset.reset", "earliest")
             .set("enable.partition.eof", "false")
             .set("group.id", group);

@@ -42,6 +42,8 @@ pub(super) fn origin(salt: u64) -> u64 {
 pub(super) struct Tally {
     produced: AtomicU64,
     consumed: AtomicU64,
+    /// Rows of this run's own received again by any of its consumers.
+    redelivered: AtomicU64,
     duplicates: AtomicU64,
     gaps: AtomicU64,
     reorders: AtomicU64,
@@ -68,8 +70,16 @@ pub struct StreamScript {
     exclusive: bool,
     /// The next sequence number of each channel (one producer each).
     seqs: Box<[AtomicU64]>,
+    /// One past the highest row of this run's own that any consumer of
+    /// this process received, in each channel: a row below it came before.
+    /// Padded: each channel is polled by its own consumer.
+    received_upto: Box<[Padded]>,
     tally: Tally,
 }
+
+#[derive(Default)]
+#[repr(align(64))]
+struct Padded(AtomicU64);
 
 pub enum StreamSession {
     Producer(Producer),
@@ -99,6 +109,9 @@ struct Found {
     reorders: u64,
     /// Rows of a channel beyond the stream's.
     strays: u64,
+    /// Rows this process had received before (see
+    /// [`StreamScript::received_before`]).
+    redelivered: u64,
 }
 
 /// Checks each row received and notes what it found; the message of each
@@ -119,7 +132,9 @@ impl Receiver {
         }
     }
 
-    fn row(&mut self, row: &StreamRow<'_>) {
+    /// Checks `row`; `again` says this process received it before.
+    fn row(&mut self, row: &StreamRow<'_>, again: bool) {
+        self.found.redelivered += u64::from(again);
         let (channel, seq) = (row.channel, row.seq);
         match self.checker.check(channel, row.origin, seq) {
             Verdict::First | Verdict::Next | Verdict::Skipped { .. } => {}
@@ -148,6 +163,7 @@ impl Receiver {
         self.checker.reset();
         self.found = Found {
             strays: self.found.strays,
+            redelivered: self.found.redelivered,
             ..before
         };
         self.problems.clear();
@@ -181,12 +197,25 @@ impl StreamScript {
             coordinated,
             exclusive: coordinated || !opts.group_given,
             seqs: (0..opts.partitions).map(|_| AtomicU64::new(0)).collect(),
+            received_upto: (0..opts.partitions).map(|_| Padded::default()).collect(),
             tally: Tally::default(),
         }
     }
 
     pub(super) fn set_held_before(&self, rows: u64) {
         self.tally.held_before.store(rows, Ordering::Relaxed);
+    }
+
+    /// Whether `row` came to this process before: at-least-once delivery
+    /// repeats rows whose channel moved to another consumer before their
+    /// position was committed. Rows of other runs are never taken for
+    /// repeats (their numbers are their producers').
+    fn received_before(&self, row: &StreamRow<'_>) -> bool {
+        row.origin == self.origin
+            && self
+                .received_upto
+                .get(row.channel as usize)
+                .is_some_and(|upto| upto.0.fetch_max(row.seq + 1, Ordering::Relaxed) > row.seq)
     }
 
     /// This process's consumers' names start so: unique per run.
@@ -254,7 +283,7 @@ impl StreamScript {
             if received_ns == 0 {
                 received_ns = now_ns();
             }
-            receiver.row(&row);
+            receiver.row(&row, self.received_before(&row));
             if row.origin == origin {
                 end_to_end_ns.push(received_ns.saturating_sub(row.produced_ns).max(0) as u64);
             } else {
@@ -325,6 +354,11 @@ impl StreamScript {
             ("reorders", found.reorders - before.reorders, &t.reorders),
             ("undecodable", undecodable, &t.undecodable),
             ("untimed_rows", untimed, &t.untimed),
+            (
+                "redelivered",
+                found.redelivered - before.redelivered,
+                &t.redelivered,
+            ),
         ] {
             if n > 0 {
                 ctx.count(name, n);
@@ -372,6 +406,7 @@ impl StreamScript {
             missing,
             lag_at_end,
             duplicated: t.duplicates.load(Ordering::Relaxed) + found.duplicates,
+            redelivered: t.redelivered.load(Ordering::Relaxed) + found.redelivered,
             gaps: t.gaps.load(Ordering::Relaxed) + found.gaps,
             reorders: t.reorders.load(Ordering::Relaxed) + found.reorders,
             untimed: t.untimed.load(Ordering::Relaxed),
@@ -391,6 +426,12 @@ impl StreamScript {
             c.consumed,
             c.consumed - run_consumed
         );
+        if c.redelivered > 0 {
+            how += &format!(
+                "; {} of the rows consumed came again after a rebalance (at-least-once)",
+                c.redelivered
+            );
+        }
         if !self.exclusive {
             how += "; other processes may share the group's channels, so a jump in a channel \
                     counts as rows they took, not as a gap";
@@ -427,6 +468,7 @@ impl StreamScript {
                 missing: produced.saturating_sub(added),
                 lag_at_end: 0,
                 duplicated: 0,
+                redelivered: 0,
                 gaps: 0,
                 reorders: 0,
                 untimed: 0,
@@ -470,7 +512,9 @@ impl StreamScript {
             loop {
                 let before = receiver.found;
                 let outcome = conn
-                    .poll(o.poll_max, o.poll_wait, &mut |row| receiver.row(&row))
+                    .poll(o.poll_max, o.poll_wait, &mut |row| {
+                        receiver.row(&row, self.received_before(&row))
+                    })
                     .await?;
                 if outcome.reassigned {
                     receiver.reassigned(before);

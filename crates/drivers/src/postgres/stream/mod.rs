@@ -27,10 +27,14 @@
 //!   `START_REPLICATION` on its slot, from the slot's confirmed position.
 //!   `poll` walks the CopyData frames in place in each connection's read
 //!   buffer and hands Insert tuples over as [`StreamRow`]s borrowed from
-//!   it ([`replication`]); keepalives that ask for a reply get one at once.
-//!   `commit` sends a standby status update with the end of the last
-//!   transaction polled as flushed, which lets the server advance the
-//!   slot's `confirmed_flush_lsn` and release WAL.
+//!   it ([`replication`]), a transaction only once its Commit has come and
+//!   then whole (a poll's first transaction even past `max_rows`);
+//!   keepalives that ask for a reply get one at once. `commit` sends a
+//!   standby status update with the end of the last transaction polled as
+//!   flushed, which lets the server advance the slot's
+//!   `confirmed_flush_lsn` and release WAL. A slot can only be confirmed
+//!   at a transaction's end, so a poll that ended inside one would leave
+//!   rows polled but unconfirmed, delivered again to the next consumer.
 //! - **Positions**: `end` is `count(*)` of the channel table (a scan: fine
 //!   at test and benchmark sizes, not free on a large backlog). The rows a
 //!   slot still holds are counted exactly by decoding what it has not
@@ -86,6 +90,7 @@ pub const INFO: DriverInfo = DriverInfo {
         "PostgreSQL logical replication (pgoutput): a table, a publication and a slot per channel",
     kv: KvCapabilities::NONE,
     blocking: false,
+    io_threads: 0,
 };
 
 /// PostgreSQL's identifier limit (NAMEDATALEN - 1).

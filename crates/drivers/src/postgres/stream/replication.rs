@@ -35,6 +35,9 @@ pub(super) struct Replica {
     need: usize,
     /// Between a Begin and its Commit.
     in_transaction: bool,
+    /// How far the transaction at the buffer's start was walked in search
+    /// of its Commit, so that each read walks only the new frames.
+    walked: Walked,
     /// The end of the last transaction handed over whole, or the server's
     /// position in a keepalive that came between transactions: what
     /// `commit` acknowledges.
@@ -89,14 +92,17 @@ impl Replica {
             conn,
             need: 0,
             in_transaction: false,
+            walked: Walked::default(),
             received: 0,
             acknowledged: 0,
             reply_due: false,
         })
     }
 
-    /// Hands the rows buffered whole to `on_row`, up to `max_rows` in
-    /// `out` in all, and answers a keepalive that asked for a reply.
+    /// Hands the rows of the transactions buffered whole (up to their
+    /// Commit) to `on_row`, up to `max_rows` in `out` in all but always a
+    /// poll's first transaction whole, and answers a keepalive that asked
+    /// for a reply.
     pub(super) async fn take(
         &mut self,
         max_rows: usize,
@@ -134,19 +140,35 @@ impl Replica {
                         .get(XLOG_HEADER..)
                         .ok_or_else(|| protocol("short XLogData"))?;
                     match message.first() {
-                        Some(b'I') => {
-                            if out.rows as usize >= max_rows {
-                                break;
+                        Some(b'I') => match decode_insert(message) {
+                            Some(row) => {
+                                on_row(row);
+                                out.rows += 1;
                             }
-                            match decode_insert(message) {
-                                Some(row) => {
-                                    on_row(row);
-                                    out.rows += 1;
+                            None => out.undecodable += 1,
+                        },
+                        // A transaction is handed over whole or not at
+                        // all, so that what `commit` acknowledges is
+                        // every row polled: a run that stops after a poll
+                        // leaves none of them to be delivered again.
+                        Some(b'B') => {
+                            match walk_transaction(buf, pos, &mut self.walked)? {
+                                Walk::Whole { rows } => {
+                                    self.walked = Walked::default();
+                                    // Past `max_rows` only when it is the
+                                    // poll's first transaction.
+                                    let taken = out.rows + out.undecodable;
+                                    if taken > 0 && (taken + rows) as usize > max_rows {
+                                        break;
+                                    }
+                                    self.in_transaction = true;
                                 }
-                                None => out.undecodable += 1,
+                                Walk::Need(n) => {
+                                    self.need = n;
+                                    break;
+                                }
                             }
                         }
-                        Some(b'B') => self.in_transaction = true,
                         Some(b'C') => {
                             self.received = commit_end(message)?;
                             self.in_transaction = false;
@@ -205,6 +227,44 @@ impl Replica {
                 kind: e.kind(),
                 text: e.to_string(),
             })
+    }
+}
+
+/// The frames of a transaction walked so far, from its Begin.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Walked {
+    /// Bytes from the Begin's frame to the first frame not yet walked.
+    bytes: usize,
+    /// Inserts among them.
+    rows: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Walk {
+    /// The buffer holds the transaction up to its Commit, with `rows`
+    /// Inserts.
+    Whole { rows: u64 },
+    /// The buffer must hold this many bytes from the Begin's frame.
+    Need(usize),
+}
+
+/// Walks the frames of the transaction whose Begin's frame is at `begin`,
+/// from where `walked` left off, to its Commit.
+fn walk_transaction(buf: &[u8], begin: usize, walked: &mut Walked) -> Result<Walk, Failure> {
+    loop {
+        let pos = begin + walked.bytes;
+        let (tag, body, next) = match frame_at(buf, pos)? {
+            Frame::Whole { tag, body, next } => (tag, &buf[body], next),
+            Frame::Need(n) => return Ok(Walk::Need(walked.bytes + n)),
+        };
+        walked.bytes = next - begin;
+        if let (b'd', Some(b'w')) = (tag, body.first()) {
+            match body.get(XLOG_HEADER) {
+                Some(b'I') => walked.rows += 1,
+                Some(b'C') => return Ok(Walk::Whole { rows: walked.rows }),
+                _ => {}
+            }
+        }
     }
 }
 
@@ -412,6 +472,47 @@ mod tests {
             b"12345678901234567890",
         ] {
             assert_eq!(parse_i64(bad), None, "{:?}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    /// A CopyData frame of XLogData carrying `message`.
+    fn xlog(message: &[u8]) -> Vec<u8> {
+        let mut frame = vec![b'd'];
+        frame.extend_from_slice(&((4 + XLOG_HEADER + message.len()) as u32).to_be_bytes());
+        frame.push(b'w');
+        frame.extend_from_slice(&[0; XLOG_HEADER - 1]);
+        frame.extend_from_slice(message);
+        frame
+    }
+
+    #[test]
+    fn a_transaction_is_whole_only_with_its_commit_and_is_walked_once() {
+        let nine: [&[u8]; 9] = [b"1", b"2", b"3", b"4", b"a", b"b", b"c", b"d", b"e"];
+        let keepalive = [b'd', 0, 0, 0, 22, b'k'].into_iter().chain([0; 17]);
+        let mut buf = vec![b'S', 0, 0, 0, 4];
+        let begin = buf.len();
+        buf.extend(xlog(b"B"));
+        buf.extend(xlog(&insert(&nine)));
+        buf.extend(keepalive);
+        buf.extend(xlog(&insert(&nine)));
+        buf.extend(xlog(b"C"));
+        let end = buf.len();
+        buf.extend(xlog(b"B"));
+        for cut in begin + 1..end {
+            let mut walked = Walked::default();
+            let Ok(Walk::Need(n)) = walk_transaction(&buf[..cut], begin, &mut walked) else {
+                panic!("cut at {cut}: not whole")
+            };
+            assert!(
+                begin + n > cut && begin + n <= end,
+                "cut at {cut}: need {n}"
+            );
+            // Resumed where it stopped, it finds the Commit.
+            assert_eq!(
+                walk_transaction(&buf, begin, &mut walked).ok(),
+                Some(Walk::Whole { rows: 2 }),
+                "cut at {cut}"
+            );
         }
     }
 
