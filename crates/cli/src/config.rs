@@ -123,12 +123,12 @@ impl RunConfig {
         }
     }
 
-    /// The same run, measuring from `start_at` (a sharded sweep's step).
-    pub fn start_at(&mut self, start_at: SystemTime) {
+    /// The same run as step `step` of a sweep of `steps`, measuring from
+    /// `start_at`; sharded, its inserts draw from the permutation the
+    /// sweep's first `--start-at` seeded (`RunConfig::new`).
+    pub fn start_at(&mut self, start_at: SystemTime, step: usize, steps: usize) {
         self.args.start_at = Some(start_at);
-        if let Some(shard) = self.shard {
-            self.spec.take_insert_share(shard, Some(start_at));
-        }
+        self.spec.take_insert_step(step, steps);
     }
 
     /// From the options of a `run` command line (a sweep step's).
@@ -349,6 +349,23 @@ mod tests {
             panic!("an OLTP workload");
         };
         assert_eq!(w.opts.shard.map(|s| s.shard), Some(shard(1, 2)));
+    }
+
+    #[test]
+    fn a_sharded_sweeps_step_inserts_from_its_part_of_the_sweeps_permutation() {
+        let argv = |s: &str| s.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+        let mut step = RunConfig::parse(&argv(
+            "oltp_insert --auto-inc=off --threads 2 --shard 0/2 --time 2s --start-at 2999-01-01T00:00:00Z",
+        ))
+        .unwrap();
+        let share = |c: &RunConfig| match &c.spec {
+            WorkloadSpec::Oltp(w) => w.opts.shard.unwrap(),
+            _ => panic!("an OLTP workload"),
+        };
+        let sweep_seed = share(&step).seed;
+        step.start_at(SystemTime::now() + Duration::from_secs(3600), 1, 4);
+        assert_eq!(share(&step).first, 1 << 30, "step 1 of 4: a quarter in");
+        assert_eq!(share(&step).seed, sweep_seed, "one permutation per sweep");
     }
 
     #[test]

@@ -365,6 +365,7 @@ pub fn run(job: RunJob<'_>, w: &DiskWorkload) -> anyhow::Result<RunResult> {
         total,
         intervals: intervals(&reports),
         open_loop: false,
+        answers_timed_on_receipt: false,
         client_cpu,
         warnings: stderr.lines().map(str::to_string).collect(),
         resources: Vec::new(),

@@ -169,10 +169,11 @@ pub fn sweep(raw: &[String], argv: Vec<String>) -> anyhow::Result<i32> {
         .map(|a| loadcell_core::target::redact_raw(a))
         .collect();
     let starts = step_starts(&steps, gap)?;
+    let total = steps.len() * repeat;
     let mut started = 0u32;
     let result = sweep::sweep(swept, repeat, labels, command, &mut |k| {
         if let Some((first, slot)) = starts {
-            steps[k].start_at(first + slot * started);
+            steps[k].start_at(first + slot * started, started as usize, total);
         }
         started += 1;
         run(&steps[k], true)

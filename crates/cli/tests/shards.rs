@@ -121,7 +121,7 @@ fn shard(lab: &Lab, i: usize, dir: &Path, extra: &[&str]) -> Child {
 }
 
 fn finish(child: Child) {
-    let out = child.wait_with_output().unwrap();
+    let out = output_within(child);
     assert!(
         out.status.success(),
         "a shard failed: {}",

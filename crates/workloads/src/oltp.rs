@@ -83,9 +83,13 @@ impl OltpKind {
 pub struct InsertShare {
     pub shard: Shard,
     /// Seeds the id permutation, the same for every shard of a run (their
-    /// --seed may differ): the run's `--start-at`, so that runs started at
-    /// other instants insert other ids.
+    /// --seed may differ): the run's (or the sweep's first) `--start-at`,
+    /// so that runs started at other instants insert other ids.
     pub seed: u64,
+    /// Where in the permutation this run's ids begin: 0, or step n of a
+    /// sharded sweep's S at n/S of it, so that no step inserts an id an
+    /// earlier step did into the same table.
+    pub first: u32,
 }
 
 /// sysbench's OLTP options with sysbench's defaults.
@@ -383,10 +387,12 @@ impl Oltp {
     }
 
     fn unique_id(&self) -> i64 {
-        let (stride, offset) = self
-            .opts
-            .shard
-            .map_or((1, 0), |s| (s.shard.count as u32, s.shard.index as u32));
+        let (stride, offset) = self.opts.shard.map_or((1, 0), |s| {
+            (
+                s.shard.count as u32,
+                s.first.wrapping_add(s.shard.index as u32),
+            )
+        });
         let i = self
             .unique_next
             .fetch_add(1, Ordering::Relaxed)
@@ -873,6 +879,7 @@ mod tests {
                     shard: Some(InsertShare {
                         shard: Shard::new(index, 2).unwrap(),
                         seed: 5,
+                        first: 0,
                     }),
                     ..OltpOptions::default()
                 },
@@ -889,6 +896,7 @@ mod tests {
                 shard: Some(InsertShare {
                     shard: Shard::new(0, 1).unwrap(),
                     seed: 5,
+                    first: 0,
                 }),
                 ..OltpOptions::default()
             },
@@ -896,6 +904,32 @@ mod tests {
         );
         let expected: HashSet<i64> = (0..1000).map(|_| whole.unique_id()).collect();
         assert_eq!(union, expected);
+    }
+
+    #[test]
+    fn a_sharded_sweeps_steps_insert_ids_no_earlier_step_inserted() {
+        // Two steps of a sweep of two, each run by two shards: the
+        // second step starts half way through the one permutation.
+        let mut union = HashSet::new();
+        for first in [0, 1 << 31] {
+            for index in 0..2 {
+                let step = Oltp::new(
+                    OltpKind::Insert,
+                    OltpOptions {
+                        shard: Some(InsertShare {
+                            shard: Shard::new(index, 2).unwrap(),
+                            seed: 5,
+                            first,
+                        }),
+                        ..OltpOptions::default()
+                    },
+                    3,
+                );
+                for _ in 0..50_000 {
+                    assert!(union.insert(step.unique_id()), "an id drawn twice");
+                }
+            }
+        }
     }
 
     #[test]
