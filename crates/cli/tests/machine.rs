@@ -268,7 +268,7 @@ fn an_interrupted_disk_run_stops_fio_keeps_what_it_measured_and_removes_the_file
     let _alone = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let data = tempfile::tempdir().unwrap();
-    let mut child = Command::new(bin())
+    let child = Command::new(bin())
         .args([
             "run",
             "disk-randread",
@@ -300,7 +300,7 @@ fn an_interrupted_disk_run_stops_fio_keeps_what_it_measured_and_removes_the_file
     );
     // SAFETY: kill only sends a signal, to the child started above.
     unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
-    let status = child.wait().unwrap();
+    let status = output_within(child).status;
     assert_eq!(status.code(), Some(130));
     assert!(
         files_in(data.path()).is_empty(),

@@ -174,7 +174,7 @@ fn prometheus_metrics_are_served_during_the_run() {
     let first = scrape(port).expect("the metrics endpoint answers mid-run");
     std::thread::sleep(Duration::from_millis(1500));
     let second = scrape(port).expect("the metrics endpoint answers mid-run");
-    let o = child.wait_with_output().unwrap();
+    let o = output_within(child);
     assert!(o.status.success(), "{}", stderr(&o));
 
     assert!(

@@ -184,7 +184,7 @@ fn sigint_still_writes_a_partial_result() {
     std::thread::sleep(Duration::from_millis(2500));
     // SAFETY: signalling the child we just spawned.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let o = child.wait_with_output().unwrap();
+    let o = output_within(child);
     assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
     let r = read_json(&dir.path().join("r.json"));
     assert_valid_result(&r);

@@ -357,8 +357,8 @@ fn measure_known_distributions(dir: &Path) -> [(Value, Vec<u64>); 2] {
         &["--out", "uniform.json"],
     );
     let fixed = spawn("fixed:2ms", "fixed.served", &["--json"]);
-    let uniform = ok(uniform.wait_with_output().unwrap());
-    let fixed = ok(fixed.wait_with_output().unwrap());
+    let uniform = ok(output_within(uniform));
+    let fixed = ok(output_within(fixed));
     let text = stdout(&uniform);
     assert!(
         text.contains("closed loop"),

@@ -112,7 +112,7 @@ fn a_redis_in_debug_sleep_is_the_servers_delay() {
         .unwrap();
     std::thread::sleep(Duration::from_millis(1500));
     let slept = loadcell_testkit::redis_cli(server.port, &["DEBUG", "SLEEP", "0.5"]);
-    let o = ok(child.wait_with_output().unwrap());
+    let o = ok(output_within(child));
     assert_eq!(slept.as_deref().map(str::trim), Ok("OK"), "DEBUG SLEEP ran");
     let r: Value = serde_json::from_str(&stdout(&o)).expect("--json prints the result");
     assert_valid_result(&r);

@@ -2,22 +2,101 @@
 
 #![allow(dead_code)]
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
+
+pub mod advise;
 
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_loadcell")
 }
 
-/// Runs loadcell in `dir` with `args`.
+/// The longest one loadcell command may take in a test. One that hangs
+/// fails its own test with what it printed, instead of holding the whole
+/// test run until CI's limit.
+pub const COMMAND_LIMIT: Duration = Duration::from_secs(300);
+/// How long a command past its limit has, after Ctrl-C, to write its
+/// result before it is killed.
+const INTERRUPT_GRACE: Duration = Duration::from_secs(15);
+
+/// Runs loadcell in `dir` with `args`, for up to [`COMMAND_LIMIT`].
 pub fn loadcell(dir: &Path, args: &[&str]) -> Output {
-    Command::new(bin())
+    let child = Command::new(bin())
         .args(args)
         .current_dir(dir)
-        .output()
-        .expect("the loadcell binary runs")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the loadcell binary runs");
+    output_within(child)
+}
+
+/// `child.wait_with_output()`, bounded by [`COMMAND_LIMIT`]: past it the
+/// child gets Ctrl-C, then is killed, and the test fails showing what it
+/// printed (its result file, if it wrote one, is left for the test's
+/// directory).
+pub fn output_within(mut child: Child) -> Output {
+    let out = child.stdout.take().map(collect);
+    let err = child.stderr.take().map(collect);
+    let deadline = Instant::now() + COMMAND_LIMIT;
+    let mut interrupted = false;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("waiting for loadcell") {
+            break status;
+        }
+        let now = Instant::now();
+        if now >= deadline + INTERRUPT_GRACE {
+            let _ = child.kill();
+            break child.wait().expect("waiting for loadcell");
+        }
+        if now >= deadline && !interrupted {
+            // SAFETY: signalling the child this test spawned.
+            unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+            interrupted = true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    if interrupted {
+        // Not joined: whatever the child started may still hold the pipes.
+        let printed = err.map(|(so_far, _)| so_far.lock().unwrap().clone());
+        panic!(
+            "loadcell ran past {COMMAND_LIMIT:?} and was stopped ({status}); it printed:\n{}",
+            String::from_utf8_lossy(&printed.unwrap_or_default())
+        );
+    }
+    Output {
+        status,
+        stdout: out.map(joined).unwrap_or_default(),
+        stderr: err.map(joined).unwrap_or_default(),
+    }
+}
+
+type Collected = (Arc<Mutex<Vec<u8>>>, JoinHandle<()>);
+
+/// Reads `pipe` to its end on a thread of its own, keeping what arrived
+/// readable before the end.
+fn collect(mut pipe: impl Read + Send + 'static) -> Collected {
+    let so_far = Arc::new(Mutex::new(Vec::new()));
+    let sink = so_far.clone();
+    let reader = std::thread::spawn(move || {
+        let mut chunk = [0u8; 8192];
+        while let Ok(n @ 1..) = pipe.read(&mut chunk) {
+            sink.lock().unwrap().extend_from_slice(&chunk[..n]);
+        }
+    });
+    (so_far, reader)
+}
+
+fn joined((so_far, reader): Collected) -> Vec<u8> {
+    reader.join().expect("a pipe reader panicked");
+    std::mem::take(&mut *so_far.lock().unwrap())
 }
 
 pub fn stderr(o: &Output) -> String {
@@ -93,33 +172,43 @@ pub fn s<'a>(v: &'a Value, pointer: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no string at {pointer}"))
 }
 
-/// Runs SQL on a test server with its own command-line client and returns
-/// the output rows, tab-separated.
+/// Runs `query` as the test user with the server's own client; its
+/// output, tab-separated, trimmed.
 pub fn sql(server: &loadcell_testkit::TestServer, query: &str) -> String {
+    client(server, query, false)
+}
+
+/// Runs `query` as the server's superuser (MariaDB's root, PostgreSQL's
+/// postgres over its socket), for settings the test user may not change.
+pub fn admin_sql(server: &loadcell_testkit::TestServer, query: &str) -> String {
+    client(server, query, true)
+}
+
+fn client(server: &loadcell_testkit::TestServer, query: &str, admin: bool) -> String {
     use loadcell_testkit::{ServerKind, DB_NAME, DB_PASSWORD, DB_USER};
     let port = server.port.to_string();
     let out = match server.kind() {
-        ServerKind::MariaDb => Command::new("mariadb")
-            .args(["-h", "127.0.0.1", "-P", &port, "-u", DB_USER])
-            .arg(format!("-p{DB_PASSWORD}"))
-            .args(["-N", "-B", DB_NAME, "-e", query])
-            .output(),
-        ServerKind::Postgres => Command::new("psql")
-            .env("PGPASSWORD", DB_PASSWORD)
-            .args([
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &port,
-                "-U",
-                DB_USER,
-                "-d",
-                DB_NAME,
-                "-tA",
-                "-c",
-                query,
-            ])
-            .output(),
+        ServerKind::MariaDb => {
+            let mut c = Command::new("mariadb");
+            c.args(["-h", "127.0.0.1", "-P", &port]);
+            if admin {
+                c.args(["-u", "root"]);
+            } else {
+                c.args(["-u", DB_USER]).arg(format!("-p{DB_PASSWORD}"));
+            }
+            c.args(["-N", "-B", DB_NAME, "-e", query]).output()
+        }
+        ServerKind::Postgres => {
+            let mut c = Command::new("psql");
+            if admin {
+                c.arg("-h").arg(server.data_dir()).args(["-U", "postgres"]);
+            } else {
+                c.env("PGPASSWORD", DB_PASSWORD)
+                    .args(["-h", "127.0.0.1", "-U", DB_USER]);
+            }
+            c.args(["-p", &port, "-d", DB_NAME, "-tA", "-c", query])
+                .output()
+        }
         other => panic!("{other:?} is not a SQL server"),
     }
     .expect("the database client runs");
