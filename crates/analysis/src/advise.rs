@@ -204,6 +204,27 @@ impl Facts {
             .unwrap_or(0.0)
     }
 
+    /// Redis: the share of its main thread's CPU that running commands
+    /// took (`INFO commandstats`' usec over `used_cpu_*_main_thread`), when
+    /// the server reports both.
+    fn redis_commands_share(&self) -> Option<f64> {
+        let main_thread_s = self.status_num("used_cpu_user_main_thread")
+            + self.status_num("used_cpu_sys_main_thread");
+        let commands_usec: f64 = self
+            .status
+            .iter()
+            .filter(|(name, _)| name.starts_with("cmdstat_"))
+            .filter_map(|(_, stats)| {
+                stats
+                    .split(',')
+                    .find_map(|field| field.strip_prefix("usec="))
+                    .and_then(|usec| usec.parse::<f64>().ok())
+            })
+            .sum();
+        (main_thread_s > 0.0 && commands_usec > 0.0)
+            .then(|| (commands_usec / 1e6 / main_thread_s).min(1.0))
+    }
+
     /// The highest a gauge was during the run, else its value now.
     fn peak(&self, run_gauge: &str, status: &str) -> f64 {
         self.run
@@ -726,7 +747,12 @@ const REDIS_CPU_BOUND_PCT: f64 = 90.0;
 /// ... with at least this many clients.
 const REDIS_MANY_CLIENTS: usize = 64;
 
-/// One I/O thread while the server is CPU-bound under many clients.
+/// ... unless running the commands took at least this share of the main
+/// thread's CPU.
+const REDIS_COMMANDS_BOUND: f64 = 0.5;
+
+/// One I/O thread while the server is CPU-bound under many clients, on
+/// reading and writing sockets rather than on the commands themselves.
 pub fn io_threads(f: &Facts) -> Verdict {
     let threads = f.setting_num("io-threads").unwrap_or(1.0);
     let Some(run) = &f.run else {
@@ -738,6 +764,12 @@ pub fn io_threads(f: &Facts) -> Verdict {
         );
     };
     if threads > 1.0 || run.sessions < REDIS_MANY_CLIENTS || cpu < REDIS_CPU_BOUND_PCT {
+        return Verdict::Passes;
+    }
+    // I/O threads take over sockets, never commands: a main thread busy
+    // running commands (Lua, big sorts) gains nothing from them.
+    let commands = f.redis_commands_share();
+    if commands.is_some_and(|share| share >= REDIS_COMMANDS_BOUND) {
         return Verdict::Passes;
     }
     let cores = f.server_cores.unwrap_or(2).max(2);
@@ -755,7 +787,15 @@ pub fn io_threads(f: &Facts) -> Verdict {
             format!("io-threads = {threads:.0}"),
             format!("server CPU peak {cpu:.0}% of a core"),
             format!("the run's connections: {}", run.sessions),
-        ],
+        ]
+        .into_iter()
+        .chain(commands.map(|share| {
+            format!(
+                "commands took {:.0}% of the main thread's CPU; the rest went to sockets",
+                share * 100.0
+            )
+        }))
+        .collect(),
     })
 }
 

@@ -44,7 +44,9 @@ pub use kafka::{kafka, kafka_lib};
 pub use memcached::memcached;
 pub use netns::ClientNamespaces;
 pub use nginx::{nginx, nginx_basic_auth_proxy, nginx_tls, ECHO_LOG, INDEX_BYTES};
-pub use redis::{redis, redis_cli, redis_cluster, redis_tls, redis_with_password, TestCluster};
+pub use redis::{
+    redis, redis_cli, redis_cluster, redis_tls, redis_with, redis_with_password, TestCluster,
+};
 pub use search::{elasticsearch, opensearch};
 pub use sharding_proxy::{sharding_proxy, sharding_proxy_lib};
 pub use shared::SharedServer;

@@ -27,12 +27,18 @@ use super::{
 
 /// Start a private Redis without a password.
 pub fn redis() -> Result<TestServer, String> {
-    start_redis(None, None, Mode::Plain)
+    start_redis(None, None, Mode::Plain, &[])
+}
+
+/// [`redis()`] started with more server options (`--io-threads 2`), for
+/// settings that only take effect at start.
+pub fn redis_with(options: &[&str]) -> Result<TestServer, String> {
+    start_redis(None, None, Mode::Plain, options)
 }
 
 /// Start a private Redis with `requirepass PASSWORD` (the `default` user).
 pub fn redis_with_password(password: &str) -> Result<TestServer, String> {
-    start_redis(None, Some(password), Mode::Plain)
+    start_redis(None, Some(password), Mode::Plain, &[])
 }
 
 /// Start a private Redis that speaks TLS only, with a certificate for
@@ -40,7 +46,7 @@ pub fn redis_with_password(password: &str) -> Result<TestServer, String> {
 /// URL: `rediss://127.0.0.1:P/?sslrootcert=CA.pem` (full verification).
 /// The CA file is [`TestServer::data_dir`]`/../tls/ca.pem`.
 pub fn redis_tls() -> Result<TestServer, String> {
-    start_redis(None, None, Mode::Tls)
+    start_redis(None, None, Mode::Tls, &[])
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,7 +124,7 @@ pub fn redis_cluster(n: usize) -> Result<TestCluster, String> {
     let cli = find_bin("redis-cli", SBIN_DIRS)?;
     let mut nodes = Vec::with_capacity(n);
     for _ in 0..n {
-        nodes.push(start_redis(None, None, Mode::Cluster)?);
+        nodes.push(start_redis(None, None, Mode::Cluster, &[])?);
     }
     let cluster = TestCluster { nodes };
 
@@ -203,6 +209,7 @@ fn start_redis(
     first_port: Option<u16>,
     password: Option<&str>,
     mode: Mode,
+    options: &[&str],
 ) -> Result<TestServer, String> {
     let bin = find_bin("redis-server", SBIN_DIRS)?;
     let owner: Option<Account> = if is_root() {
@@ -264,6 +271,7 @@ fn start_redis(
                 .arg(free_port().to_string())
                 .args(["--cluster-node-timeout", "5000"]);
         }
+        cmd.args(options);
         let log = server.log_path.clone();
         spawn_server(&mut server, cmd, &log, "redis-server")?;
         server.port = port;
@@ -399,7 +407,8 @@ mod tests {
     fn redis_port_taken_retries() {
         let blocker = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
         let taken = blocker.local_addr().unwrap().port();
-        let server = start_redis(Some(taken), None, Mode::Plain).unwrap_or_else(|e| panic!("{e}"));
+        let server =
+            start_redis(Some(taken), None, Mode::Plain, &[]).unwrap_or_else(|e| panic!("{e}"));
         assert_ne!(server.port, taken);
         assert!(answers_ping(server.port));
     }

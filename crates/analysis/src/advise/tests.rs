@@ -361,6 +361,37 @@ fn io_threads_fire_with_one_thread_busy_under_many_clients() {
 }
 
 #[test]
+fn io_threads_pass_when_commands_not_sockets_take_the_main_thread() {
+    let f = |get_usec: &str| {
+        let get = format!("calls=1000,usec={get_usec},usec_per_call=1.00");
+        with_run(
+            facts(
+                Server::Redis,
+                &[("io-threads", "1")],
+                &[
+                    ("used_cpu_user_main_thread", "1.5"),
+                    ("used_cpu_sys_main_thread", "0.5"),
+                    ("cmdstat_get", get.as_str()),
+                ],
+            ),
+            RunFacts {
+                sessions: 64,
+                server_cpu_peak_pct: Some(99.0),
+                ..RunFacts::default()
+            },
+        )
+    };
+    // 0.2 s of 2 s: sockets took the thread.
+    let evidence = fires(io_threads(&f("200000"))).evidence;
+    assert!(
+        evidence.iter().any(|e| e.contains("commands took 10%")),
+        "{evidence:?}"
+    );
+    // 1.2 s of 2 s: the commands did.
+    assert_eq!(io_threads(&f("1200000")), Verdict::Passes);
+}
+
+#[test]
 fn persistence_fires_on_fsync_always_or_a_snapshot_during_the_writes() {
     let f = |settings: &[(&str, &str)], last_save: &str, writes| {
         with_run(
