@@ -1018,3 +1018,52 @@ fn h_connection_set_up_is_not_measured() {
     let max = f(&r, "/summary/latency_ms/max");
     assert!(max < HICCUP_MS + 1.0, "max latency {max} ms");
 }
+
+/// Resource samples cover whole intervals: the stub of an interval that a
+/// run's last answers make after the deadline (50 ms requests in flight
+/// then) gets none, since its CPU, counted in 10 ms ticks, read 0% or
+/// 600% over a few milliseconds.
+#[test]
+fn no_resource_sample_covers_a_stub_interval() {
+    let _shared = shared();
+    let dir = tempfile::tempdir().unwrap();
+    let r = run_kv(
+        dir.path(),
+        &[
+            "--target",
+            &sim("latency=fixed:50ms"),
+            "--threads",
+            "1",
+            "--clients",
+            "4",
+            "--time",
+            "2s",
+        ],
+    );
+    let ends: Vec<f64> = r["intervals"]
+        .as_array()
+        .expect("intervals")
+        .iter()
+        .map(|i| i["t_s"].as_f64().expect("t_s"))
+        .collect();
+    assert!(
+        ends.windows(2).any(|w| w[1] - w[0] < 0.5),
+        "the run ended on an interval boundary, with no stub to check: {ends:?}"
+    );
+    let samples: Vec<f64> = r["resources"]["samples"]
+        .as_array()
+        .expect("resource samples")
+        .iter()
+        .map(|s| s["t_s"].as_f64().expect("t_s"))
+        .collect();
+    assert!(!samples.is_empty());
+    let mut since = 0.0;
+    for t in &samples {
+        assert!(
+            t - since >= 0.5,
+            "a sample over {:.3} s: {samples:?}",
+            t - since
+        );
+        since = *t;
+    }
+}
