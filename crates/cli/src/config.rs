@@ -123,12 +123,17 @@ impl RunConfig {
         }
     }
 
-    /// The same run as step `step` of a sweep of `steps`, measuring from
-    /// `start_at`; sharded, its inserts draw from the permutation the
-    /// sweep's first `--start-at` seeded (`RunConfig::new`).
-    pub fn start_at(&mut self, start_at: SystemTime, step: usize, steps: usize) {
+    /// The same run, measuring from `start_at` (a sharded sweep's step).
+    pub fn start_at(&mut self, start_at: SystemTime) {
         self.args.start_at = Some(start_at);
-        self.spec.take_insert_step(step, steps);
+    }
+
+    /// The same run as step `step` of a sweep (or findmax) of at most
+    /// `steps` runs into the same tables: its inserts draw from its own
+    /// part of one permutation, the one the sweep's first `--start-at`
+    /// seeded (`RunConfig::new`) when sharded, else `seed`'s.
+    pub fn as_step(&mut self, step: usize, steps: usize, seed: u64) {
+        self.spec.take_insert_step(step, steps, seed);
     }
 
     /// From the options of a `run` command line (a sweep step's).
@@ -363,9 +368,29 @@ mod tests {
             _ => panic!("an OLTP workload"),
         };
         let sweep_seed = share(&step).seed;
-        step.start_at(SystemTime::now() + Duration::from_secs(3600), 1, 4);
+        step.start_at(SystemTime::now() + Duration::from_secs(3600));
+        step.as_step(1, 4, 99);
         assert_eq!(share(&step).first, 1 << 30, "step 1 of 4: a quarter in");
         assert_eq!(share(&step).seed, sweep_seed, "one permutation per sweep");
+    }
+
+    /// Unsharded, a sweep's steps (each with a seed of its own) still
+    /// draw from one permutation, the sweep's, each from its own part.
+    #[test]
+    fn an_unsharded_sweeps_steps_insert_from_their_parts_of_one_permutation() {
+        let argv = |s: &str| s.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+        let share = |step: usize| {
+            let mut c = RunConfig::parse(&argv("oltp_insert --auto-inc=off --threads 2")).unwrap();
+            c.as_step(step, 3, 42);
+            match c.spec {
+                WorkloadSpec::Oltp(w) => w.opts.shard.unwrap(),
+                _ => panic!("an OLTP workload"),
+            }
+        };
+        let (first, third) = (share(0), share(2));
+        assert_eq!((first.seed, third.seed), (42, 42));
+        assert_eq!(first.shard, shard(0, 1));
+        assert_eq!((first.first, third.first), (0, ((2u64 << 32) / 3) as u32));
     }
 
     #[test]

@@ -117,6 +117,16 @@ fn finish(
     })
 }
 
+/// The seed of the permutation a sweep's or findmax's runs draw their
+/// inserted ids from: `--seed`, else one for the whole command.
+fn sweep_seed(first: &RunConfig) -> u64 {
+    first.args.seed.unwrap_or_else(|| {
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+    })
+}
+
 /// How long a sweep with `--start-at` leaves between one step's end and
 /// the next one's start by default: time for every shard to connect and
 /// check before the instant.
@@ -170,11 +180,13 @@ pub fn sweep(raw: &[String], argv: Vec<String>) -> anyhow::Result<i32> {
         .collect();
     let starts = step_starts(&steps, gap)?;
     let total = steps.len() * repeat;
+    let seed = sweep_seed(&steps[0]);
     let mut started = 0u32;
     let result = sweep::sweep(swept, repeat, labels, command, &mut |k| {
         if let Some((first, slot)) = starts {
-            steps[k].start_at(first + slot * started, started as usize, total);
+            steps[k].start_at(first + slot * started);
         }
+        steps[k].as_step(started as usize, total, seed);
         started += 1;
         run(&steps[k], true)
     })?;
@@ -229,8 +241,13 @@ pub fn findmax(raw: &[String], argv: Vec<String>) -> anyhow::Result<i32> {
         .iter()
         .map(|x| loadcell_core::target::redact_raw(x))
         .collect();
+    let (max_probes, seed) = (plan.max_probes, sweep_seed(&base));
+    let mut probes = 0;
     let result = sweep::findmax(&sla, plan, labels, command, &mut |rate| {
-        run(&base.at_rate(rate), true)
+        let mut probe = base.at_rate(rate);
+        probe.as_step(probes, max_probes, seed);
+        probes += 1;
+        run(&probe, true)
     })?;
     finish(
         result,

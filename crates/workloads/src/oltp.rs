@@ -113,10 +113,11 @@ pub struct OltpOptions {
     /// sysbench 1.0.20's default is `special`.
     pub rand_type: RandType,
     pub rand: RandParams,
-    /// This process's shard of a run split over several (`--shard I/N`):
-    /// `oltp_insert --auto-inc=off` takes ids I, I + N, I + 2N… of one
-    /// permutation, so shards never insert the same id. Not an option of
-    /// the workload: shards of one run record the same options.
+    /// This process's shard of a run split over several (`--shard I/N`,
+    /// else 0/1), and a sweep's step: `oltp_insert --auto-inc=off` takes
+    /// ids I, I + N, I + 2N… of the step's part of one permutation, so
+    /// neither shards nor steps insert the same id. Not an option of the
+    /// workload: shards of one run record the same options.
     pub shard: Option<InsertShare>,
 }
 

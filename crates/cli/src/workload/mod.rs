@@ -327,15 +327,20 @@ impl WorkloadSpec {
         }
     }
 
-    /// Makes a sharded run step `step` of a sweep of `steps` into the same
-    /// tables: `oltp_insert --auto-inc=off` takes its ids from the step's
-    /// own part of the sweep's permutation, so that no step inserts an id
-    /// an earlier one did (a duplicate key ends a run).
-    pub fn take_insert_step(&mut self, step: usize, steps: usize) {
+    /// Makes a run step `step` of a sweep (or probe `step` of a findmax)
+    /// of at most `steps` into the same tables: `oltp_insert
+    /// --auto-inc=off` takes its ids from the step's own part of one
+    /// permutation, so that no step inserts an id an earlier one did (a
+    /// duplicate key ends a run). Sharded, the permutation is the one the
+    /// shards' `--start-at` seeded; otherwise `seed`'s.
+    pub fn take_insert_step(&mut self, step: usize, steps: usize, seed: u64) {
         if let WorkloadSpec::Oltp(w) = self {
-            if let Some(share) = &mut w.opts.shard {
-                share.first = (((step as u64) << 32) / steps as u64) as u32;
-            }
+            let share = w.opts.shard.get_or_insert(InsertShare {
+                shard: Shard::new(0, 1).expect("shard 0 of 1 exists"),
+                seed,
+                first: 0,
+            });
+            share.first = (((step as u64) << 32) / steps as u64) as u32;
         }
     }
 
