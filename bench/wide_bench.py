@@ -144,7 +144,9 @@ def main() -> None:
                 out = outdir / f"{tool}-{test}-{rep}.json"
                 gateway0 = server_cpu_s(a.thrift_pid) if a.thrift_pid else math.nan
                 if tool == "loadcell":
-                    r = loadcell_run(a, test, target, out, [])
+                    # One worker thread against latte's --threads 1.
+                    same_threads = ["--workers", "1"] if peer == "latte" else []
+                    r = loadcell_run(a, test, target, out, same_threads)
                 elif tool == "latte":
                     r = latte_run(a, test, host, out)
                 else:

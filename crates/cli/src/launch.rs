@@ -234,15 +234,9 @@ fn workers(a: &RunArgs, info: &DriverInfo, spec: &RunSpec) -> usize {
         None => {
             let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
             let other_sessions = spec.sessions() - spec.threads * spec.clients;
-            default_workers(spec.threads + other_sessions, cores, info.io_threads)
+            (spec.threads + other_sessions).min(cores)
         }
     }
-}
-
-/// One worker per core the driver's own I/O threads leave, at least one,
-/// at most one per thread of sessions.
-fn default_workers(session_threads: usize, cores: usize, io_threads: usize) -> usize {
-    session_threads.min(cores.saturating_sub(io_threads).max(1))
 }
 
 pub struct RunJob<'a> {
@@ -625,14 +619,5 @@ mod tests {
             assert_eq!(spec.workload().families(), [family]);
             assert!(dispatched(&spec).contains(&family), "{family:?}");
         }
-    }
-
-    #[test]
-    fn default_workers_leave_the_drivers_io_threads_their_cores() {
-        assert_eq!(default_workers(16, 2, 0), 2);
-        assert_eq!(default_workers(16, 2, 1), 1);
-        assert_eq!(default_workers(16, 8, 1), 7);
-        assert_eq!(default_workers(16, 1, 1), 1);
-        assert_eq!(default_workers(3, 8, 1), 3);
     }
 }

@@ -76,9 +76,4 @@ pub struct DriverInfo {
     /// (an embedded engine): each session group needs a thread of its own,
     /// where network drivers' sessions share one worker thread per core.
     pub blocking: bool,
-    /// Threads of its own that do its network I/O (the CQL session's
-    /// connections run on one): the default worker count leaves them
-    /// their cores, since a worker beside them would only hand requests
-    /// across threads, a wake-up each way.
-    pub io_threads: usize,
 }

@@ -17,7 +17,6 @@ pub const INFO: DriverInfo = DriverInfo {
     kv: KvCapabilities::NONE,
     // A CPU event never yields: each session needs a thread of its own.
     blocking: true,
-    io_threads: 0,
 };
 
 pub struct LocalDriver;

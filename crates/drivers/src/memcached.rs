@@ -46,7 +46,6 @@ pub const INFO: DriverInfo = DriverInfo {
     about: "memcached (text protocol)",
     kv: KvCapabilities { commands: false },
     blocking: false,
-    io_threads: 0,
 };
 
 const DEFAULT_HOST: &str = "127.0.0.1";

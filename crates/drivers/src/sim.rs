@@ -80,7 +80,6 @@ pub const INFO: DriverInfo = DriverInfo {
     about: "an in-process simulated server with known latency, queueing and stalls (for testing the engine)",
     kv: KvCapabilities { commands: true },
     blocking: false,
-    io_threads: 0,
 };
 
 const PARAMS: &[&str] = &["latency", "stall", "concurrency", "connect", "record"];

@@ -22,7 +22,6 @@ pub const INFO: DriverInfo = DriverInfo {
     about: "SQLite, embedded (the default target: nothing to install)",
     kv: KvCapabilities::NONE,
     blocking: true,
-    io_threads: 0,
 };
 
 /// How long a session waits on another's write lock before the statement

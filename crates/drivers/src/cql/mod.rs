@@ -7,16 +7,21 @@
 //! `replication_factor`, 1 by default); tables are qualified with it, so a
 //! session needs no `USE`.
 //!
-//! One `scylla::Session` per driver, shared by every loadcell session: a
-//! `Session` is a cluster client (a pool per node, a control connection,
-//! schema metadata, background refresh tasks) meant to be shared, and
-//! multiplexes up to 32k requests per connection; one per loadcell
-//! connection would multiply all of that by `--threads`. Its background
-//! tasks run on a runtime thread of the driver's own ([`SessionRuntime`]):
-//! loadcell's workers each drive a current-thread runtime that ends with
-//! the run, while the session's connections must outlive any one of them.
-//! A loadcell connection is the session plus its own prepared statements
-//! and buffers ([`conn::CqlConnection`]).
+//! One `scylla::Session` per worker thread, shared by the loadcell
+//! sessions on it: a `Session` is a cluster client (a pool per node, a
+//! control connection, schema metadata, background refresh tasks) meant
+//! to be shared, and multiplexes up to 32k requests per connection; one
+//! per loadcell connection would multiply all of that by `--threads`.
+//! A worker's session is built on the worker's own runtime, so its
+//! connection tasks run beside the sessions that send on them, as latte's
+//! do: a request and its answer cross no thread (handing them to a
+//! session on another thread cost an eventfd wake-up each way, 27% more
+//! CPU per read than latte). It ends with the worker's last connection,
+//! inside the run. Connections made elsewhere (prepare, cleanup, the
+//! server-counter monitor), which may outlive the runtime they were made
+//! on, share one session on a runtime thread of the driver's own
+//! ([`SessionRuntime`]). A loadcell connection is a session plus its own
+//! prepared statements and buffers ([`conn::CqlConnection`]).
 //!
 //! A keyspace `prepare` creates holds a table of loadcell's own,
 //! [`KEYSPACE_MARKER_TABLE`], commented with the marker: `cleanup` drops
@@ -30,7 +35,8 @@
 mod conn;
 mod counters;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
+use std::thread::ThreadId;
 use std::time::Duration;
 
 use loadcell_core::kv::KvCapabilities;
@@ -54,8 +60,8 @@ pub const INFO: DriverInfo = DriverInfo {
     about: "Cassandra and ScyllaDB over CQL (scylla crate): prepared statements, token-aware routing",
     kv: KvCapabilities::NONE,
     blocking: false,
-    // The session's connections run on [`SessionRuntime`]'s thread.
-    io_threads: 1,
+    // During a run the sessions' connections run on the workers' own
+    // runtimes ([`SessionRuntime`]'s thread is idle then).
 };
 
 const DEFAULT_PORT: u16 = 9042;
@@ -198,7 +204,10 @@ impl Drop for SessionRuntime {
     }
 }
 
-/// What every connection of the driver shares.
+/// A worker thread's session, locked while it is being built.
+type WorkerSlot = Arc<tokio::sync::Mutex<Weak<Shared>>>;
+
+/// What every connection of a session shares.
 #[derive(Debug)]
 struct Shared {
     session: Session,
@@ -214,8 +223,10 @@ pub struct CqlDriver {
     settings: Settings,
     endpoint: String,
     runtime: SessionRuntime,
-    /// Built by the first connect that succeeds.
+    /// Built by the first connect off a worker thread that succeeds.
     shared: tokio::sync::OnceCell<Arc<Shared>>,
+    /// Each worker thread's session while it has connections on it.
+    per_worker: Mutex<Vec<(ThreadId, WorkerSlot)>>,
 }
 
 impl CqlDriver {
@@ -226,30 +237,67 @@ impl CqlDriver {
             settings,
             runtime: SessionRuntime::start().map_err(|e| e.message)?,
             shared: tokio::sync::OnceCell::new(),
+            per_worker: Mutex::new(Vec::new()),
         })
     }
 
-    async fn build_session(&self) -> Result<Arc<Shared>, DriverError> {
+    /// The calling worker thread's session, built on its runtime by its
+    /// first connect; the thread's other sessions, connecting meanwhile,
+    /// wait for it.
+    async fn worker_session(&self) -> Result<Arc<Shared>, DriverError> {
+        let me = std::thread::current().id();
+        let slot = {
+            let mut slots = self.per_worker.lock().unwrap_or_else(|e| e.into_inner());
+            // Slots of threads whose sessions have all ended go.
+            slots.retain(|(_, slot)| slot.try_lock().map_or(true, |s| s.strong_count() > 0));
+            match slots.iter().find(|(t, _)| *t == me) {
+                Some((_, slot)) => Arc::clone(slot),
+                None => {
+                    let slot = Arc::new(tokio::sync::Mutex::new(Weak::new()));
+                    slots.push((me, Arc::clone(&slot)));
+                    slot
+                }
+            }
+        };
+        let mut session = slot.lock().await;
+        if let Some(shared) = session.upgrade() {
+            return Ok(shared);
+        }
+        let built = self.build_session(false).await?;
+        *session = Arc::downgrade(&built);
+        Ok(built)
+    }
+
+    /// A session on the driver's own runtime (`on_driver_runtime`) or on
+    /// the caller's.
+    async fn build_session(&self, on_driver_runtime: bool) -> Result<Arc<Shared>, DriverError> {
         let settings = &self.settings;
         let profile = ExecutionProfile::builder()
             .consistency(settings.consistency)
             .request_timeout(Some(Duration::from_secs(30)))
             .build();
+        // Token-aware routing needs the keyspace's replication, not the
+        // schema of every other keyspace: a session per worker fetching
+        // all of it cost CPU a short run's reads would carry.
         let mut builder = SessionBuilder::new()
             .known_nodes(&settings.nodes)
+            .keyspaces_to_fetch([settings.keyspace.as_str()])
             .default_execution_profile_handle(profile.into_handle());
         if let Some((user, password)) = &settings.credentials {
             builder = builder.user(user, password);
         }
-        let session = self
-            .runtime
-            .handle
-            .spawn(async move { builder.build().await })
-            .await
-            .map_err(|e| DriverError::fatal(format!("the CQL session task failed: {e}")))?
-            .map_err(|e| {
-                DriverError::connection(format!("cannot connect to {}: {e}", self.endpoint))
-            })?;
+        let built = if on_driver_runtime {
+            self.runtime
+                .handle
+                .spawn(async move { builder.build().await })
+                .await
+                .map_err(|e| DriverError::fatal(format!("the CQL session task failed: {e}")))?
+        } else {
+            builder.build().await
+        };
+        let session = built.map_err(|e| {
+            DriverError::connection(format!("cannot connect to {}: {e}", self.endpoint))
+        })?;
         let batch_limit_bytes = batch_limit_bytes(&session).await;
         Ok(Arc::new(Shared {
             session,
@@ -271,8 +319,14 @@ impl Driver for CqlDriver {
     /// through it: the session outlives a server that went away, and
     /// would hand out connections that all fail.
     async fn connect(&self) -> Result<CqlConnection, DriverError> {
-        let shared = self.shared.get_or_try_init(|| self.build_session()).await?;
-        let mut conn = CqlConnection::new(Arc::clone(shared));
+        // A worker's runtime outlives its sessions' connections.
+        let shared = if loadcell_core::park::enabled_here() {
+            self.worker_session().await?
+        } else {
+            let shared = self.shared.get_or_try_init(|| self.build_session(true));
+            Arc::clone(shared.await?)
+        };
+        let mut conn = CqlConnection::new(shared);
         conn.release_version()
             .await
             .map_err(|e| DriverError::new(e.class, format!("{}: {}", self.endpoint, e.message)))?;

@@ -60,7 +60,6 @@ pub const INFO: DriverInfo = DriverInfo {
     about: "HBase via its Thrift2 gateway (binary protocol, buffered transport)",
     kv: KvCapabilities::NONE,
     blocking: false,
-    io_threads: 0,
 };
 
 const DEFAULT_HOST: &str = "127.0.0.1";

@@ -50,7 +50,6 @@ pub const INFO: DriverInfo = DriverInfo {
     about: "HTTP/1.1 and HTTP/2 services and load balancers (keep-alive, TLS, round-robin hosts)",
     kv: KvCapabilities::NONE,
     blocking: false,
-    io_threads: 0,
 };
 
 /// The parameters every target built on this client accepts.

@@ -107,7 +107,6 @@ pub const INFO: DriverInfo = DriverInfo {
             rebalancing, offset commits",
     kv: KvCapabilities::NONE,
     blocking: false,
-    io_threads: 0,
 };
 
 const DEFAULT_PORT: u16 = 9092;

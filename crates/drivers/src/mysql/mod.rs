@@ -64,7 +64,6 @@ pub const INFO: DriverInfo = DriverInfo {
     about: "MySQL and MariaDB (prepared statements over the binary protocol)",
     kv: KvCapabilities::NONE,
     blocking: false,
-    io_threads: 0,
 };
 
 const DEFAULT_HOST: &str = "127.0.0.1";

@@ -57,7 +57,6 @@ pub const INFO: DriverInfo = DriverInfo {
     about: "PostgreSQL (extended query protocol, prepared statements)",
     kv: KvCapabilities::NONE,
     blocking: false,
-    io_threads: 0,
 };
 
 const DEFAULT_HOST: &str = "127.0.0.1";

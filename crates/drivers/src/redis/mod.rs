@@ -86,7 +86,6 @@ pub const INFO: DriverInfo = DriverInfo {
     about: "Redis, Valkey and KeyDB, standalone or Redis Cluster (RESP2, pipelined)",
     kv: KvCapabilities { commands: true },
     blocking: false,
-    io_threads: 0,
 };
 
 const DEFAULT_HOST: &str = "127.0.0.1";

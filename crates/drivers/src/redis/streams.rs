@@ -45,7 +45,6 @@ pub const INFO: DriverInfo = DriverInfo {
     about: "Redis Streams: XADD pipelined, XREADGROUP, XACK, XAUTOCLAIM of a dead consumer's rows (standalone Redis 7)",
     kv: KvCapabilities { commands: false },
     blocking: false,
-    io_threads: 0,
 };
 
 /// The entry field that holds the row.

@@ -36,7 +36,6 @@ pub const INFO: DriverInfo = DriverInfo {
     about: "OpenSearch and Elasticsearch over HTTP: bulk indexing and queries (keep-alive, TLS, round-robin hosts)",
     kv: KvCapabilities::NONE,
     blocking: false,
-    io_threads: 0,
 };
 
 const NDJSON: &[u8] = b"Content-Type: application/x-ndjson\r\n";

@@ -26,7 +26,6 @@ pub const INFO: DriverInfo = DriverInfo {
     about: "Influx line protocol over HTTP: InfluxDB 1.x, VictoriaMetrics, QuestDB; queries in InfluxQL, PromQL or SQL",
     kv: KvCapabilities::NONE,
     blocking: false,
-    io_threads: 0,
 };
 
 /// Line protocol, written with a TsConnection.

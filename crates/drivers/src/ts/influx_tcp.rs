@@ -16,7 +16,6 @@ pub const INFO: DriverInfo = DriverInfo {
     about: "Influx line protocol over TCP, unacknowledged: QuestDB, VictoriaMetrics; proven by the check after the run",
     kv: KvCapabilities::NONE,
     blocking: false,
-    io_threads: 0,
 };
 
 /// Line protocol over TCP, written with a TcpConnection.

@@ -29,7 +29,6 @@ pub const INFO: DriverInfo = DriverInfo {
     about: "OpenTSDB /api/put over HTTP, one metric measurement.field per field: VictoriaMetrics, InfluxDB's listener",
     kv: KvCapabilities::NONE,
     blocking: false,
-    io_threads: 0,
 };
 
 /// OpenTSDB `/api/put`, written with a TsConnection.

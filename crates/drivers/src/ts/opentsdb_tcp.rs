@@ -26,7 +26,6 @@ pub const INFO: DriverInfo = DriverInfo {
     about: "OpenTSDB telnet put over TCP, unacknowledged: VictoriaMetrics, InfluxDB's listener; proven by the check after the run",
     kv: KvCapabilities::NONE,
     blocking: false,
-    io_threads: 0,
 };
 
 /// Telnet `put` lines, written with a TcpConnection.

@@ -33,7 +33,6 @@ pub const INFO: DriverInfo = DriverInfo {
     about: "Prometheus remote write (protobuf, snappy), one metric measurement_field per field: Prometheus, VictoriaMetrics; queries in PromQL",
     kv: KvCapabilities::NONE,
     blocking: false,
-    io_threads: 0,
 };
 
 /// Remote write, written with a TsConnection.

@@ -90,7 +90,6 @@ pub const INFO: DriverInfo = DriverInfo {
         "PostgreSQL logical replication (pgoutput): a table, a publication and a slot per channel",
     kv: KvCapabilities::NONE,
     blocking: false,
-    io_threads: 0,
 };
 
 /// PostgreSQL's identifier limit (NAMEDATALEN - 1).
