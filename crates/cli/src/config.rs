@@ -123,6 +123,15 @@ impl RunConfig {
         }
     }
 
+    /// `--seed`, else one drawn from the clock now.
+    pub fn seed(&self) -> u64 {
+        self.args.seed.unwrap_or_else(|| {
+            SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+        })
+    }
+
     /// The same run, measuring from `start_at` (a sharded sweep's step).
     pub fn start_at(&mut self, start_at: SystemTime) {
         self.args.start_at = Some(start_at);

@@ -246,15 +246,6 @@ pub struct RunJob<'a> {
 }
 
 impl RunJob<'_> {
-    fn seed(&self) -> u64 {
-        self.config.args.seed.unwrap_or_else(|| {
-            SystemTime::now()
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64)
-                .unwrap_or(1)
-        })
-    }
-
     /// The server's process on this host (for CPU and memory samples):
     /// `--server-pid`, or else the listener of the target's port on a
     /// loopback address.
@@ -297,7 +288,7 @@ impl Job for RunJob<'_> {
     {
         self.check_outputs()?;
         let driver = Arc::new(driver);
-        let seed = self.seed();
+        let seed = self.config.seed();
         let script = Arc::new(workload.script(seed, info));
         let timeout = self.config.args.target.connect_timeout;
         let loading = Loading {

@@ -117,16 +117,6 @@ fn finish(
     })
 }
 
-/// The seed of the permutation a sweep's or findmax's runs draw their
-/// inserted ids from: `--seed`, else one for the whole command.
-fn sweep_seed(first: &RunConfig) -> u64 {
-    first.args.seed.unwrap_or_else(|| {
-        SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(1, |d| d.as_nanos() as u64)
-    })
-}
-
 /// How long a sweep with `--start-at` leaves between one step's end and
 /// the next one's start by default: time for every shard to connect and
 /// check before the instant.
@@ -180,7 +170,8 @@ pub fn sweep(raw: &[String], argv: Vec<String>) -> anyhow::Result<i32> {
         .collect();
     let starts = step_starts(&steps, gap)?;
     let total = steps.len() * repeat;
-    let seed = sweep_seed(&steps[0]);
+    // One permutation of inserted ids for every step.
+    let seed = steps[0].seed();
     let mut started = 0u32;
     let result = sweep::sweep(swept, repeat, labels, command, &mut |k| {
         if let Some((first, slot)) = starts {
@@ -241,7 +232,7 @@ pub fn findmax(raw: &[String], argv: Vec<String>) -> anyhow::Result<i32> {
         .iter()
         .map(|x| loadcell_core::target::redact_raw(x))
         .collect();
-    let (max_probes, seed) = (plan.max_probes, sweep_seed(&base));
+    let (max_probes, seed) = (plan.max_probes, base.seed());
     let mut probes = 0;
     let result = sweep::findmax(&sla, plan, labels, command, &mut |rate| {
         let mut probe = base.at_rate(rate);
