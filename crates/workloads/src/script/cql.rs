@@ -15,7 +15,7 @@ use loadcell_core::{Driver, DriverError, DriverInfo};
 use loadcell_engine::{Ctx, OpSpec, Script, SessionInfo};
 
 use super::file::{LoadBody, OpBody, ScriptFile, Statement, MAX_BINDS};
-use super::{think, Ops, ScriptWorkload, Values};
+use super::{creates_tables, think, Ops, ScriptWorkload, Values};
 use crate::prepare::{CheckError, NotPrepared, PrepareObserver};
 use crate::wide::{create_marked, drop_table, owner, Owner};
 use crate::workload::{CleanupError, Lifecycle, Loading};
@@ -196,16 +196,8 @@ async fn prepare<C: WideConn>(
             }
         }
     }
-    if ours == tables.len() {
-        observer.message(
-            "The file's tables exist, created by loadcell: nothing to do (cleanup, then prepare, to load them again)",
-        );
+    if !creates_tables(ours, tables.len(), observer)? {
         return Ok(());
-    }
-    if ours > 0 {
-        return Err(DriverError::fatal(
-            "some of the file's tables exist and some do not (an interrupted prepare?): run cleanup, then prepare",
-        ));
     }
     for table in tables {
         create_marked(conn, &table.name, observer, async |conn, tag| {

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use loadcell_core::wide::NO_CQL;
-use loadcell_core::{DriverInfo, Family};
+use loadcell_core::{DriverError, DriverInfo, Family};
 use loadcell_engine::{Category, OpSpec, SessionInfo};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -28,6 +28,7 @@ pub use file::{
 };
 
 use crate::http::Drawer;
+use crate::prepare::PrepareObserver;
 use crate::workload::Workload;
 
 #[derive(Debug, Clone)]
@@ -210,6 +211,28 @@ async fn think(pause: Duration) {
     if !pause.is_zero() {
         tokio::time::sleep(pause).await;
     }
+}
+
+/// Whether `prepare` creates a file's `total` tables, of which loadcell
+/// created `ours` before (none being another tool's): all of them when
+/// none exists; none, said, when all do; refused when only some do.
+fn creates_tables(
+    ours: usize,
+    total: usize,
+    observer: &dyn PrepareObserver,
+) -> Result<bool, DriverError> {
+    if ours == total {
+        observer.message(
+            "The file's tables exist, created by loadcell: nothing to do (cleanup, then prepare, to load them again)",
+        );
+        return Ok(false);
+    }
+    if ours > 0 {
+        return Err(DriverError::fatal(
+            "some of the file's tables exist and some do not (an interrupted prepare?): run cleanup, then prepare",
+        ));
+    }
+    Ok(true)
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use loadcell_core::{Driver, DriverError, DriverInfo, ErrorClass};
 use loadcell_engine::{Ctx, OpSpec, Script, SessionInfo};
 
 use super::file::{LoadBody, OpBody, ScriptFile, Statement, MAX_BINDS};
-use super::{think, Ops, ScriptWorkload, Values};
+use super::{creates_tables, think, Ops, ScriptWorkload, Values};
 use crate::prepare::marker::{self, Owner};
 use crate::prepare::{CheckError, NotPrepared, PrepareObserver};
 use crate::workload::{CleanupError, Lifecycle, Loading};
@@ -251,16 +251,8 @@ async fn prepare<C: SqlConn>(
             }
         }
     }
-    if ours == tables.len() {
-        observer.message(
-            "The file's tables exist, created by loadcell: nothing to do (cleanup, then prepare, to load them again)",
-        );
+    if !creates_tables(ours, tables.len(), observer)? {
         return Ok(());
-    }
-    if ours > 0 {
-        return Err(DriverError::fatal(
-            "some of the file's tables exist and some do not (an interrupted prepare?): run cleanup, then prepare",
-        ));
     }
     for table in tables {
         observer.message(&format!("Creating table '{}'...", table.name));
