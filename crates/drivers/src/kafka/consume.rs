@@ -165,6 +165,9 @@ impl GroupConsumer {
                     // SAFETY: a message of this consumer, not yet dropped.
                     // A partition revoked meanwhile refuses the store; its
                     // next owner reads the row again, as Kafka promises.
+                    // (rdkafka's `store_offset_from_message` calls the
+                    // legacy `rd_kafka_offset_store`, which librdkafka
+                    // says is for the simple consumer, not a group's.)
                     unsafe { rd::rd_kafka_offset_store_message(message.ptr()) };
                     let value = message.payload().unwrap_or_default();
                     outcome.bytes += value.len() as u64;
