@@ -726,7 +726,10 @@ where
             // The stub of an interval that ends a run (events answered
             // after the deadline) spans a few ms: CPU counted in 10 ms
             // ticks reads 0% or 600% there, and would skew the averages.
-            if sampler.since_last() * 2 >= spec.interval || !sampled {
+            // Judged by the interval's own length, not by the time since
+            // the last sample, which a slow counter read before it moves
+            // (a whole interval's sample, and its counter rates, were lost).
+            if duration * 2 >= spec.interval || !sampled {
                 sampled = true;
                 let mut sample = sampler.sample(t_s, counters);
                 if let Some(readings) = &spec.server_metrics {

@@ -4,7 +4,7 @@
 //! server's own counters. Linux `/proc` only; elsewhere fields stay empty.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use loadcell_analysis::saturation::{saturated, ResourceFigures};
 use loadcell_core::driver::SERVER_HOST_CPU_PCT;
@@ -199,11 +199,6 @@ impl Sampler {
                 server: BTreeMap::new(),
             },
         }
-    }
-
-    /// Time since the last sample (or the sampler's start).
-    pub fn since_last(&self) -> Duration {
-        self.prev.at.elapsed()
     }
 
     /// Takes a sample; `server` holds the driver's counters just read.
