@@ -213,8 +213,9 @@ pub trait WideConn {
         on: bool,
     ) -> Result<BlockCacheChange, DriverError>;
 
-    /// The rows `table` holds, counted by the server: what `verify`
-    /// compares with the puts acknowledged.
+    /// The rows `table` holds, their keys read back a page at a time (no
+    /// one request scans the whole table): what `verify` compares with
+    /// the puts acknowledged.
     async fn count_rows(&mut self, table: &str) -> Result<u64, DriverError>;
 
     /// Creates `table` in the target's keyspace from its CQL column list

@@ -55,8 +55,12 @@ pub const SKIP_WAL_REFUSED: &str = "Cassandra has no per-write WAL skip: every w
 /// What Cassandra changes for `set_block_cache`.
 const CACHING_SETTING: &str = "the table's caching (keys and rows_per_partition), the nearest thing Cassandra has to HBase's block cache; the OS page cache still holds the SSTables";
 
-/// How long the server may take to count a table's rows.
-const COUNT_TIMEOUT: Duration = Duration::from_secs(300);
+/// A row count's parts: token ranges read at once, each a page of
+/// `COUNT_PAGE_ROWS` rows a request, every request given
+/// `COUNT_PAGE_TIMEOUT`.
+const COUNT_RANGES: u32 = 16;
+const COUNT_PAGE_ROWS: i32 = 5000;
+const COUNT_PAGE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// What a prepared statement does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -783,15 +787,43 @@ impl WideConn for CqlConnection {
         })
     }
 
+    /// Counted by the client over token ranges, a page at a time: one
+    /// `COUNT(*)` makes a single node scan the whole table within one
+    /// request, and Cassandra 4.1 failed it at 320,000 rows ("received 0
+    /// responses and 1 failures").
     async fn count_rows(&mut self, table: &str) -> Result<u64, DriverError> {
-        let mut count = Statement::new(format!(
-            "SELECT COUNT(*) FROM {}",
-            self.statements.qualified(table)
-        ));
-        count.set_request_timeout(Some(COUNT_TIMEOUT));
-        let result = self.statements.query(count, ()).await?;
-        let count = first_row::<(i64,)>(result)?.map_or(0, |(n,)| n);
-        Ok(count.max(0) as u64)
+        let key = ident(self.statements.key_column(table).await?);
+        let mut statement = self
+            .statements
+            .shared
+            .session
+            .prepare(format!(
+                "SELECT token({key}) FROM {} WHERE token({key}) >= ? AND token({key}) <= ?",
+                self.statements.qualified(table)
+            ))
+            .await
+            .map_err(prepare_error)?;
+        statement.set_page_size(COUNT_PAGE_ROWS);
+        statement.set_request_timeout(Some(COUNT_PAGE_TIMEOUT));
+        let session = &self.statements.shared.session;
+        let statement = &statement;
+        let counts = join_all(token_ranges(COUNT_RANGES).map(|(first, last)| async move {
+            let mut rows = 0u64;
+            let mut paging = PagingState::start();
+            loop {
+                let (result, next) = session
+                    .execute_single_page(statement, (first, last), paging)
+                    .await
+                    .map_err(execution_error)?;
+                rows += result.into_rows_result().map_err(unreadable)?.rows_num() as u64;
+                match next {
+                    PagingStateResponse::HasMorePages { state } => paging = state,
+                    PagingStateResponse::NoMorePages => return Ok::<_, DriverError>(rows),
+                }
+            }
+        }))
+        .await;
+        counts.into_iter().sum()
     }
 
     async fn create_cql_table(
@@ -1012,4 +1044,38 @@ where
 
 fn unreadable(e: impl std::fmt::Display) -> DriverError {
     DriverError::fatal(format!("unreadable CQL response: {e}"))
+}
+
+/// The Murmur3 ring, `[i64::MIN, i64::MAX]`, cut into `parts` inclusive
+/// ranges that cover it.
+fn token_ranges(parts: u32) -> impl Iterator<Item = (i64, i64)> {
+    let span = (i64::MAX as i128 - i64::MIN as i128 + 1) / parts as i128;
+    (0..parts as i128).map(move |k| {
+        let first = i64::MIN as i128 + k * span;
+        let last = if k + 1 == parts as i128 {
+            i64::MAX as i128
+        } else {
+            first + span - 1
+        };
+        (first as i64, last as i64)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::token_ranges;
+
+    #[test]
+    fn token_ranges_cover_the_ring_once() {
+        for parts in [1, 3, 16] {
+            let ranges: Vec<_> = token_ranges(parts).collect();
+            assert_eq!(ranges.len(), parts as usize);
+            assert_eq!(ranges[0].0, i64::MIN);
+            assert_eq!(ranges.last().unwrap().1, i64::MAX);
+            for pair in ranges.windows(2) {
+                assert!(pair[0].0 <= pair[0].1);
+                assert_eq!(pair[0].1 + 1, pair[1].0, "{ranges:?}");
+            }
+        }
+    }
 }

@@ -325,7 +325,7 @@ impl PeScript {
                     found,
                     ok: found >= expected,
                     how: format!(
-                        "rows of {} counted by the server, at least the distinct rows whose puts were acknowledged{sent_as}{note}",
+                        "rows of {} whose keys were read back from the server, at least the distinct rows whose puts were acknowledged{sent_as}{note}",
                         o.table
                     ),
                 }
