@@ -200,6 +200,16 @@ pub trait StreamConn {
     /// WAL).
     async fn commit(&mut self) -> Result<(), DriverError>;
 
+    /// Stops consuming after the last [`StreamConn::commit`], in the
+    /// protocol's orderly way, so that the acknowledgements reach the
+    /// server before the connection closes. Rows arriving meanwhile are
+    /// not handed over: the channel's next reader gets them. By default
+    /// nothing: an acknowledgement that waits for its answer (XACK) or a
+    /// client that leaves on drop (Kafka's) needs no more.
+    async fn leave(&mut self) -> Result<(), DriverError> {
+        Ok(())
+    }
+
     /// Creates `stream` with `channels` channels and records `marker` with
     /// it, so that `cleanup` can tell it is loadcell's; `Ok(false)` when
     /// it already exists (and is left as it is).

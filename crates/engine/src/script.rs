@@ -81,6 +81,13 @@ pub trait Script<C>: 'static {
     ) -> Result<(), DriverError> {
         Ok(())
     }
+
+    /// Ends a session when the run is over, on its connection still
+    /// usable, before the connection closes: for a stream consumer, what
+    /// the server must hear before it (see `StreamConn::leave`). Not
+    /// called after a failure, nor for a session cut off by the drain
+    /// timeout; its failure is the session's last word, not the run's.
+    async fn close(&self, _conn: &mut C, _session: &mut Self::Session) {}
 }
 
 /// When a pipelined batch was sent.

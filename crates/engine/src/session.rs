@@ -94,6 +94,14 @@ where
         Ok((conn, session))
     }
 
+    /// Lets the script end the session on the connection it holds, if
+    /// any, before the connection closes.
+    async fn close(&self, opened: Option<(D::Conn, S::Session)>) {
+        if let Some((mut conn, mut session)) = opened {
+            self.shared.script.close(&mut conn, &mut session).await;
+        }
+    }
+
     /// Runs an event on a connection opened for it (see
     /// [`Session::open_in_event`]), keeping the connection in `opened`.
     async fn open_and_run(
@@ -269,7 +277,7 @@ where
             // the worker's flusher and other sessions from running.
             tokio::task::coop::consume_budget().await;
             if shared.control.is_stopped() {
-                return;
+                return self.close(opened).await;
             }
             let now = Instant::now();
             let due = match shared.schedule.claim(self.info.group, now, &mut rng) {
@@ -277,7 +285,7 @@ where
                     // The deadline or the event limit: whatever is still
                     // in flight elsewhere gets the drain timeout.
                     shared.control.stop(StopReason::Completed, None);
-                    return;
+                    return self.close(opened).await;
                 }
                 Claim::Now => None,
                 Claim::Due(due) => Some(due),

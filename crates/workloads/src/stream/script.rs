@@ -507,6 +507,7 @@ impl StreamScript {
                 .sum();
             let lag_at_end = *lag_at_end.get_or_insert(lag);
             if lag == 0 || Instant::now() >= deadline {
+                conn.leave().await?;
                 return Ok((receiver, lag_at_end, positions));
             }
             loop {
@@ -580,6 +581,15 @@ impl<C: StreamConn> Script<C> for StreamScript {
         match session {
             StreamSession::Producer(p) => self.produce(conn, p, ctx).await,
             StreamSession::Consumer(c) => self.consume(conn, c, ctx).await,
+        }
+    }
+
+    /// A consumer's last event committed what it polled; leaving makes
+    /// sure the server heard it. A failure leaves the rows to be read
+    /// again, which the next reader counts as duplicates.
+    async fn close(&self, conn: &mut C, session: &mut StreamSession) {
+        if let StreamSession::Consumer(_) = session {
+            let _ = conn.leave().await;
         }
     }
 }

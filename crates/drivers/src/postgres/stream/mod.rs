@@ -66,6 +66,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
+use futures::future::join_all;
 use loadcell_core::sql::SqlConn;
 use loadcell_core::stream::{
     ChannelPosition, Channels, LagUnit, OnRow, PollOutcome, ProduceOutcome, StartFrom, StreamConn,
@@ -100,6 +101,8 @@ const STREAM_PART: usize = 16;
 const GROUP_PART: usize = 30;
 /// How long `drop_group` waits for a terminated walsender to let go.
 const SLOT_RELEASE: Duration = Duration::from_secs(10);
+/// How long a replication connection may take to end streaming.
+const LEAVE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The columns of a channel table, in the order the tuple carries them.
 const COLUMNS: &str = "channel, seq, produced_ns, origin, k1, k2, k3, k4, payload";
@@ -716,6 +719,24 @@ impl StreamConn for PgStreamConn {
             }
         }
         Ok(())
+    }
+
+    /// Each replication connection ends streaming and closes, all at
+    /// once, each given `LEAVE_TIMEOUT`.
+    async fn leave(&mut self) -> Result<(), DriverError> {
+        let ended = join_all(self.replicas.iter_mut().map(|replica| async move {
+            match tokio::time::timeout(LEAVE_TIMEOUT, replica.end()).await {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(f)) => Err(Self::replica_error(replica, f)),
+                Err(_) => Err(DriverError::connection(format!(
+                    "the server did not end streaming within {LEAVE_TIMEOUT:?}: \
+                     its last acknowledgement may not have been applied"
+                ))),
+            }
+        }))
+        .await;
+        self.replicas.clear();
+        ended.into_iter().collect()
     }
 
     async fn create_stream(
