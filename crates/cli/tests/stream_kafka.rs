@@ -1,8 +1,8 @@
 //! The `stream` workload against a real Kafka 3.9 broker (KRaft, one per
 //! test binary, shared by these tests: each uses topics of its own):
 //! produce and consume on 8 partitions with order and completeness
-//! checked, cleanup of loadcell's topics only, a backlog drained, and two
-//! processes sharing one group's partitions.
+//! checked, cleanup of loadcell's topics only, a backlog drained, two
+//! processes sharing one group's partitions, and one of them killed.
 
 mod common;
 
@@ -196,10 +196,6 @@ fn a_consume_only_run_drains_the_backlog_prepare_loaded() {
 }
 
 #[test]
-#[ignore = "at-least-once across processes: after a rebalance one process \
-            may receive rows the other already counted, which neither can tell \
-            apart (stop 19: 59,747 rows of 55,600). Its 'fewer' runs were \
-            librdkafka's close committing rows it dropped, fixed in stop 21"]
 fn two_processes_in_one_group_share_the_partitions_and_consume_every_row_once() {
     let url = kafka();
     let dir = tempfile::tempdir().unwrap();
@@ -254,4 +250,51 @@ fn two_processes_in_one_group_share_the_partitions_and_consume_every_row_once() 
     for r in [&both, &consumer] {
         assert_in_order_and_once(r);
     }
+}
+
+#[test]
+fn a_consumer_killed_mid_run_leaves_its_partitions_to_the_other_process() {
+    // The broker's shortest session: the dead member's partitions move
+    // 6 s after its last heartbeat.
+    let url = format!("{}?session.timeout.ms=6000", kafka());
+    let dir = tempfile::tempdir().unwrap();
+    let shape = [
+        "--stream",
+        "doomed",
+        "--partitions",
+        "8",
+        "--group",
+        "doomed",
+        "--consumers",
+        "4",
+    ];
+    ok(loadcell(
+        dir.path(),
+        &[&["prepare", "stream", "--target", url.as_str()][..], &shape].concat(),
+    ));
+    let mut doomed = spawn_run(
+        dir.path(),
+        &url,
+        "doomed.json",
+        &[&shape[..], &["--mode", "consume", "--time", "60s"]].concat(),
+    );
+    let survivor = spawn_run(
+        dir.path(),
+        &url,
+        "survivor.json",
+        &[&shape[..], &["--produce-rate", "5000", "--time", "12s"]].concat(),
+    );
+    std::thread::sleep(Duration::from_secs(4));
+    // SIGKILL: it neither commits what it polled nor leaves the group.
+    doomed.kill().unwrap();
+    doomed.wait().unwrap();
+    let r = finished(dir.path(), survivor, "survivor.json");
+    assert_eq!(r["verification"]["ok"], true, "{}", r["verification"]);
+    for field in ["missing", "gaps", "reorders"] {
+        assert_eq!(u(&r, &format!("/verification/stream/{field}")), 0, "{field}");
+    }
+    assert!(u(&r, "/verification/stream/produced") > 10_000);
+    // Every row the stream holds was acknowledged by the group: the dead
+    // member's partitions went to the survivor's members (or its drain).
+    assert!(u(&r, "/verification/stream/consumed") > 0);
 }
