@@ -1,6 +1,7 @@
 //! The `stream` workload against a real Redis (Redis Streams): produce and
 //! consume with order and completeness checked, a backlog drained, two
-//! processes sharing a group, one of them killed, and bad input.
+//! processes sharing a group, one of them killed, the server killed, and
+//! bad input.
 
 mod common;
 
@@ -223,6 +224,34 @@ fn a_consumer_killed_mid_run_leaves_its_rows_to_the_other_process() {
         loadcell_testkit::redis_cli(server.port, &["XPENDING", "loadcell-stream:0", "shared"])
             .unwrap();
     assert!(pending.starts_with('0'), "nothing left pending: {pending}");
+}
+
+#[test]
+fn a_server_killed_mid_run_leaves_a_partial_result_with_what_was_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = redis();
+    let url = server.url.clone();
+    let shape = ["--partitions", "4", "--group", "shared"];
+    ok(loadcell(
+        dir.path(),
+        &[&["prepare", "stream", "--target", url.as_str()][..], &shape].concat(),
+    ));
+    let (_, r) = run_and_kill_server(
+        dir.path(),
+        &[
+            &["stream", "--target", url.as_str(), "--produce-rate", "5000"][..],
+            &shape,
+        ]
+        .concat(),
+        || server.kill(),
+        Duration::from_millis(1500),
+    );
+    assert!(u(&r, "/summary/ops") > 0, "work before the kill is kept");
+    assert!(
+        r["verification"].is_null() || r["verification"]["ok"] != true,
+        "no verification claims success against a dead server: {}",
+        r["verification"]
+    );
 }
 
 #[test]

@@ -291,7 +291,11 @@ fn a_consumer_killed_mid_run_leaves_its_partitions_to_the_other_process() {
     let r = finished(dir.path(), survivor, "survivor.json");
     assert_eq!(r["verification"]["ok"], true, "{}", r["verification"]);
     for field in ["missing", "gaps", "reorders"] {
-        assert_eq!(u(&r, &format!("/verification/stream/{field}")), 0, "{field}");
+        assert_eq!(
+            u(&r, &format!("/verification/stream/{field}")),
+            0,
+            "{field}"
+        );
     }
     assert!(u(&r, "/verification/stream/produced") > 10_000);
     // Every row the stream holds was acknowledged by the group: the dead

@@ -41,10 +41,7 @@ fn parameters_are_librdkafka_properties_over_the_defaults() {
     );
     assert_eq!(consumer.get("group.id"), Some("g"));
     assert_eq!(consumer.get("enable.auto.commit"), Some("false"));
-    assert_eq!(
-        consumer.get("partition.assignment.strategy"),
-        Some("range")
-    );
+    assert_eq!(consumer.get("partition.assignment.strategy"), Some("range"));
 }
 
 #[test]

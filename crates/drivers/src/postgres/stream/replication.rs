@@ -228,7 +228,10 @@ impl Replica {
             pg_clock_micros(),
         );
         frontend::copy_done(&mut conn.wbuf);
-        conn.stream.write_all(&conn.wbuf).await.map_err(io_failure)?;
+        conn.stream
+            .write_all(&conn.wbuf)
+            .await
+            .map_err(io_failure)?;
         loop {
             match conn.next_message().await? {
                 (b'Z', _) => break,
