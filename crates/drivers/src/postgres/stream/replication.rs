@@ -219,14 +219,8 @@ impl Replica {
     /// then got 150 rows again (3 transactions of 50) in 100,000.
     pub(super) async fn end(&mut self) -> Result<(), Failure> {
         self.acknowledged = self.received;
+        self.write_status();
         let conn = &mut self.conn;
-        conn.wbuf.clear();
-        status_update(
-            &mut conn.wbuf,
-            self.received,
-            self.acknowledged,
-            pg_clock_micros(),
-        );
         frontend::copy_done(&mut conn.wbuf);
         conn.stream
             .write_all(&conn.wbuf)
@@ -247,15 +241,20 @@ impl Replica {
     /// A standby status update: received as written, acknowledged as
     /// flushed and applied.
     async fn send_status(&mut self) -> Result<(), Failure> {
+        self.write_status();
         let conn = &mut self.conn;
-        conn.wbuf.clear();
+        conn.stream.write_all(&conn.wbuf).await.map_err(io_failure)
+    }
+
+    /// The write buffer holds a status update and nothing else.
+    fn write_status(&mut self) {
+        self.conn.wbuf.clear();
         status_update(
-            &mut conn.wbuf,
+            &mut self.conn.wbuf,
             self.received,
             self.acknowledged,
             pg_clock_micros(),
         );
-        conn.stream.write_all(&conn.wbuf).await.map_err(io_failure)
     }
 }
 
