@@ -204,8 +204,8 @@ impl Settings {
         // Defaults the target may override. Eager rebalances (`range`,
         // every member gives up all its partitions and commits them before
         // any is assigned again): with `cooperative-sticky` two processes
-        // of one group consumed 2,400-9,400 rows twice in 6 of 8 runs of
-        // 70,000, against none in 7 of 7 with `range`, though each member
+        // of one group consumed 2,400-9,400 rows twice in 5 of 8 runs of
+        // ~70,000, against none in 7 of 7 with `range`, though each member
         // commits synchronously at every revoke. A member that dies without
         // leaving (a killed process) hands its partitions on after 10 s,
         // not librdkafka's 45; heartbeats come from librdkafka's own
