@@ -33,10 +33,11 @@ use loadcell_core::wide::{
     ScanStart, TableSpec, WideConn,
 };
 use loadcell_core::DriverError;
+use scylla::client::session::Session;
 use scylla::deserialize::row::ColumnIterator;
 use scylla::errors::SerializationError;
 use scylla::frame::response::result::{ColumnType, NativeType};
-use scylla::response::query_result::QueryResult;
+use scylla::response::query_result::{QueryResult, QueryRowsResult};
 use scylla::response::{PagingState, PagingStateResponse};
 use scylla::serialize::batch::{BatchValues, BatchValuesIterator};
 use scylla::serialize::row::{RowSerializationContext, SerializeRow};
@@ -615,22 +616,7 @@ impl WideConn for CqlConnection {
         let statement = &self.statements.prepared[i].statement;
         let session = &self.statements.shared.session;
         let mut outcome = ScanOutcome::default();
-        let mut paging = PagingState::start();
-        loop {
-            let page = match start {
-                Some(row) => {
-                    session
-                        .execute_single_page(statement, (row, limit), paging)
-                        .await
-                }
-                None => {
-                    session
-                        .execute_single_page(statement, (limit,), paging)
-                        .await
-                }
-            };
-            let (result, next) = page.map_err(execution_error)?;
-            let rows = result.into_rows_result().map_err(unreadable)?;
+        let mut take = |rows: QueryRowsResult| {
             for columns in rows.rows::<ColumnIterator>().map_err(unreadable)? {
                 outcome.rows += 1;
                 let mut cells = 0;
@@ -638,11 +624,13 @@ impl WideConn for CqlConnection {
                 outcome.cells += cells;
                 on_row(row);
             }
-            match next {
-                PagingStateResponse::HasMorePages { state } => paging = state,
-                PagingStateResponse::NoMorePages => return Ok(outcome),
-            }
+            Ok(())
+        };
+        match start {
+            Some(row) => each_page(session, statement, (row, limit), &mut take).await?,
+            None => each_page(session, statement, (limit,), &mut take).await?,
         }
+        Ok(outcome)
     }
 
     async fn delete(&mut self, table: &str, row: &[u8]) -> Result<(), DriverError> {
@@ -809,18 +797,12 @@ impl WideConn for CqlConnection {
         let statement = &statement;
         let counts = join_all(token_ranges(COUNT_RANGES).map(|(first, last)| async move {
             let mut rows = 0u64;
-            let mut paging = PagingState::start();
-            loop {
-                let (result, next) = session
-                    .execute_single_page(statement, (first, last), paging)
-                    .await
-                    .map_err(execution_error)?;
-                rows += result.into_rows_result().map_err(unreadable)?.rows_num() as u64;
-                match next {
-                    PagingStateResponse::HasMorePages { state } => paging = state,
-                    PagingStateResponse::NoMorePages => return Ok::<_, DriverError>(rows),
-                }
-            }
+            each_page(session, statement, (first, last), |page| {
+                rows += page.rows_num() as u64;
+                Ok(())
+            })
+            .await?;
+            Ok::<_, DriverError>(rows)
         }))
         .await;
         counts.into_iter().sum()
@@ -1032,6 +1014,28 @@ fn each_cell<'f>(
         }
     }
     Ok(row)
+}
+
+/// Runs `statement` with `values` a page at a time (of its page size),
+/// handing each page's rows to `on_page`.
+async fn each_page(
+    session: &Session,
+    statement: &PreparedStatement,
+    values: impl SerializeRow,
+    mut on_page: impl FnMut(QueryRowsResult) -> Result<(), DriverError>,
+) -> Result<(), DriverError> {
+    let mut paging = PagingState::start();
+    loop {
+        let (result, next) = session
+            .execute_single_page(statement, &values, paging)
+            .await
+            .map_err(execution_error)?;
+        on_page(result.into_rows_result().map_err(unreadable)?)?;
+        match next {
+            PagingStateResponse::HasMorePages { state } => paging = state,
+            PagingStateResponse::NoMorePages => return Ok(()),
+        }
+    }
 }
 
 fn first_row<R>(result: QueryResult) -> Result<Option<R>, DriverError>
