@@ -17,6 +17,7 @@ pub mod schedule;
 pub mod script;
 mod session;
 pub mod shard;
+mod shared;
 pub mod spec;
 #[cfg(test)]
 mod tests;

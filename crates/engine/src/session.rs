@@ -12,8 +12,8 @@ use rand::SeedableRng;
 use crate::control::StopReason;
 use crate::schedule::{wait_for_tick, wait_until, Claim};
 use crate::script::{AllWaiting, Ctx, Script, SessionInfo, Sinks};
+use crate::shared::Shared;
 use crate::spec::Hold;
-use crate::worker::Shared;
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(10);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);

@@ -102,7 +102,7 @@ impl Observer for Seen {
     fn warning(&mut self, _message: &str) {}
 }
 
-fn spec(clients: usize, time: Option<Duration>, events: Option<u64>) -> RunSpec {
+pub(crate) fn spec(clients: usize, time: Option<Duration>, events: Option<u64>) -> RunSpec {
     RunSpec {
         threads: 1,
         clients,

@@ -6,99 +6,17 @@
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use loadcell_core::Driver;
 use loadcell_record::Stats;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
-use tokio::sync::{watch, Notify};
 use tokio::task::{JoinSet, LocalSet};
 
-use crate::collector::Phase;
-use crate::control::Control;
-use crate::hold::HeldGauge;
-use crate::schedule::Schedule;
 use crate::script::{Script, Sinks};
 use crate::session::run_session;
-use crate::spec::RunSpec;
-
-pub(crate) struct Shared<D, S> {
-    pub driver: Arc<D>,
-    pub script: Arc<S>,
-    pub spec: RunSpec,
-    pub schedule: Schedule,
-    pub control: Control,
-    pub gate: Gate,
-    /// Connections held, under `RunSpec::hold`.
-    pub held: HeldGauge,
-    /// Workers read answers at their ticks, timed by the kernel (see
-    /// [`loadcell_core::receipt`]).
-    pub defer_reads: bool,
-}
-
-/// Holds the sessions until all of them are connected (or have given up),
-/// as sysbench starts its clock once its threads are connected; then the
-/// collector begins the schedule and opens the gate.
-#[derive(Debug, Default)]
-pub(crate) struct Gate {
-    ready: AtomicUsize,
-    ready_changed: Notify,
-    open: watch::Sender<bool>,
-}
-
-impl Gate {
-    /// A session is connected, or will never be.
-    pub fn ready(&self) {
-        self.ready.fetch_add(1, Ordering::SeqCst);
-        self.ready_changed.notify_one();
-    }
-
-    /// Resolves once `sessions` have called [`Gate::ready`].
-    pub async fn all_ready(&self, sessions: usize) {
-        loop {
-            let changed = self.ready_changed.notified();
-            if self.ready.load(Ordering::SeqCst) >= sessions {
-                return;
-            }
-            changed.await;
-        }
-    }
-
-    pub fn open(&self) {
-        self.open.send_replace(true);
-    }
-
-    /// Resolves once the gate is open.
-    pub async fn opened(&self) {
-        let mut rx = self.open.subscribe();
-        // The sender lives as long as `self`, so this cannot fail.
-        let _ = rx.wait_for(|open| *open).await;
-    }
-}
-
-impl<D, S> Shared<D, S> {
-    /// End of interval `k`, and the phase it belongs to. Warm-up is cut
-    /// into intervals ending exactly at its end, so no interval straddles
-    /// the phases. `None` once past the deadline.
-    pub fn boundary(&self, k: usize) -> Option<(Instant, Phase)> {
-        let iv = self.spec.interval;
-        let warmup = self.spec.warmup;
-        let warmup_intervals = warmup.as_nanos().div_ceil(iv.as_nanos()) as usize;
-        if k < warmup_intervals {
-            let t = (iv * (k as u32 + 1)).min(warmup);
-            return Some((self.schedule.start() + t, Phase::Warmup));
-        }
-        let j = (k - warmup_intervals) as u32;
-        let start = self.schedule.measure_start() + iv * j;
-        match self.schedule.deadline() {
-            Some(d) if start >= d => None,
-            Some(d) => Some(((start + iv).min(d), Phase::Measure)),
-            None => Some((start + iv, Phase::Measure)),
-        }
-    }
-}
+use crate::shared::Shared;
 
 /// Stats cut from a worker: events claimed in the measurement phase and
 /// events claimed during warm-up, kept apart; and what the worker was

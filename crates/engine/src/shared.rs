@@ -1,0 +1,97 @@
+//! What the collector and the workers share: the run's driver, script,
+//! spec, schedule and stop control ([`Shared`]), the gate that holds the
+//! sessions until all are connected ([`Gate`]), and the phases a run's
+//! intervals belong to ([`Phase`]).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::sync::{watch, Notify};
+
+use crate::control::Control;
+use crate::hold::HeldGauge;
+use crate::schedule::Schedule;
+use crate::spec::RunSpec;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Warmup,
+    Measure,
+}
+
+pub(crate) struct Shared<D, S> {
+    pub driver: Arc<D>,
+    pub script: Arc<S>,
+    pub spec: RunSpec,
+    pub schedule: Schedule,
+    pub control: Control,
+    pub gate: Gate,
+    /// Connections held, under `RunSpec::hold`.
+    pub held: HeldGauge,
+    /// Workers read answers at their ticks, timed by the kernel (see
+    /// [`loadcell_core::receipt`]).
+    pub defer_reads: bool,
+}
+
+/// Holds the sessions until all of them are connected (or have given up),
+/// as sysbench starts its clock once its threads are connected; then the
+/// collector begins the schedule and opens the gate.
+#[derive(Debug, Default)]
+pub(crate) struct Gate {
+    ready: AtomicUsize,
+    ready_changed: Notify,
+    open: watch::Sender<bool>,
+}
+
+impl Gate {
+    /// A session is connected, or will never be.
+    pub fn ready(&self) {
+        self.ready.fetch_add(1, Ordering::SeqCst);
+        self.ready_changed.notify_one();
+    }
+
+    /// Resolves once `sessions` have called [`Gate::ready`].
+    pub async fn all_ready(&self, sessions: usize) {
+        loop {
+            let changed = self.ready_changed.notified();
+            if self.ready.load(Ordering::SeqCst) >= sessions {
+                return;
+            }
+            changed.await;
+        }
+    }
+
+    pub fn open(&self) {
+        self.open.send_replace(true);
+    }
+
+    /// Resolves once the gate is open.
+    pub async fn opened(&self) {
+        let mut rx = self.open.subscribe();
+        // The sender lives as long as `self`, so this cannot fail.
+        let _ = rx.wait_for(|open| *open).await;
+    }
+}
+
+impl<D, S> Shared<D, S> {
+    /// End of interval `k`, and the phase it belongs to. Warm-up is cut
+    /// into intervals ending exactly at its end, so no interval straddles
+    /// the phases. `None` once past the deadline.
+    pub fn boundary(&self, k: usize) -> Option<(Instant, Phase)> {
+        let iv = self.spec.interval;
+        let warmup = self.spec.warmup;
+        let warmup_intervals = warmup.as_nanos().div_ceil(iv.as_nanos()) as usize;
+        if k < warmup_intervals {
+            let t = (iv * (k as u32 + 1)).min(warmup);
+            return Some((self.schedule.start() + t, Phase::Warmup));
+        }
+        let j = (k - warmup_intervals) as u32;
+        let start = self.schedule.measure_start() + iv * j;
+        match self.schedule.deadline() {
+            Some(d) if start >= d => None,
+            Some(d) => Some(((start + iv).min(d), Phase::Measure)),
+            None => Some((start + iv, Phase::Measure)),
+        }
+    }
+}
