@@ -1,3 +1,11 @@
+use std::fs;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use super::mariadb::start_mariadb;
+use super::postgres::{clean_pg_env, pg_bin_dir, pg_shm_files, start_postgres, sysv_shmid};
 use super::*;
 
 /// (user, password, port, db) from `scheme://user:pass@127.0.0.1:port/db`.
@@ -387,7 +395,7 @@ fn ends_with_its_test_binary(child_test: &str) {
 
 #[test]
 fn answers_are_complete_by_their_framing() {
-    use crate::is_complete;
+    use crate::process::is_complete;
     assert!(is_complete(
         b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
     ));
