@@ -344,6 +344,10 @@ pub struct CleanupArgs {
     /// remove, those loadcell created.
     #[arg(long, value_name = "FILE")]
     pub file: Option<std::path::PathBuf>,
+    /// Also remove data loadcell cannot prove is its own (another writer's
+    /// documents, rows or entries in what loadcell created).
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -137,6 +137,7 @@ fn dispatch(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
             let mut workload = WorkloadArgs::defaults();
             workload.kv.dataset = a.dataset.clone();
             workload.search.index = a.index.clone();
+            workload.search.force_cleanup = a.force;
             workload.ts.measurement = a.measurement.clone();
             workload.ts.use_case = a.use_case.clone();
             if let Some(stream) = &a.stream {

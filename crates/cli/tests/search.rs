@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{loadcell, ok, run_json, s, stderr, u};
+use common::{loadcell, ok, read_json, run_json, s, stderr, stdout, u};
 use loadcell_core::search::SearchConn;
 use loadcell_core::{Driver, Target};
 use loadcell_drivers::search::SearchDriver;
@@ -35,6 +35,23 @@ fn count(index: &str) -> Option<u64> {
         c.refresh(index).await.unwrap();
         Some(c.count(index).await.unwrap())
     })
+}
+
+/// `method path` with a JSON `body`, for what the search driver has no
+/// call for (pipelines, settings), answered 200.
+fn http_ok(method: &str, path: &str, body: &str) {
+    let port = loadcell_testkit::opensearch().unwrap().port;
+    let (status, answer) = loadcell_testkit::search_request(port, method, path, body);
+    assert_eq!(status, 200, "{method} {path}: {answer}");
+}
+
+/// Indexes `n` documents of another writer (no loadcell field) into `index`.
+fn index_foreign(index: &str, n: usize) {
+    let body = "{\"index\":{}}\n{\"name\":\"not loadcell's\"}\n".repeat(n);
+    with_conn(async |c| {
+        let outcome = c.bulk(index, body.as_bytes(), &mut |r| panic!("{r}")).await;
+        assert_eq!(outcome.unwrap().items, n as u64);
+    });
 }
 
 fn prepare(dir: &std::path::Path, workload: &str, args: &[&str]) {
@@ -246,6 +263,149 @@ fn cleanup_deletes_only_an_index_loadcell_created() {
     with_conn(async |c| c.delete_index(index).await.unwrap());
 }
 
+/// An ingest pipeline's `drop` answers `"result":"noop"`, status 200: the
+/// documents are counted apart from the failed, and the check after the
+/// run expects them absent.
+#[test]
+fn documents_a_pipeline_drops_are_counted_apart_and_expected_absent() {
+    let dir = tempfile::tempdir().unwrap();
+    let (index, pipeline) = ("t-dropped", "t-drop-every-fourth");
+    prepare(dir.path(), "search-bulk", &["--index", index]);
+    http_ok(
+        "PUT",
+        &format!("/_ingest/pipeline/{pipeline}"),
+        r#"{"processors":[{"drop":{"if":"ctx.geonameid % 4 == 0"}}]}"#,
+    );
+    http_ok(
+        "PUT",
+        &format!("/{index}/_settings"),
+        &format!(r#"{{"index.default_pipeline":"{pipeline}"}}"#),
+    );
+    let o = ok(loadcell(
+        dir.path(),
+        &[
+            "run",
+            "search-bulk",
+            "--target",
+            opensearch(),
+            "--index",
+            index,
+            "--documents",
+            "4000",
+            "--bulk-size",
+            "1000",
+            "--out",
+            "r.json",
+        ],
+    ));
+    let r = read_json(&dir.path().join("r.json"));
+    assert_eq!(u(&r, "/ops/bulk/items"), 4000);
+    assert_eq!(u(&r, "/ops/bulk/errors"), 0, "a drop is not a failure");
+    let dropped = u(&r, "/summary/counters/dropped_by_server");
+    assert!((600..1400).contains(&dropped), "{dropped} of 4000 dropped");
+    assert_eq!(u(&r, "/verification/expected"), 4000 - dropped);
+    assert_eq!(u(&r, "/verification/found"), 4000 - dropped);
+    assert_eq!(r["verification"]["ok"], true, "{}", r["verification"]);
+    assert!(
+        s(&r, "/verification/how").contains(&format!("{dropped} dropped by the server")),
+        "{}",
+        r["verification"]
+    );
+    let text = stdout(&o);
+    assert!(text.contains("dropped_by_server"), "{text}");
+    assert_eq!(count(index), Some(4000 - dropped));
+    cleanup(dir.path(), "search-bulk", index);
+    http_ok("DELETE", &format!("/_ingest/pipeline/{pipeline}"), "");
+}
+
+/// Another writer's documents in loadcell's index: cleanup says so and
+/// deletes nothing, unless --force.
+#[test]
+fn cleanup_keeps_another_writers_documents_unless_forced() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = "t-shared";
+    prepare(dir.path(), "search-bulk", &["--index", index]);
+    run_json(
+        dir.path(),
+        "search-bulk",
+        opensearch(),
+        &["--index", index, "--documents", "1000"],
+    );
+    index_foreign(index, 3);
+    let args = [
+        "cleanup",
+        "search-bulk",
+        "--target",
+        opensearch(),
+        "--index",
+        index,
+    ];
+    let o = loadcell(dir.path(), &args);
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("index 't-shared' holds 3 documents loadcell did not write")
+            && err.contains("--force"),
+        "{err}"
+    );
+    assert_eq!(count(index), Some(1003), "nothing deleted");
+    let mut forced = args.to_vec();
+    forced.push("--force");
+    let o = ok(loadcell(dir.path(), &forced));
+    assert!(
+        stderr(&o).contains("with the 3 documents loadcell did not write"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(count(index), None);
+}
+
+/// The check after a run counts the run's own documents, not the index:
+/// a second run with --id-conflicts overwrites some of the first's ids,
+/// which a count of the whole index against before + sent calls a
+/// shortfall, and other documents in the index do not make up for any.
+#[test]
+fn verification_counts_the_runs_own_documents_not_the_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = "t-own";
+    prepare(dir.path(), "search-bulk", &["--index", index]);
+    let args = [
+        "--index",
+        index,
+        "--documents",
+        "3000",
+        "--bulk-size",
+        "1000",
+        "--id-conflicts",
+        "random",
+        "--conflict-probability",
+        "30",
+    ];
+    let first = run_json(dir.path(), "search-bulk", opensearch(), &args);
+    index_foreign(index, 5);
+    let second = run_json(dir.path(), "search-bulk", opensearch(), &args);
+    for r in [&first, &second] {
+        assert_eq!(r["verification"]["ok"], true, "{}", r["verification"]);
+        let found = u(r, "/verification/found");
+        assert!(
+            (2000..2500).contains(&found),
+            "{found} distinct ids of 3000"
+        );
+        assert!(s(r, "/verification/how").contains("this run's"));
+    }
+    // Both runs' ids overlap: the index holds fewer than their sum.
+    let held = count(index).unwrap();
+    let (a, b) = (
+        u(&first, "/verification/found"),
+        u(&second, "/verification/found"),
+    );
+    assert!(held < a + b + 5, "{held} documents after {a} and {b}");
+    let mut forced = vec!["cleanup", "search-bulk", "--target", opensearch()];
+    forced.extend(["--index", index, "--force"]);
+    ok(loadcell(dir.path(), &forced));
+}
+
 #[test]
 fn a_missing_index_is_a_one_line_error_before_any_load() {
     let dir = tempfile::tempdir().unwrap();
@@ -436,11 +596,14 @@ fn indexing_while_searching_reports_each_group_apart() {
         "queries hit the prepared documents: {}",
         r["summary"]
     );
-    // What the bulks acknowledged arrived, on top of what prepare loaded.
+    // What the bulks acknowledged arrived, counted apart from what
+    // prepare loaded.
     assert_eq!(r["verification"]["ok"], true, "{}", r["verification"]);
+    assert_eq!(u(&r, "/verification/expected"), u(&r, "/ops/bulk/items"));
     assert_eq!(
-        u(&r, "/verification/expected"),
-        2000 + u(&r, "/ops/bulk/items")
+        count(index),
+        Some(2000 + u(&r, "/ops/bulk/items")),
+        "both in the index"
     );
     assert_eq!(u(&r, "/config/workload_options/query_clients"), 4);
     // Options of the other search workloads are refused by name.

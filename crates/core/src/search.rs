@@ -17,6 +17,10 @@ pub struct BulkOutcome {
     /// Items among them that failed (`"errors": true` and a `status` ≥ 300
     /// on the item), each also given to the `on_failure` callback.
     pub failed: u64,
+    /// `index` or `create` items among them answered `"result": "noop"`:
+    /// documents the server accepted and did not store (an ingest
+    /// pipeline's `drop` processor). Not failures, and not in the index.
+    pub dropped: u64,
 }
 
 /// What a `_search` answered.
@@ -60,4 +64,8 @@ pub trait SearchConn {
 
     /// `GET /{index}/_count`: the documents the index holds.
     async fn count(&mut self, index: &str) -> Result<u64, DriverError>;
+
+    /// `POST /{index}/_count` with `query` (`{"query": …}`): the documents
+    /// of the index that match it.
+    async fn count_matching(&mut self, index: &str, query: &[u8]) -> Result<u64, DriverError>;
 }

@@ -83,7 +83,8 @@ fn a_bulk_is_counted_and_searchable(url: &str) {
             outcome,
             BulkOutcome {
                 items: 500,
-                failed: 0
+                failed: 0,
+                dropped: 0
             }
         );
         assert!(reasons.is_empty());
@@ -107,7 +108,8 @@ fn a_mapping_conflict_fails_only_its_items(url: &str) {
             outcome,
             BulkOutcome {
                 items: 100,
-                failed: 3
+                failed: 3,
+                dropped: 0
             }
         );
         assert_eq!(reasons.len(), 3);
@@ -118,6 +120,55 @@ fn a_mapping_conflict_fails_only_its_items(url: &str) {
         assert_eq!(conn.count("bulk-conflict").await.unwrap(), 97);
         conn.delete_index("bulk-conflict").await.unwrap();
     });
+}
+
+/// An ingest pipeline that drops the documents whose `n` is a multiple
+/// of 3: each is answered `"result":"noop"`, status 200, in a bulk that
+/// says `"errors":false` (read without parsing) as in one with a failed
+/// item (parsed); neither is a failure.
+#[test]
+fn opensearch_documents_a_pipeline_drops_are_counted_apart() {
+    let port = loadcell_testkit::opensearch().unwrap().port;
+    let admin = |method: &str, path: &str, body: &str| {
+        let (status, answer) = loadcell_testkit::search_request(port, method, path, body);
+        assert_eq!(status, 200, "{method} {path}: {answer}");
+    };
+    let pipeline = r#"{"processors":[{"drop":{"if":"ctx.n % 3 == 0"}}]}"#;
+    admin("PUT", "/_ingest/pipeline/drop-thirds", pipeline);
+    block_on(async {
+        let mut conn = connect(opensearch()).await;
+        fresh_index(&mut conn, "bulk-dropped").await;
+        admin(
+            "PUT",
+            "/bulk-dropped/_settings",
+            r#"{"index.default_pipeline":"drop-thirds"}"#,
+        );
+        let (clean, _) = bulk(&mut conn, "bulk-dropped", &bulk_body(300, &[])).await;
+        let expected = BulkOutcome {
+            items: 300,
+            failed: 0,
+            dropped: 100,
+        };
+        assert_eq!(clean, expected);
+        // Ids 0..100 again, one of them refused by the mapping.
+        let (with_failure, reasons) = bulk(&mut conn, "bulk-dropped", &bulk_body(100, &[50])).await;
+        assert_eq!(reasons.len(), 1, "{reasons:?}");
+        let expected = BulkOutcome {
+            items: 100,
+            failed: 1,
+            dropped: 34,
+        };
+        assert_eq!(with_failure, expected);
+        conn.refresh("bulk-dropped").await.unwrap();
+        assert_eq!(conn.count("bulk-dropped").await.unwrap(), 200);
+        let term = br#"{"query":{"term":{"country_code":"AT"}}}"#;
+        assert_eq!(
+            conn.count_matching("bulk-dropped", term).await.unwrap(),
+            100
+        );
+        conn.delete_index("bulk-dropped").await.unwrap();
+    });
+    admin("DELETE", "/_ingest/pipeline/drop-thirds", "");
 }
 
 fn index_meta_reads_what_create_wrote(url: &str) {

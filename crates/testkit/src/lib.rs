@@ -58,7 +58,7 @@ use process::{
 pub use redis::{
     redis, redis_cli, redis_cluster, redis_tls, redis_with, redis_with_password, TestCluster,
 };
-pub use search::{elasticsearch, opensearch};
+pub use search::{elasticsearch, opensearch, search_request};
 pub use sharding_proxy::{sharding_proxy, sharding_proxy_lib};
 pub use shared::SharedServer;
 pub use tls::make_certificates;

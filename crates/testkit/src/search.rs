@@ -9,6 +9,10 @@
 //! `~/.m2`) and is unzipped once into `/var/tmp/loadcell-testkit/`, which,
 //! unlike `~/.cache` under root's private home, the server's user can
 //! read. Each server gets its own config, data and logs in a temp dir.
+//! OpenSearch's zip lacks the modules of ingest pipelines (ingest-common,
+//! and lang-painless which it extends, for processors' `if` conditions):
+//! their jars come from Maven Central too, laid out under `modules/` as
+//! the full distribution lays them out.
 //! Both refuse to run as root: as root the server runs as `nobody`.
 //!
 //! The server lives as long as the test binary: it is stopped (its
@@ -16,6 +20,8 @@
 //! the kernel kills it (parent-death signal) if the binary is killed.
 
 use std::fs;
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -45,7 +51,40 @@ struct Product {
     /// The environment variables for the config dir, the temp dir and the
     /// JVM options.
     env: [&'static str; 3],
+    /// Modules added to the distribution.
+    modules: &'static [Module],
 }
+
+/// A module of the full distribution that the integ-test zip leaves out:
+/// its jars (a pom whose direct dependencies they are) and what its
+/// `plugin-descriptor.properties` says.
+struct Module {
+    name: &'static str,
+    description: &'static str,
+    classname: &'static str,
+    extended_plugins: &'static str,
+    pom: &'static str,
+    security_policy: Option<&'static str>,
+}
+
+const OPENSEARCH_MODULES: &[Module] = &[
+    Module {
+        name: "lang-painless",
+        description: "An easy, safe and fast scripting language for OpenSearch",
+        classname: "org.opensearch.painless.PainlessPlugin",
+        extended_plugins: "",
+        pom: include_str!("../assets/opensearch/lang-painless.pom.xml"),
+        security_policy: Some(include_str!("../assets/opensearch/lang-painless.policy")),
+    },
+    Module {
+        name: "ingest-common",
+        description: "Module for ingest processors",
+        classname: "org.opensearch.ingest.common.IngestCommonPlugin",
+        extended_plugins: "lang-painless",
+        pom: include_str!("../assets/opensearch/ingest-common.pom.xml"),
+        security_policy: None,
+    },
+];
 
 const OPENSEARCH: Product = Product {
     name: "opensearch",
@@ -58,6 +97,7 @@ const OPENSEARCH: Product = Product {
         "OPENSEARCH_TMPDIR",
         "OPENSEARCH_JAVA_OPTS",
     ],
+    modules: OPENSEARCH_MODULES,
 };
 
 const ELASTICSEARCH: Product = Product {
@@ -67,6 +107,7 @@ const ELASTICSEARCH: Product = Product {
     script: "bin/elasticsearch",
     config_file: "elasticsearch.yml",
     env: ["ES_PATH_CONF", "ES_TMPDIR", "ES_JAVA_OPTS"],
+    modules: &[],
 };
 
 /// The OpenSearch 2.19.6 of this test binary, started at the first call.
@@ -80,6 +121,30 @@ pub fn opensearch() -> Result<&'static SharedServer, String> {
 pub fn elasticsearch() -> Result<&'static SharedServer, String> {
     static SERVER: OnceLock<Result<SharedServer, String>> = OnceLock::new();
     shared(&SERVER, ELASTICSEARCH.name, || start(&ELASTICSEARCH))
+}
+
+/// `method path` with a JSON `body` on the search server at `port`, for
+/// what tests set up that no driver call does (ingest pipelines, index
+/// settings): the answer's status and body.
+pub fn search_request(port: u16, method: &str, path: &str, body: &str) -> (u16, String) {
+    let exchange = || -> std::io::Result<String> {
+        let mut tcp = TcpStream::connect((Ipv4Addr::LOCALHOST, port))?;
+        write!(
+            tcp,
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )?;
+        let mut answer = String::new();
+        tcp.read_to_string(&mut answer)?;
+        Ok(answer)
+    };
+    let answer = exchange().unwrap_or_else(|e| panic!("{method} {path} on 127.0.0.1:{port}: {e}"));
+    let status = answer
+        .get(9..12)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("{method} {path}: not an HTTP answer: {answer}"));
+    (status, answer)
 }
 
 fn start(product: &Product) -> Result<SharedServer, String> {
@@ -272,21 +337,70 @@ fn chown_tree(path: &Path, owner: Account) -> Result<(), String> {
     Ok(())
 }
 
-/// The unzipped distribution, fetched and unzipped at the first use on
-/// this machine (see [`install_once`]).
+const DESCRIPTOR: &str = "plugin-descriptor.properties";
+
+/// The unzipped distribution with its added modules, fetched and unzipped
+/// at the first use on this machine (see [`install_once`]); cached apart
+/// from a bare one an earlier testkit unzipped.
 fn install(product: &Product) -> Result<PathBuf, String> {
-    let entry = format!("{}-{}", product.name, product.version);
-    install_once(
-        &entry,
-        |home| home.join(product.script).exists(),
-        |staging| {
-            let zip = maven_zip(product)?;
-            let mut unzip = Command::new("unzip");
-            unzip.arg("-q").arg(&zip).arg("-d").arg(staging);
-            run_cmd(unzip, &staging.join("unzip.log"), "unzip")?;
-            Ok(staging.join(&entry))
-        },
-    )
+    let unzipped = format!("{}-{}", product.name, product.version);
+    let entry = match product.modules {
+        [] => unzipped.clone(),
+        _ => format!("{unzipped}-modules"),
+    };
+    let complete = |home: &Path| {
+        home.join(product.script).exists()
+            && product
+                .modules
+                .iter()
+                .all(|m| home.join("modules").join(m.name).join(DESCRIPTOR).exists())
+    };
+    install_once(&entry, complete, |staging| {
+        let zip = maven_zip(product)?;
+        let mut unzip = Command::new("unzip");
+        unzip.arg("-q").arg(&zip).arg("-d").arg(staging);
+        run_cmd(unzip, &staging.join("unzip.log"), "unzip")?;
+        let home = staging.join(&unzipped);
+        for module in product.modules {
+            add_module(product, module, &home, staging)?;
+        }
+        Ok(home)
+    })
+}
+
+/// Puts `module`'s jars (from Maven Central, cached in `~/.m2`), its
+/// descriptor and security policy into `home/modules/NAME`.
+fn add_module(
+    product: &Product,
+    module: &Module,
+    home: &Path,
+    staging: &Path,
+) -> Result<(), String> {
+    let dir = home.join("modules").join(module.name);
+    let pom = staging.join(format!("{}.pom.xml", module.name));
+    fs::write(&pom, module.pom).map_err(|e| format!("write {}: {e}", pom.display()))?;
+    let mut mvn = Command::new("mvn");
+    mvn.args(["-q", "-B", "-f"])
+        .arg(&pom)
+        .args(["dependency:copy-dependencies", "-DexcludeTransitive=true"])
+        .arg(format!("-DoutputDirectory={}", dir.display()))
+        .current_dir(staging);
+    let log = staging.join(format!("mvn-{}.log", module.name));
+    run_cmd(mvn, &log, "mvn dependency:copy-dependencies")?;
+    let version = product.version;
+    let descriptor = format!(
+        "description={}\nversion={version}\nname={}\nclassname={}\njava.version=11\n\
+         opensearch.version={version}\ncustom.foldername=\nextended.plugins={}\n\
+         has.native.controller=false\n",
+        module.description, module.name, module.classname, module.extended_plugins
+    );
+    let write = |name: &str, text: &str| {
+        fs::write(dir.join(name), text).map_err(|e| format!("write {name} of {}: {e}", module.name))
+    };
+    write(DESCRIPTOR, &descriptor)?;
+    module
+        .security_policy
+        .map_or(Ok(()), |policy| write("plugin-security.policy", policy))
 }
 
 /// The zip in the local Maven repository, fetched from Maven Central when

@@ -26,6 +26,10 @@ pub struct SearchArgs {
     /// The index written to or queried (default loadcell-GENERATOR, or loadcell-corpus).
     #[arg(long, value_name = "NAME")]
     pub index: Option<String>,
+    /// `cleanup --force`: delete loadcell's index even with another
+    /// writer's documents in it.
+    #[arg(skip)]
+    pub force_cleanup: bool,
     /// Built-in documents: geonames (~311 B, esrally's geonames track) or logs (~1.4 KB access logs) (default geonames).
     #[arg(long, value_name = "NAME")]
     pub generator: Option<String>,
@@ -198,6 +202,7 @@ pub(super) fn options(a: &SearchArgs) -> Result<SearchOptions, String> {
             replicas: a.replicas,
             refresh_interval: a.refresh_interval.clone(),
             mapping,
+            force_cleanup: a.force_cleanup,
         },
         source,
         bulk_size: a.bulk_size,

@@ -20,22 +20,28 @@ const HEAD: usize = 256;
 
 /// The items of a `_bulk` answer: counted when it says `"errors":false`,
 /// and each failed one's `type: reason` given to `on_failure` (written
-/// into `reason`, reused) when it says `"errors":true`.
+/// into `reason`, reused) when it says `"errors":true`. Either way, an
+/// `index` or `create` item answered `"result":"noop"` is counted as
+/// dropped (an `update` one is a document left as it was).
 pub(super) fn bulk(
     body: &[u8],
     on_failure: &mut dyn FnMut(&str),
     reason: &mut String,
 ) -> Result<BulkOutcome, String> {
     if !errors_flag(&body[..body.len().min(HEAD)])? {
+        let (items, dropped) = scan_items(body)?;
         return Ok(BulkOutcome {
-            items: count_items(body)?,
+            items,
             failed: 0,
+            dropped,
         });
     }
     let answer: BulkAnswer = serde_json::from_slice(body).map_err(|e| bad("bulk", &e))?;
-    let mut failed = 0;
-    for Action { item } in &answer.items {
+    let (mut failed, mut dropped) = (0, 0);
+    for action in &answer.items {
+        let item = action.item();
         if item.status < 300 && item.error.is_none() {
+            dropped += u64::from(action.is_dropped());
             continue;
         }
         failed += 1;
@@ -53,6 +59,7 @@ pub(super) fn bulk(
     Ok(BulkOutcome {
         items: answer.items.len() as u64,
         failed,
+        dropped,
     })
 }
 
@@ -74,43 +81,69 @@ fn errors_flag(head: &[u8]) -> Result<bool, String> {
     }
 }
 
-/// The objects in the `items` array, counted by a scan that skips strings
-/// and tracks nesting.
-fn count_items(body: &[u8]) -> Result<u64, String> {
+/// The objects in the `items` array, and those of them dropped: counted
+/// by one scan that skips strings and tracks nesting, looking at a string
+/// only when it is an item's action (its first key) or reads `noop`.
+fn scan_items(body: &[u8]) -> Result<(u64, u64), String> {
     let missing = || "a bulk answer without an \"items\" array".to_string();
     let at = find(body, b"\"items\"").ok_or_else(missing)?;
     let open = body[at..]
         .iter()
         .position(|&b| b == b'[')
         .ok_or_else(missing)?;
+    let start = at + open + 1;
     let mut depth = 0u32;
-    let mut in_string = false;
+    // Where the string being scanned began (after its quote), if in one.
+    let mut string_at = None;
     let mut escaped = false;
-    let mut items = 0;
-    for &b in &body[at + open + 1..] {
-        if in_string {
+    let (mut items, mut dropped) = (0, 0);
+    // Whether the item's action is still to be read, and whether it is
+    // an update.
+    let mut action_pending = false;
+    let mut update = false;
+    for (i, &b) in body.iter().enumerate().skip(start) {
+        if let Some(from) = string_at {
             match b {
                 _ if escaped => escaped = false,
                 b'\\' => escaped = true,
-                b'"' => in_string = false,
+                b'"' => {
+                    string_at = None;
+                    let text = &body[from..i];
+                    if depth == 1 && action_pending {
+                        action_pending = false;
+                        update = text == b"update";
+                    } else if text == b"noop" && !update && follows_result_key(&body[..from - 1]) {
+                        dropped += 1;
+                    }
+                }
                 _ => {}
             }
             continue;
         }
         match b {
-            b'"' => in_string = true,
+            b'"' => string_at = Some(i + 1),
             b'{' | b'[' => {
                 if depth == 0 {
                     items += 1;
+                    action_pending = true;
                 }
                 depth += 1;
             }
-            b'}' | b']' if depth == 0 => return Ok(items),
+            b'}' | b']' if depth == 0 => return Ok((items, dropped)),
             b'}' | b']' => depth -= 1,
             _ => {}
         }
     }
     Err("a bulk answer cut short in its items".to_string())
+}
+
+/// Whether `before` (the answer up to a string value's opening quote)
+/// ends in the key `"result":`.
+fn follows_result_key(before: &[u8]) -> bool {
+    before
+        .trim_ascii_end()
+        .strip_suffix(b":")
+        .is_some_and(|key| key.trim_ascii_end().ends_with(b"\"result\""))
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
@@ -125,20 +158,44 @@ struct BulkAnswer<'a> {
 
 /// One item: `{"index": {…}}`, or `create`, `update`, `delete`.
 #[derive(Deserialize)]
-struct Action<'a> {
-    #[serde(
-        rename = "index",
-        alias = "create",
-        alias = "update",
-        alias = "delete",
-        borrow
-    )]
-    item: Item<'a>,
+#[serde(rename_all = "lowercase")]
+enum Action<'a> {
+    #[serde(borrow)]
+    Index(Item<'a>),
+    #[serde(borrow)]
+    Create(Item<'a>),
+    #[serde(borrow)]
+    Update(Item<'a>),
+    #[serde(borrow)]
+    Delete(Item<'a>),
+}
+
+impl<'a> Action<'a> {
+    fn item(&self) -> &Item<'a> {
+        match self {
+            Action::Index(item)
+            | Action::Create(item)
+            | Action::Update(item)
+            | Action::Delete(item) => item,
+        }
+    }
+
+    /// A document the server accepted and did not store: an ingest
+    /// pipeline's `drop` answers `noop` (an update's `noop` is a document
+    /// left as it was).
+    fn is_dropped(&self) -> bool {
+        match self {
+            Action::Index(item) | Action::Create(item) => item.result.as_deref() == Some("noop"),
+            Action::Update(_) | Action::Delete(_) => false,
+        }
+    }
 }
 
 #[derive(Deserialize)]
 struct Item<'a> {
     status: u16,
+    #[serde(default, borrow)]
+    result: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     error: Option<ItemError<'a>>,
 }
@@ -386,7 +443,8 @@ mod tests {
             read_bulk(body).0,
             Ok(BulkOutcome {
                 items: 3,
-                failed: 0
+                failed: 0,
+                dropped: 0
             })
         );
         let pretty = "{\n  \"took\" : 3,\n  \"errors\" : false,\n  \"items\" : [ ]\n}";
@@ -407,7 +465,8 @@ mod tests {
             outcome,
             Ok(BulkOutcome {
                 items: 3,
-                failed: 2
+                failed: 2,
+                dropped: 0
             })
         );
         assert_eq!(
@@ -416,6 +475,39 @@ mod tests {
                 "mapper_parsing_exception: failed to parse field [n] of type [long]: 'x\"y'",
                 "es_rejected_execution_exception: queue full"
             ]
+        );
+    }
+
+    #[test]
+    fn documents_a_pipeline_dropped_are_counted_apart() {
+        // OpenSearch's answer to a drop processor, in both forms; an
+        // update's noop, an id or an index named noop are not drops.
+        let clean = r#"{"took":3,"ingest_took":1,"errors":false,"items":[
+            {"index":{"_index":"noop","_id":"noop","_version":-3,"result" : "noop","_shards":{"total":0},"status":200}},
+            {"index":{"_index":"noop","_id":"noop","_version":1,"result":"created","status":201}},
+            {"update":{"_index":"i","_id":"7","result":"noop","status":200}},
+            {"create":{"_index":"i","_id":"8","result":"noop","status":200}}]}"#;
+        assert_eq!(
+            read_bulk(clean).0,
+            Ok(BulkOutcome {
+                items: 4,
+                failed: 0,
+                dropped: 2
+            })
+        );
+        let failing = clean
+            .replace("\"errors\":false", "\"errors\":true")
+            .replace(
+                r#""result":"created","status":201"#,
+                r#""status":400,"error":{"type":"x_exception","reason":"r"}"#,
+            );
+        assert_eq!(
+            read_bulk(&failing).0,
+            Ok(BulkOutcome {
+                items: 4,
+                failed: 1,
+                dropped: 2
+            })
         );
     }
 

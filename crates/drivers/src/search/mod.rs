@@ -219,6 +219,18 @@ impl SearchConn for SearchConnection {
         let answer = answered(&mut self.http, &self.endpoint, &get(&self.path)).await?;
         answer::count(answer).map_err(|e| garbled(&self.endpoint, &e))
     }
+
+    async fn count_matching(&mut self, index: &str, query: &[u8]) -> Result<u64, DriverError> {
+        set_path(&mut self.path, index, "/_count");
+        let request = Request {
+            method: "POST",
+            path: &self.path,
+            headers: JSON,
+            body: query,
+        };
+        let answer = answered(&mut self.http, &self.endpoint, &request).await?;
+        answer::count(answer).map_err(|e| garbled(&self.endpoint, &e))
+    }
 }
 
 impl SearchConnection {

@@ -17,6 +17,7 @@ use loadcell_engine::{Ctx, OpSpec, Script, SessionInfo};
 use super::file::{Index, LoadBody, OpBody, ScriptFile};
 use super::{think, Ops, ScriptWorkload, Values};
 use crate::prepare::{CheckError, PrepareObserver};
+use crate::search::source::RunField;
 use crate::search::{check_index, cleanup, create_tagged_index, tag_mapping};
 use crate::workload::{CleanupError, Lifecycle, Loading};
 
@@ -124,7 +125,7 @@ impl<C: SearchConn> Lifecycle<C, SearchFamily> for ScriptWorkload {
             observer.message("Nothing to clean up: the file's [prepare] creates no indexes");
         }
         for index in &self.file.prepare.indexes {
-            cleanup(&index.name, driver, connect_timeout, observer).await?;
+            cleanup(&index.name, false, driver, connect_timeout, observer).await?;
         }
         Ok(())
     }
@@ -158,6 +159,8 @@ async fn prepare<C: SearchConn>(
         }
     }
     let mut values = Values::for_session(file, 0, 0, 1);
+    // Marks the documents as loadcell's, for cleanup.
+    let run = RunField::fresh();
     let mut bulk = Vec::new();
     for load in &file.prepare.loads {
         let LoadBody::Document { index, document } = &load.body else {
@@ -176,7 +179,9 @@ async fn prepare<C: SearchConn>(
                 values.draw(&load.params);
                 document.expand(&values.texts, &mut line);
                 bulk.extend_from_slice(b"{\"index\":{}}\n");
+                let start = bulk.len();
                 bulk.extend_from_slice(&line);
+                run.append(&mut bulk, start);
                 bulk.push(b'\n');
             }
             let mut first = None;

@@ -7,12 +7,11 @@
 //!
 //! `prepare` loads documents as `search-query`'s does, so queries hit
 //! from the start; the bulk sessions then add documents until the run
-//! ends, and the check after the run counts the index against what was
-//! there before and what the bulks had acknowledged, as `search-bulk`'s.
+//! ends, and the check after the run counts the bulks' documents in the
+//! index against what they had acknowledged, as `search-bulk`'s.
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -119,13 +118,9 @@ impl<C: SearchConn> Lifecycle<C, SearchFamily> for SearchMixedWorkload {
         }
     }
 
-    /// The index holds documents to query; what it holds is also the
-    /// count the bulks add to.
+    /// The index holds documents to query.
     async fn check(&self, script: &MixedScript, conn: &mut C) -> Result<(), CheckError> {
-        Lifecycle::<C, SearchFamily>::check(&self.queries, &script.query, conn).await?;
-        let documents = script.query.documents.load(Ordering::Relaxed);
-        script.bulk.tally.before.store(documents, Ordering::Relaxed);
-        Ok(())
+        Lifecycle::<C, SearchFamily>::check(&self.queries, &script.query, conn).await
     }
 
     async fn verify<D>(
@@ -162,8 +157,10 @@ impl<C: SearchConn> Lifecycle<C, SearchFamily> for SearchMixedWorkload {
     where
         D: Driver<Conn = C>,
     {
+        let index = &self.queries.opts.index;
         cleanup(
-            &self.queries.opts.index.name,
+            &index.name,
+            index.force_cleanup,
             driver,
             connect_timeout,
             observer,

@@ -5,17 +5,21 @@
 //!   event, from a generator (`geonames`, `logs`) or a `--corpus` file,
 //!   until `--documents` are acknowledged or the time is up. Documents
 //!   are counted as the run's items (docs/s), failed ones as errors by
-//!   their reason's type. `prepare` only creates the index (loading is
-//!   the run); after the run, the index's `_count` is compared with what
-//!   the run had acknowledged ([`Lifecycle::verify`]).
+//!   their reason's type, documents the server answered `noop` (an ingest
+//!   pipeline's `drop`) as `dropped_by_server`. `prepare` only creates
+//!   the index (loading is the run); after the run, the `_count` of the
+//!   run's own documents is compared with what the run had acknowledged
+//!   ([`Lifecycle::verify`]).
 //! - `search-query`: one `_search` per event, of a built-in kind or from
 //!   `--query-file` templates, with values the indexed documents hold;
 //!   a query that hits nothing is counted (`no_hits`). Its `prepare`
 //!   creates the index and loads `--documents`.
 //!
 //! The index loadcell creates carries a random `loadcell:` tag in its
-//! mapping's `_meta` ([`marker::Tag`]); `cleanup` deletes an index only
-//! if it carries one.
+//! mapping's `_meta` ([`marker::Tag`]), and every document loadcell
+//! writes the id of the run that wrote it ([`source::RUN_FIELD`]):
+//! `cleanup` deletes an index only if it carries the tag and holds no
+//! document without that field, unless `--force`.
 
 pub mod corpus;
 pub mod geonames;
@@ -48,7 +52,7 @@ use crate::prepare::{CheckError, NotPrepared, PrepareObserver};
 use crate::workload::{CleanupError, Lifecycle, Loading, Workload};
 use mix::Mix;
 use queries::{Queries, QueryOrigin, QueryParam};
-use source::{BulkWriter, IdConflicts, OnConflict, Source};
+use source::{BulkWriter, IdConflicts, OnConflict, RunField, Source, FOREIGN_QUERY, RUN_FIELD};
 
 /// The key of loadcell's tag in an index's mapping `_meta`.
 const META_KEY: &str = "loadcell";
@@ -66,6 +70,9 @@ pub struct IndexOptions {
     pub refresh_interval: Option<String>,
     /// `--mapping FILE` and the mapping it holds; else the generator's.
     pub mapping: Option<(PathBuf, Value)>,
+    /// `cleanup --force`: delete the index loadcell created even when it
+    /// holds documents loadcell did not write.
+    pub force_cleanup: bool,
 }
 
 /// What both search workloads are given.
@@ -156,9 +163,11 @@ impl SearchOptions {
     }
 }
 
-/// Puts loadcell's `tag` into an index mapping's `_meta`.
+/// Puts loadcell's `tag` into an index mapping's `_meta`, and maps the
+/// field each of loadcell's documents carries ([`RUN_FIELD`]).
 pub(crate) fn tag_mapping(mapping: &mut Value, tag: &Tag) {
     mapping["_meta"][META_KEY] = json!(tag.as_str());
+    mapping["properties"][RUN_FIELD] = json!({ "type": "keyword" });
 }
 
 /// Whose index a name is.
@@ -223,9 +232,11 @@ pub(crate) async fn create_tagged_index<C: SearchConn>(
     }
 }
 
-/// Deletes index `name` if loadcell created it; refuses otherwise.
+/// Deletes index `name` if loadcell created it and holds only documents
+/// loadcell wrote, or with `force` whatever it holds; refuses otherwise.
 pub(crate) async fn cleanup<D>(
     name: &str,
+    force: bool,
     driver: &D,
     connect_timeout: Duration,
     observer: &dyn PrepareObserver,
@@ -241,7 +252,19 @@ where
             Ok(())
         }
         Owner::Loadcell => {
-            observer.message(&format!("Deleting index '{name}'..."));
+            conn.refresh(name).await?;
+            let foreign = conn.count_matching(name, FOREIGN_QUERY).await?;
+            if foreign > 0 && !force {
+                return Err(CleanupError::Refused(format!(
+                    "index '{name}' holds {foreign} documents loadcell did not write (no {RUN_FIELD} field): \
+                     left as it is; delete it by hand, or run cleanup with --force to delete them with it"
+                )));
+            }
+            observer.message(&if foreign > 0 {
+                format!("Deleting index '{name}' with the {foreign} documents loadcell did not write in it (--force)...")
+            } else {
+                format!("Deleting index '{name}'...")
+            });
             Ok(conn.delete_index(name).await?)
         }
         Owner::Other => Err(CleanupError::Refused(format!(
@@ -270,6 +293,10 @@ pub(crate) async fn check_index<C: SearchConn>(
     }
     Ok(count)
 }
+
+/// The counter of documents the server accepted and did not store (an
+/// ingest pipeline's `drop`), apart from the items indexed.
+pub const DROPPED_BY_SERVER: &str = "dropped_by_server";
 
 /// The error class of a failed item whose reason does not start with an
 /// error type.
@@ -337,13 +364,13 @@ impl Workload for SearchBulkWorkload {
 /// add per bulk, for the check after the run.
 #[derive(Debug, Default)]
 struct Tally {
-    /// Documents the index held before the run.
-    before: AtomicU64,
     /// Documents in bulks sent, and in bulks answered.
     sent: AtomicU64,
     answered: AtomicU64,
     /// Items answered as failed.
     failed: AtomicU64,
+    /// Items answered `noop`: accepted, and dropped by the server.
+    dropped: AtomicU64,
     /// Documents answered that had ids of their own.
     own_ids: AtomicU64,
 }
@@ -378,7 +405,12 @@ impl BulkScript {
                 category: Category::Write,
             }],
             index: opts.index.name.clone(),
-            writer: BulkWriter::new(&opts.index.name, opts.source.clone(), opts.conflicts),
+            writer: BulkWriter::new(
+                &opts.index.name,
+                opts.source.clone(),
+                opts.conflicts,
+                RunField::fresh(),
+            ),
             bulk_size: opts.bulk_size,
             total,
             seed,
@@ -399,7 +431,8 @@ impl BulkScript {
         }
     }
 
-    /// Refreshes the index and counts it, against what the run sent.
+    /// Refreshes the index and counts the run's documents in it, against
+    /// what the run sent.
     async fn verify<D: Driver>(
         &self,
         driver: &D,
@@ -410,35 +443,40 @@ impl BulkScript {
     {
         let (mut conn, _) = loadcell_engine::connect_once(driver, connect_timeout).await?;
         conn.refresh(&self.index).await?;
-        let found = conn.count(&self.index).await?;
+        let found = conn
+            .count_matching(&self.index, &self.writer.run.query())
+            .await?;
         Ok(self.verification(found))
     }
 
-    /// The check after the run: what the index holds against what was
-    /// there before and what the run had acknowledged.
+    /// The check after the run: the documents of the index that this run
+    /// wrote (those carrying its id), against what it had acknowledged,
+    /// whatever else the index holds.
     fn verification(&self, found: u64) -> Verification {
         let t = &self.tally;
-        let before = t.before.load(Ordering::Relaxed);
         let answered = t.answered.load(Ordering::Relaxed);
         let failed = t.failed.load(Ordering::Relaxed);
+        let dropped = t.dropped.load(Ordering::Relaxed);
         let in_doubt = t.sent.load(Ordering::Relaxed) - answered;
         let mut how = format!(
-            "refresh, then _count of index '{}' after the run, against the {before} documents it held before",
-            self.index
+            "refresh, then _count of the documents of index '{}' whose {RUN_FIELD} is this run's ({}), against",
+            self.index,
+            self.writer.run.id()
         );
         let (expected, mut margin) = if self.writer.conflicts == IdConflicts::None {
             how += &format!(
-                " and the {} the run had acknowledged ({answered} answered, {failed} failed)",
-                answered - failed
+                " the {} the run had acknowledged ({answered} answered, {failed} failed, {dropped} dropped by the server)",
+                answered - failed - dropped
             );
-            (before + answered - failed, 0)
+            (answered - failed - dropped, 0)
         } else {
             let own = t.own_ids.load(Ordering::Relaxed);
             how += &format!(
-                " and the {own} distinct ids the run sent (--id-conflicts), less the {failed} failed items, \
-                 any of which may have been a conflict"
+                " the {own} distinct ids the run sent (--id-conflicts), less the {failed} failed and \
+                 {dropped} dropped by the server, any of which may have been a conflict"
             );
-            (before + own.saturating_sub(failed), failed.min(own))
+            let lost = failed + dropped;
+            (own.saturating_sub(lost), lost.min(own))
         };
         if in_doubt > 0 {
             how += &format!("; up to {in_doubt} more from bulks whose answer never came");
@@ -498,6 +536,10 @@ impl<C: SearchConn> Script<C> for BulkScript {
         t.failed.fetch_add(outcome.failed, Ordering::Relaxed);
         t.own_ids.fetch_add(content.own_ids, Ordering::Relaxed);
         ctx.items(0, outcome.items);
+        if outcome.dropped > 0 {
+            t.dropped.fetch_add(outcome.dropped, Ordering::Relaxed);
+            ctx.count(DROPPED_BY_SERVER, outcome.dropped);
+        }
         failures.record(ctx, 0, failure_class);
         Ok(())
     }
@@ -510,13 +552,14 @@ impl<C: SearchConn> Lifecycle<C, SearchFamily> for SearchBulkWorkload {
         BulkScript::new(&self.opts, self.opts.total(), seed)
     }
 
-    async fn check(&self, script: &BulkScript, conn: &mut C) -> Result<(), CheckError> {
-        let before = check_index(conn, &self.opts.index.name, false).await?;
-        script.tally.before.store(before, Ordering::Relaxed);
-        Ok(())
+    async fn check(&self, _script: &BulkScript, conn: &mut C) -> Result<(), CheckError> {
+        check_index(conn, &self.opts.index.name, false)
+            .await
+            .map(drop)
     }
 
-    /// Refreshes the index and counts it, against what the run sent.
+    /// Refreshes the index and counts the run's documents in it, against
+    /// what the run sent.
     async fn verify<D>(
         &self,
         script: &BulkScript,
@@ -556,7 +599,15 @@ impl<C: SearchConn> Lifecycle<C, SearchFamily> for SearchBulkWorkload {
     where
         D: Driver<Conn = C>,
     {
-        cleanup(&self.opts.index.name, driver, connect_timeout, observer).await
+        let index = &self.opts.index;
+        cleanup(
+            &index.name,
+            index.force_cleanup,
+            driver,
+            connect_timeout,
+            observer,
+        )
+        .await
     }
 }
 
@@ -621,6 +672,7 @@ where
         &index,
         opts.source.clone(),
         IdConflicts::None,
+        RunField::fresh(),
     ));
     let target = index.clone();
     load_in_parallel(
@@ -832,7 +884,15 @@ impl<C: SearchConn> Lifecycle<C, SearchFamily> for SearchQueryWorkload {
     where
         D: Driver<Conn = C>,
     {
-        cleanup(&self.opts.index.name, driver, connect_timeout, observer).await
+        let index = &self.opts.index;
+        cleanup(
+            &index.name,
+            index.force_cleanup,
+            driver,
+            connect_timeout,
+            observer,
+        )
+        .await
     }
 }
 

@@ -199,12 +199,75 @@ impl IdConflicts {
     }
 }
 
+/// The field every document loadcell writes carries: the id of the run
+/// (or `prepare`) that wrote it. What the check after a run counts (this
+/// run's documents, not the index's), and what tells `cleanup` loadcell's
+/// documents from another writer's.
+pub const RUN_FIELD: &str = "loadcell_run";
+
+/// Characters of a run's id: lowercase letters and digits, one token to
+/// any analyzer, so that a `term` query finds it in a `keyword` field or
+/// a dynamically mapped `text` one alike.
+const RUN_ID_LEN: usize = 20;
+
+/// A run's [`RUN_FIELD`], encoded once, written into each document.
+#[derive(Debug, Clone)]
+pub struct RunField {
+    id: String,
+    /// `"loadcell_run":"ID"}`, what replaces a document's closing brace
+    /// (after a comma unless the object is empty).
+    member: Vec<u8>,
+}
+
+impl RunField {
+    /// A fresh run id, from the thread's generator (seeded by the OS).
+    pub fn fresh() -> RunField {
+        RunField::with_id(crate::prepare::marker::random_id(RUN_ID_LEN).to_ascii_lowercase())
+    }
+
+    fn with_id(id: String) -> RunField {
+        let member = format!(r#""{RUN_FIELD}":"{id}"}}"#).into_bytes();
+        RunField { id, member }
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The `_count` query for this run's documents.
+    pub fn query(&self) -> Vec<u8> {
+        format!(r#"{{"query":{{"term":{{"{RUN_FIELD}":"{}"}}}}}}"#, self.id).into_bytes()
+    }
+
+    /// Adds the field to the JSON object written at `out[start..]` (a
+    /// document's source): its closing brace becomes `,"loadcell_run":…}`.
+    /// Anything that is not an object is left for the server to refuse.
+    #[inline]
+    pub fn append(&self, out: &mut Vec<u8>, start: usize) {
+        let end = start + out[start..].trim_ascii_end().len();
+        if end == start || out[end - 1] != b'}' {
+            return;
+        }
+        out.truncate(end - 1);
+        if !out[start..].trim_ascii_end().ends_with(b"{") {
+            out.push(b',');
+        }
+        out.extend_from_slice(&self.member);
+    }
+}
+
+/// The `_count` query for documents without a [`RUN_FIELD`]: those
+/// loadcell did not write.
+pub const FOREIGN_QUERY: &[u8] =
+    br#"{"query":{"bool":{"must_not":{"exists":{"field":"loadcell_run"}}}}}"#;
+
 /// How a run's bulk bodies are written: the index, the documents, and
 /// the action lines, encoded once.
 #[derive(Debug, Clone)]
 pub struct BulkWriter {
     pub source: Source,
     pub conflicts: IdConflicts,
+    pub run: RunField,
     /// `{"index":{"_index":"NAME"` and `{"update":{"_index":"NAME"`.
     index_action: Vec<u8>,
     update_action: Vec<u8>,
@@ -220,11 +283,12 @@ pub struct BulkContent {
 }
 
 impl BulkWriter {
-    pub fn new(index: &str, source: Source, conflicts: IdConflicts) -> BulkWriter {
+    pub fn new(index: &str, source: Source, conflicts: IdConflicts, run: RunField) -> BulkWriter {
         let action = |verb: &str| format!(r#"{{"{verb}":{{"_index":"{index}""#).into_bytes();
         BulkWriter {
             source,
             conflicts,
+            run,
             index_action: action("index"),
             update_action: action("update"),
         }
@@ -241,7 +305,7 @@ impl BulkWriter {
                 content.own_ids += 1;
                 out.extend_from_slice(&self.index_action);
                 out.extend_from_slice(b"}}\n");
-                self.source.write(seed, n, out);
+                self.write_source(seed, n, out);
                 out.push(b'\n');
                 continue;
             }
@@ -258,14 +322,22 @@ impl BulkWriter {
             out.extend_from_slice(b"\"}}\n");
             if update {
                 out.extend_from_slice(b"{\"doc\":");
-                self.source.write(seed, n, out);
+                self.write_source(seed, n, out);
                 out.extend_from_slice(b"}\n");
             } else {
-                self.source.write(seed, n, out);
+                self.write_source(seed, n, out);
                 out.push(b'\n');
             }
         }
         content
+    }
+
+    /// Document `n`'s source, with the run's field.
+    #[inline]
+    fn write_source(&self, seed: u64, n: u64, out: &mut Vec<u8>) {
+        let start = out.len();
+        self.source.write(seed, n, out);
+        self.run.append(out, start);
     }
 }
 
@@ -287,13 +359,51 @@ mod tests {
 
     /// Average source size over `n` documents, checking each is JSON.
     fn average_size(source: &Source, n: u64) -> f64 {
-        let writer = BulkWriter::new("i", source.clone(), IdConflicts::None);
+        let writer = BulkWriter::new("i", source.clone(), IdConflicts::None, RunField::fresh());
         let mut body = Vec::new();
         writer.write(7, 0..n, &mut body);
         let docs = lines(&body);
         assert_eq!(docs.len() as u64, 2 * n);
         let action_len = br#"{"index":{"_index":"i"}}"#.len() + 1;
-        (body.len() as f64 / n as f64) - action_len as f64 - 1.0
+        let run_field_len = writer.run.member.len();
+        (body.len() as f64 / n as f64) - (action_len + run_field_len) as f64 - 1.0
+    }
+
+    #[test]
+    fn every_document_carries_the_run_field() {
+        let run = RunField::with_id("abc123".to_string());
+        // A document written after the action line before it.
+        let tagged = |doc: &str| {
+            let mut out = b"{\"index\":{}}\n".to_vec();
+            let start = out.len();
+            out.extend_from_slice(doc.as_bytes());
+            run.append(&mut out, start);
+            String::from_utf8(out[start..].to_vec()).unwrap()
+        };
+        assert_eq!(tagged(r#"{"a":{}}"#), r#"{"a":{},"loadcell_run":"abc123"}"#);
+        assert_eq!(tagged("{ }\r "), r#"{ "loadcell_run":"abc123"}"#);
+        assert_eq!(tagged("[1]"), "[1]", "not an object: left as it is");
+        assert_eq!(
+            String::from_utf8(run.query()).unwrap(),
+            r#"{"query":{"term":{"loadcell_run":"abc123"}}}"#
+        );
+        let fresh = RunField::fresh();
+        assert!(fresh
+            .id()
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()));
+        // In a bulk body, indexed and updated documents alike.
+        let conflicts = IdConflicts::Sequential {
+            percent: 50,
+            on_conflict: OnConflict::Update,
+        };
+        let writer = BulkWriter::new("i", Source::generator("logs").unwrap(), conflicts, fresh);
+        let mut body = Vec::new();
+        writer.write(1, 0..200, &mut body);
+        for pair in lines(&body).chunks(2) {
+            let doc = pair[1].get("doc").unwrap_or(&pair[1]);
+            assert_eq!(doc[RUN_FIELD], writer.run.id(), "{doc}");
+        }
     }
 
     #[test]
@@ -373,7 +483,7 @@ mod tests {
     fn documents_follow_the_seed_and_their_number_alone() {
         for name in ["geonames", "logs"] {
             let source = Source::generator(name).unwrap();
-            let writer = BulkWriter::new("i", source, IdConflicts::None);
+            let writer = BulkWriter::new("i", source, IdConflicts::None, RunField::fresh());
             let (mut a, mut b) = (Vec::new(), Vec::new());
             writer.write(1, 0..100, &mut a);
             // Two sessions' ranges make the same bulk, in any order.
@@ -399,7 +509,12 @@ mod tests {
                 on_conflict: OnConflict::Index,
             },
         ] {
-            let writer = BulkWriter::new("i", Source::generator("geonames").unwrap(), conflicts);
+            let writer = BulkWriter::new(
+                "i",
+                Source::generator("geonames").unwrap(),
+                conflicts,
+                RunField::fresh(),
+            );
             let mut body = Vec::new();
             let content = writer.write(9, 0..4000, &mut body);
             assert_eq!(content.documents, 4000);
@@ -422,7 +537,12 @@ mod tests {
     #[test]
     fn generating_takes_well_under_a_microsecond_a_document() {
         for name in ["geonames", "logs"] {
-            let writer = BulkWriter::new("i", Source::generator(name).unwrap(), IdConflicts::None);
+            let writer = BulkWriter::new(
+                "i",
+                Source::generator(name).unwrap(),
+                IdConflicts::None,
+                RunField::fresh(),
+            );
             let mut body = Vec::new();
             writer.write(1, 0..5000, &mut body);
             let capacity = body.capacity();
