@@ -138,6 +138,9 @@ fn dispatch(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
             workload.kv.dataset = a.dataset.clone();
             workload.search.index = a.index.clone();
             workload.search.force_cleanup = a.force;
+            workload.wide.force_cleanup = a.force;
+            workload.ycsb.force_cleanup = a.force;
+            workload.script.force_cleanup = a.force;
             workload.ts.measurement = a.measurement.clone();
             workload.ts.use_case = a.use_case.clone();
             if let Some(stream) = &a.stream {

@@ -1,12 +1,74 @@
 //! HBase PE's tests on a real HBase 2.5.8 through its Thrift2 gateway,
 //! one server for the whole binary (it takes 20–30 s to start): one test
 //! walks prepare, sequentialWrite without the WAL, randomRead with the
-//! block cache off, scanRange100 and cleanup, in order, then YCSB's
-//! load and workload a on YCSB's HBase table.
+//! block cache off, scanRange100, a run whose rows were hidden by deletes
+//! dated 2100 and cleanup, in order, then YCSB's load and workload a on
+//! YCSB's HBase table.
 
 mod common;
 
-use common::{loadcell, ok, run_json, s, stderr, u};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+
+use common::{loadcell, ok, run_json, s, stderr, stdout, u};
+use loadcell_core::wide::{Cell, Durability, WideConn};
+use loadcell_core::{Driver, Target};
+use loadcell_drivers::hbase::HbaseDriver;
+
+/// Deletes each of `rows` of `table` as of `timestamp` (ms), which hides
+/// any write dated before it: Thrift2's `deleteSingle` with a TDelete's
+/// timestamp, written by hand, as loadcell's driver deletes at no
+/// timestamp.
+fn delete_as_of(port: u16, table: &str, rows: &[Vec<u8>], timestamp: i64) {
+    let mut gateway = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let binary = |m: &mut Vec<u8>, bytes: &[u8]| {
+        m.extend_from_slice(&(bytes.len() as i32).to_be_bytes());
+        m.extend_from_slice(bytes);
+    };
+    for (seq, row) in rows.iter().enumerate() {
+        let mut m = Vec::new();
+        m.extend_from_slice(&0x8001_0001u32.to_be_bytes()); // a call
+        binary(&mut m, b"deleteSingle");
+        m.extend_from_slice(&(seq as i32).to_be_bytes());
+        m.extend_from_slice(&[11, 0, 1]); // table
+        binary(&mut m, table.as_bytes());
+        m.extend_from_slice(&[12, 0, 2, 11, 0, 1]); // the TDelete; its row
+        binary(&mut m, row);
+        m.extend_from_slice(&[10, 0, 3]); // its timestamp
+        m.extend_from_slice(&timestamp.to_be_bytes());
+        m.extend_from_slice(&[0, 0]); // ends of the TDelete and the args
+        gateway.write_all(&m).unwrap();
+        // The reply: header, name, sequence, then an empty struct.
+        let mut head = [0; 8];
+        gateway.read_exact(&mut head).unwrap();
+        let name_len = i32::from_be_bytes(head[4..].try_into().unwrap()) as usize;
+        let mut rest = vec![0; name_len + 5];
+        gateway.read_exact(&mut rest).unwrap();
+        assert_eq!(
+            (head[3], rest[name_len + 4]),
+            (2, 0),
+            "deleteSingle failed: {rest:?}"
+        );
+    }
+}
+
+/// Puts a row under a key PE never writes, as another writer would.
+fn put_anothers_row(url: &str, table: &str) {
+    let driver = HbaseDriver::from_target(&Target::parse(url).unwrap()).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let mut conn = driver.connect().await.unwrap();
+        let cell = Cell {
+            qualifier: b"0",
+            value: b"v",
+        };
+        conn.queue_put(table, b"mine", "info0", &[cell], Durability::Wal);
+        conn.flush_puts().await.unwrap();
+    });
+}
 
 #[test]
 fn pe_tests_run_on_hbase_through_its_thrift2_gateway() {
@@ -66,10 +128,52 @@ fn pe_tests_run_on_hbase_through_its_thrift2_gateway() {
     assert_eq!(u(&r, "/ops/scan/errors"), 0);
     assert_eq!(r["verification"]["ok"], true, "{}", r["verification"]);
 
-    // Cleanup drops loadcell's table: the read test then finds none.
+    // Issue 35's case: every 20th row of the next run's 20,000 deleted
+    // as of 2100, after a run of 40,000 rows; the run fails, naming them.
+    let small = ["--threads", "8", "--value-size", "100", "--rows"];
+    let r = run_json(
+        d,
+        "sequentialWrite",
+        &url,
+        &[&small[..], &["5000"]].concat(),
+    );
+    assert_eq!(r["verification"]["ok"], true, "{}", r["verification"]);
+    assert_eq!(u(&r, "/verification/expected"), 32768);
+    let hidden: Vec<Vec<u8>> = (0..20_000)
+        .step_by(20)
+        .map(|n: u32| format!("{n:026}").into_bytes())
+        .collect();
+    delete_as_of(server.port, "TestTable", &hidden, 4_102_444_800_000);
+    let mut run = vec!["run", "sequentialWrite", "--target", &url, "--json"];
+    run.extend_from_slice(&small);
+    run.push("2500");
+    let o = loadcell(d, &run);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(u(&r, "/verification/expected"), 20_000);
+    assert_eq!(u(&r, "/verification/found"), 19_000);
+    let how = s(&r, "/verification/how");
+    assert!(
+        how.starts_with(
+            "1000 of the 20000 rows read back missing (e.g. 00000000000000000000000000"
+        ),
+        "{how}"
+    );
+
+    // Another writer's row in loadcell's table: cleanup leaves the table
+    // unless --force.
+    put_anothers_row(&server.url, "TestTable");
+    let o = loadcell(d, &["cleanup", "sequentialWrite", "--target", &url]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o)
+            .contains("1 of its 39001 rows are under keys loadcell never writes (e.g. \"mine\")"),
+        "{}",
+        stderr(&o)
+    );
     ok(loadcell(
         d,
-        &["cleanup", "sequentialWrite", "--target", &url],
+        &["cleanup", "sequentialWrite", "--target", &url, "--force"],
     ));
     let o = loadcell(
         d,

@@ -8,10 +8,13 @@ mod common;
 
 use std::time::Duration;
 
-use common::{assert_server_counter, loadcell, ok, run_and_kill_server, run_json, s, stderr, u};
+use common::{
+    assert_server_counter, loadcell, ok, run_and_kill_server, run_json, s, stderr, stdout, u,
+};
 use loadcell_core::wide::{TableSpec, WideConn};
 use loadcell_core::{Driver, Target};
 use loadcell_drivers::cql::CqlDriver;
+use serde_json::Value;
 
 /// A table no loadcell `prepare` made: no marker.
 fn make_table_by_hand(url: &str, table: &str) {
@@ -305,6 +308,8 @@ fn pe_tests_run_on_cassandra_and_cleanup_drops_only_loadcells_table() {
         "loadcell's table went, the keyspace stayed"
     );
 
+    verification_reads_back_the_runs_rows(server, d);
+    cleanup_leaves_another_writers_rows(server, d);
     script_example(server, d);
 
     // Last, as it takes the server from every later test: a killed
@@ -328,6 +333,162 @@ fn pe_tests_run_on_cassandra_and_cleanup_drops_only_loadcells_table() {
         u(&r, "/summary/items") > 0,
         "rows put before the kill are kept"
     );
+}
+
+/// PE's 26-digit key of row `n` as a CQL blob literal.
+fn key_literal(n: u64) -> String {
+    let key = format!("{n:026}");
+    format!(
+        "0x{}",
+        key.bytes().map(|b| format!("{b:02x}")).collect::<String>()
+    )
+}
+
+/// The result of a run that failed its verification.
+fn failed_run(d: &std::path::Path, workload: &str, url: &str, args: &[&str]) -> Value {
+    let mut all = vec!["run", workload, "--target", url, "--json"];
+    all.extend_from_slice(args);
+    let o = loadcell(d, &all);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    serde_json::from_str(&stdout(&o)).unwrap()
+}
+
+/// Issue 35's case: a run's rows hidden by deletes dated 2100 (and one
+/// by an older write dated 2100) fail its verification, however many
+/// rows an earlier, longer run left in the table; so does a randomWrite
+/// after that sequentialWrite.
+fn verification_reads_back_the_runs_rows(
+    server: &loadcell_testkit::CassandraServer,
+    d: &std::path::Path,
+) {
+    let url = server.url("lc_verify");
+    // Batches of 100 rows: a 2 MB buffer's 16,644 go as concurrent
+    // INSERTs, some of which this 2-core machine's Cassandra times out.
+    let small = [
+        "--threads",
+        "8",
+        "--value-size",
+        "100",
+        "--auto-flush",
+        "true",
+        "--multi-put",
+        "100",
+        "--rows",
+    ];
+    ok(loadcell(
+        d,
+        &["prepare", "sequentialWrite", "--target", &url],
+    ));
+    // 40,000 rows: more than verify reads back, so a sample of them.
+    let r = run_json(
+        d,
+        "sequentialWrite",
+        &url,
+        &[&small[..], &["5000"]].concat(),
+    );
+    assert_eq!(u(&r, "/ops/put/errors"), 0, "{}", r["error_samples"]);
+    assert_eq!(r["verification"]["ok"], true, "{}", r["verification"]);
+    assert_eq!(u(&r, "/verification/expected"), 32768);
+    let how = s(&r, "/verification/how");
+    assert!(
+        how.contains("read back 32768 of the 40000 rows") && how.contains("99% probability"),
+        "{how}"
+    );
+
+    // Every 20th row of the next run's 20,000 deleted as of 2100, which
+    // hides any later write; row 1 written as of 2100 by someone else.
+    let hidden: Vec<String> = (0..20_000).step_by(20).map(key_literal).collect();
+    cql(
+        &url,
+        &format!(
+            "DELETE FROM lc_verify.\"TestTable\" USING TIMESTAMP 4102444800000000 WHERE key IN ({})",
+            hidden.join(", ")
+        ),
+    );
+    cql(
+        &url,
+        &format!(
+            "INSERT INTO lc_verify.\"TestTable\" (key, \"0\") VALUES ({}, textAsBlob('AAAAAAAA')) \
+             USING TIMESTAMP 4102444800000000",
+            key_literal(1)
+        ),
+    );
+    let r = failed_run(
+        d,
+        "sequentialWrite",
+        &url,
+        &[&small[..], &["2500"]].concat(),
+    );
+    assert_eq!(r["verification"]["ok"], false, "{}", r["verification"]);
+    assert_eq!(u(&r, "/verification/expected"), 20_000);
+    assert_eq!(u(&r, "/verification/found"), 18_999);
+    let how = s(&r, "/verification/how");
+    assert!(
+        how.contains("1000 of the 20000 rows read back missing (e.g. 00000000000000000000000000")
+            && how.contains(
+                "1 of the 20000 rows read back holding a value this run did not write, \
+                 an earlier run's or another writer's (e.g. 00000000000000000000000001)"
+            )
+            && how.contains("read back every row of TestTable whose put this run acknowledged"),
+        "{how}"
+    );
+
+    // PE's usual order: randomWrite after sequentialWrite, its own rows
+    // read back: some fall on the hidden ones.
+    let r = failed_run(d, "randomWrite", &url, &[&small[..], &["2500"]].concat());
+    let (expected, found) = (
+        u(&r, "/verification/expected"),
+        u(&r, "/verification/found"),
+    );
+    assert!(
+        expected > 10_000 && expected - found > 300,
+        "{expected} distinct rows acknowledged, {found} found: {}",
+        r["verification"]
+    );
+    assert!(
+        s(&r, "/verification/how").contains("missing"),
+        "{}",
+        r["verification"]
+    );
+}
+
+/// Rows another writer put into loadcell's table keep it there unless
+/// `cleanup --force`; a keyspace loadcell made that holds another's type
+/// stays.
+fn cleanup_leaves_another_writers_rows(
+    server: &loadcell_testkit::CassandraServer,
+    d: &std::path::Path,
+) {
+    let url = server.url("lc_verify");
+    cql(
+        &url,
+        "INSERT INTO lc_verify.\"TestTable\" (key, \"0\") VALUES (textAsBlob('mine'), textAsBlob('v'))",
+    );
+    let o = loadcell(d, &["cleanup", "sequentialWrite", "--target", &url]);
+    let e = one_line_error(&o);
+    assert!(
+        e.contains("1 of its 39001 rows are under keys loadcell never writes (e.g. \"mine\")")
+            && e.contains("cleanup --force"),
+        "{e}"
+    );
+    let tables = "SELECT table_name FROM system_schema.tables WHERE keyspace_name = 'lc_verify'";
+    assert!(cql(&url, tables).contains(&"TestTable".to_string()));
+
+    cql(&url, "CREATE TYPE lc_verify.theirs (a int)");
+    let o = ok(loadcell(
+        d,
+        &["cleanup", "sequentialWrite", "--target", &url, "--force"],
+    ));
+    let said = stderr(&o);
+    assert!(
+        said.contains("Dropping table TestTable (--force)")
+            && said.contains(
+                "Left lc_verify as it is: loadcell's prepare created it, but it holds 1 other"
+            ),
+        "{said}"
+    );
+    assert!(!cql(&url, tables).contains(&"TestTable".to_string()));
+    assert!(keyspace_exists(&url, "lc_verify"));
 }
 
 /// `examples/workloads/cassandra.toml` in a keyspace of its own: refused
@@ -373,7 +534,14 @@ fn script_example(server: &loadcell_testkit::CassandraServer, d: &std::path::Pat
     assert!(!visited.is_empty(), "the updates landed");
 
     cql(&url, "CREATE TABLE lc_script.theirs (k int PRIMARY KEY)");
-    ok(script("cleanup", &[]));
+    // Whose rows a file's table holds, loadcell cannot tell.
+    let e = one_line_error(&script("cleanup", &[]));
+    assert!(
+        e.contains("it holds 2000 rows, and loadcell cannot tell which it wrote")
+            && e.contains("cleanup --force"),
+        "{e}"
+    );
+    ok(script("cleanup", &["--force"]));
     let tables = cql(
         &url,
         "SELECT table_name FROM system_schema.tables WHERE keyspace_name = 'lc_script'",

@@ -53,8 +53,9 @@ pub struct Namespace {
     /// The marker `create_table` recorded when it created the namespace
     /// (the `TableSpec`'s), empty when something else created it.
     pub marker: String,
-    /// The tables it holds besides the marker's own.
-    pub tables: u64,
+    /// What else it holds: tables besides the marker's own, views, types,
+    /// functions and aggregates.
+    pub objects: u64,
 }
 
 /// A table as `prepare` creates it.
@@ -213,10 +214,15 @@ pub trait WideConn {
         on: bool,
     ) -> Result<BlockCacheChange, DriverError>;
 
-    /// The rows `table` holds, their keys read back a page at a time (no
-    /// one request scans the whole table): what `verify` compares with
-    /// the puts acknowledged.
-    async fn count_rows(&mut self, table: &str) -> Result<u64, DriverError>;
+    /// Hands every row key of `table` to `on_key` (borrowed for the
+    /// call), read back a page at a time: no one request scans the whole
+    /// table. Returns the rows. What `cleanup` tells loadcell's rows from
+    /// another writer's by before it drops a table.
+    async fn each_key(
+        &mut self,
+        table: &str,
+        on_key: &mut dyn FnMut(&[u8]),
+    ) -> Result<u64, DriverError>;
 
     /// Creates `table` in the target's keyspace from its CQL column list
     /// as the user wrote it (`(k bigint PRIMARY KEY, v text)`), commented

@@ -19,6 +19,9 @@ pub struct ScriptArgs {
     /// "Your own workload").
     #[arg(long, value_name = "FILE")]
     pub file: Option<PathBuf>,
+    /// `cleanup --force`: drop the file's CQL tables with rows in them.
+    #[arg(skip)]
+    pub force_cleanup: bool,
 }
 
 pub(super) fn catalog() -> Vec<(&'static str, &'static [Family], &'static str)> {
@@ -43,6 +46,7 @@ pub(super) fn resolve(a: &ScriptArgs) -> Result<WorkloadSpec, String> {
     };
     Ok(WorkloadSpec::Script(ScriptWorkload {
         file: ScriptFile::read(path)?,
+        force_cleanup: a.force_cleanup,
     }))
 }
 

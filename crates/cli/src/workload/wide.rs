@@ -45,6 +45,10 @@ pub struct WideArgs {
     /// The table written and read.
     #[arg(long, value_name = "NAME", default_value = "TestTable")]
     pub table: String,
+    /// `cleanup --force`: drop loadcell's table with another writer's
+    /// rows in it.
+    #[arg(skip)]
+    pub force_cleanup: bool,
 }
 
 pub(super) fn names(name: &str) -> bool {
@@ -54,8 +58,8 @@ pub(super) fn names(name: &str) -> bool {
 pub(super) fn catalog() -> Vec<(&'static str, &'static [Family], &'static str)> {
     const WIDE: &[Family] = &[Family::WideColumn];
     vec![
-        ("sequentialWrite", WIDE, "HBase PE: every client's --rows rows in key order (26-digit keys, --value-size values), a put, --multi-put N puts or a 2 MB buffer a request; rows/s, then the server's row count"),
-        ("randomWrite", WIDE, "HBase PE: as many puts to random rows of the key space; rows/s, then the server's row count against the distinct rows acknowledged"),
+        ("sequentialWrite", WIDE, "HBase PE: every client's --rows rows in key order (26-digit keys, --value-size values), a put, --multi-put N puts or a 2 MB buffer a request; rows/s, then the rows acknowledged read back for this run's values"),
+        ("randomWrite", WIDE, "HBase PE: as many puts to random rows of the key space; rows/s, then the rows acknowledged read back for this run's values"),
         ("randomRead", WIDE, "HBase PE: gets of random rows of a table sequentialWrite filled, each value checked; --block-cache off for cold reads"),
         ("sequentialRead", WIDE, "HBase PE: gets of every row in key order, each value checked"),
         ("scan", WIDE, "HBase PE: each client scans from its first row, --caching rows a round trip; rows/s"),
@@ -108,6 +112,7 @@ pub(super) fn resolve(name: &str, a: &WideArgs, given: &[String]) -> Result<Work
             caching,
             presplit: a.presplit,
             block_cache,
+            force_cleanup: a.force_cleanup,
         },
     }))
 }

@@ -53,6 +53,10 @@ pub struct YcsbArgs {
     /// Updates write every field instead of one (default off; on for mix-*).
     #[arg(long, alias = "writeallfields", value_name = "on|off", value_parser = on_off)]
     pub write_all_fields: Option<bool>,
+    /// `cleanup --force` (wide column): drop `usertable` with another
+    /// writer's rows in it.
+    #[arg(skip)]
+    pub force_cleanup: bool,
 }
 
 pub(super) fn options(preset: Preset, a: &YcsbArgs) -> Result<YcsbOptions, String> {
@@ -70,6 +74,7 @@ pub(super) fn options(preset: Preset, a: &YcsbArgs) -> Result<YcsbOptions, Strin
         hotspot_data_fraction: a.hotspot_data_fraction.unwrap_or(d.hotspot_data_fraction),
         hotspot_opn_fraction: a.hotspot_opn_fraction.unwrap_or(d.hotspot_opn_fraction),
         write_all_fields: a.write_all_fields.unwrap_or(d.write_all_fields),
+        force_cleanup: a.force_cleanup,
         ..d
     };
     opts.validate()?;

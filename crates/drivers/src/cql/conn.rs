@@ -56,12 +56,12 @@ pub const SKIP_WAL_REFUSED: &str = "Cassandra has no per-write WAL skip: every w
 /// What Cassandra changes for `set_block_cache`.
 const CACHING_SETTING: &str = "the table's caching (keys and rows_per_partition), the nearest thing Cassandra has to HBase's block cache; the OS page cache still holds the SSTables";
 
-/// A row count's parts: token ranges read at once, each a page of
-/// `COUNT_PAGE_ROWS` rows a request, every request given
-/// `COUNT_PAGE_TIMEOUT`.
-const COUNT_RANGES: u32 = 16;
-const COUNT_PAGE_ROWS: i32 = 5000;
-const COUNT_PAGE_TIMEOUT: Duration = Duration::from_secs(60);
+/// A walk over a table's keys: token ranges read at once, each a page of
+/// `KEYS_PAGE_ROWS` rows a request, every request given
+/// `KEYS_PAGE_TIMEOUT`.
+const KEY_RANGES: u32 = 16;
+const KEYS_PAGE_ROWS: i32 = 5000;
+const KEYS_PAGE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// What a prepared statement does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -693,7 +693,7 @@ impl WideConn for CqlConnection {
         let mut namespace = Namespace {
             name: shared.keyspace.clone(),
             marker: String::new(),
-            tables: 0,
+            objects: 0,
         };
         for row in rows
             .rows::<(String, Option<String>)>()
@@ -703,8 +703,21 @@ impl WideConn for CqlConnection {
             if table == KEYSPACE_MARKER_TABLE {
                 namespace.marker = comment.unwrap_or_default();
             } else {
-                namespace.tables += 1;
+                namespace.objects += 1;
             }
+        }
+        // DROP KEYSPACE takes these with it too.
+        for kind in ["views", "types", "functions", "aggregates"] {
+            let result = self
+                .statements
+                .query(
+                    format!(
+                        "SELECT keyspace_name FROM system_schema.{kind} WHERE keyspace_name = ?"
+                    ),
+                    (shared.keyspace.as_str(),),
+                )
+                .await?;
+            namespace.objects += result.into_rows_result().map_err(unreadable)?.rows_num() as u64;
         }
         Ok(Some(namespace))
     }
@@ -775,30 +788,45 @@ impl WideConn for CqlConnection {
         })
     }
 
-    /// Counted by the client over token ranges, a page at a time: one
-    /// `COUNT(*)` makes a single node scan the whole table within one
-    /// request, and Cassandra 4.1 failed it at 320,000 rows ("received 0
-    /// responses and 1 failures").
-    async fn count_rows(&mut self, table: &str) -> Result<u64, DriverError> {
-        let key = ident(self.statements.key_column(table).await?);
+    /// Read over token ranges at once, a page at a time: one `COUNT(*)`
+    /// or unbounded `SELECT` makes a single node scan the whole table
+    /// within one request, and Cassandra 4.1 failed it at 320,000 rows
+    /// ("received 0 responses and 1 failures"). A key comes as the
+    /// column's bytes, whatever its type.
+    async fn each_key(
+        &mut self,
+        table: &str,
+        on_key: &mut dyn FnMut(&[u8]),
+    ) -> Result<u64, DriverError> {
+        let key_column = self.statements.key_column(table).await?.to_string();
+        let key = ident(&key_column);
         let mut statement = self
             .statements
             .shared
             .session
             .prepare(format!(
-                "SELECT token({key}) FROM {} WHERE token({key}) >= ? AND token({key}) <= ?",
+                "SELECT {key} FROM {} WHERE token({key}) >= ? AND token({key}) <= ?",
                 self.statements.qualified(table)
             ))
             .await
             .map_err(prepare_error)?;
-        statement.set_page_size(COUNT_PAGE_ROWS);
-        statement.set_request_timeout(Some(COUNT_PAGE_TIMEOUT));
+        statement.set_page_size(KEYS_PAGE_ROWS);
+        statement.set_request_timeout(Some(KEYS_PAGE_TIMEOUT));
         let session = &self.statements.shared.session;
         let statement = &statement;
-        let counts = join_all(token_ranges(COUNT_RANGES).map(|(first, last)| async move {
+        // Pages of every range come in turn to one `on_key`; none holds
+        // it across an await.
+        let on_key = std::cell::RefCell::new(on_key);
+        let (on_key, key_column) = (&on_key, key_column.as_str());
+        let counts = join_all(token_ranges(KEY_RANGES).map(|(first, last)| async move {
             let mut rows = 0u64;
             each_page(session, statement, (first, last), |page| {
-                rows += page.rows_num() as u64;
+                let mut on_key = on_key.borrow_mut();
+                for columns in page.rows::<ColumnIterator>().map_err(unreadable)? {
+                    let key = each_cell(columns.map_err(unreadable)?, key_column, |_| {})?;
+                    rows += 1;
+                    on_key(key);
+                }
                 Ok(())
             })
             .await?;

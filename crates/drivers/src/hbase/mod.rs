@@ -71,9 +71,9 @@ const SYSTEM: &str = "HBase Thrift2";
 const READ_BUF: usize = 64 * 1024;
 const WRITE_BUF: usize = 16 * 1024;
 
-/// Rows per round trip when counting a table's rows.
-const COUNT_CACHING: u32 = 1000;
-/// The filter that makes a row count read one key per row, no value.
+/// Rows per round trip when walking a table's keys.
+const KEYS_CACHING: u32 = 1000;
+/// The filter that makes a walk over keys read one key per row, no value.
 const KEYS_ONLY: &str = "FirstKeyOnlyFilter() AND KeyOnlyFilter()";
 
 // ---------------------------------------------------------------------------
@@ -677,16 +677,20 @@ impl WideConn for HbaseConn {
         })
     }
 
-    async fn count_rows(&mut self, table: &str) -> Result<u64, DriverError> {
+    async fn each_key(
+        &mut self,
+        table: &str,
+        on_key: &mut dyn FnMut(&[u8]),
+    ) -> Result<u64, DriverError> {
         let args = ScanArgs {
             family: None,
             start: loadcell_core::wide::ScanStart::First,
             stop_row: None,
             limit: None,
-            caching: COUNT_CACHING,
+            caching: KEYS_CACHING,
             filter: Some(KEYS_ONLY),
         };
-        let outcome = self.scan_with_scanner(table, &args, &mut |_| {}).await?;
+        let outcome = self.scan_with_scanner(table, &args, on_key).await?;
         Ok(outcome.rows)
     }
 }

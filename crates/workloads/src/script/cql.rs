@@ -149,7 +149,9 @@ impl<C: WideConn> Lifecycle<C, WideColumnFamily> for ScriptWorkload {
     }
 
     /// Drops the file's tables that loadcell's `prepare` created, and no
-    /// other; then the keyspace, if `prepare` made it and it is empty.
+    /// other, each only empty or with `--force` (whose rows they hold it
+    /// cannot tell); then the keyspace, if `prepare` made it and it is
+    /// empty.
     async fn cleanup<D>(
         &self,
         driver: &D,
@@ -163,7 +165,8 @@ impl<C: WideConn> Lifecycle<C, WideColumnFamily> for ScriptWorkload {
             observer.message("Nothing to clean up: the file's [prepare] creates no tables");
         }
         for table in &self.file.prepare.tables {
-            drop_table(&table.name, driver, connect_timeout, observer).await?;
+            let force = self.force_cleanup;
+            drop_table(&table.name, None, force, driver, connect_timeout, observer).await?;
         }
         Ok(())
     }

@@ -34,6 +34,9 @@ use crate::workload::Workload;
 #[derive(Debug, Clone)]
 pub struct ScriptWorkload {
     pub file: ScriptFile,
+    /// `cleanup --force`: drop the file's CQL tables loadcell created even
+    /// with rows in them, which it cannot tell from another writer's.
+    pub force_cleanup: bool,
 }
 
 impl Workload for ScriptWorkload {

@@ -5,7 +5,7 @@
 //! - `sequentialWrite`, `randomWrite`: rows of one cell (family `info0`,
 //!   qualifier `0`) of `--value-size` bytes, PE's 26-digit zero-padded
 //!   keys ([`row_key`]) and values of runs of 8 identical random letters
-//!   ([`fill_value`]). `--rows` per client; a client is a session
+//!   ([`run_value`]). `--rows` per client; a client is a session
 //!   (`--threads` × `--clients`), and the keys span `--rows` × clients,
 //!   as PE's `totalRows`. A request is one put with `--auto-flush true`,
 //!   `--multi-put N` puts with it, or a 2 MB write buffer's worth without
@@ -19,7 +19,8 @@
 //!
 //! `prepare` creates the table (`--presplit` regions), marked as
 //! loadcell's; `cleanup` drops it only if it carries the mark. Writes are
-//! verified by the server's row count, reads by the rows they found.
+//! verified by reading back the rows the run acknowledged for the run's
+//! own values ([`run_value`]), reads by the rows they found.
 
 mod pe;
 
@@ -32,6 +33,8 @@ use loadcell_core::family::WideColumnFamily;
 use loadcell_core::wide::{TableSpec, WideConn};
 use loadcell_core::{Driver, DriverError, DriverInfo, Family};
 use loadcell_record::result::Verification;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 
 use crate::prepare::marker::Tag;
@@ -75,6 +78,16 @@ pub fn fill_value(value: &mut [u8], mut letter: impl FnMut() -> u8) {
     for run in value.chunks_mut(8) {
         run.fill(b'A' + letter());
     }
+}
+
+/// Fills `value` with what a run salted `salt` writes into row `row`:
+/// PE's pattern, its letters drawn from the row and the salt. `verify`
+/// draws it again to tell this run's value from an earlier run's or
+/// another writer's, with nothing kept per row.
+pub fn run_value(salt: u64, row: u64, value: &mut [u8]) {
+    // An odd multiplier keeps the seeds of distinct rows distinct.
+    let mut rng = SmallRng::seed_from_u64(salt ^ row.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    fill_value(value, || rng.random_range(0..26));
 }
 
 /// Whether `value` has PE's pattern and `len` bytes. Every read checks
@@ -156,6 +169,9 @@ pub struct PeOptions {
     /// Regions the table is created with.
     pub presplit: u32,
     pub block_cache: bool,
+    /// `cleanup --force`: drop loadcell's table even with rows under keys
+    /// PE never writes, another writer's.
+    pub force_cleanup: bool,
 }
 
 impl PeOptions {
@@ -300,11 +316,31 @@ pub(crate) async fn create_marked<C: WideConn>(
     }
 }
 
-/// Drops `table` if loadcell created it, then the namespace it lives in
-/// (a CQL keyspace) if loadcell's `prepare` created that too and it now
-/// holds no other table.
+/// How `cleanup` tells the rows a workload writes into its table from
+/// another writer's: by their keys. A table's marker says loadcell
+/// created it, not who wrote into it since.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct OwnKeys {
+    /// The keys the workload writes, in words.
+    pub what: &'static str,
+    pub is_own: fn(&[u8]) -> bool,
+}
+
+/// PE's rows: 26-digit keys.
+const PE_KEYS: OwnKeys = OwnKeys {
+    what: "PE's 26-digit keys",
+    is_own: |key| parse_row_key(key).is_some(),
+};
+
+/// Drops `table` if loadcell created it and holds only rows under the
+/// keys `own` says loadcell writes (with `own` `None`, it cannot tell
+/// any row's writer: only an empty table) or `force`; then the namespace
+/// it lives in (a CQL keyspace) if loadcell's `prepare` created that too
+/// and it now holds nothing else.
 pub(crate) async fn drop_table<D>(
     table: &str,
+    own: Option<OwnKeys>,
+    force: bool,
     driver: &D,
     connect_timeout: Duration,
     observer: &dyn PrepareObserver,
@@ -319,7 +355,42 @@ where
             observer.message(&format!("Nothing to clean up: there is no table {table}"))
         }
         Owner::Loadcell => {
-            observer.message(&format!("Dropping table {table}..."));
+            let mut unproven = 0u64;
+            let mut example = None;
+            let is_own = own.map(|own| own.is_own);
+            let rows = conn
+                .each_key(table, &mut |key| {
+                    if !is_own.is_some_and(|is_own| is_own(key)) {
+                        unproven += 1;
+                        example.get_or_insert_with(|| String::from_utf8_lossy(key).into_owned());
+                    }
+                })
+                .await?;
+            let said = match (own, unproven) {
+                (_, 0) if rows == 0 => "it is empty".to_string(),
+                (Some(own), 0) => format!(
+                    "its {rows} rows all have {}, the keys loadcell writes \
+                     (another writer's rows under such keys cannot be told from loadcell's)",
+                    own.what
+                ),
+                (Some(_), _) => format!(
+                    "{unproven} of its {rows} rows are under keys loadcell never writes \
+                     (e.g. {:?}), another writer's",
+                    example.unwrap_or_default()
+                ),
+                (None, _) => format!(
+                    "it holds {rows} rows, and loadcell cannot tell which it wrote \
+                     in a table of a workload file"
+                ),
+            };
+            if unproven > 0 && !force {
+                return Err(CleanupError::Refused(format!(
+                    "table {table} was created by loadcell, but {said}: left as it is; \
+                     cleanup --force drops it with them"
+                )));
+            }
+            let forced = if unproven > 0 { " (--force)" } else { "" };
+            observer.message(&format!("Dropping table {table}{forced}: {said}..."));
             conn.drop_table(table).await?;
         }
         Owner::Other => {
@@ -330,10 +401,20 @@ where
         }
     }
     if let Some(namespace) = conn.namespace().await? {
-        if namespace.tables == 0 && Tag::parse(&namespace.marker).is_some() {
+        let name = &namespace.name;
+        if Tag::parse(&namespace.marker).is_none() {
             observer.message(&format!(
-                "Dropping {}: loadcell's prepare created it, and it holds no other table",
-                namespace.name
+                "Left {name} as it is: loadcell's prepare did not create it"
+            ));
+        } else if namespace.objects > 0 {
+            observer.message(&format!(
+                "Left {name} as it is: loadcell's prepare created it, but it holds {} other \
+                 tables, views, types or functions",
+                namespace.objects
+            ));
+        } else {
+            observer.message(&format!(
+                "Dropping {name}: loadcell's prepare created it, and it holds nothing else"
             ));
             conn.drop_namespace().await?;
         }
@@ -396,8 +477,7 @@ impl<C: WideConn> Lifecycle<C, WideColumnFamily> for PeWorkload {
     where
         D: Driver<Conn = C>,
     {
-        let (mut conn, _) = loadcell_engine::connect_once(driver, connect_timeout).await?;
-        script.verify(&mut conn).await
+        script.verify(driver, connect_timeout).await
     }
 
     /// Creates the table only: writing is sequentialWrite's, as in PE.
@@ -435,7 +515,9 @@ impl<C: WideConn> Lifecycle<C, WideColumnFamily> for PeWorkload {
     where
         D: Driver<Conn = C>,
     {
-        drop_table(&self.opts.table, driver, connect_timeout, observer).await
+        let force = self.opts.force_cleanup;
+        let (table, own) = (&self.opts.table, Some(PE_KEYS));
+        drop_table(table, own, force, driver, connect_timeout, observer).await
     }
 }
 
@@ -488,7 +570,21 @@ mod tests {
             caching: 30,
             presplit: 0,
             block_cache: true,
+            force_cleanup: false,
         }
+    }
+
+    #[test]
+    fn a_runs_values_are_pes_and_its_own() {
+        let (mut value, mut again) = ([0u8; 100], [0u8; 100]);
+        run_value(7, 42, &mut value);
+        run_value(7, 42, &mut again);
+        assert_eq!(value, again, "drawn again for verify");
+        assert!(is_pe_value(&value, 100));
+        run_value(8, 42, &mut again);
+        assert_ne!(value, again, "another run's");
+        run_value(7, 43, &mut again);
+        assert_ne!(value, again, "another row's");
     }
 
     #[test]

@@ -5,18 +5,20 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::time::Duration;
 
 use loadcell_core::wide::{
     BlockCacheChange, Cell, Durability, MultiPut, Scan, ScanStart, WideConn,
 };
-use loadcell_core::DriverError;
+use loadcell_core::{Driver, DriverError};
 use loadcell_engine::{Category, Ctx, OpSpec, Script, SessionInfo};
 use loadcell_record::result::Verification;
 use rand::rngs::SmallRng;
+use rand::seq::IteratorRandom;
 use rand::{Rng, SeedableRng};
 
 use super::{
-    fill_value, is_pe_value, row_key, PeOptions, PeTest, PeWorkload, FAMILY, QUALIFIER, ROW_KEY_LEN,
+    is_pe_value, row_key, run_value, PeOptions, PeTest, PeWorkload, FAMILY, QUALIFIER, ROW_KEY_LEN,
 };
 
 const WRITE: [OpSpec; 1] = [OpSpec {
@@ -40,6 +42,9 @@ pub struct PeScript {
     claimed: AtomicU64,
     /// Writes: a bit per row whose put was acknowledged.
     written: Vec<AtomicU64>,
+    /// Writes: what the values are drawn from with the row ([`run_value`]),
+    /// new to each run so that `verify` knows this run's values.
+    salt: u64,
     /// Reads: rows read, and those found with a value of PE's pattern.
     reads: AtomicU64,
     good_reads: AtomicU64,
@@ -85,6 +90,7 @@ impl PeScript {
             events: w.events(),
             claimed: AtomicU64::new(0),
             written: (0..bits).map(|_| AtomicU64::new(0)).collect(),
+            salt: rand::random(),
             reads: AtomicU64::new(0),
             good_reads: AtomicU64::new(0),
             most_scanned: AtomicU64::new(0),
@@ -135,8 +141,7 @@ impl PeScript {
             };
             s.rows.push(row);
             row_key(row, &mut s.key);
-            let rng = &mut s.rng;
-            fill_value(&mut s.value, || rng.random_range(0..26));
+            run_value(self.salt, row, &mut s.value);
             let cell = Cell {
                 qualifier: QUALIFIER,
                 value: &s.value,
@@ -287,12 +292,150 @@ impl PeScript {
         said
     }
 
-    /// After the run: the block cache restored, and what the test's
-    /// requests should have left or found, compared with the server's.
-    pub(super) async fn verify<C: WideConn>(
+    /// The rows whose puts were acknowledged, all of them up to
+    /// [`READ_BACK_ROWS`], else that many drawn at random; and how many
+    /// were acknowledged.
+    fn rows_to_read_back(&self) -> (Vec<u64>, u64) {
+        let acknowledged = self.written.iter().enumerate().flat_map(|(word, bits)| {
+            let mut bits = bits.load(Ordering::Relaxed);
+            std::iter::from_fn(move || {
+                let bit = bits.trailing_zeros();
+                (bits != 0).then(|| {
+                    bits &= bits - 1;
+                    word as u64 * 64 + u64::from(bit)
+                })
+            })
+        });
+        let total: u64 = self
+            .written
+            .iter()
+            .map(|w| u64::from(w.load(Ordering::Relaxed).count_ones()))
+            .sum();
+        let rows = if total <= READ_BACK_ROWS as u64 {
+            acknowledged.collect()
+        } else {
+            let mut rng = SmallRng::seed_from_u64(self.salt);
+            acknowledged.choose_multiple(&mut rng, READ_BACK_ROWS)
+        };
+        (rows, total)
+    }
+
+    /// Reads `rows` back on `conn`, each expected to hold this run's value.
+    async fn read_back<C: WideConn>(
         &self,
         conn: &mut C,
-    ) -> Result<Option<Verification>, DriverError> {
+        rows: &[u64],
+    ) -> Result<ReadBack, DriverError> {
+        let o = &self.opts;
+        let mut key = [0; ROW_KEY_LEN];
+        let mut ours = vec![0; o.value_size];
+        let mut back = ReadBack::default();
+        for &row in rows {
+            row_key(row, &mut key);
+            run_value(self.salt, row, &mut ours);
+            let mut holds_ours = false;
+            let found = conn
+                .get(&o.table, &key, FAMILY, &[QUALIFIER], &mut |cell| {
+                    holds_ours = cell.value == ours
+                })
+                .await?;
+            back.count(row, found, holds_ours);
+        }
+        Ok(back)
+    }
+
+    /// The rows a write test acknowledged read back, over
+    /// [`READ_BACK_CONNECTIONS`] connections at once.
+    async fn verify_writes<D>(
+        &self,
+        driver: &D,
+        connect_timeout: Duration,
+    ) -> Result<Verification, DriverError>
+    where
+        D: Driver,
+        D::Conn: WideConn,
+    {
+        let (rows, acknowledged) = self.rows_to_read_back();
+        let share = rows.len().div_ceil(READ_BACK_CONNECTIONS).max(1);
+        let mut conns = Vec::new();
+        for _ in rows.chunks(share) {
+            conns.push(
+                loadcell_engine::connect_once(driver, connect_timeout)
+                    .await?
+                    .0,
+            );
+        }
+        let mut back = ReadBack::default();
+        let reads = conns
+            .iter_mut()
+            .zip(rows.chunks(share))
+            .map(|(conn, rows)| self.read_back(conn, rows));
+        for part in futures::future::join_all(reads).await {
+            back.add(part?);
+        }
+        let table = &self.opts.table;
+        let read = back.read;
+        let found = read - back.missing - back.not_ours;
+        let mut how = String::new();
+        if back.missing > 0 {
+            how += &format!(
+                "{} of the {read} rows read back missing (e.g. {}); ",
+                back.missing,
+                keys(&back.missing_examples)
+            );
+        }
+        if back.not_ours > 0 {
+            how += &format!(
+                "{} of the {read} rows read back holding a value this run did not write, an earlier run's or another writer's (e.g. {}); ",
+                back.not_ours,
+                keys(&back.not_ours_examples)
+            );
+        }
+        if read == acknowledged {
+            how += &format!(
+                "read back every row of {table} whose put this run acknowledged, each to hold this run's value"
+            );
+        } else {
+            // Drawn without replacement, a sample misses a rate `p` of
+            // absent rows with probability at most (1 - p)^read.
+            let rate = 1.0 - 0.01f64.powf(1.0 / read as f64);
+            how += &format!(
+                "read back {read} of the {acknowledged} rows of {table} whose puts this run acknowledged, drawn at random, each to hold this run's value: \
+                 a miss rate above {:.3}% would have shown with 99% probability",
+                rate * 100.0
+            );
+        }
+        let letters = self.opts.value_size.div_ceil(8) as u32;
+        if letters < 5 {
+            how += &format!(
+                "; a value of {} bytes is another's by chance once in {}",
+                self.opts.value_size,
+                26u64.pow(letters)
+            );
+        }
+        how += &self.multi_puts_sent_as();
+        Ok(Verification {
+            stream: None,
+            expected: read,
+            found,
+            ok: found == read,
+            how,
+        })
+    }
+
+    /// After the run: the block cache restored, and what the test's
+    /// requests should have left or found, compared with the server's.
+    pub(super) async fn verify<D>(
+        &self,
+        driver: &D,
+        connect_timeout: Duration,
+    ) -> Result<Option<Verification>, DriverError>
+    where
+        D: Driver,
+        D::Conn: WideConn,
+    {
+        let (mut conn, _) = loadcell_engine::connect_once(driver, connect_timeout).await?;
+        let conn = &mut conn;
         let o = &self.opts;
         let restored = self
             .block_cache
@@ -312,23 +455,9 @@ impl PeScript {
         };
         let verification = match self.test {
             PeTest::SequentialWrite | PeTest::RandomWrite => {
-                let expected: u64 = self
-                    .written
-                    .iter()
-                    .map(|w| u64::from(w.load(Ordering::Relaxed).count_ones()))
-                    .sum();
-                let found = conn.count_rows(&o.table).await?;
-                let sent_as = self.multi_puts_sent_as();
-                Verification {
-                    stream: None,
-                    expected,
-                    found,
-                    ok: found >= expected,
-                    how: format!(
-                        "rows of {} whose keys were read back from the server, at least the distinct rows whose puts were acknowledged{sent_as}{note}",
-                        o.table
-                    ),
-                }
+                let mut verification = self.verify_writes(driver, connect_timeout).await?;
+                verification.how += &note;
+                verification
             }
             PeTest::RandomRead | PeTest::SequentialRead => {
                 let expected = self.reads.load(Ordering::Relaxed);
@@ -357,6 +486,69 @@ impl PeScript {
         };
         Ok(Some(verification))
     }
+}
+
+/// Rows a write test's `verify` reads back: every row whose put was
+/// acknowledged up to this many, else this many drawn at random (a miss
+/// rate above 0.014% shows with 99% probability).
+const READ_BACK_ROWS: usize = 32_768;
+
+/// Connections the read-back is spread over.
+const READ_BACK_CONNECTIONS: usize = 16;
+
+/// Rows a failed read-back names, of each kind.
+const EXAMPLES: usize = 3;
+
+/// What reading rows back found.
+#[derive(Debug, Default)]
+struct ReadBack {
+    read: u64,
+    missing: u64,
+    /// Rows there with a value this run did not write.
+    not_ours: u64,
+    missing_examples: Vec<u64>,
+    not_ours_examples: Vec<u64>,
+}
+
+impl ReadBack {
+    fn count(&mut self, row: u64, found: bool, holds_ours: bool) {
+        self.read += 1;
+        let (count, examples) = match (found, holds_ours) {
+            (true, true) => return,
+            (false, _) => (&mut self.missing, &mut self.missing_examples),
+            (true, false) => (&mut self.not_ours, &mut self.not_ours_examples),
+        };
+        *count += 1;
+        if examples.len() < EXAMPLES {
+            examples.push(row);
+        }
+    }
+
+    fn add(&mut self, other: ReadBack) {
+        self.read += other.read;
+        self.missing += other.missing;
+        self.not_ours += other.not_ours;
+        for (mine, theirs) in [
+            (&mut self.missing_examples, other.missing_examples),
+            (&mut self.not_ours_examples, other.not_ours_examples),
+        ] {
+            let room = EXAMPLES - mine.len();
+            mine.extend(theirs.into_iter().take(room));
+        }
+    }
+}
+
+/// Rows by their keys, for a message.
+fn keys(rows: &[u64]) -> String {
+    let mut key = [0; ROW_KEY_LEN];
+    let named: Vec<String> = rows
+        .iter()
+        .map(|&row| {
+            row_key(row, &mut key);
+            String::from_utf8_lossy(&key).into_owned()
+        })
+        .collect();
+    named.join(", ")
 }
 
 impl<C: WideConn> Script<C> for PeScript {
@@ -408,5 +600,58 @@ impl<C: WideConn> Script<C> for PeScript {
             PeTest::Scan => self.scan_page(conn, session, ctx).await,
             PeTest::ScanRange(range) => self.scan_range(range, conn, session, ctx).await,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn script(rows: u64) -> PeScript {
+        let w = PeWorkload {
+            test: PeTest::RandomWrite,
+            opts: PeOptions {
+                table: "TestTable".to_string(),
+                rows,
+                clients: 1,
+                value_size: 100,
+                write_to_wal: true,
+                multi_put: 0,
+                auto_flush: true,
+                caching: 30,
+                presplit: 0,
+                block_cache: true,
+                force_cleanup: false,
+            },
+        };
+        PeScript::new(&w, 0)
+    }
+
+    #[test]
+    fn verify_reads_back_every_acknowledged_row_or_a_sample_of_them() {
+        let few = script(1000);
+        for row in [3, 64, 999] {
+            few.mark_written(row);
+        }
+        assert_eq!(few.rows_to_read_back(), (vec![3, 64, 999], 3));
+
+        let many = script(100_000);
+        for row in (0..100_000).step_by(2) {
+            many.mark_written(row);
+        }
+        let (mut rows, acknowledged) = many.rows_to_read_back();
+        assert_eq!(acknowledged, 50_000);
+        assert_eq!(rows.len(), READ_BACK_ROWS);
+        rows.sort_unstable();
+        rows.dedup();
+        assert_eq!(rows.len(), READ_BACK_ROWS, "distinct rows");
+        assert!(
+            rows.iter().all(|row| row % 2 == 0),
+            "acknowledged rows only"
+        );
+        assert!(
+            rows[0] < 1000 && rows[READ_BACK_ROWS - 1] > 99_000,
+            "from the whole span"
+        );
     }
 }

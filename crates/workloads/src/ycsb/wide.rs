@@ -15,7 +15,7 @@ use loadcell_engine::{Ctx, OpSpec, Script, SessionInfo};
 
 use crate::prepare::load::load_in_parallel;
 use crate::prepare::{CheckError, PrepareObserver};
-use crate::wide::FAMILY;
+use crate::wide::{OwnKeys, FAMILY};
 use crate::workload::Loading;
 
 use super::*;
@@ -23,6 +23,16 @@ use super::*;
 /// YCSB's table and key column.
 pub const TABLE: &str = "usertable";
 const KEY_COLUMN: &str = "y_id";
+
+/// YCSB's keys, what `cleanup` takes as loadcell's rows: `user` and a
+/// number.
+pub(super) const OWN_KEYS: OwnKeys = OwnKeys {
+    what: "YCSB's user<number> keys",
+    is_own: |key| {
+        key.strip_prefix(b"user")
+            .is_some_and(|n| !n.is_empty() && n.iter().all(u8::is_ascii_digit))
+    },
+};
 
 /// Records a load request carries.
 const LOAD_BATCH: u64 = 100;

@@ -164,7 +164,8 @@ impl<C: WideConn> Lifecycle<C, WideColumnFamily> for YcsbWorkload {
         prepare_wide(driver, &self.opts, loading, observer).await
     }
 
-    /// Drops `usertable` if it carries loadcell's marker.
+    /// Drops `usertable` if it carries loadcell's marker and holds only
+    /// YCSB's keys (or `--force`).
     async fn cleanup<D>(
         &self,
         driver: &D,
@@ -174,6 +175,8 @@ impl<C: WideConn> Lifecycle<C, WideColumnFamily> for YcsbWorkload {
     where
         D: Driver<Conn = C>,
     {
-        crate::wide::drop_table(super::wide::TABLE, driver, connect_timeout, observer).await
+        let force = self.opts.force_cleanup;
+        let (table, own) = (super::wide::TABLE, Some(super::wide::OWN_KEYS));
+        crate::wide::drop_table(table, own, force, driver, connect_timeout, observer).await
     }
 }
