@@ -330,7 +330,7 @@ pub struct CleanupArgs {
     #[arg(long, value_name = "NAME")]
     pub use_case: Option<String>,
     /// With `stream`: the stream to drop with its groups, if loadcell
-    /// created it (default loadcell-stream).
+    /// created it (default loadcell_stream).
     #[arg(long, value_name = "NAME")]
     pub stream: Option<String>,
     /// With `stream`: the consumer group to drop (default loadcell-STREAM).

@@ -147,6 +147,7 @@ fn dispatch(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
                 workload.stream.stream = stream.clone();
             }
             workload.stream.group = a.group.clone();
+            workload.stream.force_cleanup = a.force;
             if let Some(table) = &a.table {
                 workload.wide.table = table.clone();
             }

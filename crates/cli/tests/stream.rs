@@ -107,7 +107,7 @@ fn rows_produced_on_8_partitions_are_all_consumed_in_order_then_cleaned_up() {
         dir.path(),
         &["cleanup", "stream", "--target", url],
     ));
-    let keys = loadcell_testkit::redis_cli(server.port, &["KEYS", "loadcell-stream*"]).unwrap();
+    let keys = loadcell_testkit::redis_cli(server.port, &["KEYS", "loadcell_stream*"]).unwrap();
     assert_eq!(keys.trim(), "", "cleanup dropped every key of the stream");
 }
 
@@ -221,9 +221,166 @@ fn a_consumer_killed_mid_run_leaves_its_rows_to_the_other_process() {
     assert_eq!(u(&r, "/verification/stream/missing"), 0);
     assert!(u(&r, "/verification/stream/produced") > 20_000);
     let pending =
-        loadcell_testkit::redis_cli(server.port, &["XPENDING", "loadcell-stream:0", "shared"])
+        loadcell_testkit::redis_cli(server.port, &["XPENDING", "loadcell_stream:0", "shared"])
             .unwrap();
     assert!(pending.starts_with('0'), "nothing left pending: {pending}");
+}
+
+/// A consume-only run of `shape` on a prepared backlog, expected to fail
+/// its verification (exit 3): its result and what it printed.
+fn failed_catch_up(dir: &Path, url: &str, shape: &[&str]) -> (Value, String) {
+    let o = loadcell(
+        dir,
+        &[
+            &["run", "stream", "--target", url, "--out", "r.json"][..],
+            shape,
+            &["--time", "3s", "--drain-timeout", "20s"],
+        ]
+        .concat(),
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(stdout(&o).contains("VERIFICATION FAILED"), "{}", stdout(&o));
+    let r = read_json(&dir.join("r.json"));
+    assert_valid_result(&r);
+    (r, stdout(&o))
+}
+
+#[test]
+fn entries_deleted_before_delivery_are_missing_and_the_check_still_runs() {
+    let server = redis();
+    let dir = tempfile::tempdir().unwrap();
+    let url = server.url.as_str();
+    // Redis 7 reports the group's entries-read and lag as empty once an
+    // entry ahead of it is deleted: the check must not take that for an
+    // old server, with or without a group shared by other processes.
+    for (stream, group) in [("alone", &[][..]), ("shared", &["--group", "g"][..])] {
+        let shape = [
+            &["--stream", stream, "--partitions", "8", "--mode", "consume"][..],
+            group,
+        ]
+        .concat();
+        ok(loadcell(
+            dir.path(),
+            &[
+                &["prepare", "stream", "--target", url, "--backlog", "40000"][..],
+                &shape,
+            ]
+            .concat(),
+        ));
+        let deleted = loadcell_testkit::redis_cli(
+            server.port,
+            &[
+                "EVAL",
+                "local e = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1100) \
+                 local n = 0 for i = 1001, 1100 do n = n + redis.call('XDEL', KEYS[1], e[i][1]) end \
+                 return n",
+                "1",
+                &format!("{stream}:3"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(deleted.trim(), "100");
+        let (r, _) = failed_catch_up(dir.path(), url, &shape);
+        let v = &r["verification"];
+        assert_eq!(u(&r, "/verification/stream/missing"), 100, "{v}");
+        assert_eq!(u(&r, "/verification/expected"), 40_000, "{v}");
+        assert_eq!(u(&r, "/verification/found"), 39_900, "{v}");
+        assert_eq!(u(&r, "/verification/stream/consumed"), 39_900, "{v}");
+        assert!(
+            s(&r, "/verification/how").contains("100 of the missing rows were deleted"),
+            "{v}"
+        );
+        if group.is_empty() {
+            // One process read every row of the channel: the jump is a gap.
+            assert_eq!(u(&r, "/verification/stream/gaps"), 1, "{v}");
+        }
+    }
+}
+
+#[test]
+fn rows_trimmed_before_a_shared_group_read_them_fail_the_check() {
+    let server = redis();
+    let dir = tempfile::tempdir().unwrap();
+    let url = server.url.as_str();
+    let shape = [
+        "--stream",
+        "trimmed",
+        "--partitions",
+        "4",
+        "--mode",
+        "consume",
+        "--group",
+        "catchup",
+    ];
+    ok(loadcell(
+        dir.path(),
+        &[
+            &["prepare", "stream", "--target", url, "--backlog", "40000"][..],
+            &shape,
+        ]
+        .concat(),
+    ));
+    // 10,000 rows a channel: the 2,999 oldest of channel 1 go unread.
+    let trimmed =
+        loadcell_testkit::redis_cli(server.port, &["XTRIM", "trimmed:1", "MAXLEN", "7001"])
+            .unwrap();
+    assert_eq!(trimmed.trim(), "2999");
+    let (r, printed) = failed_catch_up(dir.path(), url, &shape);
+    let v = &r["verification"];
+    assert!(
+        printed.contains("found 37001 where 40000 were expected"),
+        "{printed}"
+    );
+    assert_eq!(u(&r, "/verification/stream/missing"), 2999, "{v}");
+    assert_eq!(u(&r, "/verification/expected"), 40_000, "{v}");
+    assert_eq!(u(&r, "/verification/found"), 37_001, "{v}");
+    assert_eq!(u(&r, "/verification/stream/consumed"), 37_001, "{v}");
+}
+
+#[test]
+fn cleanup_leaves_a_stream_holding_another_producers_entries_unless_forced() {
+    let server = redis();
+    let dir = tempfile::tempdir().unwrap();
+    let url = server.url.as_str();
+    ok(loadcell(
+        dir.path(),
+        &[
+            "prepare",
+            "stream",
+            "--target",
+            url,
+            "--stream",
+            "mixed",
+            "--partitions",
+            "2",
+            "--mode",
+            "consume",
+            "--backlog",
+            "1000",
+        ],
+    ));
+    loadcell_testkit::redis_cli(server.port, &["XADD", "mixed:1", "*", "order", "42"]).unwrap();
+    let o = loadcell(
+        dir.path(),
+        &["cleanup", "stream", "--target", url, "--stream", "mixed"],
+    );
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("holds 1 row not written by loadcell") && err.contains("--force"),
+        "{err}"
+    );
+    let kept = loadcell_testkit::redis_cli(server.port, &["XLEN", "mixed:1"]).unwrap();
+    assert_eq!(kept.trim(), "501", "nothing dropped");
+    ok(loadcell(
+        dir.path(),
+        &[
+            "cleanup", "stream", "--target", url, "--stream", "mixed", "--force",
+        ],
+    ));
+    let keys = loadcell_testkit::redis_cli(server.port, &["KEYS", "mixed*"]).unwrap();
+    assert_eq!(keys.trim(), "", "--force dropped the stream");
 }
 
 #[test]
@@ -274,7 +431,7 @@ fn bad_stream_input_is_one_line_before_any_load() {
         ),
         (
             &["--mode", "consume"][..],
-            "there is no stream 'loadcell-stream'",
+            "there is no stream 'loadcell_stream'",
         ),
     ] {
         let o = loadcell(

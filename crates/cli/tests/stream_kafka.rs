@@ -302,3 +302,52 @@ fn a_consumer_killed_mid_run_leaves_its_partitions_to_the_other_process() {
     // member's partitions went to the survivor's members (or its drain).
     assert!(u(&r, "/verification/stream/consumed") > 0);
 }
+
+#[test]
+fn cleanup_leaves_a_topic_holding_another_producers_records_unless_forced() {
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+    let url = kafka();
+    let dir = tempfile::tempdir().unwrap();
+    let shape = [
+        "--stream",
+        "mixed",
+        "--partitions",
+        "2",
+        "--mode",
+        "consume",
+    ];
+    ok(loadcell(
+        dir.path(),
+        &[
+            &["prepare", "stream", "--target", url, "--backlog", "1000"][..],
+            &shape,
+        ]
+        .concat(),
+    ));
+    let producer: BaseProducer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", brokers(url))
+        .create()
+        .unwrap();
+    producer
+        .send(BaseRecord::to("mixed").key("order").payload("{\"id\":42}"))
+        .unwrap();
+    producer.flush(Duration::from_secs(10)).unwrap();
+    let cleanup = ["cleanup", "stream", "--target", url, "--stream", "mixed"];
+    let o = loadcell(dir.path(), &cleanup);
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("holds 1 row not written by loadcell") && err.contains("--force"),
+        "{err}"
+    );
+    assert!(
+        topics(url).contains(&"mixed".to_string()),
+        "nothing dropped"
+    );
+    ok(loadcell(dir.path(), &[&cleanup[..], &["--force"]].concat()));
+    assert!(
+        !topics(url).iter().any(|t| t.starts_with("mixed")),
+        "--force dropped the stream"
+    );
+}

@@ -243,3 +243,41 @@ fn a_consumer_stopped_mid_stream_and_started_again_gets_every_row_once() {
         &["cleanup", "stream", "--target", url, "--stream", shape[1]],
     ));
 }
+
+#[test]
+fn the_default_stream_name_is_a_legal_postgresql_name() {
+    let server = postgres();
+    let url = server.url();
+    let dir = tempfile::tempdir().unwrap();
+    ok(loadcell(
+        dir.path(),
+        &["prepare", "stream", "--target", url, "--partitions", "2"],
+    ));
+    assert_eq!(
+        names(&server, "pg_tables", "tablename", "loadcell_stream"),
+        ["loadcell_stream_0", "loadcell_stream_1"]
+    );
+    let r = run_json(
+        dir.path(),
+        "stream",
+        url,
+        &[
+            "--partitions",
+            "2",
+            "--produce-rate",
+            "2000",
+            "--time",
+            "1s",
+        ],
+    );
+    assert_eq!(r["verification"]["ok"], true, "{}", r["verification"]);
+    assert!(u(&r, "/verification/stream/consumed") > 0);
+    ok(loadcell(
+        dir.path(),
+        &["cleanup", "stream", "--target", url],
+    ));
+    assert_eq!(
+        names(&server, "pg_tables", "tablename", "loadcell_stream"),
+        Vec::<String>::new()
+    );
+}

@@ -96,16 +96,35 @@ pub struct PollOutcome {
     pub reassigned: bool,
 }
 
-/// One channel's position for a group: what the stream holds and what the
-/// group has acknowledged, so `lag = end - committed`.
+/// One channel's position for a group: the rows owed to it and what it
+/// has acknowledged, so `lag = end - committed`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ChannelPosition {
     pub channel: u32,
-    /// Rows the channel holds (Kafka's end offset minus its start offset,
-    /// XLEN, rows of the channel's table).
+    /// Rows owed to the group: on Redis every entry added since the group
+    /// was created, deleted or not; else the rows the channel holds
+    /// (Kafka's end offset minus its start offset, rows of the channel's
+    /// table).
     pub end: u64,
     /// Rows the group has acknowledged, counted the same way.
     pub committed: u64,
+    /// Of the rows owed and not acknowledged, those the group can no
+    /// longer get: deleted from the channel before it read them (Redis,
+    /// told once the group was handed the channel's last entry). Missing
+    /// all the same, but not worth waiting for.
+    pub vanished: u64,
+}
+
+impl ChannelPosition {
+    /// Rows owed and not acknowledged.
+    pub fn lag(&self) -> u64 {
+        self.end.saturating_sub(self.committed)
+    }
+
+    /// Rows owed that the group may still get.
+    pub fn awaited(&self) -> u64 {
+        self.lag().saturating_sub(self.vanished)
+    }
 }
 
 /// What [`StreamConn::lag`] counts.
@@ -226,6 +245,11 @@ pub trait StreamConn {
     /// Drops the stream `create_stream` made, with every group of it.
     async fn drop_stream(&mut self, stream: &str) -> Result<(), DriverError>;
 
+    /// Rows `stream` holds that are not loadcell's (another producer's),
+    /// found by reading every row: what dropping it would take of other
+    /// writers' data. A read of the whole stream, for `cleanup` only.
+    async fn foreign_rows(&mut self, stream: &str) -> Result<u64, DriverError>;
+
     /// Creates consumer group `group` on `stream` (a PostgreSQL slot per
     /// channel); `Ok(false)` when it already exists.
     async fn create_group(
@@ -257,7 +281,7 @@ pub trait StreamConn {
             .positions(stream, group)
             .await?
             .iter()
-            .map(|p| p.end.saturating_sub(p.committed))
+            .map(ChannelPosition::lag)
             .sum())
     }
 }

@@ -163,7 +163,8 @@ fn rows_across_eight_partitions_come_back_in_order_and_the_commit_leaves_no_lag(
                 ChannelPosition {
                     channel: channel as u32,
                     end: 1250,
-                    committed: 1250
+                    committed: 1250,
+                    vanished: 0
                 }
             );
         }

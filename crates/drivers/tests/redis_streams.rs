@@ -176,3 +176,58 @@ fn a_consumer_that_stopped_leaves_its_rows_to_another() {
         );
     });
 }
+
+#[test]
+fn entries_deleted_before_the_group_read_them_are_owed_and_vanish_once_it_is_past() {
+    let server = loadcell_testkit::redis().expect("redis");
+    let url = server.url.clone();
+    run(async move {
+        let mut conn = connect(&url).await;
+        conn.create_stream(STREAM, CHANNELS, "loadcell:x")
+            .await
+            .unwrap();
+        conn.create_group(STREAM, "g", StartFrom::Beginning)
+            .await
+            .unwrap();
+        produce(&mut conn, 50).await;
+        // Entries 11..15 of channel 3, deleted before any was delivered:
+        // Redis's own entries-read and lag for the group go empty.
+        let deleted = loadcell_testkit::redis_cli(
+            server.port,
+            &[
+                "EVAL",
+                "local e = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 15) \
+                 local n = 0 for i = 11, 15 do n = n + redis.call('XDEL', KEYS[1], e[i][1]) end \
+                 return n",
+                "1",
+                "s:3",
+            ],
+        )
+        .unwrap();
+        assert_eq!(deleted.trim(), "5");
+        let before = conn.positions(STREAM, "g").await.unwrap();
+        assert!(
+            before
+                .iter()
+                .all(|p| (p.end, p.committed, p.vanished) == (50, 0, 0)),
+            "owed, and not yet known to be gone: {before:?}"
+        );
+
+        let mut consumer = connect(&url).await;
+        consumer
+            .subscribe(STREAM, "g", "c1", Channels::Group)
+            .await
+            .unwrap();
+        let (seen, _) = drain(&mut consumer, true).await;
+        assert_eq!(seen.len(), 395);
+        let after = conn.positions(STREAM, "g").await.unwrap();
+        for p in &after {
+            let expected = if p.channel == 3 {
+                (50, 45, 5)
+            } else {
+                (50, 50, 0)
+            };
+            assert_eq!((p.end, p.committed, p.vanished), expected, "{p:?}");
+        }
+    });
+}

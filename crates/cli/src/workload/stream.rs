@@ -9,7 +9,7 @@ use loadcell_core::Family;
 use loadcell_engine::{SessionGroup, SessionGroups};
 use loadcell_workloads::stream::rows::fixed_size;
 use loadcell_workloads::stream::{
-    Mode, StreamOptions, StreamWorkload, CONSUMER_GROUP, PRODUCER_GROUP,
+    Mode, StreamOptions, StreamWorkload, CONSUMER_GROUP, DEFAULT_STREAM, PRODUCER_GROUP,
 };
 
 use super::WorkloadSpec;
@@ -27,9 +27,13 @@ const DEFAULT_CONSUMERS_MAX: u32 = 16;
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Stream workload options (stream)")]
 pub struct StreamArgs {
-    /// The stream (a Kafka topic; Redis keys NAME:0.., NAME:meta).
-    #[arg(long, value_name = "NAME", default_value = "loadcell-stream")]
+    /// The stream (a Kafka topic; Redis keys NAME:0.., NAME:meta; PostgreSQL tables NAME_0..).
+    #[arg(long, value_name = "NAME", default_value = DEFAULT_STREAM)]
     pub stream: String,
+    /// `cleanup --force`: drop loadcell's stream even with another
+    /// producer's rows in it.
+    #[arg(skip)]
+    pub force_cleanup: bool,
     /// Channels (partitions), each ordered, produced and consumed in parallel.
     #[arg(long, value_name = "N", default_value_t = 8)]
     pub partitions: u32,
@@ -170,6 +174,7 @@ pub(super) fn resolve(a: &StreamArgs, given: &[String]) -> Result<WorkloadSpec, 
             backlog: a.backlog,
             drain_timeout: a.drain_timeout,
             lag_every: DEFAULT_INTERVAL,
+            force_cleanup: a.force_cleanup,
         },
     }))
 }
@@ -298,7 +303,7 @@ mod tests {
             panic!("stream")
         };
         assert_eq!(w.opts.consumers, 16);
-        assert_eq!(w.opts.group, "loadcell-loadcell-stream");
+        assert_eq!(w.opts.group, "loadcell-loadcell_stream");
         assert!(!w.opts.group_given);
         assert_eq!(groups(&w).unwrap().other_sessions(), 16);
     }

@@ -81,7 +81,7 @@ use std::time::Duration;
 
 use loadcell_core::kv::KvCapabilities;
 use loadcell_core::stream::{
-    ChannelPosition, Channels, OnRow, PollOutcome, ProduceOutcome, StartFrom, StreamConn,
+    ChannelPosition, Channels, OnRow, PollOutcome, ProduceOutcome, RowCodec, StartFrom, StreamConn,
     StreamMeta, StreamRow,
 };
 use loadcell_core::{Driver, DriverError, ServerInfo, Target};
@@ -591,6 +591,79 @@ impl StreamConn for KafkaConn {
         Ok(())
     }
 
+    /// Every record below each partition's end offset, read from the
+    /// start: one is loadcell's when its value decodes as a row.
+    async fn foreign_rows(&mut self, stream: &str) -> Result<u64, DriverError> {
+        let consumer = self.admin_consumer("loadcell-cleanup-reader")?;
+        let Some(partitions) = Self::partitions(&consumer, stream).await? else {
+            return Ok(0);
+        };
+        let watermarks = Self::watermarks(&consumer, stream, partitions).await?;
+        let topic = stream.to_string();
+        blocking(move || {
+            let mut list = TopicPartitionList::new();
+            // What is left to read of each partition: up to its end offset.
+            let mut ends: Vec<i64> = Vec::new();
+            for (partition, (low, high)) in watermarks.into_iter().enumerate() {
+                ends.push(high);
+                list.add_partition_offset(&topic, partition as i32, Offset::Offset(low))
+                    .map_err(|e| fatal("read the stream", &e))?;
+            }
+            consumer
+                .assign(&list)
+                .map_err(|e| fatal("read the stream", &e))?;
+            let mut next: Vec<i64> = list
+                .elements()
+                .iter()
+                .map(|e| match e.offset() {
+                    Offset::Offset(at) => at,
+                    _ => 0,
+                })
+                .collect();
+            let mut foreign = 0;
+            let mut stalled_at = std::time::Instant::now() + ADMIN_TIMEOUT;
+            while next.iter().zip(&ends).any(|(at, end)| at < end) {
+                let message = match consumer.poll(Duration::from_millis(500)) {
+                    Some(Ok(message)) => message,
+                    Some(Err(e)) => return Err(kafka_error("read the stream", &e)),
+                    // No record: the fetch position may have passed records
+                    // that are not handed over (a transaction's markers).
+                    None => {
+                        let position = consumer
+                            .position()
+                            .map_err(|e| kafka_error("read the stream", &e))?;
+                        for e in position.elements_for_topic(&topic) {
+                            let p = e.partition() as usize;
+                            if let Offset::Offset(at) = e.offset() {
+                                if at > next[p] {
+                                    next[p] = at;
+                                    stalled_at = std::time::Instant::now() + ADMIN_TIMEOUT;
+                                }
+                            }
+                        }
+                        if std::time::Instant::now() >= stalled_at {
+                            return Err(DriverError::connection(format!(
+                                "reading the stream {topic} stalled: no record within {}",
+                                humantime::format_duration(ADMIN_TIMEOUT)
+                            )));
+                        }
+                        continue;
+                    }
+                };
+                stalled_at = std::time::Instant::now() + ADMIN_TIMEOUT;
+                let partition = message.partition() as usize;
+                if message.offset() >= ends[partition] {
+                    continue; // produced after the read began
+                }
+                next[partition] = message.offset() + 1;
+                let row = message.payload().map(RowCodec::decode);
+                foreign += u64::from(!matches!(row, Some(Ok(_))));
+            }
+            Ok(foreign)
+        })
+        .await
+    }
+
     async fn create_group(
         &mut self,
         stream: &str,
@@ -663,6 +736,7 @@ impl StreamConn for KafkaConn {
                 channel: channel as u32,
                 end: (high - low).max(0) as u64,
                 committed: committed.map_or(0, |at| (at.clamp(low, high) - low) as u64),
+                vanished: 0,
             })
             .collect())
     }

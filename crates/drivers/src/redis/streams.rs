@@ -20,9 +20,22 @@
 //! The hot path allocates nothing per row: XADDs are encoded straight
 //! into the write buffer, entries are decoded from the read buffer in
 //! place, and the ids to acknowledge are kept as RESP bulk strings in a
-//! buffer per key, ready to be written after `XACK key group`.
-//! [`StreamConn::positions`] reads `entries-read` and `lag` from
-//! XINFO GROUPS, which Redis 7.0 added.
+//! buffer per key, ready to be written after the acknowledging script's
+//! arguments.
+//!
+//! ## The group's record
+//!
+//! Redis keeps no count of what a group acknowledged, and its own
+//! counters (XINFO GROUPS' `entries-read` and `lag`) count positions: they
+//! go empty when an entry ahead of the group was deleted, and count
+//! entries trimmed before the group read them as read. So loadcell keeps
+//! the group's record in `<stream>:meta`, per channel: `start:<c>:<group>`,
+//! the stream's `entries-added` when the group was created (every entry
+//! added since is owed to the group, deleted or not), and
+//! `acked:<c>:<group>`, what XACK answered it acknowledged, added in the
+//! same script as the XACK ([`ACK_SCRIPT`]), so each entry counts once
+//! whichever member of the group, in whichever process, acknowledged it.
+//! `entries-added` (XINFO STREAM) is Redis 7.0's.
 
 use std::time::{Duration, Instant};
 
@@ -50,10 +63,53 @@ pub const INFO: DriverInfo = DriverInfo {
 /// The entry field that holds the row.
 const ROW_FIELD: &[u8] = b"row";
 
+/// Creates group ARGV[1] on stream key KEYS[1] at ARGV[2] (`0` or `$`) and
+/// records in KEYS[2] where it starts: the entries added before the first
+/// one it is owed. One script, so the record is the group's at creation.
+const CREATE_GROUP_SCRIPT: &[u8] = b"\
+local made = redis.pcall('XGROUP', 'CREATE', KEYS[1], ARGV[1], ARGV[2], 'MKSTREAM')
+if type(made) == 'table' and made.err then return made end
+local info = redis.call('XINFO', 'STREAM', KEYS[1])
+local added, length
+for i = 1, #info, 2 do
+  if info[i] == 'entries-added' then added = info[i + 1] end
+  if info[i] == 'length' then length = info[i + 1] end
+end
+if not added then
+  redis.call('XGROUP', 'DESTROY', KEYS[1], ARGV[1])
+  return redis.error_reply('OLDREDIS Redis 7.0 or later is needed: XINFO STREAM reports no entries-added')
+end
+if ARGV[2] == '0' then added = added - length end
+redis.call('HSET', KEYS[2], ARGV[3], added, ARGV[4], 0)
+return 1";
+
+/// XACK of ARGV[3..] on KEYS[1] for group ARGV[1], adding what it
+/// acknowledged to field ARGV[2] of KEYS[2]; in chunks, as Lua's unpack
+/// takes a few thousand values at most.
+const ACK_SCRIPT: &[u8] = b"\
+local acked = 0
+for i = 3, #ARGV, 4000 do
+  acked = acked + redis.call('XACK', KEYS[1], ARGV[1], unpack(ARGV, i, math.min(i + 3999, #ARGV)))
+end
+redis.call('HINCRBY', KEYS[2], ARGV[2], acked)
+return acked";
+
+/// The group record's field of where `group` starts on `channel`.
+fn start_field(channel: u32, group: &str) -> Vec<u8> {
+    format!("start:{channel}:{group}").into_bytes()
+}
+
+/// The group record's field of what `group` acknowledged on `channel`.
+fn acked_field(channel: u32, group: &str) -> Vec<u8> {
+    format!("acked:{channel}:{group}").into_bytes()
+}
+
 /// A subscribed connection's keys and what it owes the group.
 pub(crate) struct Consumer {
     group: Vec<u8>,
     name: Vec<u8>,
+    /// `<stream>:meta`, where acknowledgements are counted.
+    meta: Vec<u8>,
     keys: Vec<Key>,
     claim_idle: Duration,
     next_claim: Instant,
@@ -61,6 +117,8 @@ pub(crate) struct Consumer {
 
 struct Key {
     name: Vec<u8>,
+    /// The group record's count of this key's acknowledgements.
+    acked_field: Vec<u8>,
     /// Ids polled and not yet acknowledged, as RESP bulk strings.
     acks: Vec<u8>,
     unacked: usize,
@@ -327,10 +385,12 @@ impl StreamConn for RedisConn {
         self.consumer = Some(Box::new(Consumer {
             group: group.as_bytes().to_vec(),
             name: consumer.as_bytes().to_vec(),
+            meta: meta_key(stream),
             keys: channels
                 .iter()
                 .map(|&c| Key {
                     name: key_name(stream, c),
+                    acked_field: acked_field(c, group),
                     acks: Vec::new(),
                     unacked: 0,
                     claim_from: b"0-0".to_vec(),
@@ -426,10 +486,18 @@ impl StreamConn for RedisConn {
         let (s, c) = self.consumer()?;
         for key in c.keys.iter_mut().filter(|k| k.unacked > 0) {
             let buf = &mut s.wbuf;
-            put_len(buf, b'*', 3 + key.unacked);
-            put_bulk(buf, b"XACK");
-            put_bulk(buf, &key.name);
-            put_bulk(buf, &c.group);
+            put_len(buf, b'*', 7 + key.unacked);
+            for arg in [
+                &b"EVAL"[..],
+                ACK_SCRIPT,
+                b"2",
+                &key.name,
+                &c.meta,
+                &c.group,
+                &key.acked_field,
+            ] {
+                put_bulk(buf, arg);
+            }
             buf.extend_from_slice(&key.acks);
             key.acks.clear();
             key.unacked = 0;
@@ -503,6 +571,38 @@ impl StreamConn for RedisConn {
         Ok(())
     }
 
+    /// Every entry of every key, read with XRANGE a page at a time: one
+    /// is loadcell's when its only field is `row`, holding a row.
+    async fn foreign_rows(&mut self, stream: &str) -> Result<u64, DriverError> {
+        const PAGE: &[u8] = b"10000";
+        let mut foreign = 0;
+        for channel in 0..self.channels(stream).await? {
+            let key = key_name(stream, channel);
+            let mut from = b"-".to_vec();
+            loop {
+                let Value::Array(entries) = self
+                    .call(&[b"XRANGE", &key, &from, b"+", b"COUNT", PAGE])
+                    .await?
+                else {
+                    break;
+                };
+                let Some(Value::Array(last)) = entries.last() else {
+                    break;
+                };
+                let Some(Value::Bulk(last_id)) = last.first() else {
+                    break;
+                };
+                // Exclusive of the last entry read (Redis 6.2's `(`).
+                from = [&b"("[..], last_id].concat();
+                foreign += entries
+                    .iter()
+                    .filter(|entry| !is_loadcell_entry(entry))
+                    .count() as u64;
+            }
+        }
+        Ok(foreign)
+    }
+
     async fn create_group(
         &mut self,
         stream: &str,
@@ -513,16 +613,20 @@ impl StreamConn for RedisConn {
             StartFrom::Beginning => b"0",
             StartFrom::End => b"$",
         };
+        let meta = meta_key(stream);
         let mut created = false;
         for c in 0..self.channels(stream).await? {
             let key = key_name(stream, c);
-            let args: [&[u8]; 6] = [
-                b"XGROUP",
-                b"CREATE",
+            let args: [&[u8]; 9] = [
+                b"EVAL",
+                CREATE_GROUP_SCRIPT,
+                b"2",
                 &key,
+                &meta,
                 group.as_bytes(),
                 id,
-                b"MKSTREAM",
+                &start_field(c, group),
+                &acked_field(c, group),
             ];
             match self.call(&args).await {
                 Ok(_) => created = true,
@@ -534,6 +638,7 @@ impl StreamConn for RedisConn {
     }
 
     async fn drop_group(&mut self, stream: &str, group: &str) -> Result<(), DriverError> {
+        let meta = meta_key(stream);
         for c in 0..self.channels(stream).await? {
             let key = key_name(stream, c);
             match self
@@ -546,72 +651,152 @@ impl StreamConn for RedisConn {
                     other?;
                 }
             }
+            self.call(&[
+                b"HDEL",
+                &meta,
+                &start_field(c, group),
+                &acked_field(c, group),
+            ])
+            .await?;
         }
         Ok(())
     }
 
+    /// Per channel, from XINFO STREAM and XINFO GROUPS and the group's
+    /// record: owed, the entries added since the group's start; committed,
+    /// what its members acknowledged. Once the group has been handed the
+    /// channel's last entry and has nothing pending, what it still owes
+    /// was deleted or trimmed before it was read: vanished. A channel
+    /// without the group: the entries it holds, nothing committed.
     async fn positions(
         &mut self,
         stream: &str,
         group: &str,
     ) -> Result<Vec<ChannelPosition>, DriverError> {
+        let meta = meta_key(stream);
         let mut positions = Vec::new();
         for channel in 0..self.channels(stream).await? {
             let key = key_name(stream, channel);
-            let end = match self.call(&[b"XLEN", &key]).await? {
-                Value::Int(n) => n.max(0) as u64,
-                _ => 0,
+            let gone = || {
+                DriverError::fatal(format!(
+                    "the stream key '{stream}:{channel}' is gone (deleted outside loadcell):                      its rows cannot be counted; prepare the stream again"
+                ))
             };
-            let groups = match self.call(&[b"XINFO", b"GROUPS", &key]).await {
-                Ok(Value::Array(groups)) => groups,
-                Err(e) if e.message.contains("no such key") => Vec::new(),
+            let stream_info = match self.call(&[b"XINFO", b"STREAM", &key]).await {
+                Ok(Value::Array(fields)) => fields,
+                Err(e) if e.message.contains("no such key") => return Err(gone()),
                 Err(e) => return Err(e),
-                Ok(_) => Vec::new(),
+                Ok(_) => return Err(gone()),
             };
-            let committed = groups
-                .iter()
-                .find_map(|g| group_committed(g, group, end))
-                .transpose()?
-                .unwrap_or(0);
+            let held = int_field(&stream_info, b"length").unwrap_or(0);
+            let added = int_field(&stream_info, b"entries-added").ok_or_else(|| {
+                DriverError::fatal(
+                    "Redis 7.0 or later is needed: XINFO STREAM reports no entries-added",
+                )
+            })?;
+            let last_entry = match field(&stream_info, b"last-entry") {
+                Some(Value::Array(entry)) => entry.first().and_then(entry_id),
+                _ => None,
+            };
+            let Value::Array(groups) = self.call(&[b"XINFO", b"GROUPS", &key]).await? else {
+                return Err(gone());
+            };
+            let Some(info) = groups.iter().find_map(|g| match g {
+                Value::Array(fields) if matches!(field(fields, b"name"), Some(Value::Bulk(n)) if n == group.as_bytes()) => Some(fields),
+                _ => None,
+            }) else {
+                positions.push(ChannelPosition {
+                    channel,
+                    end: held,
+                    ..ChannelPosition::default()
+                });
+                continue;
+            };
+            let record = self
+                .call(&[
+                    b"HMGET",
+                    &meta,
+                    &start_field(channel, group),
+                    &acked_field(channel, group),
+                ])
+                .await?;
+            let (Some(start), Some(acked)) = record_counts(&record) else {
+                return Err(DriverError::fatal(format!(
+                    "the group '{group}' of stream '{stream}' has no record of loadcell's on \
+                     channel {channel} (made by another client, or by an older loadcell): \
+                     give another --group, or drop it with cleanup and prepare again"
+                )));
+            };
+            let end = added.saturating_sub(start);
+            let committed = acked.min(end);
+            let pending = int_field(info, b"pending").unwrap_or(0);
+            let delivered = match field(info, b"last-delivered-id") {
+                Some(id) => entry_id(id),
+                None => None,
+            };
+            let handed_all = last_entry.is_none_or(|last| delivered.is_some_and(|d| d >= last));
+            let vanished = if pending == 0 && handed_all {
+                end - committed
+            } else {
+                0
+            };
             positions.push(ChannelPosition {
                 channel,
                 end,
                 committed,
+                vanished,
             });
         }
         Ok(positions)
     }
 }
 
-/// From one of XINFO GROUPS' entries (a flat field/value array): the rows
-/// `group` has acknowledged, `entries-read - pending`; `None` for another
-/// group.
-fn group_committed(info: &Value, group: &str, end: u64) -> Option<Result<u64, DriverError>> {
-    let Value::Array(fields) = info else {
-        return None;
+/// An XRANGE entry, `[id, [field, value…]]`, is one of loadcell's rows.
+fn is_loadcell_entry(entry: &Value) -> bool {
+    let Value::Array(entry) = entry else {
+        return false;
     };
-    let field = |name: &[u8]| {
-        fields
-            .chunks(2)
-            .find(|pair| matches!(&pair[0], Value::Bulk(n) if n == name))
-            .and_then(|pair| pair.get(1))
-    };
-    if !matches!(field(b"name"), Some(Value::Bulk(n)) if n == group.as_bytes()) {
-        return None;
+    match entry.get(1) {
+        Some(Value::Array(fields)) => match &fields[..] {
+            [Value::Bulk(name), Value::Bulk(row)] => {
+                name == ROW_FIELD && RowCodec::decode(row).is_ok()
+            }
+            _ => false,
+        },
+        _ => false,
     }
-    let int = |name: &[u8]| match field(name) {
+}
+
+/// The value of field `name` in a flat field/value array (XINFO's).
+fn field<'v>(fields: &'v [Value], name: &[u8]) -> Option<&'v Value> {
+    fields
+        .chunks(2)
+        .find(|pair| matches!(&pair[0], Value::Bulk(n) if n == name))
+        .and_then(|pair| pair.get(1))
+}
+
+fn int_field(fields: &[Value], name: &[u8]) -> Option<u64> {
+    match field(fields, name) {
         Some(Value::Int(n)) => Some((*n).max(0) as u64),
         _ => None,
+    }
+}
+
+/// An entry id, `ms-seq`, as a pair that orders as the ids do.
+fn entry_id(id: &Value) -> Option<(u64, u64)> {
+    let Value::Bulk(id) = id else { return None };
+    let (ms, seq) = std::str::from_utf8(id).ok()?.split_once('-')?;
+    Some((ms.parse().ok()?, seq.parse().ok()?))
+}
+
+/// The two counts of an HMGET of a group's record.
+fn record_counts(reply: &Value) -> (Option<u64>, Option<u64>) {
+    let count = |v: &Value| match v {
+        Value::Bulk(b) => std::str::from_utf8(b).ok()?.parse().ok(),
+        _ => None,
     };
-    let pending = int(b"pending").unwrap_or(0);
-    let read = int(b"entries-read").or_else(|| Some(end.saturating_sub(int(b"lag")?)));
-    Some(
-        read.map(|read| read.saturating_sub(pending))
-            .ok_or_else(|| {
-                DriverError::fatal(format!(
-                    "Redis reported no entries-read or lag for group '{group}' (XINFO GROUPS): \
-                     Redis 7.0 or later is needed for positions"
-                ))
-            }),
-    )
+    match reply {
+        Value::Array(values) if values.len() == 2 => (count(&values[0]), count(&values[1])),
+        _ => (None, None),
+    }
 }

@@ -16,7 +16,8 @@
 //!
 //! `prepare` creates the stream with a marker and the group (from the
 //! beginning), and loads `--backlog` rows for a consume-only run to catch
-//! up on; `cleanup` drops only a stream carrying loadcell's marker. After
+//! up on; `cleanup` drops only a stream carrying loadcell's marker, and
+//! only when every row in it is loadcell's (else `--force`). After
 //! the run, [`Lifecycle::verify`] drains what the group has not yet
 //! acknowledged (up to `--drain-timeout`) and compares.
 
@@ -77,6 +78,12 @@ impl Mode {
     }
 }
 
+/// The stream's name when none is given: a legal name on every system
+/// (PostgreSQL's table names take no hyphen).
+pub const DEFAULT_STREAM: &str = "loadcell_stream";
+/// The default before, which Kafka and Redis users may still have.
+const FORMER_DEFAULT_STREAM: &str = "loadcell-stream";
+
 /// The name of the producers' session group, and of the consumers'.
 pub const PRODUCER_GROUP: &str = "producer";
 pub const CONSUMER_GROUP: &str = "consumer";
@@ -106,6 +113,9 @@ pub struct StreamOptions {
     pub drain_timeout: Duration,
     /// How often a consumer samples the group's lag: the report interval.
     pub lag_every: Duration,
+    /// `cleanup --force`: drop loadcell's stream even with another
+    /// producer's rows in it.
+    pub force_cleanup: bool,
 }
 
 impl StreamOptions {
@@ -167,6 +177,41 @@ async fn owner<C: StreamConn>(conn: &mut C, stream: &str) -> Result<Owner, Drive
     })
 }
 
+/// Why loadcell's stream must not be dropped without `--force`: it holds
+/// rows another producer wrote.
+async fn others_rows<C: StreamConn>(
+    conn: &mut C,
+    stream: &str,
+) -> Result<Option<String>, DriverError> {
+    Ok(match conn.foreign_rows(stream).await? {
+        0 => None,
+        1 => Some(format!(
+            "loadcell's stream '{stream}' holds 1 row not written by loadcell (another \
+             producer's)"
+        )),
+        rows => Some(format!(
+            "loadcell's stream '{stream}' holds {rows} rows not written by loadcell (another \
+             producer's)"
+        )),
+    })
+}
+
+/// Where the default stream is not there but loadcell's stream under the
+/// former default is, a hint to name it; else nothing.
+async fn former_default_hint<C: StreamConn>(conn: &mut C, stream: &str) -> String {
+    if stream != DEFAULT_STREAM {
+        return String::new();
+    }
+    // PostgreSQL refuses the former name: there is none of it there.
+    match owner(conn, FORMER_DEFAULT_STREAM).await {
+        Ok(Owner::Loadcell(_)) => format!(
+            " (loadcell's stream '{FORMER_DEFAULT_STREAM}', the default before \
+             '{DEFAULT_STREAM}', is there: give --stream {FORMER_DEFAULT_STREAM})"
+        ),
+        _ => String::new(),
+    }
+}
+
 #[derive(Debug, PartialEq, Eq)]
 enum Owner {
     Nobody,
@@ -209,8 +254,9 @@ impl<C: StreamConn> Lifecycle<C, StreamFamily> for StreamWorkload {
         match owner(conn, &o.stream).await? {
             Owner::Nobody => {
                 return Err(CheckError::NotPrepared(NotPrepared(format!(
-                    "there is no stream '{}'",
-                    o.stream
+                    "there is no stream '{}'{}",
+                    o.stream,
+                    former_default_hint(conn, &o.stream).await
                 ))))
             }
             Owner::Other => return Err(DriverError::fatal(foreign(&o.stream)).into()),
@@ -280,6 +326,12 @@ impl<C: StreamConn> Lifecycle<C, StreamFamily> for StreamWorkload {
             // Loadcell's own, of another shape (a sweep over --partitions
             // preparing each step): made again.
             Owner::Loadcell(channels) => {
+                if let Some(why) = others_rows(&mut conn, &o.stream).await? {
+                    return Err(DriverError::fatal(format!(
+                        "{why}: not made again; give another --stream, or drop it with \
+                         cleanup --force first"
+                    )));
+                }
                 conn.drop_group(&o.stream, &o.group).await?;
                 conn.drop_stream(&o.stream).await?;
                 conn.create_stream(&o.stream, o.partitions, Tag::new().as_str())
@@ -321,10 +373,18 @@ impl<C: StreamConn> Lifecycle<C, StreamFamily> for StreamWorkload {
         let (mut conn, _) = loadcell_engine::connect_once(driver, connect_timeout).await?;
         match owner(&mut conn, &o.stream).await? {
             Owner::Nobody => observer.message(&format!(
-                "Nothing to clean up: there is no stream '{}'",
-                o.stream
+                "Nothing to clean up: there is no stream '{}'{}",
+                o.stream,
+                former_default_hint(&mut conn, &o.stream).await
             )),
             Owner::Loadcell(_) => {
+                if !o.force_cleanup {
+                    if let Some(why) = others_rows(&mut conn, &o.stream).await? {
+                        return Err(CleanupError::Refused(format!(
+                            "{why}: left as it is; give --force to drop it with them"
+                        )));
+                    }
+                }
                 observer.message(&format!(
                     "Dropping the stream '{}' and its groups...",
                     o.stream

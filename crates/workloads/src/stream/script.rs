@@ -396,7 +396,8 @@ impl StreamScript {
         let (drained, lag_at_end, positions) = self.drain(conn).await?;
         let end: u64 = positions.iter().map(|p| p.end).sum();
         let committed: u64 = positions.iter().map(|p| p.committed).sum();
-        let missing = end.saturating_sub(committed);
+        let missing: u64 = positions.iter().map(ChannelPosition::lag).sum();
+        let vanished: u64 = positions.iter().map(|p| p.vanished).sum();
         let found = drained.found;
         let lag_max =
             (t.lag_samples.load(Ordering::Relaxed) > 0).then(|| t.lag_max.load(Ordering::Relaxed));
@@ -416,7 +417,7 @@ impl StreamScript {
         };
         let c = &completeness;
         let mut how = format!(
-            "rows the group '{}' acknowledged against the rows the stream '{}' holds, after \
+            "rows the group '{}' acknowledged against the rows the stream '{}' owes it, after \
              draining what was left for up to {}; this run produced {} and consumed {} \
              ({} in the drain)",
             o.group,
@@ -426,6 +427,12 @@ impl StreamScript {
             c.consumed,
             c.consumed - run_consumed
         );
+        if vanished > 0 {
+            how += &format!(
+                "; {vanished} of the missing rows were deleted from the stream before the group \
+                 read them"
+            );
+        }
         if c.redelivered > 0 {
             how += &format!(
                 "; {} of the rows consumed came again after a rebalance (at-least-once)",
@@ -434,7 +441,8 @@ impl StreamScript {
         }
         if !self.exclusive {
             how += "; other processes may share the group's channels, so a jump in a channel \
-                    counts as rows they took, not as a gap";
+                    is not a gap: the group's acknowledgements, from every member, must add up \
+                    to every row";
         }
         for (_, problem) in drained.problems.iter().take(3) {
             how += &format!("; {problem}");
@@ -480,7 +488,8 @@ impl StreamScript {
     }
 
     /// Polls as one consumer of every channel until the group has
-    /// acknowledged every row or `--drain-timeout` passes: what it found,
+    /// acknowledged every row it can still get or `--drain-timeout`
+    /// passes: what it found,
     /// the rows unacknowledged when it began, and the positions at its end.
     async fn drain<C: StreamConn>(
         &self,
@@ -501,12 +510,10 @@ impl StreamScript {
         let mut lag_at_end = None;
         loop {
             let positions = conn.positions(&o.stream, &o.group).await?;
-            let lag = positions
-                .iter()
-                .map(|p| p.end.saturating_sub(p.committed))
-                .sum();
-            let lag_at_end = *lag_at_end.get_or_insert(lag);
-            if lag == 0 || Instant::now() >= deadline {
+            let lag_at_end =
+                *lag_at_end.get_or_insert(positions.iter().map(ChannelPosition::lag).sum());
+            let awaited: u64 = positions.iter().map(ChannelPosition::awaited).sum();
+            if awaited == 0 || Instant::now() >= deadline {
                 conn.leave().await?;
                 return Ok((receiver, lag_at_end, positions));
             }

@@ -785,6 +785,23 @@ impl StreamConn for PgStreamConn {
         Ok(Some(StreamMeta { marker, channels }))
     }
 
+    /// A channel table's columns are loadcell's whoever wrote the row:
+    /// all that tells another writer's row is a channel other than the
+    /// table's, or a negative sequence number.
+    async fn foreign_rows(&mut self, stream: &str) -> Result<u64, DriverError> {
+        let channels = self.existing_channels(stream).await?;
+        let mut foreign = 0;
+        for channel in 0..channels {
+            foreign += self
+                .count(&format!(
+                    "SELECT count(*) FROM {} WHERE channel <> {channel} OR seq < 0",
+                    table_name(stream, channel)
+                ))
+                .await?;
+        }
+        Ok(foreign)
+    }
+
     async fn drop_stream(&mut self, stream: &str) -> Result<(), DriverError> {
         check_stream_name(stream)?;
         self.drop_slots(&slots_of_stream(stream)).await?;
@@ -910,6 +927,7 @@ impl StreamConn for PgStreamConn {
                 channel,
                 end,
                 committed,
+                vanished: 0,
             });
         }
         Ok(positions)
