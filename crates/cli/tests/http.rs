@@ -134,6 +134,37 @@ path = "/echo?id=${id}"
     );
 }
 
+/// The one request a run sends that its options did not ask for, a `HEAD`
+/// on the base path before the run that names the server, reaches the
+/// server: the result records it and the summary says so.
+#[test]
+fn the_head_before_the_run_is_recorded_and_said() {
+    let server = loadcell_testkit::nginx().expect("nginx starts");
+    let dir = tempfile::tempdir().unwrap();
+    let base = format!("{}/echo", server.url());
+    let o = ok(loadcell(
+        dir.path(),
+        &[
+            "run", "http", "--target", &base, "--path", "", "--events", "20", "--out", "r.json",
+        ],
+    ));
+    let log = echo_log(&server);
+    assert_eq!(log[0], "HEAD /echo", "{log:?}");
+    assert_eq!(log.len(), 21, "the HEAD and the run's 20: {log:?}");
+    assert!(log[1..].iter().all(|l| l == "GET /echo"), "{log:?}");
+    let r = read_json(&dir.path().join("r.json"));
+    assert_eq!(
+        s(&r, "/config/workload_options/server_probe"),
+        "HEAD on the base path before the run"
+    );
+    assert_eq!(u(&r, "/ops/request/count"), 20, "the HEAD is not measured");
+    let text = stdout(&o);
+    assert!(
+        text.contains("(nginx") && text.contains("from a HEAD on the base path before the run"),
+        "{text}"
+    );
+}
+
 /// The PIDs of nginx's worker processes (the children of its master).
 fn nginx_workers(master: u32) -> Vec<u32> {
     let children = std::fs::read_to_string(format!("/proc/{master}/task/{master}/children"))

@@ -309,7 +309,16 @@ pub fn summary(r: &RunResult, op_order: &[&str]) -> String {
         cpu.user_s, cpu.sys_s
     );
     if let Some(server) = &r.environment.server {
-        let _ = writeln!(w, "Target: {} ({server})", r.config.target);
+        // A request the run's options did not ask for, said where it shows.
+        let probe = r.config.workload_options.get("server_probe");
+        match probe.and_then(|p| p.as_str()) {
+            Some(probe) => {
+                let _ = writeln!(w, "Target: {} ({server}, from a {probe})", r.config.target);
+            }
+            None => {
+                let _ = writeln!(w, "Target: {} ({server})", r.config.target);
+            }
+        }
     }
     if let Some(e) = r.disk.as_ref().and_then(|d| d.expect_iops.as_ref()) {
         let _ = writeln!(w, "{}", expectation(e));

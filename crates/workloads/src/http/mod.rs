@@ -114,6 +114,11 @@ impl Default for HttpOptions {
     }
 }
 
+/// What the HTTP driver sends before the run, once, unmeasured: a `HEAD`
+/// on the target's base path, whose `Server` header names the server in
+/// the result (`environment.server`).
+pub const SERVER_PROBE: &str = "HEAD on the base path before the run";
+
 /// Headers whose values are secrets: recorded as `***`.
 const SECRET_HEADERS: &[&str] = &[
     "authorization",
@@ -140,7 +145,12 @@ fn recorded_headers(headers: &[(String, String)]) -> Vec<String> {
 
 impl HttpOptions {
     fn to_map(&self) -> BTreeMap<String, Value> {
-        let mut map = BTreeMap::from([("expect_status".to_string(), json!(self.expect.label()))]);
+        let mut map = BTreeMap::from([
+            ("expect_status".to_string(), json!(self.expect.label())),
+            // The HTTP driver's check before the run, recorded because it
+            // reaches the server as a request (README, "HTTP services").
+            ("server_probe".to_string(), json!(SERVER_PROBE)),
+        ]);
         match (&self.request_file, self.requests.as_slice()) {
             (None, [r]) => {
                 map.insert("method".to_string(), json!(r.method));
