@@ -143,6 +143,7 @@ fn dispatch(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
             workload.script.force_cleanup = a.force;
             workload.ts.measurement = a.measurement.clone();
             workload.ts.use_case = a.use_case.clone();
+            workload.ts.force_cleanup = a.force;
             if let Some(stream) = &a.stream {
                 workload.stream.stream = stream.clone();
             }

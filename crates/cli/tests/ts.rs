@@ -37,6 +37,32 @@ fn databases(port: u16) -> String {
     influxql(port, "SHOW DATABASES")
 }
 
+/// POSTs `body` to `path` on the server's HTTP API (another writer's
+/// points); the answer's status line.
+fn post(port: u16, path: &str, body: &str) -> String {
+    post_answer(port, path, body).0
+}
+
+/// POSTs `body` to `path`; the answer's body.
+fn post_body(port: u16, path: &str, body: &str) -> String {
+    post_answer(port, path, body).1
+}
+
+fn post_answer(port: u16, path: &str, body: &str) -> (String, String) {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        stream,
+        "POST {path} HTTP/1.0\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    let status = head.lines().next().unwrap_or_default().to_string();
+    (status, body.to_string())
+}
+
 /// `--start` and `--end` for `seconds` of back-fill ending on a multiple
 /// of 10 s, so each series gets `seconds / 10` points.
 fn backfill(seconds: u64) -> [String; 4] {
@@ -119,7 +145,7 @@ fn influxdb_ingest_is_verified_queried_and_only_loadcells_database_dropped() {
         (1000, 1000)
     );
     assert!(
-        s(&r, "/verification/how").contains("20 random series spot-checked"),
+        s(&r, "/verification/how").contains("20 random series read back"),
         "{v}"
     );
     assert_eq!(s(&r, "/config/workload_options/use_case"), "cpu-only");
@@ -164,6 +190,78 @@ fn influxdb_ingest_is_verified_queried_and_only_loadcells_database_dropped() {
     ok(o);
     let dbs = databases(port);
     assert!(dbs.contains("theirs") && !dbs.contains("\"lc\""), "{dbs}");
+}
+
+/// Issue 35: cleanup dropped the whole database, another writer's
+/// measurement in it included.
+#[test]
+fn influxdb_cleanup_drops_loadcells_measurements_and_leaves_another_writers() {
+    let server = start(loadcell_testkit::influxdb(), "InfluxDB");
+    let port = server.server.port;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let range = backfill(100);
+    let cpu_only = ["--use-case", "cpu-only"];
+    let ingest = |target: &str| {
+        let mut args = vec!["--use-case", "cpu-only", "--series", "100"];
+        args.extend(strs(&range));
+        let r = run_json(d, "ts-ingest", target, &args);
+        assert_eq!(r["verification"]["ok"], true, "{}", r["verification"]);
+    };
+    let cleanup = |target: &str, more: &[&str]| {
+        let mut args = vec!["cleanup", "ts-ingest", "--target", target];
+        args.extend(cpu_only);
+        args.extend(more);
+        loadcell(d, &args)
+    };
+
+    // Another writer's measurement beside loadcell's: cpu goes, it stays,
+    // and so does the database, with a line saying why.
+    let target = format!("influx://127.0.0.1:{port}/bench2");
+    let mut prepare = vec!["prepare", "ts-ingest", "--target", &target];
+    prepare.extend(cpu_only);
+    ok(loadcell(d, &prepare));
+    ingest(&target);
+    assert!(post(port, "/write?db=bench2", "mine v=1").contains("204"));
+    let o = ok(cleanup(&target, &[]));
+    let e = stderr(&o);
+    assert!(
+        e.contains("Left database 'bench2' as it is: it still holds mine"),
+        "{e}"
+    );
+    let left = influxql(port, "SHOW MEASUREMENTS ON bench2");
+    assert!(
+        left.contains("\"mine\"") && !left.contains("\"cpu\""),
+        "{left}"
+    );
+    let mine = influxql(port, "SELECT v FROM bench2..mine");
+    assert!(mine.contains(",1]"), "{mine}");
+
+    // Another writer's points in loadcell's own measurement: refused in
+    // one line naming them and --force, then dropped with --force, and the
+    // database with it, nothing else being in it.
+    let target = format!("influx://127.0.0.1:{port}/bench3");
+    let mut prepare = vec!["prepare", "ts-ingest", "--target", &target];
+    prepare.extend(cpu_only);
+    ok(loadcell(d, &prepare));
+    ingest(&target);
+    assert!(post(port, "/write?db=bench3", "cpu,owner=them usage_user=1").contains("204"));
+    let o = cleanup(&target, &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("another writer's points (tag owner in cpu)") && e.contains("--force"),
+        "{e}"
+    );
+    assert_eq!(e.trim().lines().count(), 1, "{e}");
+    assert!(databases(port).contains("bench3"));
+    let o = ok(cleanup(&target, &["--force"]));
+    assert!(
+        stderr(&o).contains("Dropped database 'bench3'"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!databases(port).contains("bench3"));
 }
 
 #[test]
@@ -254,6 +352,83 @@ fn victoriametrics_over_remote_write_with_a_sweep_over_series() {
             r["ops"]
         );
     }
+
+    // Nothing records who wrote a series: cleanup asks for --force, which
+    // deletes loadcell's metric names only, not another writer's metric
+    // that shares their prefix.
+    let port = server.server.port;
+    let theirs = post(
+        port,
+        "/api/v1/import/prometheus",
+        "cpu_temperature{host=\"theirs\"} 42\n",
+    );
+    assert!(theirs.contains("204"), "{theirs}");
+    let o = loadcell(d, &["cleanup", "ts-ingest", "--target", &target]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("nothing records who wrote cpu_field0, cpu_field1") && e.contains("--force"),
+        "{e}"
+    );
+    assert_eq!(e.trim().lines().count(), 1, "{e}");
+    ok(loadcell(
+        d,
+        &["cleanup", "ts-ingest", "--target", &target, "--force"],
+    ));
+    post(port, "/internal/force_flush", "");
+    let left = post_body(port, "/api/v1/label/__name__/values", "");
+    assert!(
+        left.contains("cpu_temperature") && !left.contains("cpu_field"),
+        "{left}"
+    );
+}
+
+/// Issue 35: the series count was the database's total, which an earlier
+/// run's series satisfied when every point of this run was dropped.
+#[test]
+fn victoriametrics_counts_only_the_series_in_the_runs_time_range() {
+    let server = start(loadcell_testkit::victoriametrics(), "VictoriaMetrics");
+    let target = format!("prom-rw://127.0.0.1:{}/api/v1/write", server.server.port);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let shape = ["--measurement", "gone", "--series", "100", "--fields", "1"];
+    let mut now = shape.to_vec();
+    now.extend(["--time", "2s"]);
+    let r = run_json(d, "ts-ingest", &target, &now);
+    assert_eq!(r["verification"]["ok"], true, "{}", r["verification"]);
+    // Older than VictoriaMetrics' retention (a month): acknowledged, and
+    // dropped. Without spot checks, only the count can tell.
+    let mut old = shape.to_vec();
+    old.extend([
+        "--start",
+        "-60d",
+        "--end",
+        "-59d23h",
+        "--interval",
+        "1m",
+        "--verify-sample",
+        "0",
+        "--verify-timeout",
+        "1s",
+        "--json",
+    ]);
+    let o = run(d, "ts-ingest", &target, &old);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let r: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(u(&r, "/ops/write/errors"), 0, "acknowledged");
+    assert_eq!(
+        (
+            u(&r, "/verification/expected"),
+            u(&r, "/verification/found")
+        ),
+        (100, 0)
+    );
+    assert!(
+        s(&r, "/verification/how")
+            .starts_with("100 of the 100 series written missing from the run's time range;"),
+        "{}",
+        r["verification"]
+    );
 }
 
 #[test]
@@ -307,13 +482,23 @@ fn prometheus_in_real_time_and_a_refused_backfill_failing_the_check() {
         ),
         (50, 0)
     );
+    // The cause first, a few series named in a few words each: not a
+    // line of kilobytes with the cause in its middle.
     let how = s(&r, "/verification/how");
+    let failed = u(&r, "/ops/write/errors");
+    assert!(failed >= 50 * 24, "{}", r["ops"]);
     assert!(
-        how.contains("points failed") && how.contains("series old,tag0="),
+        how.starts_with(&format!(
+            "{failed} points failed; 50 of the 50 series written missing from the run's time \
+             range; 20 of 20 spot-checked series short: old{{tag0="
+        )),
         "{how}"
     );
-    assert!(how.contains("the database holds no points"), "{how}");
-    assert!(u(&r, "/ops/write/errors") >= 50 * 24, "{}", r["ops"]);
+    assert!(
+        how.contains("} 0 of ") && how.contains(" and 17 more; checked: "),
+        "{how}"
+    );
+    assert!(how.len() < 500, "{} characters: {how}", how.len());
     let sample = &r["error_samples"][0];
     assert_eq!(sample["class"], "point failed");
     assert!(
@@ -324,11 +509,32 @@ fn prometheus_in_real_time_and_a_refused_backfill_failing_the_check() {
         "{sample}"
     );
     assert!(stdout(&o).contains("\"ok\": false"));
+
+    // Nothing records who wrote a series: cleanup asks for --force, then
+    // deletes loadcell's metric names.
+    let o = loadcell(d, &["cleanup", "ts-ingest", "--target", &target]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("nothing records who wrote cpu_field0: loadcell cannot tell"),
+        "{}",
+        stderr(&o)
+    );
+    ok(loadcell(
+        d,
+        &["cleanup", "ts-ingest", "--target", &target, "--force"],
+    ));
+    let left = post_body(
+        server.server.port,
+        "/api/v1/query?query=count(cpu_field0)",
+        "",
+    );
+    assert!(left.contains("\"result\":[]"), "{left}");
 }
 
 #[test]
 fn questdb_over_line_protocol_is_verified_queried_and_its_table_dropped() {
     let server = start(loadcell_testkit::questdb(), "QuestDB");
+    let port = server.server.port;
     // QuestDB ignores the database: a point's measurement is its table.
     let target = format!("influx://127.0.0.1:{}/qdb", server.server.port);
     let dir = tempfile::tempdir().unwrap();
@@ -356,7 +562,31 @@ fn questdb_over_line_protocol_is_verified_queried_and_its_table_dropped() {
             r["ops"]
         );
     }
-    ok(loadcell(d, &["cleanup", "ts-ingest", "--target", &target]));
+    // Another writer's rows in loadcell's table, with a column loadcell
+    // never writes: refused, then dropped with --force.
+    questdb_sql(port, "ALTER TABLE cpu ADD COLUMN note VARCHAR");
+    let theirs = questdb_sql(
+        port,
+        "INSERT INTO cpu (note, timestamp) VALUES ('theirs', now())",
+    );
+    assert!(theirs.contains("200 OK"), "{theirs}");
+    let o = loadcell(d, &["cleanup", "ts-ingest", "--target", &target]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("another writer's points (column note)") && e.contains("--force"),
+        "{e}"
+    );
+    assert!(questdb_sql(port, "SELECT count() FROM cpu").contains("[2001]"));
+    let o = ok(loadcell(
+        d,
+        &["cleanup", "ts-ingest", "--target", &target, "--force"],
+    ));
+    assert!(
+        stderr(&o).contains("with another writer's points in it (column note) (--force)"),
+        "{}",
+        stderr(&o)
+    );
     // Dropped: a run now finds no table and names prepare.
     let o = run(d, "ts-ingest", &target, &args);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));

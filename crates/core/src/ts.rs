@@ -74,8 +74,73 @@ pub enum TsQuery<'a> {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct StoredPoints {
     pub count: u64,
+    /// The values' sum: points another run left at the same timestamps
+    /// (its values drawn from another seed) change it.
+    pub sum: f64,
     pub last_timestamp_ns: i64,
     pub last_value: f64,
+}
+
+/// The names loadcell gives a measurement's tags and fields: what tells
+/// its points from another writer's in the same store.
+#[derive(Debug, Clone, Copy)]
+pub struct Shape<'a> {
+    pub measurement: &'a str,
+    pub tags: Names<'a>,
+    pub fields: Names<'a>,
+}
+
+/// Names loadcell writes.
+#[derive(Debug, Clone, Copy)]
+pub enum Names<'a> {
+    /// These.
+    Listed(&'a [&'a str]),
+    /// The prefix and a decimal number (`tag0`, `field12`).
+    Numbered(&'a str),
+}
+
+impl Names<'_> {
+    pub fn contains(&self, name: &str) -> bool {
+        match self {
+            Names::Listed(names) => names.contains(&name),
+            Names::Numbered(prefix) => name
+                .strip_prefix(prefix)
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())),
+        }
+    }
+}
+
+impl Shape<'_> {
+    /// Whether a tag key, field or column is one loadcell writes.
+    pub fn owns(&self, name: &str) -> bool {
+        self.tags.contains(name) || self.fields.contains(name)
+    }
+}
+
+/// What `cleanup` found of a measurement's points.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Holdings {
+    /// The database's names for them: InfluxDB measurements (`m`, or
+    /// `m.f` for OpenTSDB's), a QuestDB table, Prometheus metrics (`m_f`
+    /// of loadcell's fields only).
+    pub names: Vec<String>,
+    /// Tag keys, fields or columns held there that loadcell never writes:
+    /// another writer's points.
+    pub foreign: Vec<String>,
+}
+
+/// What became of the target's database once loadcell's stores in it
+/// were dropped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DatabaseLeft {
+    /// The target has no database of its own to drop (QuestDB,
+    /// Prometheus, VictoriaMetrics).
+    NotOwn,
+    /// Dropped: nothing else was in it.
+    Dropped(String),
+    /// Left as it is, holding these (another writer's measurements, or
+    /// loadcell's other stores).
+    Holding(String, Vec<String>),
 }
 
 pub trait TsConn {
@@ -118,8 +183,14 @@ pub trait TsConn {
 
     /// How many series (distinct tag sets) of `measurement` the database
     /// holds, counted by its own API; `field` names the series where the
-    /// protocol keeps one per field.
-    async fn series_count(&mut self, measurement: &str, field: &str) -> Result<u64, DriverError>;
+    /// protocol keeps one per field. With `range`, only those with a point
+    /// in it.
+    async fn series_count(
+        &mut self,
+        measurement: &str,
+        field: &str,
+        range: Option<TimeRange>,
+    ) -> Result<u64, DriverError>;
 
     /// Creates the place points go where the database needs one made (an
     /// InfluxDB database, a QuestDB table) and records `marker` with it,
@@ -132,7 +203,16 @@ pub trait TsConn {
     /// has no stores).
     async fn store_marker(&mut self, measurement: &str) -> Result<Option<String>, DriverError>;
 
-    /// Drops the store `create_store` made, or deletes the measurement's
-    /// series where the database has no stores.
-    async fn drop_store(&mut self, measurement: &str) -> Result<(), DriverError>;
+    /// Where `shape`'s points are, and what of another writer's is held
+    /// with them; nothing when there are none.
+    async fn holdings(&mut self, shape: Shape<'_>) -> Result<Holdings, DriverError>;
+
+    /// Drops `names` (found by [`TsConn::holdings`]) whole, and the
+    /// store's marker: InfluxDB's measurements, QuestDB's table, or every
+    /// Prometheus series of those metric names.
+    async fn drop_store(&mut self, shape: Shape<'_>, names: &[String]) -> Result<(), DriverError>;
+
+    /// After `drop_store`: drops the target's database if `create_store`
+    /// made it and nothing else is in it.
+    async fn drop_database_if_empty(&mut self) -> Result<DatabaseLeft, DriverError>;
 }

@@ -9,7 +9,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use loadcell_core::ts::{Series, TimeRange, TsConn, TsQuery};
+use loadcell_core::ts::{DatabaseLeft, Names, Series, Shape, TimeRange, TsConn, TsQuery};
 use loadcell_core::{Driver, ErrorClass, Target};
 use loadcell_drivers::ts::influx_tcp::InfluxTcpDriver;
 use loadcell_drivers::ts::opentsdb_tcp::OpenTsdbTcpDriver;
@@ -172,7 +172,7 @@ where
     let count = loop {
         // Until the delay, an error is points not there yet: QuestDB makes
         // a table's columns when it commits lines that came over TCP.
-        let count = conn.series_count(measurement, FIELDS[0]).await;
+        let count = conn.series_count(measurement, FIELDS[0], None).await;
         if count.as_ref().is_ok_and(|&n| n == SERIES as u64) || waited.elapsed() > expect.delay {
             break count.unwrap_or_else(|e| panic!("{url}: series count: {e}"));
         }
@@ -184,6 +184,26 @@ where
         start_ns: base,
         end_ns: ts(POINTS),
     };
+    // Counted in a time range, only the series with a point in it.
+    let count_in = |start_ns, end_ns| Some(TimeRange { start_ns, end_ns });
+    assert_eq!(
+        conn.series_count(measurement, FIELDS[0], count_in(base, ts(POINTS)))
+            .await
+            .unwrap(),
+        SERIES as u64,
+        "{url}"
+    );
+    assert_eq!(
+        conn.series_count(
+            measurement,
+            FIELDS[0],
+            count_in(base - 3_600_000_000_000, base)
+        )
+        .await
+        .unwrap(),
+        0,
+        "{url}: no point before the first"
+    );
     let h0 = host(0);
     let tags = [("host", h0.as_str()), ("dc", dc(0))];
     let series = Series {
@@ -252,11 +272,29 @@ where
         );
     }
 
-    conn.drop_store(measurement).await.unwrap();
+    let shape = Shape {
+        measurement,
+        tags: Names::Listed(&["host", "dc"]),
+        fields: Names::Listed(&FIELDS),
+    };
+    let held = conn.holdings(shape).await.unwrap();
+    assert!(
+        !held.names.is_empty() && held.foreign.is_empty(),
+        "{url}: {held:?}"
+    );
+    conn.drop_store(shape, &held.names).await.unwrap();
+    let left = conn.drop_database_if_empty().await.unwrap();
+    assert_eq!(
+        matches!(left, DatabaseLeft::Dropped(_)),
+        expect.product == "InfluxDB",
+        "{url}: {left:?}"
+    );
     assert_eq!(conn.store_marker(measurement).await.unwrap(), None, "{url}");
     if !expect.stores {
         assert_eq!(
-            conn.series_count(measurement, FIELDS[0]).await.unwrap(),
+            conn.series_count(measurement, FIELDS[0], None)
+                .await
+                .unwrap(),
             0,
             "{url}"
         );
@@ -626,7 +664,14 @@ fn deleting_series_without_the_admin_api_names_the_flag() {
     let d: TsDriver<remote_write::RemoteWrite> = driver(&format!("prom-rw://127.0.0.1:{port}"));
     let e = block_on(async {
         let mut conn = d.connect().await.unwrap();
-        conn.drop_store("cpu").await.unwrap_err()
+        let shape = Shape {
+            measurement: "cpu",
+            tags: Names::Numbered("tag"),
+            fields: Names::Numbered("field"),
+        };
+        conn.drop_store(shape, &["cpu_field0".to_string()])
+            .await
+            .unwrap_err()
     });
     assert_eq!(e.class, ErrorClass::Fatal);
     assert!(e.message.contains("--web.enable-admin-api"), "{e}");

@@ -54,7 +54,7 @@ pub struct TsArgs {
     /// Back-fill up to this time, excluded (default now); ts-ingest ends when every series has its points.
     #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
     pub end: Option<String>,
-    /// ts-ingest: random series spot-checked after the run (point count and last value).
+    /// ts-ingest: random series spot-checked after the run (point count, sum and last value).
     #[arg(long, value_name = "N", default_value_t = 20)]
     pub verify_sample: u64,
     /// ts-ingest: how long the check after the run waits for the database to show every point.
@@ -66,6 +66,10 @@ pub struct TsArgs {
     /// ts-query: how series are drawn, uniform or zipfian (default uniform).
     #[arg(long, value_name = "NAME")]
     pub series_distribution: Option<String>,
+    /// `cleanup --force`: drop loadcell's stores even with another
+    /// writer's points in them, and series nothing says are loadcell's.
+    #[arg(skip)]
+    pub force_cleanup: bool,
 }
 
 pub(super) fn names(name: &str) -> bool {
@@ -77,7 +81,7 @@ pub(super) fn catalog() -> Vec<(&'static str, &'static [Family], &'static str)> 
         (
             "ts-ingest",
             &[Family::TimeSeries],
-            "TSBS/inch-style ingestion: --series series of fixed-length tag values, --points-per-request points a request, in real time or back-filling --start..--end; points/s, failed points by reason, then the database's series count and random series' points checked against what was sent",
+            "TSBS/inch-style ingestion: --series series of fixed-length tag values, --points-per-request points a request, in real time or back-filling --start..--end; points/s, failed points by reason, then the database's count of series in the run's time range and random series' points checked against what was sent",
         ),
         (
             "ts-query",
@@ -290,6 +294,7 @@ pub(super) fn options(a: &TsArgs, now: SystemTime) -> Result<TsOptions, String> 
         interval_ns: a.interval.as_nanos() as i64,
         timing: timing(a, now)?,
         sessions: 1,
+        force_cleanup: a.force_cleanup,
     })
 }
 

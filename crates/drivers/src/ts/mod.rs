@@ -27,7 +27,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use loadcell_core::http::{HttpConn, Request};
-use loadcell_core::ts::{Series, StoredPoints, TimeRange, TsConn, TsQuery, WriteOutcome};
+use loadcell_core::ts::{
+    DatabaseLeft, Holdings, Series, Shape, StoredPoints, TimeRange, TsConn, TsQuery, WriteOutcome,
+};
 use loadcell_core::{Driver, DriverError, ServerInfo, Target};
 
 use crate::http::{self, Http1Connection, Shared, TargetForm};
@@ -279,9 +281,10 @@ macro_rules! encoder_and_reader {
             &mut self,
             measurement: &str,
             field: &str,
+            range: Option<TimeRange>,
         ) -> Result<u64, DriverError> {
             self.reader
-                .series_count(&mut self.http, measurement, field)
+                .series_count(&mut self.http, measurement, field, range)
                 .await
         }
 
@@ -299,8 +302,20 @@ macro_rules! encoder_and_reader {
             self.reader.store_marker(&mut self.http, measurement).await
         }
 
-        async fn drop_store(&mut self, measurement: &str) -> Result<(), DriverError> {
-            self.reader.drop_store(&mut self.http, measurement).await
+        async fn holdings(&mut self, shape: Shape<'_>) -> Result<Holdings, DriverError> {
+            self.reader.holdings(&mut self.http, shape).await
+        }
+
+        async fn drop_store(
+            &mut self,
+            shape: Shape<'_>,
+            names: &[String],
+        ) -> Result<(), DriverError> {
+            self.reader.drop_store(&mut self.http, shape, names).await
+        }
+
+        async fn drop_database_if_empty(&mut self) -> Result<DatabaseLeft, DriverError> {
+            self.reader.drop_database_if_empty(&mut self.http).await
         }
     };
 }

@@ -22,7 +22,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use loadcell_core::http::{HttpConn, Request};
-use loadcell_core::ts::{Series, StoredPoints, TimeRange, TsQuery};
+use loadcell_core::ts::{
+    DatabaseLeft, Holdings, Names, Series, Shape, StoredPoints, TimeRange, TsQuery,
+};
 use loadcell_core::DriverError;
 use serde::de::{IgnoredAny, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
@@ -441,15 +443,19 @@ impl Reader {
         let t = &mut self.text;
         match layout.product {
             Product::InfluxDb => {
-                for selector in ["count", "last"] {
-                    let _ = write!(t, "SELECT {selector}(");
-                    influx_from(layout, series.measurement, field, t);
-                    influx_where(series.tags, Some(range), t);
-                    t.push(';');
-                }
+                t.push_str("SELECT count(");
+                influx_ident(influx_field(layout, field), t);
+                t.push_str("), sum(");
+                influx_from(layout, series.measurement, field, t);
+                influx_where(series.tags, Some(range), t);
+                t.push_str(";SELECT last(");
+                influx_from(layout, series.measurement, field, t);
+                influx_where(series.tags, Some(range), t);
             }
             Product::QuestDb => {
-                t.push_str("SELECT count(), cast(max(timestamp) AS long), last(");
+                t.push_str("SELECT count(), sum(");
+                sql_ident(field, t);
+                t.push_str("), cast(max(timestamp) AS long), last(");
                 sql_ident(field, t);
                 t.push_str(") FROM ");
                 sql_ident(series.measurement, t);
@@ -485,17 +491,26 @@ impl Reader {
         write: &mut Http1Connection,
         measurement: &str,
         field: &str,
+        range: Option<TimeRange>,
     ) -> Result<u64, DriverError> {
         let layout = self.layout(write).await?;
         self.settle(write, layout, measurement).await?;
         self.text.clear();
         let t = &mut self.text;
-        match layout.product {
-            Product::InfluxDb => {
+        match (layout.product, range) {
+            (Product::InfluxDb, None) => {
                 t.push_str("SHOW SERIES EXACT CARDINALITY FROM ");
                 influx_measurement(layout, measurement, field, t);
             }
-            Product::QuestDb => {
+            (Product::InfluxDb, Some(_)) => {
+                // The series with a point in range: one row each.
+                t.push_str("SELECT count(\"last\") FROM (SELECT last(");
+                influx_from(layout, measurement, field, t);
+                influx_where(&[], range, t);
+                t.push_str(" GROUP BY *)");
+                influx_where(&[], range, t);
+            }
+            (Product::QuestDb, _) => {
                 let tags = self.symbol_columns(write, layout, measurement).await?;
                 let t = &mut self.text;
                 t.clear();
@@ -504,6 +519,7 @@ impl Reader {
                     // them): its rows, if any, are one series.
                     t.push_str("SELECT count() FROM (SELECT * FROM ");
                     sql_ident(measurement, t);
+                    sql_where(&[], range, t);
                     t.push_str(" LIMIT 1)");
                 } else {
                     t.push_str("SELECT count() FROM (SELECT DISTINCT ");
@@ -515,18 +531,30 @@ impl Reader {
                     }
                     t.push_str(" FROM ");
                     sql_ident(measurement, t);
+                    sql_where(&[], range, t);
                     t.push(')');
                 }
             }
-            Product::Prometheus | Product::VictoriaMetrics => {
+            (Product::Prometheus | Product::VictoriaMetrics, _) => {
                 t.push_str("count(last_over_time(");
                 prom_selector(layout, &self.target, measurement, field, &[], t);
-                let _ = write!(t, "[{LOOKBACK}]))");
+                match range {
+                    Some(range) => {
+                        let _ = write!(t, "[{}ms]))", range_ms(range));
+                        promql_at(range.end_ns - 1_000_000, &mut self.params);
+                    }
+                    None => {
+                        let _ = write!(t, "[{LOOKBACK}]))");
+                    }
+                }
             }
         }
         self.set_path(layout, false);
         let answer = self.run_parsed(write, "GET").await?;
         let count = match layout.product {
+            Product::InfluxDb if range.is_some() => {
+                answer.pointer("/results/0/series/0/values/0/1")
+            }
             Product::InfluxDb => answer.pointer("/results/0/series/0/values/0/0"),
             Product::QuestDb => answer.pointer("/dataset/0/0"),
             _ => answer.pointer("/data/result/0/value/1"),
@@ -555,16 +583,6 @@ impl Reader {
             .collect())
     }
 
-    /// Runs one administration statement (`self.text`, path set) with
-    /// `method`, its answer unread.
-    async fn admin(
-        &mut self,
-        write: &mut Http1Connection,
-        method: &'static str,
-    ) -> Result<(), DriverError> {
-        self.run(write, method).await.map(drop)
-    }
-
     pub(super) async fn create_store(
         &mut self,
         write: &mut Http1Connection,
@@ -575,11 +593,8 @@ impl Reader {
         match layout.product {
             Product::InfluxDb => {
                 let db = self.db()?.to_string();
-                self.text.clear();
-                self.text.push_str("CREATE DATABASE ");
-                influx_ident(&db, &mut self.text);
-                self.set_path(layout, false);
-                self.admin(write, "POST").await?;
+                let create = format!("CREATE DATABASE {}", sql_quoted(&db, influx_ident));
+                self.statement(write, layout, &create).await?;
                 // The marker, a point of its own measurement.
                 self.path.clear();
                 self.path.extend_from_slice(b"/write?db=");
@@ -605,24 +620,12 @@ impl Reader {
                     marker_row(measurement, marker),
                 ];
                 for statement in statements {
-                    self.sql_admin(write, layout, &statement).await?;
+                    self.statement(write, layout, &statement).await?;
                 }
                 Ok(true)
             }
             Product::Prometheus | Product::VictoriaMetrics => Ok(false),
         }
-    }
-
-    async fn sql_admin(
-        &mut self,
-        write: &mut Http1Connection,
-        layout: Layout,
-        statement: &str,
-    ) -> Result<(), DriverError> {
-        self.text.clear();
-        self.text.push_str(statement);
-        self.set_path(layout, false);
-        self.admin(write, "GET").await
     }
 
     pub(super) async fn store_marker(
@@ -633,16 +636,7 @@ impl Reader {
         let layout = self.layout(write).await?;
         match layout.product {
             Product::InfluxDb => {
-                let db = self.db()?.to_string();
-                self.text.clear();
-                self.text.push_str("SHOW DATABASES");
-                self.set_path(layout, false);
-                let answer = self.run_parsed(write, "GET").await?;
-                let names = answer.pointer("/results/0/series/0/values");
-                let exists = names
-                    .and_then(Value::as_array)
-                    .is_some_and(|rows| rows.iter().any(|r| r[0] == db.as_str()));
-                if !exists {
+                if !self.influx_database_exists(write, layout).await? {
                     return Ok(None);
                 }
                 self.text.clear();
@@ -693,37 +687,239 @@ impl Reader {
         }
     }
 
+    /// Whether the target's InfluxDB database exists.
+    async fn influx_database_exists(
+        &mut self,
+        write: &mut Http1Connection,
+        layout: Layout,
+    ) -> Result<bool, DriverError> {
+        let db = self.db()?.to_string();
+        let names = self
+            .influx_values(write, layout, "SHOW DATABASES", 0)
+            .await?;
+        Ok(names.contains(&db))
+    }
+
+    /// Runs InfluxQL `statement` (a `SHOW`): column `column` of every row
+    /// of every series of its answer.
+    async fn influx_values(
+        &mut self,
+        write: &mut Http1Connection,
+        layout: Layout,
+        statement: &str,
+        column: usize,
+    ) -> Result<Vec<String>, DriverError> {
+        self.text.clear();
+        self.text.push_str(statement);
+        self.set_path(layout, false);
+        let answer = self.run_parsed(write, "GET").await?;
+        let series = answer
+            .pointer("/results/0/series")
+            .and_then(Value::as_array);
+        Ok(series
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s["values"].as_array())
+            .flatten()
+            .filter_map(|row| row[column].as_str().map(str::to_string))
+            .collect())
+    }
+
+    /// Sends an InfluxQL or SQL administration statement, its answer
+    /// unread (InfluxDB takes them by POST only).
+    async fn statement(
+        &mut self,
+        write: &mut Http1Connection,
+        layout: Layout,
+        statement: &str,
+    ) -> Result<(), DriverError> {
+        let method = if layout.product == Product::InfluxDb {
+            "POST"
+        } else {
+            "GET"
+        };
+        self.text.clear();
+        self.text.push_str(statement);
+        self.set_path(layout, false);
+        self.run(write, method).await.map(drop)
+    }
+
+    pub(super) async fn holdings(
+        &mut self,
+        write: &mut Http1Connection,
+        shape: Shape<'_>,
+    ) -> Result<Holdings, DriverError> {
+        let layout = self.layout(write).await?;
+        let measurement = shape.measurement;
+        let mut held = Holdings::default();
+        match layout.product {
+            Product::InfluxDb => {
+                if !self.influx_database_exists(write, layout).await? {
+                    return Ok(held);
+                }
+                let all = self
+                    .influx_values(write, layout, "SHOW MEASUREMENTS", 0)
+                    .await?;
+                held.names = all
+                    .into_iter()
+                    .filter(|name| match layout.per_field {
+                        None => name == measurement,
+                        Some(sep) => name
+                            .strip_prefix(measurement)
+                            .and_then(|rest| rest.strip_prefix(sep))
+                            .is_some_and(|field| shape.fields.contains(field)),
+                    })
+                    .collect();
+                for name in &held.names {
+                    let from = sql_quoted(name, influx_ident);
+                    let tags = format!("SHOW TAG KEYS FROM {from}");
+                    for key in self.influx_values(write, layout, &tags, 0).await? {
+                        if !shape.tags.contains(&key) {
+                            held.foreign.push(format!("tag {key} in {name}"));
+                        }
+                    }
+                    let fields = format!("SHOW FIELD KEYS FROM {from}");
+                    for key in self.influx_values(write, layout, &fields, 0).await? {
+                        let own = match layout.per_field {
+                            None => shape.fields.contains(&key),
+                            Some(_) => key == "value",
+                        };
+                        if !own {
+                            held.foreign.push(format!("field {key} in {name}"));
+                        }
+                    }
+                }
+            }
+            Product::QuestDb => {
+                // Another writer's columns may still be in the table's WAL.
+                self.settle(write, layout, measurement).await?;
+                self.text.clear();
+                self.text
+                    .push_str("SELECT \"column\", designated FROM table_columns(");
+                sql_string(measurement, &mut self.text);
+                self.text.push(')');
+                self.set_path(layout, false);
+                // No such table: QuestDB answers an error.
+                let Ok(answer) = self.run_parsed(write, "GET").await else {
+                    return Ok(held);
+                };
+                held.names.push(measurement.to_string());
+                let rows = answer["dataset"].as_array().cloned().unwrap_or_default();
+                for row in rows {
+                    let (Some(column), designated) = (row[0].as_str(), row[1] == true) else {
+                        continue;
+                    };
+                    if !designated && !shape.owns(column) {
+                        held.foreign.push(format!("column {column}"));
+                    }
+                }
+            }
+            Product::Prometheus | Product::VictoriaMetrics => {
+                self.text.clear();
+                self.own_metrics(layout, shape);
+                self.path.clear();
+                self.path
+                    .extend_from_slice(b"/api/v1/label/__name__/values?start=0&match[]=");
+                encode_component(self.text.as_bytes(), &mut self.path);
+                let http = Self::http(&mut self.own, &self.target, write).await?;
+                let body = answered(http, &self.endpoint, "GET", &self.path, b"").await?;
+                let answer: Value = serde_json::from_slice(body).map_err(|e| {
+                    DriverError::fatal(format!("unexpected answer from {} ({e})", self.endpoint))
+                })?;
+                let names = answer["data"].as_array().into_iter().flatten();
+                held.names = names
+                    .filter_map(|n| n.as_str().map(str::to_string))
+                    .collect();
+            }
+        }
+        Ok(held)
+    }
+
+    /// Writes into `self.text` a PromQL selector of the series of loadcell's
+    /// metric names for `shape` (`m_field`, its fields only), in the
+    /// target's `db` where line protocol gave VictoriaMetrics one.
+    fn own_metrics(&mut self, layout: Layout, shape: Shape<'_>) {
+        let t = &mut self.text;
+        t.push_str("{__name__=~\"");
+        regex_escape(shape.measurement, t);
+        regex_escape(layout.per_field.unwrap_or("_"), t);
+        match shape.fields {
+            Names::Listed(fields) => {
+                t.push_str("(?:");
+                for (i, field) in fields.iter().enumerate() {
+                    if i > 0 {
+                        t.push('|');
+                    }
+                    regex_escape(field, t);
+                }
+                t.push(')');
+            }
+            Names::Numbered(prefix) => {
+                regex_escape(prefix, t);
+                t.push_str("[0-9]+");
+            }
+        }
+        t.push('"');
+        self.db_label(layout);
+        self.text.push('}');
+    }
+
+    /// `,db="…"` where line protocol gave VictoriaMetrics the target's
+    /// database as a label.
+    fn db_label(&mut self, layout: Layout) {
+        if let (true, Some(db)) = (layout.db_label, &self.target.db) {
+            self.text.push_str(",db=");
+            prom_string(db, &mut self.text);
+        }
+    }
+
     pub(super) async fn drop_store(
         &mut self,
         write: &mut Http1Connection,
-        measurement: &str,
+        shape: Shape<'_>,
+        names: &[String],
     ) -> Result<(), DriverError> {
         let layout = self.layout(write).await?;
+        let measurement = shape.measurement;
         match layout.product {
             Product::InfluxDb => {
-                let db = self.db()?.to_string();
-                self.text.clear();
-                self.text.push_str("DROP DATABASE ");
-                influx_ident(&db, &mut self.text);
-                self.set_path(layout, false);
-                self.admin(write, "POST").await
+                for name in names {
+                    let drop = format!("DROP MEASUREMENT {}", sql_quoted(name, influx_ident));
+                    self.statement(write, layout, &drop).await?;
+                }
+                let marker = format!(
+                    "DROP SERIES FROM {MARKER_TABLE} WHERE \"measurement\" = {}",
+                    sql_quoted(measurement, influx_string)
+                );
+                self.statement(write, layout, &marker).await
             }
             Product::QuestDb => {
                 let drop = format!("DROP TABLE {}", sql_quoted(measurement, sql_ident));
-                self.sql_admin(write, layout, &drop).await?;
+                self.statement(write, layout, &drop).await?;
                 // A table of that name made later is not loadcell's.
                 let _ = self
-                    .sql_admin(write, layout, &marker_row(measurement, ""))
+                    .statement(write, layout, &marker_row(measurement, ""))
                     .await;
                 Ok(())
             }
             Product::Prometheus | Product::VictoriaMetrics => {
-                let sep = layout.per_field.unwrap_or("_");
-                self.text.clear();
-                self.text.push_str("{__name__=~\"");
-                regex_escape(measurement, &mut self.text);
-                regex_escape(sep, &mut self.text);
-                self.text.push_str(".+\"}");
+                if names.is_empty() {
+                    return Ok(());
+                }
+                // Exactly these metric names: never a prefix another
+                // writer's metrics could share.
+                let t = &mut self.text;
+                t.clear();
+                t.push_str("{__name__=~\"");
+                for (i, name) in names.iter().enumerate() {
+                    if i > 0 {
+                        t.push('|');
+                    }
+                    regex_escape(name, t);
+                }
+                t.push('"');
+                self.db_label(layout);
+                self.text.push('}');
                 self.path.clear();
                 self.path
                     .extend_from_slice(b"/api/v1/admin/tsdb/delete_series?match[]=");
@@ -748,6 +944,35 @@ impl Reader {
                 Err(failure(response.status, response.body, &self.endpoint))
             }
         }
+    }
+
+    pub(super) async fn drop_database_if_empty(
+        &mut self,
+        write: &mut Http1Connection,
+    ) -> Result<DatabaseLeft, DriverError> {
+        let layout = self.layout(write).await?;
+        if layout.product != Product::InfluxDb {
+            return Ok(DatabaseLeft::NotOwn);
+        }
+        let db = self.db()?.to_string();
+        if !self.influx_database_exists(write, layout).await? {
+            return Ok(DatabaseLeft::NotOwn);
+        }
+        let mut holding: Vec<String> = self
+            .influx_values(write, layout, "SHOW MEASUREMENTS", 0)
+            .await?
+            .into_iter()
+            .filter(|m| m != MARKER_TABLE)
+            .collect();
+        let marked = format!("SHOW TAG VALUES FROM {MARKER_TABLE} WITH KEY = \"measurement\"");
+        let stores = self.influx_values(write, layout, &marked, 1).await?;
+        holding.extend(stores.iter().map(|m| format!("loadcell's store of '{m}'")));
+        if !holding.is_empty() {
+            return Ok(DatabaseLeft::Holding(db, holding));
+        }
+        let drop = format!("DROP DATABASE {}", sql_quoted(&db, influx_ident));
+        self.statement(write, layout, &drop).await?;
+        Ok(DatabaseLeft::Dropped(db))
     }
 }
 
@@ -801,16 +1026,18 @@ fn influx_measurement(layout: Layout, measurement: &str, field: &str, t: &mut St
     }
 }
 
+/// The InfluxDB field the model's `field` is kept in.
+fn influx_field(layout: Layout, field: &str) -> &str {
+    if layout.per_field.is_some() {
+        "value"
+    } else {
+        field
+    }
+}
+
 /// `"field") FROM "measurement"`, after a selector's `(`.
 fn influx_from(layout: Layout, measurement: &str, field: &str, t: &mut String) {
-    influx_ident(
-        if layout.per_field.is_some() {
-            "value"
-        } else {
-            field
-        },
-        t,
-    );
+    influx_ident(influx_field(layout, field), t);
     t.push_str(") FROM ");
     influx_measurement(layout, measurement, field, t);
 }
@@ -977,22 +1204,23 @@ fn number(v: &Value) -> f64 {
         .unwrap_or(f64::NAN)
 }
 
-/// `count(…);last(…)`: each statement's `[time, value]`.
+/// `count(…), sum(…);last(…)`: `[time, count, sum]` and `[time, value]`.
 fn influx_stored(answer: &Value) -> Result<Option<StoredPoints>, String> {
-    let Some(count) = answer.pointer("/results/0/series/0/values/0/1") else {
+    let Some(counted) = answer.pointer("/results/0/series/0/values/0") else {
         return Ok(None);
     };
     let last = answer
         .pointer("/results/1/series/0/values/0")
         .ok_or("a count without a last point")?;
     Ok(Some(StoredPoints {
-        count: number(count) as u64,
+        count: number(&counted[1]) as u64,
+        sum: number(&counted[2]),
         last_timestamp_ns: last[0].as_i64().ok_or("a time that is not epoch=ns")?,
         last_value: number(&last[1]),
     }))
 }
 
-/// `count(), max(timestamp) in µs, last(f)`.
+/// `count(), sum(f), max(timestamp) in µs, last(f)`.
 fn sql_stored(answer: &Value) -> Result<Option<StoredPoints>, String> {
     let row = answer.pointer("/dataset/0").ok_or("no row")?;
     let count = row[0].as_u64().ok_or("no count")?;
@@ -1001,8 +1229,9 @@ fn sql_stored(answer: &Value) -> Result<Option<StoredPoints>, String> {
     }
     Ok(Some(StoredPoints {
         count,
-        last_timestamp_ns: row[1].as_i64().ok_or("no timestamp")? * 1000,
-        last_value: number(&row[2]),
+        sum: number(&row[1]),
+        last_timestamp_ns: row[2].as_i64().ok_or("no timestamp")? * 1000,
+        last_value: number(&row[3]),
     }))
 }
 
@@ -1017,6 +1246,7 @@ fn prom_stored(answer: &Value) -> Result<Option<StoredPoints>, String> {
     };
     Ok(Some(StoredPoints {
         count: values.len() as u64,
+        sum: values.iter().map(|v| number(&v[1])).sum(),
         last_timestamp_ns: (number(&last[0]) * 1000.0).round() as i64 * 1_000_000,
         last_value: number(&last[1]),
     }))
@@ -1255,9 +1485,10 @@ mod tests {
 
     #[test]
     fn stored_points_are_read_from_each_answer() {
-        let influx: Value = serde_json::from_str(r#"{"results":[{"series":[{"values":[[0,2]]}]},{"series":[{"values":[[1700000000000000001,1.5]]}]}]}"#).unwrap();
+        let influx: Value = serde_json::from_str(r#"{"results":[{"series":[{"values":[[0,2,2.5]]}]},{"series":[{"values":[[1700000000000000001,1.5]]}]}]}"#).unwrap();
         let expected = StoredPoints {
             count: 2,
+            sum: 2.5,
             last_timestamp_ns: 1_700_000_000_000_000_001,
             last_value: 1.5,
         };
@@ -1266,7 +1497,8 @@ mod tests {
             serde_json::from_str(r#"{"results":[{"statement_id":0},{"statement_id":1}]}"#).unwrap();
         assert_eq!(influx_stored(&none).unwrap(), None);
         let sql: Value =
-            serde_json::from_str(r#"{"dataset":[[2,1700000000000000,1.5]],"count":1}"#).unwrap();
+            serde_json::from_str(r#"{"dataset":[[2,2.5,1700000000000000,1.5]],"count":1}"#)
+                .unwrap();
         assert_eq!(
             sql_stored(&sql).unwrap().unwrap().last_timestamp_ns,
             1_700_000_000_000_000_000
@@ -1277,8 +1509,8 @@ mod tests {
         .unwrap();
         let p = prom_stored(&prom).unwrap().unwrap();
         assert_eq!(
-            (p.count, p.last_timestamp_ns, p.last_value),
-            (2, 1_700_000_000_123_000_000, 1.5)
+            (p.count, p.sum, p.last_timestamp_ns, p.last_value),
+            (2, 2.5, 1_700_000_000_123_000_000, 1.5)
         );
     }
 }

@@ -18,7 +18,9 @@ use std::marker::PhantomData;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use loadcell_core::ts::{Series, StoredPoints, TimeRange, TsConn, TsQuery, WriteOutcome};
+use loadcell_core::ts::{
+    DatabaseLeft, Holdings, Series, Shape, StoredPoints, TimeRange, TsConn, TsQuery, WriteOutcome,
+};
 use loadcell_core::{Driver, DriverError, ServerInfo, Target};
 
 use super::query::Reader;

@@ -96,8 +96,6 @@ pub(super) enum Claim<'a> {
 /// What the run's points became, across sessions: one add per request.
 #[derive(Debug, Default)]
 pub(super) struct Tally {
-    /// Series of the first measurement the database held before the run.
-    before: AtomicU64,
     pub(super) sent: AtomicU64,
     pub(super) answered: AtomicU64,
     pub(super) failed: AtomicU64,
@@ -168,10 +166,6 @@ impl IngestScript {
             next: AtomicU64::new(0),
             tally: Tally::default(),
         }
-    }
-
-    pub(super) fn set_before(&self, series: u64) {
-        self.tally.before.store(series, Ordering::Relaxed);
     }
 
     fn rounds_left(&self, sent: u64) -> u64 {
@@ -328,11 +322,47 @@ fn with_size_hint(e: DriverError) -> DriverError {
     }
 }
 
-/// One series spot-checked: what it was sent, and what the database holds.
+/// One series spot-checked: what it was sent.
 struct Spot {
     series: u64,
     points: u64,
+    /// The sum of the first field's values sent, and the last one.
+    sum: f64,
     last_value: f64,
+}
+
+impl Spot {
+    /// How `stored` falls short of what was sent, if it does.
+    fn shortfall(&self, stored: Option<StoredPoints>) -> Option<String> {
+        let Some(s) = stored else {
+            return Some(format!("0 of {} points", self.points));
+        };
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(1.0);
+        if s.count != self.points {
+            Some(format!("{} of {} points", s.count, self.points))
+        } else if !close(s.sum, self.sum) {
+            // As many points, other values: some are another run's.
+            Some(format!(
+                "{} points summing {} where those sent sum {}",
+                s.count, s.sum, self.sum
+            ))
+        } else if !close(s.last_value, self.last_value) {
+            Some(format!(
+                "{} points, the last {} where {} was sent",
+                s.count, s.last_value, self.last_value
+            ))
+        } else {
+            None
+        }
+    }
+}
+
+/// What the check after the run found.
+struct Found {
+    /// Series with a point in the run's time range.
+    series: u64,
+    /// Each spot-checked series short of what it was sent, and how.
+    short: Vec<(u64, String)>,
 }
 
 impl IngestScript {
@@ -357,10 +387,12 @@ impl IngestScript {
                 let series = written[i];
                 let group = &self.groups[(series / self.layout.group_size) as usize];
                 let points = group.rounds.load(Ordering::Relaxed);
+                let value = |round| self.values.point(series, round).field(0);
                 Spot {
                     series,
                     points,
-                    last_value: self.values.point(series, points - 1).field(0),
+                    sum: (0..points).map(value).sum(),
+                    last_value: value(points - 1),
                 }
             })
             .collect()
@@ -380,14 +412,15 @@ impl IngestScript {
         }
     }
 
-    /// The series' name as line protocol writes it, for messages.
+    /// The series' measurement and first tag (one value per series), for
+    /// messages: `cpu{hostname=…}`.
     fn describe(&self, series: u64, tags: &mut [u8]) -> String {
         self.space.write_tags(series, tags);
-        let mut name = self.space.measurements[0].name.clone();
-        for (k, v) in self.space.tags(tags) {
-            name += &format!(",{k}={v}");
+        let m = &self.space.measurements[0].name;
+        match self.space.tags(tags).next() {
+            Some((key, value)) => format!("{m}{{{key}={value}}}"),
+            None => m.clone(),
         }
-        name
     }
 
     /// Counts the series, and spot-checks `sample` of them, until they
@@ -403,20 +436,13 @@ impl IngestScript {
         let spots = self.spots(sample);
         loop {
             let v = match self.check(conn, &spots).await {
-                Ok((found, problems)) => {
-                    self.verification(found, spots.len(), problems, C::ACKNOWLEDGED)
-                }
+                Ok(found) => self.verification(Ok(found), spots.len(), C::ACKNOWLEDGED),
                 Err(e) if C::ACKNOWLEDGED => return Err(e),
                 // Unacknowledged points may not be there yet (QuestDB
                 // makes a table's columns when it commits their lines),
                 // and are unproven while the check cannot be made: looked
                 // at again until the deadline, then failed, not skipped.
-                Err(e) => self.verification(
-                    0,
-                    spots.len(),
-                    vec![format!("the check could not be made: {e}")],
-                    false,
-                ),
+                Err(e) => self.verification(Err(e), spots.len(), false),
             };
             if v.ok || Instant::now() >= deadline {
                 return Ok(v);
@@ -425,89 +451,110 @@ impl IngestScript {
         }
     }
 
-    /// The series count, and what the spot checks found wrong.
-    async fn check<C: TsConn>(
-        &self,
-        conn: &mut C,
-        spots: &[Spot],
-    ) -> Result<(u64, Vec<String>), DriverError> {
+    /// The series with a point in the run's time range (what was there
+    /// before does not count), and the spot-checked series that fall
+    /// short of what they were sent.
+    async fn check<C: TsConn>(&self, conn: &mut C, spots: &[Spot]) -> Result<Found, DriverError> {
         let m = &self.space.measurements[0];
         let field = &m.fields[0];
-        let found = conn.series_count(&m.name, field).await?;
         let range = self.written_range();
+        let series = conn.series_count(&m.name, field, Some(range)).await?;
         let mut tags = self.space.tag_buffer();
-        let mut problems = Vec::new();
+        let mut short = Vec::new();
         for spot in spots {
             self.space.write_tags(spot.series, &mut tags);
             let pairs: Vec<(&str, &str)> = self.space.tags(&tags).collect();
-            let series = Series {
+            let of = Series {
                 measurement: &m.name,
                 tags: &pairs,
             };
-            let stored = conn.stored_points(series, field, range).await?;
-            let expected = (spot.points, spot.last_value);
-            let matches = stored.is_some_and(|s: StoredPoints| {
-                s.count == spot.points && (s.last_value - spot.last_value).abs() < 1e-9
-            });
-            if !matches {
-                let held = stored.map_or("no points".to_string(), |s| {
-                    format!("{} points, the last {}", s.count, s.last_value)
-                });
-                problems.push(format!(
-                    "series {} field {field}: sent {} points, the last {}; the database holds {held}",
-                    self.describe(spot.series, &mut tags),
-                    expected.0,
-                    expected.1
-                ));
+            let stored = conn.stored_points(of, field, range).await?;
+            if let Some(how) = spot.shortfall(stored) {
+                short.push((spot.series, how));
             }
         }
-        Ok((found, problems))
+        Ok(Found { series, short })
     }
 
+    /// The verification: what fell short first, then how it was checked.
     fn verification(
         &self,
-        found: u64,
+        found: Result<Found, DriverError>,
         checked: usize,
-        problems: Vec<String>,
         acknowledged: bool,
     ) -> Verification {
         let t = &self.tally;
-        let before = t.before.load(Ordering::Relaxed);
+        let sent = t.sent.load(Ordering::Relaxed);
         let failed = t.failed.load(Ordering::Relaxed);
-        let in_doubt = t.sent.load(Ordering::Relaxed) - t.answered.load(Ordering::Relaxed);
+        let in_doubt = sent - t.answered.load(Ordering::Relaxed);
         let written = self.written().count() as u64;
         let m = &self.space.measurements[0];
+        let mut causes = Vec::new();
+        if failed > 0 {
+            causes.push(format!("{failed} points failed"));
+        }
+        if in_doubt > 0 {
+            causes.push(format!("{in_doubt} points were in requests never answered"));
+        }
+        let series = match &found {
+            Ok(f) => f.series,
+            Err(e) => {
+                causes.push(format!("the check could not be made: {e}"));
+                0
+            }
+        };
+        if found.is_ok() && series < written {
+            causes.push(format!(
+                "{} of the {written} series written missing from the run's time range",
+                written - series
+            ));
+        }
+        if let Ok(Found { short, .. }) = &found {
+            if !short.is_empty() {
+                let mut tags = self.space.tag_buffer();
+                let named: Vec<String> = short
+                    .iter()
+                    .take(3)
+                    .map(|(s, how)| format!("{} {how}", self.describe(*s, &mut tags)))
+                    .collect();
+                let mut cause = format!(
+                    "{} of {checked} spot-checked series short: {}",
+                    short.len(),
+                    named.join(", ")
+                );
+                if short.len() > 3 {
+                    cause += &format!(" and {} more", short.len() - 3);
+                }
+                causes.push(cause);
+            }
+        }
         let mut how = format!(
-            "series of '{}' counted by the database after the run, against the {written} the \
-             run wrote (it held {before} before); {checked} random series spot-checked: their \
-             points' count and last value of field {}",
+            "series of '{}' with a point in the run's time range counted by the database, \
+             against the {written} the run wrote; {checked} random series read back (their \
+             points' count, sum and last value of field {})",
             m.name, m.fields[0]
         );
-        if !acknowledged {
+        if series > written {
             how += &format!(
-                "; the {} points went over a transport that acknowledges none: this check is \
-                 their only proof",
-                t.sent.load(Ordering::Relaxed)
+                "; {} more series in that time range than the run wrote: an earlier run's or \
+                 another writer's",
+                series - written
             );
         }
-        if failed > 0 || in_doubt > 0 {
-            how +=
-                &format!("; {failed} points failed and {in_doubt} were in requests never answered");
+        if !acknowledged {
+            how += &format!(
+                "; the {sent} points went over a transport that acknowledges none: this check is \
+                 their only proof"
+            );
         }
-        let failing = problems.len();
-        for problem in problems.iter().take(3) {
-            how += &format!("; {problem}");
-        }
-        if failing > 3 {
-            how += &format!("; and {} more series", failing - 3);
+        let ok = causes.is_empty();
+        if !ok {
+            how = format!("{}; checked: {how}", causes.join("; "));
         }
         Verification {
             expected: written,
-            found,
-            ok: failing == 0
-                && failed == 0
-                && in_doubt == 0
-                && (written..=before + written).contains(&found),
+            found: series,
+            ok,
             how,
             stream: None,
         }

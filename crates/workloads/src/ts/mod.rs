@@ -5,15 +5,17 @@
 //!   values, [`series`]), written `--points-per-request` points a request,
 //!   in real time or back-filling `--start..--end` (then the run ends when
 //!   every series has its points). Points are the run's items; failed
-//!   points are errors by reason. After the run, the database's own series
-//!   count is compared with the series written and random series are
-//!   spot-checked ([`Lifecycle::verify`]).
+//!   points are errors by reason. After the run, the database's own count
+//!   of series with a point in the run's time range is compared with the
+//!   series written and random series are read back ([`Lifecycle::verify`]).
 //! - `ts-query`: last point, hourly mean by minute, group-by over a tag,
 //!   of series drawn from the same space; rows returned are the items.
 //!
 //! `prepare` creates the store where the database needs one (an InfluxDB
 //! database, a QuestDB table), carrying a random `loadcell:` marker;
-//! `cleanup` drops a store only if it carries one.
+//! `cleanup` drops what loadcell wrote in a store only if it carries one,
+//! and another writer's points in it, or series nothing says whose they
+//! are, only with `--force` ([`cleanup`]).
 
 pub mod ingest;
 pub mod query;
@@ -25,7 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use loadcell_core::family::TimeSeriesFamily;
-use loadcell_core::ts::TsConn;
+use loadcell_core::ts::{DatabaseLeft, Holdings, Names, Shape, TsConn};
 use loadcell_core::{Driver, DriverError, DriverInfo, ErrorClass, Family};
 use loadcell_record::result::Verification;
 use serde_json::{json, Value};
@@ -351,6 +353,10 @@ pub struct TsOptions {
     pub timing: Timing,
     /// The run's sessions: series are leased in groups at least this many.
     pub sessions: u64,
+    /// `cleanup --force`: drop loadcell's stores even with another
+    /// writer's points in them, and delete series where nothing records
+    /// who wrote them (Prometheus, VictoriaMetrics).
+    pub force_cleanup: bool,
 }
 
 impl TsOptions {
@@ -457,8 +463,68 @@ async fn create_stores<C: TsConn>(
     Ok(())
 }
 
+/// The tag keys and fields loadcell writes for a measurement: a use
+/// case's names (`listed`), or else `tagN` and `fieldN` (cleanup is not
+/// told how many a run wrote).
+struct OwnNames<'a> {
+    measurement: &'a str,
+    /// The tag keys and the fields.
+    listed: Option<(Vec<&'a str>, Vec<&'a str>)>,
+}
+
+impl<'a> OwnNames<'a> {
+    fn of(opts: &TsOptions, m: &'a Measurement) -> OwnNames<'a> {
+        let listed = opts.use_case.map(|_| {
+            let host = HOST_TAGS.iter().map(|&(key, _)| key);
+            (
+                host.chain(m.tags.iter().map(|t| t.key.as_str())).collect(),
+                m.fields.iter().map(String::as_str).collect(),
+            )
+        });
+        OwnNames {
+            measurement: &m.name,
+            listed,
+        }
+    }
+
+    fn shape(&self) -> Shape<'_> {
+        let (tags, fields) = match &self.listed {
+            Some((tags, fields)) => (Names::Listed(tags), Names::Listed(fields)),
+            None => (Names::Numbered("tag"), Names::Numbered("field")),
+        };
+        Shape {
+            measurement: self.measurement,
+            tags,
+            fields,
+        }
+    }
+}
+
+/// `names`, the first three of them and how many more.
+fn few(names: &[String]) -> String {
+    let mut text = names.iter().take(3).cloned().collect::<Vec<_>>().join(", ");
+    if names.len() > 3 {
+        text += &format!(" and {} more", names.len() - 3);
+    }
+    text
+}
+
+/// What cleanup drops of a measurement's points.
+struct Removal<'a> {
+    own: OwnNames<'a>,
+    held: Holdings,
+    /// In a store loadcell's `prepare` made (else a database that keeps no
+    /// record of who wrote a series, deleted only with `--force`).
+    marked: bool,
+}
+
+/// Drops each measurement's points loadcell wrote: its store where
+/// `prepare` made one, then the database if nothing else is in it.
+/// Decides for every measurement before dropping any: refuses, dropping
+/// nothing, where another writer's points are in a store or nothing tells
+/// whose the points are, unless `opts.force_cleanup`.
 async fn cleanup<D>(
-    space: &SeriesSpace,
+    opts: &TsOptions,
     driver: &D,
     connect_timeout: Duration,
     observer: &dyn PrepareObserver,
@@ -467,31 +533,88 @@ where
     D: Driver,
     D::Conn: TsConn,
 {
+    let force = opts.force_cleanup;
     let (mut conn, _) = loadcell_engine::connect_once(driver, connect_timeout).await?;
-    for m in &space.measurements {
+    let mut removals = Vec::new();
+    for m in &opts.space.measurements {
         let name = &m.name;
-        match owner(&mut conn, name).await? {
-            Owner::Nobody => observer.message(&format!(
-                "Nothing to clean up for '{name}': there is no store of it"
-            )),
-            Owner::Loadcell => {
-                observer.message(&format!("Dropping the store of '{name}'..."));
-                conn.drop_store(name).await?;
-            }
+        let own = OwnNames::of(opts, m);
+        let marked = match owner(&mut conn, name).await? {
             Owner::Other => {
                 return Err(CleanupError::Refused(format!(
                     "the store of '{name}' was not created by loadcell (it carries no loadcell \
                      marker): left as it is"
                 )))
             }
+            Owner::Loadcell => true,
+            Owner::Nobody => false,
+        };
+        let held = conn.holdings(own.shape()).await?;
+        if !marked && held.names.is_empty() {
+            observer.message(&format!(
+                "Nothing to clean up for '{name}': there is no store or series of it"
+            ));
+            continue;
+        }
+        if !force && !held.foreign.is_empty() {
+            return Err(CleanupError::Refused(format!(
+                "the store of '{name}' is loadcell's but holds another writer's points ({}): \
+                 left as it is; drop them by hand, or run cleanup with --force to drop them \
+                 with loadcell's",
+                few(&held.foreign)
+            )));
+        }
+        if !force && !marked {
+            return Err(CleanupError::Refused(format!(
+                "nothing records who wrote {}: loadcell cannot tell its series of '{name}' from \
+                 another writer's; left as they are; run cleanup with --force to delete them",
+                few(&held.names)
+            )));
+        }
+        removals.push(Removal { own, held, marked });
+    }
+    for Removal { own, held, marked } in &removals {
+        let name = own.measurement;
+        let message = match (marked, held.foreign.is_empty()) {
+            (true, true) => format!(
+                "Dropping the store of '{name}' ({}): loadcell's prepare made it, and it holds \
+                 only loadcell's tags and fields...",
+                if held.names.is_empty() {
+                    "empty".to_string()
+                } else {
+                    few(&held.names)
+                }
+            ),
+            (true, false) => format!(
+                "Dropping the store of '{name}' with another writer's points in it ({}) \
+                 (--force)...",
+                few(&held.foreign)
+            ),
+            (false, _) => format!(
+                "Deleting every series of {} (--force: nothing records who wrote them)...",
+                few(&held.names)
+            ),
+        };
+        observer.message(&message);
+        conn.drop_store(own.shape(), &held.names).await?;
+    }
+    if removals.iter().any(|r| r.marked) {
+        match conn.drop_database_if_empty().await? {
+            DatabaseLeft::NotOwn => {}
+            DatabaseLeft::Dropped(db) => observer.message(&format!(
+                "Dropped database '{db}': loadcell's prepare created it, and nothing else is in it"
+            )),
+            DatabaseLeft::Holding(db, others) => observer.message(&format!(
+                "Left database '{db}' as it is: it still holds {}, not this cleanup's to drop",
+                few(&others)
+            )),
         }
     }
     Ok(())
 }
 
 /// The check before a run: the first measurement's store is there (where
-/// the database has stores), and for queries holds series. Returns the
-/// series it holds.
+/// the database has stores), and for queries holds series.
 ///
 /// A database without stores answers `store_marker` as one whose store is
 /// missing does; the series count tells them apart: it fails only where
@@ -500,10 +623,10 @@ async fn check_store<C: TsConn>(
     conn: &mut C,
     space: &SeriesSpace,
     need_series: bool,
-) -> Result<u64, CheckError> {
+) -> Result<(), CheckError> {
     let m = &space.measurements[0];
     let marked = conn.store_marker(&m.name).await?.is_some();
-    let held = match conn.series_count(&m.name, &m.fields[0]).await {
+    let held = match conn.series_count(&m.name, &m.fields[0], None).await {
         Ok(n) => n,
         Err(e) if marked || e.class == ErrorClass::Connection => return Err(e.into()),
         Err(e) => {
@@ -519,7 +642,7 @@ async fn check_store<C: TsConn>(
             m.name
         ))));
     }
-    Ok(held)
+    Ok(())
 }
 
 /// How `ts-ingest` proves its points arrived.
@@ -561,16 +684,14 @@ impl<C: TsConn> Lifecycle<C, TimeSeriesFamily> for TsIngestWorkload {
         IngestScript::new(&self.opts, seed)
     }
 
-    async fn check(&self, script: &IngestScript, conn: &mut C) -> Result<(), CheckError> {
+    async fn check(&self, _script: &IngestScript, conn: &mut C) -> Result<(), CheckError> {
         if !C::ACKNOWLEDGED && self.verify.sample == 0 {
             return Err(CheckError::Driver(DriverError::fatal(
                 "--verify-sample 0: this target's transport acknowledges no point, so the spot \
                  checks after the run are the only proof they arrived: give 1 or more",
             )));
         }
-        let before = check_store(conn, &self.opts.space, false).await?;
-        script.set_before(before);
-        Ok(())
+        check_store(conn, &self.opts.space, false).await
     }
 
     /// Counts the series and spot-checks some, against what was sent.
@@ -614,7 +735,7 @@ impl<C: TsConn> Lifecycle<C, TimeSeriesFamily> for TsIngestWorkload {
     where
         D: Driver<Conn = C>,
     {
-        cleanup(&self.opts.space, driver, connect_timeout, observer).await
+        cleanup(&self.opts, driver, connect_timeout, observer).await
     }
 }
 
@@ -655,7 +776,7 @@ impl<C: TsConn> Lifecycle<C, TimeSeriesFamily> for TsQueryWorkload {
     }
 
     async fn check(&self, _script: &QueryScript, conn: &mut C) -> Result<(), CheckError> {
-        check_store(conn, &self.opts.space, true).await.map(drop)
+        check_store(conn, &self.opts.space, true).await
     }
 
     /// Creates the stores; the points are `ts-ingest`'s to write.
@@ -683,7 +804,7 @@ impl<C: TsConn> Lifecycle<C, TimeSeriesFamily> for TsQueryWorkload {
     where
         D: Driver<Conn = C>,
     {
-        cleanup(&self.opts.space, driver, connect_timeout, observer).await
+        cleanup(&self.opts, driver, connect_timeout, observer).await
     }
 }
 
