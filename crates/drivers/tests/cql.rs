@@ -87,8 +87,8 @@ fn puts_gets_scans_deletes_and_counts_rows_with_the_marker_kept() {
         }
         assert_eq!(conn.flush_puts().await.unwrap(), 3);
         let mut keys = Vec::new();
-        let rows = conn.each_key("t", &mut |key| keys.push(key.to_vec()));
-        assert_eq!(rows.await.unwrap(), 4);
+        let rows = conn.each_key("t", &mut |key| keys.push(key.to_vec())).await;
+        assert_eq!(rows.unwrap(), 4);
         keys.sort();
         assert_eq!(keys, [&b"row-0"[..], b"row-1", b"row-2", b"row-3"]);
 
