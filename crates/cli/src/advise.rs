@@ -23,7 +23,7 @@ pub fn run(args: &AdviseArgs) -> anyhow::Result<i32> {
     let gather = Gather {
         timeout: args.connect_timeout,
     };
-    let (info, read) = loadcell_drivers::open(&target, &[Family::Sql, Family::Kv], gather)??;
+    let (info, read) = loadcell_drivers::open(&target, &[Family::SQL, Family::KV], gather)??;
     let Some(server) = Server::of_product(&info.product) else {
         bail!(
             "advise has rules for MySQL, MariaDB, PostgreSQL and Redis; {} is {}",
@@ -71,7 +71,10 @@ struct Gather {
 type Gathered = anyhow::Result<(ServerInfo, ServerSettings)>;
 
 impl Gather {
-    fn read<D: Driver>(self, driver: D) -> Gathered {
+    /// Reads a driver of any family: its server's settings (the family,
+    /// `F`, changes nothing of that).
+    #[allow(clippy::extra_unused_type_parameters)]
+    fn drive<D: Driver, F>(self, _info: &'static DriverInfo, driver: D) -> Gathered {
         let endpoint = driver.endpoint();
         block_on(async {
             let (mut conn, info) = loadcell_engine::connect_once(&driver, self.timeout)
@@ -91,34 +94,12 @@ impl Gather {
     }
 }
 
-/// Every family's method reads the same way; `open` only calls SQL's and
-/// key-value's.
-macro_rules! gather_every_family {
-    ($($method:ident: $conn:path;)+) => {
-        impl Visitor for Gather {
-            type Output = Gathered;
-            $(
-                fn $method<D>(self, _info: &'static DriverInfo, driver: D) -> Gathered
-                where
-                    D: Driver,
-                    D::Conn: $conn,
-                {
-                    self.read(driver)
-                }
-            )+
-        }
-    };
-}
-
-gather_every_family! {
-    sql: loadcell_core::sql::SqlConn;
-    kv: loadcell_core::kv::KvConn;
-    http: loadcell_core::http::HttpConn;
-    search: loadcell_core::search::SearchConn;
-    ts: loadcell_core::ts::TsConn;
-    stream: loadcell_core::stream::StreamConn;
-    wide: loadcell_core::wide::WideConn;
-    machine: loadcell_core::machine::MachineConn;
+/// `open` only hands it SQL and key-value drivers (`advise` names those
+/// families), and each reads the same way.
+impl Visitor for Gather {
+    type Output = Gathered;
+    loadcell_drivers::visit_family!(sql => drive);
+    loadcell_drivers::visit_family!(kv => drive);
 }
 
 /// This machine's cores when the target is on a loopback address.

@@ -66,7 +66,7 @@ pub enum Command {
     Prepare(Box<PrepareArgs>),
     /// Drop what `prepare` created, and nothing else.
     #[command(help_template = EXAMPLES_HELP)]
-    Cleanup(CleanupArgs),
+    Cleanup(Box<CleanupArgs>),
     /// List workloads, drivers and their options.
     List,
     /// Export a result's intervals as an HdrHistogram interval log.
@@ -314,36 +314,10 @@ pub struct PrepareArgs {
 pub struct CleanupArgs {
     #[command(flatten)]
     pub target: TargetArgs,
-    /// With `kv`: the data set file whose keys to delete.
-    #[arg(long, value_name = "FILE")]
-    pub dataset: Option<PathBuf>,
-    /// With `search-bulk` and `search-query`: the index to delete, if
-    /// loadcell created it (default loadcell-geonames).
-    #[arg(long, value_name = "NAME")]
-    pub index: Option<String>,
-    /// With `ts-ingest` and `ts-query`: the measurement whose store to
-    /// drop, if loadcell created it (default cpu).
-    #[arg(long, value_name = "NAME")]
-    pub measurement: Option<String>,
-    /// With `ts-ingest` and `ts-query`: the TSBS use case whose
-    /// measurements' stores to drop.
-    #[arg(long, value_name = "NAME")]
-    pub use_case: Option<String>,
-    /// With `stream`: the stream to drop with its groups, if loadcell
-    /// created it (default loadcell_stream).
-    #[arg(long, value_name = "NAME")]
-    pub stream: Option<String>,
-    /// With `stream`: the consumer group to drop (default loadcell-STREAM).
-    #[arg(long, value_name = "ID")]
-    pub group: Option<String>,
-    /// With the HBase PE tests: the table to drop, if loadcell created it
-    /// (default TestTable).
-    #[arg(long, value_name = "NAME")]
-    pub table: Option<String>,
-    /// With `script`: the workload file whose prepared tables or keys to
-    /// remove, those loadcell created.
-    #[arg(long, value_name = "FILE")]
-    pub file: Option<std::path::PathBuf>,
+    /// The same workload options as `prepare`: they name what it created
+    /// (`--index`, `--measurement`, `--stream`, `--table`, `--file`, …).
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
     /// Also remove data loadcell cannot prove is its own (another writer's
     /// documents, rows or entries in what loadcell created).
     #[arg(long)]

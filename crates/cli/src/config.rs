@@ -15,7 +15,7 @@ use crate::args::{RunArgs, TargetArgs};
 use crate::workload::{families_label, WorkloadArgs, WorkloadSpec};
 
 /// This machine, the machine workloads' target.
-const LOCAL: &str = "local:";
+pub(crate) const LOCAL: &str = "local:";
 
 /// How long in-flight events may finish once the run is told to stop.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
@@ -40,21 +40,14 @@ impl RunConfig {
     pub fn new(mut args: RunArgs, argv: Vec<String>) -> anyhow::Result<RunConfig> {
         check_server_pid(&args)?;
         let (mut spec, target, default_target) = resolve(&args.target, &args.workload)?;
-        if let WorkloadSpec::Disk(w) = &spec {
-            crate::disk::check(&args, w)?;
+        let index = std::env::var(SHARD_INDEX_VAR).ok();
+        let shard = resolve_shard(args.shard, args.shard_count, index.as_deref())?;
+        if let Some(own) = spec.own_runner() {
+            own.check(&args, shard)?;
         }
         spec.fit_run(&mut args).map_err(|e| anyhow!(e))?;
         let other_sessions = spec.groups(&args).map_or(0, |g| g.other_sessions());
         check_workers(&args, other_sessions)?;
-        let index = std::env::var(SHARD_INDEX_VAR).ok();
-        let shard = resolve_shard(args.shard, args.shard_count, index.as_deref())?;
-        if let (Some(shard), WorkloadSpec::Disk(w)) = (shard, &spec) {
-            return Err(anyhow!(
-                "--shard {shard}: {} measures this machine's disk with fio, which has no share \
-                 to split; run it on each machine by itself",
-                w.name
-            ));
-        }
         if let Some(shard) = shard {
             spec.take_insert_share(shard, args.start_at);
         }
@@ -185,13 +178,12 @@ pub fn resolve(
 /// The target to use, and whether it is the embedded default (machine
 /// workloads run on `local:`, this machine).
 fn resolve_target(t: &TargetArgs, spec: &WorkloadSpec) -> anyhow::Result<(Target, bool)> {
-    let machine = spec.workload().families() == [Family::Machine];
+    let machine = spec.workload().families() == [Family::MACHINE];
+    let refused = |raw: &str| spec.own_runner()?.refuses_target(raw);
+    if let Some(why) = t.target.as_deref().and_then(refused) {
+        return Err(anyhow!(why));
+    }
     match &t.target {
-        Some(raw) if matches!(spec, WorkloadSpec::Disk(_)) && raw != LOCAL => Err(anyhow!(
-            "{} takes --directory DIR (where loadcell creates, and removes, a file of its own), \
-             not --target {raw}: it never writes to a device or an existing file",
-            spec.name()
-        )),
         Some(raw) => Ok((Target::parse(raw)?, false)),
         None if machine => Ok((Target::parse(LOCAL)?, false)),
         None => {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{anyhow, bail, Context as _};
 use loadcell_core::{Family, ServerInfo};
-use loadcell_engine::{Category, Interrupts, OpSpec, RunOutcome, StopReason};
+use loadcell_engine::{Category, Interrupts, OpSpec, RunOutcome, Shard, StopReason};
 use loadcell_record::env::CpuTime;
 use loadcell_record::result::{
     DeviceUtil, DiskRun, Filesystem, Interval, IopsExpectation, RunResult,
@@ -58,8 +58,66 @@ fn fio_version() -> anyhow::Result<String> {
     }
 }
 
+/// A workload another program runs, not the engine (fio's disk
+/// profiles): it prepares and cleans up nothing, runs on this machine
+/// only and unsharded, and makes its result itself.
+pub trait OwnRunner {
+    /// Why `prepare` has nothing to do.
+    fn nothing_to_prepare(&self) -> String;
+    /// Why `cleanup` has nothing to do.
+    fn nothing_to_clean_up(&self) -> String;
+    /// Why `--target raw` is refused, if it is.
+    fn refuses_target(&self, raw: &str) -> Option<String>;
+    /// Everything the run can refuse before it starts.
+    fn check(&self, args: &RunArgs, shard: Option<Shard>) -> anyhow::Result<()>;
+    /// Runs it and returns (and unless a sweep step, writes and prints)
+    /// its result.
+    fn run(&self, job: RunJob<'_>) -> anyhow::Result<RunResult>;
+}
+
+impl OwnRunner for DiskWorkload {
+    fn nothing_to_prepare(&self) -> String {
+        format!(
+            "{} needs nothing prepared: each run creates its own file",
+            self.name
+        )
+    }
+
+    fn nothing_to_clean_up(&self) -> String {
+        format!(
+            "{} leaves nothing to clean up: each run removes its file",
+            self.name
+        )
+    }
+
+    fn refuses_target(&self, raw: &str) -> Option<String> {
+        (raw != crate::config::LOCAL).then(|| {
+            format!(
+                "{} takes --directory DIR (where loadcell creates, and removes, a file of its own), \
+                 not --target {raw}: it never writes to a device or an existing file",
+                self.name
+            )
+        })
+    }
+
+    fn check(&self, args: &RunArgs, shard: Option<Shard>) -> anyhow::Result<()> {
+        if let Some(shard) = shard {
+            bail!(
+                "--shard {shard}: {} measures this machine's disk with fio, which has no share \
+                 to split; run it on each machine by itself",
+                self.name
+            );
+        }
+        check(args, self)
+    }
+
+    fn run(&self, job: RunJob<'_>) -> anyhow::Result<RunResult> {
+        run(job, self)
+    }
+}
+
 /// Everything a disk run can refuse before any I/O.
-pub fn check(args: &RunArgs, w: &DiskWorkload) -> anyhow::Result<()> {
+fn check(args: &RunArgs, w: &DiskWorkload) -> anyhow::Result<()> {
     if args.rate.is_some() {
         bail!(
             "--rate does not apply to {}: fio runs it closed loop with --iodepth I/Os in flight \
@@ -294,7 +352,7 @@ fn expectation(
 
 /// Runs a disk workload and returns (and unless a sweep step, writes and
 /// prints) its result.
-pub fn run(job: RunJob<'_>, w: &DiskWorkload) -> anyhow::Result<RunResult> {
+fn run(job: RunJob<'_>, w: &DiskWorkload) -> anyhow::Result<RunResult> {
     job.check_outputs()?;
     let config = job.config;
     let spec = {
@@ -378,7 +436,7 @@ pub fn run(job: RunJob<'_>, w: &DiskWorkload) -> anyhow::Result<RunResult> {
         workload_options: config.spec.workload().options(),
         target: &config.target,
         driver: "fio",
-        family: Family::Machine,
+        family: Family::MACHINE,
         server: Some(ServerInfo {
             product: "fio".to_string(),
             version: last.version.trim_start_matches("fio-").to_string(),

@@ -4,27 +4,15 @@
 
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use anyhow::{anyhow, bail, Context as _};
-use loadcell_core::family::{
-    HttpFamily, KvFamily, MachineFamily, SearchFamily, SqlFamily, StreamFamily, TimeSeriesFamily,
-    WideColumnFamily,
-};
-use loadcell_core::http::HttpConn;
-use loadcell_core::kv::KvConn;
-use loadcell_core::machine::MachineConn;
-use loadcell_core::search::SearchConn;
-use loadcell_core::sql::SqlConn;
-use loadcell_core::stream::StreamConn;
-use loadcell_core::ts::TsConn;
-use loadcell_core::wide::WideConn;
 use loadcell_core::{Driver, DriverError, DriverInfo, ErrorClass, ServerInfo, Target};
-use loadcell_drivers::Visitor;
+use loadcell_drivers::OpenError;
 use loadcell_engine::{OpSpec, RunSpec, Script};
 use loadcell_record::result::{RunResult, StopReason};
 use loadcell_workloads::prepare::CheckError;
-use loadcell_workloads::workload::{CleanupError, Lifecycle, Loading};
+use loadcell_workloads::workload::{Cleanup, CleanupError, Lifecycle, Loading};
 
 use crate::args::RunArgs;
 use crate::config::RunConfig;
@@ -50,66 +38,69 @@ pub fn launch<J: Job>(
     target: &Target,
     job: J,
 ) -> Result<J::Output, loadcell_drivers::OpenError> {
-    loadcell_drivers::open(target, spec.workload().families(), Launch { spec, job })
+    spec.launch(target, job)
 }
 
-struct Launch<'a, J> {
-    spec: &'a WorkloadSpec,
-    job: J,
+/// A workload type's dispatch to drivers, declared with [`runs_on!`].
+pub trait Launch {
+    /// Opens the target's driver in a family the workload runs on and
+    /// hands the job both.
+    fn launch<J: Job>(&self, target: &Target, job: J) -> Result<J::Output, OpenError>;
+    /// The [`Visitor`] methods it is served on.
+    #[cfg(test)]
+    fn dispatched(&self) -> Vec<&'static str>;
 }
 
-/// Which workloads run on which family's drivers: each arm only compiles
-/// for a workload that implements its lifecycle on that family, and
-/// `open` hands a workload only drivers of the families it names (a test
-/// checks the two agree).
-macro_rules! families {
-    ($($family:ident $method:ident $conn:ident $marker:ty: [$($variant:ident),*];)+) => {
-        impl<J: Job> Visitor for Launch<'_, J> {
-            type Output = J::Output;
-            $(
-                // A family may have no workload yet, and no use for either.
-                #[allow(unused_variables)]
-                fn $method<D>(self, info: &'static DriverInfo, driver: D) -> J::Output
-                where
-                    D: Driver,
-                    D::Conn: $conn,
-                {
-                    match self.spec {
-                        $(WorkloadSpec::$variant(w) => self.job.drive::<D, _, $marker>(info, driver, w),)*
-                        #[allow(unreachable_patterns)]
-                        other => unreachable!(
-                            "{} was opened on a {} driver, which it does not name",
-                            other.name(),
-                            stringify!($method)
-                        ),
-                    }
-                }
-            )+
+/// `runs_on!(Workload: sql, kv)`: the workload type runs on those driver
+/// families (the [`Visitor`] methods of `loadcell_drivers`' registry).
+/// Each only compiles for a workload that implements its lifecycle on that
+/// family; `open` hands a workload only drivers of the families it names
+/// (a test checks that they are served).
+macro_rules! runs_on {
+    ($workload:ty: $($method:ident),+) => {
+        impl $crate::launch::Launch for $workload {
+            fn launch<J: $crate::launch::Job>(
+                &self,
+                target: &loadcell_core::Target,
+                job: J,
+            ) -> Result<J::Output, loadcell_drivers::OpenError> {
+                use loadcell_workloads::workload::Workload as _;
+                loadcell_drivers::open(
+                    target,
+                    self.families(),
+                    $crate::launch::On { workload: self, job },
+                )
+            }
+
+            #[cfg(test)]
+            fn dispatched(&self) -> Vec<&'static str> {
+                vec![$(stringify!($method)),+]
+            }
         }
 
-        /// The families the dispatch above serves each workload on.
-        #[cfg(test)]
-        pub(crate) fn dispatched(spec: &WorkloadSpec) -> Vec<loadcell_core::Family> {
-            let mut families = Vec::new();
-            $(
-                if false $(|| matches!(spec, WorkloadSpec::$variant(_)))* {
-                    families.push(loadcell_core::Family::$family);
-                }
-            )+
-            families
+        impl<J: $crate::launch::Job> loadcell_drivers::Visitor for $crate::launch::On<'_, $workload, J> {
+            type Output = J::Output;
+            $(loadcell_drivers::visit_family!($method => drive);)+
         }
     };
 }
+pub(crate) use runs_on;
 
-families! {
-    Sql sql SqlConn SqlFamily: [Oltp, Ycsb, Script];
-    Kv kv KvConn KvFamily: [Kv, Dataset, Ycsb, Script];
-    Http http HttpConn HttpFamily: [Http, HttpConnections, Script];
-    Search search SearchConn SearchFamily: [SearchBulk, SearchQuery, SearchMixed, Script];
-    TimeSeries ts TsConn TimeSeriesFamily: [TsIngest, TsQuery];
-    Stream stream StreamConn StreamFamily: [Stream];
-    WideColumn wide WideConn WideColumnFamily: [Pe, Ycsb, Script];
-    Machine machine MachineConn MachineFamily: [Cpu];
+/// A job on its way to a workload's driver (see [`runs_on!`]).
+pub struct On<'a, W, J> {
+    pub workload: &'a W,
+    pub job: J,
+}
+
+impl<W, J: Job> On<'_, W, J> {
+    /// Hands the driver, of family `F`, and the workload to the job.
+    pub fn drive<D, F>(self, info: &'static DriverInfo, driver: D) -> J::Output
+    where
+        D: Driver,
+        W: Lifecycle<D::Conn, F>,
+    {
+        self.job.drive::<D, W, F>(info, driver, self.workload)
+    }
 }
 
 /// Exit codes beyond 0 (success) and 1 (error).
@@ -193,7 +184,7 @@ where
 }
 
 pub struct CleanupJob {
-    pub connect_timeout: Duration,
+    pub how: Cleanup,
 }
 
 impl Job for CleanupJob {
@@ -206,9 +197,7 @@ impl Job for CleanupJob {
     {
         block_on(async {
             let progress = PrepareProgress::new();
-            let result = workload
-                .cleanup(&driver, self.connect_timeout, &progress)
-                .await;
+            let result = workload.cleanup(&driver, &self.how, &progress).await;
             progress.finish();
             match result {
                 Ok(()) => Ok(()),
@@ -271,7 +260,7 @@ impl RunJob<'_> {
         let mut spec = self.config.engine_spec(seed);
         spec.workers = workers(&self.config.args, info, &spec);
         spec.server_pid = self.server_pid();
-        spec.measures_client_cpu = info.family == loadcell_core::Family::Machine;
+        spec.measures_client_cpu = info.family == loadcell_core::Family::MACHINE;
         spec
     }
 }
@@ -530,9 +519,6 @@ impl RunJob<'_> {
 
 #[cfg(test)]
 mod tests {
-    use loadcell_workloads::dataset::{DataSet, DataSetWorkload};
-    use loadcell_workloads::kv::KvOptions;
-
     use super::*;
     use crate::workload::{catalog, WorkloadArgs};
 
@@ -564,8 +550,16 @@ mod tests {
     }
 
     /// `open` hands a workload drivers of the families it names; the
-    /// dispatch must serve it on exactly those, or a run would reach an
+    /// dispatch must serve it on each, or a run would reach an
     /// `unreachable!`.
+    fn served(spec: &WorkloadSpec) -> bool {
+        let dispatched = spec.dispatched();
+        spec.workload().families().iter().all(|f| {
+            let method = loadcell_drivers::visitor_method(*f).expect("a family has drivers");
+            dispatched.contains(&method)
+        })
+    }
+
     #[test]
     fn every_workload_is_dispatched_on_the_families_it_names() {
         let args = WorkloadArgs::defaults();
@@ -574,22 +568,18 @@ mod tests {
             .filter(|(name, _, _)| *name != "script")
             .map(|(name, _, _)| WorkloadSpec::resolve(name, &args).unwrap())
             .collect();
-        let set = "name = \"t\"\nkeys = 10\n[[type]]\nname = \"s\"\nkind = \"string\"\nshare = 1\nkey_length = 8\nvalue_size = 8\n";
-        specs.push(WorkloadSpec::Dataset(DataSetWorkload {
-            set: Arc::new(DataSet::parse(set, "t.toml").unwrap()),
-            opts: KvOptions::default(),
-        }));
+        let dir = tempfile::tempdir().unwrap();
+        let set = dir.path().join("t.toml");
+        std::fs::write(&set, "name = \"t\"\nkeys = 10\n[[type]]\nname = \"s\"\nkind = \"string\"\nshare = 1\nkey_length = 8\nvalue_size = 8\n").unwrap();
+        let mut with_set = WorkloadArgs::defaults();
+        with_set.kv.dataset = Some(set);
+        specs.push(WorkloadSpec::resolve("kv", &with_set).unwrap());
         // fio, not the engine, runs the disk workloads: they never reach a driver.
-        specs.retain(|s| !matches!(s, WorkloadSpec::Disk(_)));
+        specs.retain(|s| s.own_runner().is_none());
         for spec in &specs {
-            assert_eq!(
-                dispatched(spec),
-                spec.workload().families(),
-                "{}",
-                spec.name()
-            );
+            assert!(served(spec), "{}: {:?}", spec.name(), spec.dispatched());
         }
-        assert!(specs.iter().any(|s| matches!(s, WorkloadSpec::Kv(_))));
+        assert!(specs.iter().any(|s| s.name() == "kv"));
     }
 
     /// A workload file runs on the family of its ops, which the dispatch
@@ -598,9 +588,9 @@ mod tests {
     fn a_workload_file_is_dispatched_on_its_family() {
         let dir = tempfile::tempdir().unwrap();
         for (op, family) in [
-            ("sql = \"SELECT 1\"", loadcell_core::Family::Sql),
-            ("command = \"GET k\"", loadcell_core::Family::Kv),
-            ("path = \"/\"", loadcell_core::Family::Http),
+            ("sql = \"SELECT 1\"", loadcell_core::Family::SQL),
+            ("command = \"GET k\"", loadcell_core::Family::KV),
+            ("path = \"/\"", loadcell_core::Family::HTTP),
         ] {
             let path = dir.path().join("w.toml");
             std::fs::write(&path, format!("[[op]]\nname = \"a\"\n{op}\n")).unwrap();
@@ -608,7 +598,7 @@ mod tests {
             args.script.file = Some(path);
             let spec = WorkloadSpec::resolve("script", &args).unwrap();
             assert_eq!(spec.workload().families(), [family]);
-            assert!(dispatched(&spec).contains(&family), "{family:?}");
+            assert!(served(&spec), "{family:?}");
         }
     }
 }

@@ -28,12 +28,11 @@ use std::process::ExitCode;
 use anyhow::anyhow;
 use clap::error::ErrorKind;
 use clap::{CommandFactory, FromArgMatches};
-use loadcell_workloads::workload::Loading;
+use loadcell_workloads::workload::{Cleanup, Loading};
 
 use crate::args::{Cli, Command, RunArgs};
 use crate::config::{resolve, RunConfig};
 use crate::launch::{launch, CleanupJob, PrepareJob, RunJob};
-use crate::workload::{WorkloadArgs, WorkloadSpec};
 use loadcell_record::result::RunResult;
 
 fn main() -> ExitCode {
@@ -60,6 +59,7 @@ fn parse_cli(argv: &[String]) -> Result<Cli, clap::Error> {
     match (&mut cli.command, sub) {
         (Command::Run(a), Some(m)) => a.workload.note_given(m),
         (Command::Prepare(a), Some(m)) => a.workload.note_given(m),
+        (Command::Cleanup(a), Some(m)) => a.workload.note_given(m),
         _ => {}
     }
     Ok(cli)
@@ -115,11 +115,8 @@ fn dispatch(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
         }
         Command::Prepare(a) => {
             let (spec, target, _) = resolve(&a.target, &a.workload)?;
-            if let WorkloadSpec::Disk(w) = &spec {
-                eprintln!(
-                    "{} needs nothing prepared: each run creates its own file",
-                    w.name
-                );
+            if let Some(own) = spec.own_runner() {
+                eprintln!("{}", own.nothing_to_prepare());
                 return Ok(0);
             }
             let job = PrepareJob {
@@ -132,37 +129,16 @@ fn dispatch(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
             Ok(0)
         }
         Command::Cleanup(a) => {
-            // Validates the workload name; cleanup itself is driven by
-            // what prepare recorded.
-            let mut workload = WorkloadArgs::defaults();
-            workload.kv.dataset = a.dataset.clone();
-            workload.search.index = a.index.clone();
-            workload.search.force_cleanup = a.force;
-            workload.wide.force_cleanup = a.force;
-            workload.ycsb.force_cleanup = a.force;
-            workload.script.force_cleanup = a.force;
-            workload.ts.measurement = a.measurement.clone();
-            workload.ts.use_case = a.use_case.clone();
-            workload.ts.force_cleanup = a.force;
-            if let Some(stream) = &a.stream {
-                workload.stream.stream = stream.clone();
-            }
-            workload.stream.group = a.group.clone();
-            workload.stream.force_cleanup = a.force;
-            if let Some(table) = &a.table {
-                workload.wide.table = table.clone();
-            }
-            workload.script.file = a.file.clone();
-            let (spec, target, _) = resolve(&a.target, &workload)?;
-            if let WorkloadSpec::Disk(w) = &spec {
-                eprintln!(
-                    "{} leaves nothing to clean up: each run removes its file",
-                    w.name
-                );
+            let (spec, target, _) = resolve(&a.target, &a.workload)?;
+            if let Some(own) = spec.own_runner() {
+                eprintln!("{}", own.nothing_to_clean_up());
                 return Ok(0);
             }
             let job = CleanupJob {
-                connect_timeout: a.target.connect_timeout,
+                how: Cleanup {
+                    connect_timeout: a.target.connect_timeout,
+                    force: a.force,
+                },
             };
             launch(&spec, &target, job)??;
             Ok(0)
@@ -194,9 +170,9 @@ fn dispatch(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
 /// step) nothing is printed and no result file is written.
 fn run(config: &RunConfig, quiet: bool) -> anyhow::Result<RunResult> {
     let job = RunJob { config, quiet };
-    match &config.spec {
-        WorkloadSpec::Disk(w) => disk::run(job, w),
-        spec => launch(spec, &config.target, job)?,
+    match config.spec.own_runner() {
+        Some(own) => own.run(job),
+        None => launch(&config.spec, &config.target, job)?,
     }
 }
 

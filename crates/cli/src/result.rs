@@ -183,7 +183,7 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
                 &total.lag,
             ),
         },
-        queries: (ctx.family == Family::Sql).then_some(queries),
+        queries: (ctx.family == Family::SQL).then_some(queries),
         // Only reads that could tell a hit from a miss are counted: with
         // none, there is no hit ratio to give (not 0%).
         hits: reads_counted.then_some(total.hits),

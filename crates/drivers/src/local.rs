@@ -11,7 +11,7 @@ use crate::{DriverInfo, Family};
 pub const INFO: DriverInfo = DriverInfo {
     name: "local",
     schemes: &["local"],
-    family: Family::Machine,
+    family: Family::MACHINE,
     url_form: "local:",
     about: "this machine itself, for the machine baselines (cpu; disk workloads run fio)",
     kv: KvCapabilities::NONE,

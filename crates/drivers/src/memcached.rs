@@ -41,7 +41,7 @@ use crate::{DriverInfo, Family};
 pub const INFO: DriverInfo = DriverInfo {
     name: "memcached",
     schemes: &["memcached"],
-    family: Family::Kv,
+    family: Family::KV,
     url_form: "memcached://host:port",
     about: "memcached (text protocol)",
     kv: KvCapabilities { commands: false },
@@ -809,7 +809,7 @@ mod tests {
     fn info() {
         assert_eq!(INFO.name, "memcached");
         assert_eq!(INFO.schemes, &["memcached"]);
-        assert_eq!(INFO.family, Family::Kv);
+        assert_eq!(INFO.family, Family::KV);
         assert_eq!(INFO.kv, KvCapabilities { commands: false });
     }
 

@@ -75,7 +75,7 @@ use crate::{DriverInfo, Family};
 pub const INFO: DriverInfo = DriverInfo {
     name: "sim",
     schemes: &["sim"],
-    family: Family::Kv,
+    family: Family::KV,
     url_form: "sim://?latency=lognormal:2ms:0.5&stall=1s@5s&concurrency=64&connect=5ms",
     about: "an in-process simulated server with known latency, queueing and stalls (for testing the engine)",
     kv: KvCapabilities { commands: true },
@@ -674,7 +674,7 @@ mod tests {
     fn info() {
         assert_eq!(INFO.name, "sim");
         assert_eq!(INFO.schemes, &["sim"]);
-        assert_eq!(INFO.family, Family::Kv);
+        assert_eq!(INFO.family, Family::KV);
         assert_eq!(INFO.kv, KvCapabilities { commands: true });
         config(INFO.url_form).unwrap();
     }

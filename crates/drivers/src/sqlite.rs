@@ -17,7 +17,7 @@ use loadcell_core::kv::KvCapabilities;
 pub const INFO: DriverInfo = DriverInfo {
     name: "sqlite",
     schemes: &["sqlite"],
-    family: Family::Sql,
+    family: Family::SQL,
     url_form: "sqlite:PATH[?journal_mode=wal|delete&synchronous=off|normal|full]",
     about: "SQLite, embedded (the default target: nothing to install)",
     kv: KvCapabilities::NONE,

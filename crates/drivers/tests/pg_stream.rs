@@ -478,11 +478,11 @@ fn a_server_without_logical_wal_or_slots_enough_is_refused_in_one_line() {
 #[test]
 fn postgres_urls_go_to_the_driver_of_the_workloads_family() {
     use loadcell_core::Family;
-    let stream = loadcell_drivers::find("postgres", &[Family::Stream]).unwrap();
+    let stream = loadcell_drivers::find("postgres", &[Family::STREAM]).unwrap();
     assert_eq!(
         (stream.name, stream.family),
-        ("postgres-stream", Family::Stream)
+        ("postgres-stream", Family::STREAM)
     );
-    let sql = loadcell_drivers::find("postgresql", &[Family::Sql]).unwrap();
-    assert_eq!((sql.name, sql.family), ("postgres", Family::Sql));
+    let sql = loadcell_drivers::find("postgresql", &[Family::SQL]).unwrap();
+    assert_eq!((sql.name, sql.family), ("postgres", Family::SQL));
 }

@@ -330,9 +330,6 @@ fn http_targets_go_to_the_driver_of_the_workloads_family() {
     struct Name;
     impl loadcell_drivers::Visitor for Name {
         type Output = &'static str;
-        fn sql<D: Driver>(self, info: &'static loadcell_core::DriverInfo, _: D) -> &'static str {
-            info.name
-        }
         fn kv<D: Driver>(self, info: &'static loadcell_core::DriverInfo, _: D) -> &'static str {
             info.name
         }
@@ -342,38 +339,25 @@ fn http_targets_go_to_the_driver_of_the_workloads_family() {
         fn search<D: Driver>(self, info: &'static loadcell_core::DriverInfo, _: D) -> &'static str {
             info.name
         }
-        fn ts<D: Driver>(self, info: &'static loadcell_core::DriverInfo, _: D) -> &'static str {
-            info.name
-        }
         fn stream<D: Driver>(self, info: &'static loadcell_core::DriverInfo, _: D) -> &'static str {
-            info.name
-        }
-        fn wide<D: Driver>(self, info: &'static loadcell_core::DriverInfo, _: D) -> &'static str {
-            info.name
-        }
-        fn machine<D: Driver>(
-            self,
-            info: &'static loadcell_core::DriverInfo,
-            _: D,
-        ) -> &'static str {
             info.name
         }
     }
     let open = |url: &str, family: Family| {
         loadcell_drivers::open(&Target::parse(url).unwrap(), &[family], Name).unwrap()
     };
-    assert_eq!(open("http://h:9200", Family::Search), "search");
-    assert_eq!(open("https://h:9200", Family::Search), "search");
-    assert_eq!(open("http://h:9200", Family::Http), "http");
-    assert_eq!(open("opensearch://h", Family::Search), "search");
+    assert_eq!(open("http://h:9200", Family::SEARCH), "search");
+    assert_eq!(open("https://h:9200", Family::SEARCH), "search");
+    assert_eq!(open("http://h:9200", Family::HTTP), "http");
+    assert_eq!(open("opensearch://h", Family::SEARCH), "search");
     // One scheme, two families: Redis as a key-value store and as streams.
-    assert_eq!(open("redis://h", Family::Kv), "redis");
-    assert_eq!(open("redis://h", Family::Stream), "redis-streams");
-    let cluster = loadcell_drivers::find("redis+cluster", &[Family::Stream]).unwrap_err();
+    assert_eq!(open("redis://h", Family::KV), "redis");
+    assert_eq!(open("redis://h", Family::STREAM), "redis-streams");
+    let cluster = loadcell_drivers::find("redis+cluster", &[Family::STREAM]).unwrap_err();
     assert_eq!(cluster.to_string(), "redis+cluster: is a kv driver");
-    let other = loadcell_drivers::find("elasticsearch", &[Family::Http]).unwrap_err();
+    let other = loadcell_drivers::find("elasticsearch", &[Family::HTTP]).unwrap_err();
     assert_eq!(other.to_string(), "elasticsearch: is a search driver");
-    let unknown = loadcell_drivers::find("solr", &[Family::Search]).unwrap_err();
+    let unknown = loadcell_drivers::find("solr", &[Family::SEARCH]).unwrap_err();
     assert_eq!(
         unknown.to_string().matches(" http:").count(),
         1,

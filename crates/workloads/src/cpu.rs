@@ -28,7 +28,7 @@ impl Workload for CpuWorkload {
     }
 
     fn families(&self) -> &'static [Family] {
-        &[Family::Machine]
+        &[Family::MACHINE]
     }
 
     fn options(&self) -> BTreeMap<String, Value> {

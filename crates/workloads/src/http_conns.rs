@@ -60,7 +60,7 @@ impl Workload for HttpConnectionsWorkload {
     }
 
     fn families(&self) -> &'static [Family] {
-        &[Family::Http]
+        &[Family::HTTP]
     }
 
     fn options(&self) -> BTreeMap<String, Value> {

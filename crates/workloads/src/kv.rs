@@ -6,7 +6,6 @@
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Duration;
 
 use loadcell_core::family::KvFamily;
 use loadcell_core::kv::{KvConn, KvReply};
@@ -19,7 +18,7 @@ use serde_json::{json, Value};
 use crate::distribution::{Distribution, RandParams, RandType};
 use crate::prepare::load::load_in_parallel;
 use crate::prepare::PrepareObserver;
-use crate::workload::{CleanupError, Lifecycle, Loading, Workload};
+use crate::workload::{Cleanup, CleanupError, Lifecycle, Loading, Workload};
 
 /// How keys are chosen (memtier's `--key-pattern` letters).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -723,7 +722,7 @@ impl Workload for KvWorkload {
     }
 
     fn families(&self) -> &'static [Family] {
-        &[Family::Kv]
+        &[Family::KV]
     }
 
     fn refuses(&self, driver: &DriverInfo) -> Option<String> {
@@ -766,7 +765,7 @@ impl<C: KvConn> Lifecycle<C, KvFamily> for KvWorkload {
     async fn cleanup<D>(
         &self,
         _driver: &D,
-        _connect_timeout: Duration,
+        _how: &Cleanup,
         _observer: &dyn PrepareObserver,
     ) -> Result<(), CleanupError>
     where

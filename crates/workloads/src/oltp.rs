@@ -14,7 +14,6 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use loadcell_core::family::SqlFamily;
 use loadcell_core::sql::{Dialect, SqlConn, SqlParam};
@@ -28,7 +27,7 @@ use crate::distribution::{Distribution, RandParams, RandType};
 use crate::prepare::load::load_in_parallel;
 use crate::prepare::marker::{self, Owner};
 use crate::prepare::{CheckError, NotPrepared, PrepareObserver};
-use crate::workload::{CleanupError, Lifecycle, Loading, Workload};
+use crate::workload::{Cleanup, CleanupError, Lifecycle, Loading, Workload};
 
 /// The eight sysbench OLTP workloads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -614,7 +613,7 @@ impl Workload for OltpWorkload {
     }
 
     fn families(&self) -> &'static [Family] {
-        &[Family::Sql]
+        &[Family::SQL]
     }
 
     fn options(&self) -> BTreeMap<String, Value> {
@@ -649,13 +648,13 @@ impl<C: SqlConn> Lifecycle<C, SqlFamily> for OltpWorkload {
     async fn cleanup<D>(
         &self,
         driver: &D,
-        connect_timeout: Duration,
+        how: &Cleanup,
         observer: &dyn PrepareObserver,
     ) -> Result<(), CleanupError>
     where
         D: Driver<Conn = C>,
     {
-        let (mut conn, _) = loadcell_engine::connect_once(driver, connect_timeout).await?;
+        let (mut conn, _) = loadcell_engine::connect_once(driver, how.connect_timeout).await?;
         marker::cleanup(&mut conn, MARKER_WORKLOAD, observer).await?;
         Ok(())
     }

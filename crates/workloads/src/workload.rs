@@ -42,6 +42,15 @@ pub struct Loading {
     pub connect_timeout: Duration,
 }
 
+/// How `cleanup` removes what `prepare` made: each connection given up
+/// after the connect timeout; with `force`, also what loadcell cannot prove
+/// is its own (another writer's data in a store loadcell created).
+#[derive(Debug, Clone, Copy)]
+pub struct Cleanup {
+    pub connect_timeout: Duration,
+    pub force: bool,
+}
+
 /// Why `cleanup` did not clean up.
 #[derive(Debug, thiserror::Error)]
 pub enum CleanupError {
@@ -107,7 +116,7 @@ pub trait Lifecycle<C, F>: Workload {
     async fn cleanup<D>(
         &self,
         _driver: &D,
-        _connect_timeout: Duration,
+        _how: &Cleanup,
         _observer: &dyn PrepareObserver,
     ) -> Result<(), CleanupError>
     where

@@ -10,9 +10,9 @@ use loadcell_workloads::http::{
     Template,
 };
 
-use super::WorkloadSpec;
+use loadcell_workloads::workload::Workload;
 
-pub(super) const WHAT: &str = "an HTTP workload option";
+use super::{CliFamily, Entry, FamilySpec, WorkloadArgs};
 
 /// The request an HTTP run sends.
 #[derive(Debug, Clone, Default, Args)]
@@ -44,17 +44,32 @@ pub struct HttpArgs {
     pub expect_status: Option<String>,
 }
 
-pub(super) fn catalog() -> Vec<(&'static str, &'static [Family], &'static str)> {
-    vec![(
-        "http",
-        &[Family::Http],
-        "wrk/wrk2-style requests: one method, path, headers and body, or a weighted mix with parameters (--request-file); closed loop or --rate with latency from the intended start; statuses counted by class",
-    )]
+impl CliFamily for HttpArgs {
+    const WHAT: &'static str = "an HTTP workload option";
+    type Spec = HttpWorkload;
+
+    fn catalog() -> Vec<Entry> {
+        vec![(
+            "http",
+            &[Family::HTTP],
+            "wrk/wrk2-style requests: one method, path, headers and body, or a weighted mix with parameters (--request-file); closed loop or --rate with latency from the intended start; statuses counted by class",
+        )]
+    }
+
+    fn resolve(_name: &str, all: &WorkloadArgs, _given: &[String]) -> Result<HttpWorkload, String> {
+        Ok(HttpWorkload {
+            opts: options(&all.http)?,
+        })
+    }
 }
 
-pub(super) fn resolve(a: &HttpArgs) -> Result<WorkloadSpec, String> {
-    Ok(WorkloadSpec::Http(HttpWorkload { opts: options(a)? }))
+impl FamilySpec for HttpWorkload {
+    fn workload(&self) -> &dyn Workload {
+        self
+    }
 }
+
+crate::launch::runs_on!(HttpWorkload: http);
 
 pub(super) fn options(a: &HttpArgs) -> Result<HttpOptions, String> {
     let mut common: Vec<(String, String)> = a

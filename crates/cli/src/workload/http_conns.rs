@@ -13,10 +13,7 @@ use loadcell_workloads::http_conns::{ConnectionTest, HttpConnectionsWorkload};
 use loadcell_workloads::workload::Workload;
 
 use super::http::HttpArgs;
-use super::WorkloadSpec;
-use crate::args::RunArgs;
-
-pub(super) const WHAT: &str = "an HTTP connection workload option";
+use super::{CliFamily, Entry, FamilySpec, RunShape, WorkloadArgs};
 
 /// How connections are churned (`http-cps`) or held (`http-conns`).
 #[derive(Debug, Clone, Default, Args)]
@@ -36,47 +33,51 @@ pub struct HttpConnsArgs {
     pub keepalive_interval: Option<Duration>,
 }
 
-pub(super) fn catalog() -> Vec<(&'static str, &'static [Family], &'static str)> {
-    vec![
-        (
-            "http-cps",
-            &[Family::Http],
-            "new connections per second: a new TCP (and TLS) connection every --requests-per-connection requests; connect and TLS handshake timed as their own operations",
-        ),
-        (
-            "http-conns",
-            &[Family::Http],
-            "concurrent connections: --connections opened at --ramp-rate and held with a request every --keepalive-interval; how many the target held and when it began to refuse",
-        ),
-    ]
-}
+impl CliFamily for HttpConnsArgs {
+    const WHAT: &'static str = "an HTTP connection workload option";
+    type Spec = HttpConnectionsWorkload;
 
-/// `http-cps` or `http-conns`, with the request options; `None` for
-/// another workload name.
-pub(super) fn resolve(
-    name: &str,
-    http: &HttpArgs,
-    a: &HttpConnsArgs,
-) -> Option<Result<WorkloadSpec, String>> {
-    let test = match name {
-        "http-cps" => cps(a),
-        "http-conns" => hold(a),
-        _ => return None,
-    };
-    Some(test.and_then(|test| {
+    fn catalog() -> Vec<Entry> {
+        vec![
+            (
+                "http-cps",
+                &[Family::HTTP],
+                "new connections per second: a new TCP (and TLS) connection every --requests-per-connection requests; connect and TLS handshake timed as their own operations",
+            ),
+            (
+                "http-conns",
+                &[Family::HTTP],
+                "concurrent connections: --connections opened at --ramp-rate and held with a request every --keepalive-interval; how many the target held and when it began to refuse",
+            ),
+        ]
+    }
+
+    /// The request is the HTTP workload's.
+    fn takes_also() -> &'static [&'static str] {
+        &[HttpArgs::WHAT]
+    }
+
+    /// `http-cps` or `http-conns`, with the request options.
+    fn resolve(
+        name: &str,
+        all: &WorkloadArgs,
+        _given: &[String],
+    ) -> Result<HttpConnectionsWorkload, String> {
+        let a = &all.http_conns;
+        let test = if name == "http-cps" { cps(a)? } else { hold(a)? };
         // A session's request generator starts again on every connection,
         // so a file's weighted draws and parameters would repeat.
-        if http.request_file.is_some() {
+        if all.http.request_file.is_some() {
             return Err(format!(
                 "{name} sends one request (--method, --path, --header, --body); \
                  --request-file is for the http workload"
             ));
         }
-        Ok(WorkloadSpec::HttpConnections(HttpConnectionsWorkload {
-            opts: super::http::options(http)?,
+        Ok(HttpConnectionsWorkload {
+            opts: super::http::options(&all.http)?,
             test,
-        }))
-    }))
+        })
+    }
 }
 
 fn cps(a: &HttpConnsArgs) -> Result<ConnectionTest, String> {
@@ -118,59 +119,69 @@ fn given_hold_flag(a: &HttpConnsArgs) -> Option<&'static str> {
 /// why they cannot be: `http-cps` sets the connection policy; `http-conns`
 /// runs one session per connection and refuses `--rate`, and raises the
 /// open-file limit to its hard limit for them.
-pub(super) fn fit_run(w: &HttpConnectionsWorkload, args: &mut RunArgs) -> Result<(), String> {
-    if args.connection_policy != ConnectionPolicy::Persistent {
-        return Err(format!(
-            "{} decides when connections open and close; leave out --connection-policy",
-            w.name()
-        ));
+impl FamilySpec for HttpConnectionsWorkload {
+    fn workload(&self) -> &dyn Workload {
+        self
     }
-    match w.test {
-        ConnectionTest::Cps {
-            requests_per_connection,
-        } => {
-            args.connection_policy = match requests_per_connection.get() {
-                1 => ConnectionPolicy::NewPerEvent,
-                _ => ConnectionPolicy::NewEvery(requests_per_connection),
-            };
-            Ok(())
+
+    /// The workload decides when connections open and close: `http-cps`
+    /// a new one every so many requests, `http-conns` one held per session.
+    fn fit_run(&mut self, run: &mut RunShape) -> Result<(), String> {
+        if run.connection_policy != ConnectionPolicy::Persistent {
+            return Err(format!(
+                "{} decides when connections open and close; leave out --connection-policy",
+                self.name()
+            ));
         }
-        ConnectionTest::Hold { connections, .. } => {
-            if args.rate.is_some() {
-                return Err(
-                    "--rate does not apply to http-conns: each held connection sends \
-                     a request every --keepalive-interval; leave --rate out"
-                        .to_string(),
-                );
+        match self.test {
+            ConnectionTest::Cps {
+                requests_per_connection,
+            } => {
+                run.connection_policy = match requests_per_connection.get() {
+                    1 => ConnectionPolicy::NewPerEvent,
+                    _ => ConnectionPolicy::NewEvery(requests_per_connection),
+                };
+                Ok(())
             }
-            if args.threads * args.clients != 1 {
-                return Err("http-conns runs one session per held connection: give \
-                     --connections, not --threads or --clients"
-                    .to_string());
+            ConnectionTest::Hold { connections, .. } => {
+                if run.rate.is_some() {
+                    return Err(
+                        "--rate does not apply to http-conns: each held connection sends \
+                         a request every --keepalive-interval; leave --rate out"
+                            .to_string(),
+                    );
+                }
+                if run.threads * run.clients != 1 {
+                    return Err("http-conns runs one session per held connection: give \
+                         --connections, not --threads or --clients"
+                        .to_string());
+                }
+                check_fd_limit(connections, raise_fd_limit())?;
+                run.clients = connections;
+                Ok(())
             }
-            check_fd_limit(connections, raise_fd_limit())?;
-            args.clients = connections;
-            Ok(())
+        }
+    }
+
+    /// The held sessions of an `http-conns` run; each keep-alive request
+    /// (or connect) not done within the connect timeout fails as timed out.
+    fn hold(&self, run: &RunShape) -> Option<Hold> {
+        match self.test {
+            ConnectionTest::Hold {
+                ramp_rate,
+                keepalive,
+                ..
+            } => Some(Hold {
+                ramp_rate,
+                every: keepalive,
+                timeout: run.connect_timeout,
+            }),
+            ConnectionTest::Cps { .. } => None,
         }
     }
 }
 
-/// The held sessions of an `http-conns` run; each keep-alive request (or
-/// connect) not done within the connect timeout fails as timed out.
-pub(super) fn hold_spec(w: &HttpConnectionsWorkload, args: &RunArgs) -> Option<Hold> {
-    match w.test {
-        ConnectionTest::Hold {
-            ramp_rate,
-            keepalive,
-            ..
-        } => Some(Hold {
-            ramp_rate,
-            every: keepalive,
-            timeout: args.target.connect_timeout,
-        }),
-        ConnectionTest::Cps { .. } => None,
-    }
-}
+crate::launch::runs_on!(HttpConnectionsWorkload: http);
 
 /// Descriptors the process needs besides its connections (stdio, result
 /// files, the runtime's own, the monitoring connection).
@@ -240,14 +251,10 @@ mod tests {
 
     #[test]
     fn a_request_file_is_refused_since_its_draws_would_restart_per_connection() {
-        let http = HttpArgs {
-            request_file: Some("requests.toml".into()),
-            ..HttpArgs::default()
-        };
+        let mut all = WorkloadArgs::defaults();
+        all.http.request_file = Some("requests.toml".into());
         for name in ["http-cps", "http-conns"] {
-            let err = resolve(name, &http, &HttpConnsArgs::default())
-                .expect("a connection workload")
-                .unwrap_err();
+            let err = HttpConnsArgs::resolve(name, &all, &[]).unwrap_err();
             assert!(
                 err.contains("--request-file is for the http workload"),
                 "{err}"

@@ -9,8 +9,12 @@ use loadcell_core::Family;
 use loadcell_workloads::dataset::{DataSet, DataSetWorkload};
 use loadcell_workloads::kv::{CommandTemplate, DataSize, KeyPattern, KvOptions, KvWorkload};
 
-use super::WorkloadSpec;
+use loadcell_core::Target;
+use loadcell_drivers::OpenError;
+use loadcell_workloads::workload::Workload;
 
+use super::{CliFamily, Entry, FamilySpec, WorkloadArgs};
+use crate::launch::{Job, Launch};
 use crate::values::{positive_u64, positive_usize};
 
 /// memtier_benchmark's options for the `kv` workload. Unset options take
@@ -83,7 +87,7 @@ pub struct KvArgs {
     pub dataset: Option<PathBuf>,
 }
 
-pub(super) fn options(a: &KvArgs) -> Result<KvOptions, String> {
+fn options(a: &KvArgs) -> Result<KvOptions, String> {
     let d = KvOptions::default();
     let (ratio_set, ratio_get) = match &a.ratio {
         None => (d.ratio_set, d.ratio_get),
@@ -177,9 +181,6 @@ pub(super) fn options(a: &KvArgs) -> Result<KvOptions, String> {
     Ok(opts)
 }
 
-/// How a workload names these options when it refuses them.
-pub(super) const WHAT: &str = "a key-value (kv workload) option";
-
 /// The options that still apply with `--dataset`: the file declares the
 /// keys and values.
 const DATASET_FLAGS: &[&str] = &[
@@ -191,41 +192,95 @@ const DATASET_FLAGS: &[&str] = &[
     "--randomize",
 ];
 
-pub(super) fn catalog() -> Vec<(&'static str, &'static [Family], &'static str)> {
-    vec![(
-        "kv",
-        &[Family::Kv],
-        "memtier_benchmark-style SET:GET mix or weighted command templates, key patterns, value sizes, pipelining",
-    )]
-}
-
 /// memtier's model, or with `--dataset` the data set's.
-pub(super) fn resolve(a: &KvArgs, given: &[String]) -> Result<WorkloadSpec, String> {
-    let Some(path) = &a.dataset else {
-        return Ok(WorkloadSpec::Kv(KvWorkload { opts: options(a)? }));
-    };
-    if let Some(flag) = given.iter().find(|f| !DATASET_FLAGS.contains(&f.as_str())) {
-        return Err(format!(
-            "{flag} does not apply with --dataset: the data set file declares the keys and values \
-             (with a data set, kv takes --ratio, --pipeline, --requests, --distinct-client-seed and --randomize)"
-        ));
+#[derive(Debug, Clone)]
+pub enum KvSpec {
+    Kv(KvWorkload),
+    Dataset(DataSetWorkload),
+}
+
+impl CliFamily for KvArgs {
+    const WHAT: &'static str = "a key-value (kv workload) option";
+    type Spec = KvSpec;
+
+    fn catalog() -> Vec<Entry> {
+        vec![(
+            "kv",
+            &[Family::KV],
+            "memtier_benchmark-style SET:GET mix or weighted command templates, key patterns, value sizes, pipelining",
+        )]
     }
-    Ok(WorkloadSpec::Dataset(DataSetWorkload {
-        set: Arc::new(DataSet::load(path)?),
-        opts: options(a)?,
-    }))
+
+    fn resolve(_name: &str, all: &WorkloadArgs, given: &[String]) -> Result<KvSpec, String> {
+        let a = &all.kv;
+        let Some(path) = &a.dataset else {
+            return Ok(KvSpec::Kv(KvWorkload { opts: options(a)? }));
+        };
+        if let Some(flag) = given.iter().find(|f| !DATASET_FLAGS.contains(&f.as_str())) {
+            return Err(format!(
+                "{flag} does not apply with --dataset: the data set file declares the keys and values \
+                 (with a data set, kv takes --ratio, --pipeline, --requests, --distinct-client-seed and --randomize)"
+            ));
+        }
+        Ok(KvSpec::Dataset(DataSetWorkload {
+            set: Arc::new(DataSet::load(path)?),
+            opts: options(a)?,
+        }))
+    }
 }
 
-pub(super) fn prepare_hint(opts: &KvOptions) -> String {
-    format!(
-        "--key-minimum {} --key-maximum {}",
-        opts.key_min, opts.key_max
-    )
+impl KvSpec {
+    fn opts(&self) -> &KvOptions {
+        match self {
+            KvSpec::Kv(w) => &w.opts,
+            KvSpec::Dataset(w) => &w.opts,
+        }
+    }
 }
 
-/// memtier's `--requests` (per connection) as a total event count: with
-/// `--pipeline N` an event is a batch of N requests.
-pub(super) fn implied_events(a: &KvArgs, opts: &KvOptions, sessions: u64) -> Option<u64> {
-    a.requests
-        .map(|r| r.saturating_mul(sessions).div_ceil(opts.pipeline as u64))
+impl FamilySpec for KvSpec {
+    fn workload(&self) -> &dyn Workload {
+        match self {
+            KvSpec::Kv(w) => w,
+            KvSpec::Dataset(w) => w,
+        }
+    }
+
+    fn prepare_hint(&self) -> String {
+        match self {
+            KvSpec::Kv(w) => format!(
+                "--key-minimum {} --key-maximum {}",
+                w.opts.key_min, w.opts.key_max
+            ),
+            KvSpec::Dataset(w) => format!("--dataset {}", w.set.path),
+        }
+    }
+
+    /// memtier's `--requests` (per connection) as a total event count:
+    /// with `--pipeline N` an event is a batch of N requests.
+    fn implied_events(&self, all: &WorkloadArgs, sessions: u64, _timed: bool) -> Option<u64> {
+        all.kv
+            .requests
+            .map(|r| r.saturating_mul(sessions).div_ceil(self.opts().pipeline as u64))
+    }
 }
+
+impl Launch for KvSpec {
+    fn launch<J: Job>(&self, target: &Target, job: J) -> Result<J::Output, OpenError> {
+        match self {
+            KvSpec::Kv(w) => w.launch(target, job),
+            KvSpec::Dataset(w) => w.launch(target, job),
+        }
+    }
+
+    #[cfg(test)]
+    fn dispatched(&self) -> Vec<&'static str> {
+        match self {
+            KvSpec::Kv(w) => w.dispatched(),
+            KvSpec::Dataset(w) => w.dispatched(),
+        }
+    }
+}
+
+crate::launch::runs_on!(KvWorkload: kv);
+crate::launch::runs_on!(DataSetWorkload: kv);

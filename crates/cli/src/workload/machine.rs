@@ -9,7 +9,13 @@ use loadcell_workloads::cpu::{CpuWorkload, DEFAULT_MAX_PRIME};
 use loadcell_workloads::disk::expect::Formula;
 use loadcell_workloads::disk::{parse_size, DiskOptions, DiskWorkload, PROFILES};
 
-use super::WorkloadSpec;
+use loadcell_core::Target;
+use loadcell_drivers::OpenError;
+use loadcell_workloads::workload::Workload;
+
+use super::{CliFamily, Entry, FamilySpec, WorkloadArgs};
+use crate::disk::OwnRunner;
+use crate::launch::{Job, Launch};
 use crate::values::{positive_u32, positive_u64};
 
 /// Options of `cpu` (sysbench's) and of the disk workloads (fio's).
@@ -56,79 +62,115 @@ pub struct MachineArgs {
     pub disk_size: Option<u64>,
 }
 
-/// How a workload names these options when it refuses them.
-pub(super) const WHAT: &str = "a machine baseline (cpu, disk) option";
-
-pub(super) fn catalog() -> Vec<(&'static str, &'static [Family], &'static str)> {
-    let mut all = vec![(
-        "cpu",
-        &[Family::Machine][..],
-        "sysbench's cpu test: events/s of its prime loop (--cpu-max-prime), per --threads",
-    )];
-    all.extend(
-        PROFILES
-            .iter()
-            .map(|(name, about)| (*name, &[Family::Machine][..], *about)),
-    );
-    all
+/// `cpu`, run by the engine, or a disk profile, run by fio.
+#[derive(Debug, Clone)]
+pub enum MachineSpec {
+    Cpu(CpuWorkload),
+    Disk(DiskWorkload),
 }
 
-/// Whether `name` is a machine workload.
-pub(super) fn names(name: &str) -> bool {
-    catalog().iter().any(|(n, _, _)| *n == name)
-}
+impl CliFamily for MachineArgs {
+    const WHAT: &'static str = "a machine baseline (cpu, disk) option";
+    type Spec = MachineSpec;
 
-/// The workload `name` (a machine workload) with its options; `given`
-/// are the options of this group the command line gave.
-pub(super) fn resolve(
-    name: &str,
-    a: &MachineArgs,
-    given: &[String],
-) -> Result<WorkloadSpec, String> {
-    let refuse = |flag: &str| {
-        Err(format!(
-            "{flag} is not an option of workload {name} (see `loadcell run --help`)"
-        ))
-    };
-    if name == "cpu" {
-        if let Some(flag) = given.iter().find(|f| *f != "--cpu-max-prime") {
-            return refuse(flag);
-        }
-        return Ok(WorkloadSpec::Cpu(CpuWorkload {
-            max_prime: a.cpu_max_prime.unwrap_or(DEFAULT_MAX_PRIME),
-        }));
+    fn catalog() -> Vec<Entry> {
+        let mut all = vec![(
+            "cpu",
+            &[Family::MACHINE][..],
+            "sysbench's cpu test: events/s of its prime loop (--cpu-max-prime), per --threads",
+        )];
+        all.extend(
+            PROFILES
+                .iter()
+                .map(|(name, about)| (*name, &[Family::MACHINE][..], *about)),
+        );
+        all
     }
-    if given.iter().any(|f| f == "--cpu-max-prime") {
-        return refuse("--cpu-max-prime");
-    }
-    let mut opts =
-        DiskOptions::profile(name).expect("a machine workload other than cpu is a disk profile");
-    let profile = name != "disk";
-    match &a.rw {
-        Some(rw) if profile => {
-            return Err(format!(
-                "--rw is the disk workload's: {name} runs --rw {}; for another pattern run `disk --rw {rw}`",
-                opts.rw
+
+    /// The workload `name` with its options; `given` are the options of
+    /// this family the command line gave.
+    fn resolve(name: &str, all: &WorkloadArgs, given: &[String]) -> Result<MachineSpec, String> {
+        let a = &all.machine;
+        let refuse = |flag: &str| {
+            Err(format!(
+                "{flag} is not an option of workload {name} (see `loadcell run --help`)"
             ))
+        };
+        if name == "cpu" {
+            if let Some(flag) = given.iter().find(|f| *f != "--cpu-max-prime") {
+                return refuse(flag);
+            }
+            return Ok(MachineSpec::Cpu(CpuWorkload {
+                max_prime: a.cpu_max_prime.unwrap_or(DEFAULT_MAX_PRIME),
+            }));
         }
-        Some(rw) => opts.rw = rw.clone(),
-        None => {}
+        if given.iter().any(|f| f == "--cpu-max-prime") {
+            return refuse("--cpu-max-prime");
+        }
+        let mut opts =
+            DiskOptions::profile(name).expect("a machine workload other than cpu is a disk profile");
+        let profile = name != "disk";
+        match &a.rw {
+            Some(rw) if profile => {
+                return Err(format!(
+                    "--rw is the disk workload's: {name} runs --rw {}; for another pattern run `disk --rw {rw}`",
+                    opts.rw
+                ))
+            }
+            Some(rw) => opts.rw = rw.clone(),
+            None => {}
+        }
+        opts.bs = a.bs.unwrap_or(opts.bs);
+        opts.iodepth = a.iodepth.unwrap_or(opts.iodepth);
+        opts.numjobs = a.numjobs.unwrap_or(opts.numjobs);
+        opts.size = a.size.unwrap_or(opts.size);
+        opts.direct = a.direct.map_or(opts.direct, |d| d == 1);
+        opts.ioengine = a.ioengine.clone().unwrap_or(opts.ioengine);
+        opts.rwmixread = a.rwmixread;
+        opts.directory = a.directory.clone().unwrap_or(opts.directory);
+        opts.expect_iops = a.expect_iops.clone();
+        opts.disk_size = a.disk_size;
+        opts.validate()?;
+        let name = PROFILES
+            .iter()
+            .map(|(n, _)| *n)
+            .find(|n| *n == name)
+            .expect("a disk profile is listed");
+        Ok(MachineSpec::Disk(DiskWorkload { name, opts }))
     }
-    opts.bs = a.bs.unwrap_or(opts.bs);
-    opts.iodepth = a.iodepth.unwrap_or(opts.iodepth);
-    opts.numjobs = a.numjobs.unwrap_or(opts.numjobs);
-    opts.size = a.size.unwrap_or(opts.size);
-    opts.direct = a.direct.map_or(opts.direct, |d| d == 1);
-    opts.ioengine = a.ioengine.clone().unwrap_or(opts.ioengine);
-    opts.rwmixread = a.rwmixread;
-    opts.directory = a.directory.clone().unwrap_or(opts.directory);
-    opts.expect_iops = a.expect_iops.clone();
-    opts.disk_size = a.disk_size;
-    opts.validate()?;
-    let name = PROFILES
-        .iter()
-        .map(|(n, _)| *n)
-        .find(|n| *n == name)
-        .expect("a disk profile is listed");
-    Ok(WorkloadSpec::Disk(DiskWorkload { name, opts }))
 }
+
+impl FamilySpec for MachineSpec {
+    fn workload(&self) -> &dyn Workload {
+        match self {
+            MachineSpec::Cpu(w) => w,
+            MachineSpec::Disk(w) => w,
+        }
+    }
+
+    fn own_runner(&self) -> Option<&dyn OwnRunner> {
+        match self {
+            MachineSpec::Cpu(_) => None,
+            MachineSpec::Disk(w) => Some(w),
+        }
+    }
+}
+
+impl Launch for MachineSpec {
+    fn launch<J: Job>(&self, target: &Target, job: J) -> Result<J::Output, OpenError> {
+        match self {
+            MachineSpec::Cpu(w) => w.launch(target, job),
+            MachineSpec::Disk(w) => unreachable!("fio runs {}, not a driver", w.name),
+        }
+    }
+
+    #[cfg(test)]
+    fn dispatched(&self) -> Vec<&'static str> {
+        match self {
+            MachineSpec::Cpu(w) => w.dispatched(),
+            MachineSpec::Disk(_) => Vec::new(),
+        }
+    }
+}
+
+crate::launch::runs_on!(CpuWorkload: machine);

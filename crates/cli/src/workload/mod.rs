@@ -3,111 +3,284 @@
 //! and the resolution of a workload name and its options into a typed,
 //! validated [`WorkloadSpec`].
 
-mod http;
-mod http_conns;
-mod kv;
-mod machine;
-mod oltp;
-mod script;
-mod search;
-mod stream;
-mod ts;
-mod wide;
-mod ycsb;
+use std::fmt;
+use std::time::{Duration, SystemTime};
 
-use std::time::SystemTime;
-
-use clap::{ArgMatches, Args, Command, Parser};
+use clap::{ArgMatches, Args, Command};
 use loadcell_core::Family;
-use loadcell_engine::Shard;
-use loadcell_workloads::cpu::CpuWorkload;
-use loadcell_workloads::dataset::DataSetWorkload;
-use loadcell_workloads::disk::DiskWorkload;
-use loadcell_workloads::http::HttpWorkload;
-use loadcell_workloads::http_conns::HttpConnectionsWorkload;
-use loadcell_workloads::kv::KvWorkload;
-
-use loadcell_workloads::oltp::{InsertShare, OltpKind, OltpWorkload};
-use loadcell_workloads::script::ScriptWorkload;
-use loadcell_workloads::search::mixed::SearchMixedWorkload;
-use loadcell_workloads::search::{SearchBulkWorkload, SearchQueryWorkload};
-use loadcell_workloads::stream::StreamWorkload;
-use loadcell_workloads::ts::{TsIngestWorkload, TsQueryWorkload};
-use loadcell_workloads::wide::PeWorkload;
+use loadcell_engine::{ConnectionPolicy, Hold, RateSpec, SessionGroups, Shard};
 use loadcell_workloads::workload::Workload;
-use loadcell_workloads::ycsb::{Preset, YcsbWorkload};
 
-pub use http::HttpArgs;
-pub use http_conns::HttpConnsArgs;
-pub use kv::KvArgs;
-pub use machine::MachineArgs;
-pub use oltp::OltpArgs;
-pub use script::ScriptArgs;
-pub use search::SearchArgs;
-pub use stream::StreamArgs;
-pub use ts::TsArgs;
-pub use wide::WideArgs;
-pub use ycsb::YcsbArgs;
+use crate::disk::OwnRunner;
+use crate::launch::Launch;
 
-/// Every workload, typed. `Dataset` is `kv --dataset FILE`.
-#[derive(Debug, Clone)]
-pub enum WorkloadSpec {
-    Oltp(OltpWorkload),
-    Kv(KvWorkload),
-    Dataset(DataSetWorkload),
-    Ycsb(YcsbWorkload),
-    Http(HttpWorkload),
-    Cpu(CpuWorkload),
-    /// Run by fio, not by the engine (see `crate::disk`).
-    Disk(DiskWorkload),
-    /// `http-cps` and `http-conns`.
-    HttpConnections(HttpConnectionsWorkload),
-    SearchBulk(SearchBulkWorkload),
-    SearchQuery(SearchQueryWorkload),
-    SearchMixed(SearchMixedWorkload),
-    TsIngest(TsIngestWorkload),
-    TsQuery(TsQueryWorkload),
-    Stream(StreamWorkload),
-    /// HBase PerformanceEvaluation's tests.
-    Pe(PeWorkload),
-    /// The user's own operations, from `--file`.
-    Script(ScriptWorkload),
+/// A workload in `loadcell list`: its name, the families it runs on, one
+/// line about it.
+pub type Entry = (&'static str, &'static [Family], &'static str);
+
+/// A family's command line: its options (a clap group under its own
+/// `run --help` heading), its workloads, and their resolution into the
+/// family's [`FamilySpec`]. One row of `cli_families!` adds it to every
+/// command.
+pub trait CliFamily: Args + Clone + fmt::Debug {
+    /// What its options are called when another workload refuses them
+    /// ("an OLTP (sysbench) option").
+    const WHAT: &'static str;
+    /// A resolved workload of the family.
+    type Spec: FamilySpec + Launch + Clone + fmt::Debug;
+    fn catalog() -> Vec<Entry>;
+    /// Whether `name` is one of its workloads.
+    fn names(name: &str) -> bool {
+        Self::catalog().iter().any(|(n, _, _)| *n == name)
+    }
+    /// Other families' options its workloads take too (`http-conns`
+    /// takes the HTTP request's), by their [`CliFamily::WHAT`].
+    fn takes_also() -> &'static [&'static str] {
+        &[]
+    }
+    /// Workload `name` with its options; `given` are the options of this
+    /// family that the command line gave.
+    fn resolve(name: &str, all: &WorkloadArgs, given: &[String]) -> Result<Self::Spec, String>;
 }
 
-/// Every family's workload options, each group under its own heading.
-#[derive(Debug, Clone, Args)]
-pub struct WorkloadArgs {
-    #[command(flatten)]
-    pub oltp: OltpArgs,
-    #[command(flatten)]
-    pub kv: KvArgs,
-    #[command(flatten)]
-    pub ycsb: YcsbArgs,
-    #[command(flatten)]
-    pub http: HttpArgs,
-    #[command(flatten)]
-    pub machine: MachineArgs,
-    #[command(flatten)]
-    pub http_conns: HttpConnsArgs,
-    #[command(flatten)]
-    pub search: SearchArgs,
-    #[command(flatten)]
-    pub ts: TsArgs,
-    #[command(flatten)]
-    pub stream: StreamArgs,
-    #[command(flatten)]
-    pub wide: WideArgs,
-    #[command(flatten)]
-    pub script: ScriptArgs,
-    /// The options the command line gave, by flag (`--ratio`), as clap
-    /// recorded them: a workload refuses another family's options.
-    #[arg(skip)]
-    given: Vec<String>,
+/// What the commands need of a resolved workload beyond running it. Every
+/// method but `workload` has the answer of a family that needs nothing.
+pub trait FamilySpec {
+    /// The workload, for what does not depend on the driver: its name,
+    /// families, refusals and options.
+    fn workload(&self) -> &dyn Workload;
+    /// The options needed to repeat a `prepare` for this workload, for hints.
+    fn prepare_hint(&self) -> String {
+        String::new()
+    }
+    /// An event limit the workload's own options imply, for `sessions`
+    /// sessions and a run with or without `--time`.
+    fn implied_events(&self, _all: &WorkloadArgs, _sessions: u64, _timed: bool) -> Option<u64> {
+        None
+    }
+    /// Makes the run what the workload needs of it (the connection
+    /// workloads decide connections and sessions), or says why it cannot
+    /// be, before any load.
+    fn fit_run(&mut self, _run: &mut RunShape) -> Result<(), String> {
+        Ok(())
+    }
+    /// Session groups beside the `threads × clients` sessions, each with
+    /// its rate: a workload that runs two kinds of session at once.
+    fn groups(&self, _run: &RunShape) -> Option<SessionGroups> {
+        None
+    }
+    /// Sessions that hold connections instead of running the schedule.
+    fn hold(&self, _run: &RunShape) -> Option<Hold> {
+        None
+    }
+    /// Gives a workload whose inserts continue a key sequence this
+    /// process's shard of it, so that shards never insert the same key;
+    /// `start_at`, the instant all shards share, seeds what they draw from.
+    fn take_insert_share(&mut self, _shard: Shard, _start_at: Option<SystemTime>) {}
+    /// Makes a run step `step` of a sweep (or probe `step` of a findmax)
+    /// of at most `steps` into the same tables, its inserts drawn from
+    /// the step's own part of `seed`'s (or the shards') permutation.
+    fn take_insert_step(&mut self, _step: usize, _steps: usize, _seed: u64) {}
+    /// A workload another program runs (fio), not the engine.
+    fn own_runner(&self) -> Option<&dyn OwnRunner> {
+        None
+    }
+}
+
+/// What a family may read and decide of a run: its sessions, rate and
+/// connection policy (see [`FamilySpec::fit_run`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunShape {
+    pub threads: usize,
+    pub clients: usize,
+    /// `--rate`, in events per second.
+    pub rate: Option<f64>,
+    pub connection_policy: ConnectionPolicy,
+    /// `--report-interval`, when given.
+    pub report_interval: Option<Duration>,
+    pub connect_timeout: Duration,
+    /// How the run's events arrive (`--arrival`, `--rate-tick`), for a
+    /// session group's own rate.
+    arrivals: RateSpec,
+}
+
+impl RunShape {
+    pub fn of(args: &crate::args::RunArgs) -> RunShape {
+        RunShape {
+            threads: args.threads,
+            clients: args.clients,
+            rate: args.rate,
+            connection_policy: args.connection_policy,
+            report_interval: args.report_interval,
+            connect_timeout: args.target.connect_timeout,
+            arrivals: args.rate_at(0.0),
+        }
+    }
+
+    /// Puts what the family decided back into the run's options.
+    pub fn apply(self, args: &mut crate::args::RunArgs) {
+        args.threads = self.threads;
+        args.clients = self.clients;
+        args.rate = self.rate;
+        args.connection_policy = self.connection_policy;
+    }
+
+    /// A closed-loop run of `threads × clients` sessions, for tests.
+    #[cfg(test)]
+    pub fn closed_loop(threads: usize, clients: usize) -> RunShape {
+        RunShape {
+            threads,
+            clients,
+            rate: None,
+            connection_policy: ConnectionPolicy::Persistent,
+            report_interval: None,
+            connect_timeout: Duration::from_secs(5),
+            arrivals: RateSpec {
+                per_sec: 0.0,
+                arrival: loadcell_engine::Arrival::Uniform,
+                tick: None,
+            },
+        }
+    }
+
+    /// A rate of `per_sec` events arriving as the run's do.
+    pub fn rate_at(&self, per_sec: f64) -> RateSpec {
+        RateSpec {
+            per_sec,
+            ..self.arrivals
+        }
+    }
+}
+
+/// The families on the command line, one row each: the variant of
+/// [`WorkloadSpec`], the module (its field in [`WorkloadArgs`]) and its
+/// options type, a [`CliFamily`]. It generates the modules, the
+/// arguments, the spec, the catalog and the dispatch; nothing else
+/// matches on a [`WorkloadSpec`].
+macro_rules! cli_families {
+    ($($variant:ident $module:ident: $args:ident;)+) => {
+        $(mod $module; pub use $module::$args;)+
+
+        /// Every workload, typed: one variant per family, holding its spec.
+        #[derive(Debug, Clone)]
+        pub enum WorkloadSpec {
+            $($variant(<$args as CliFamily>::Spec),)+
+        }
+
+        /// Every family's workload options, each group under its own heading.
+        #[derive(Debug, Clone, Args)]
+        pub struct WorkloadArgs {
+            $(#[command(flatten)] pub $module: $args,)+
+            /// The options the command line gave, by flag (`--ratio`), as
+            /// clap recorded them: a workload refuses another family's options.
+            #[arg(skip)]
+            given: Vec<String>,
+        }
+
+        /// Every workload: name, the families it runs on, one line about it.
+        pub fn catalog() -> Vec<Entry> {
+            let mut all = Vec::new();
+            $(all.extend(<$args as CliFamily>::catalog());)+
+            all
+        }
+
+        impl WorkloadArgs {
+            /// Each family's options the command line gave, by what they
+            /// are called in messages.
+            fn given_by_family(&self) -> Vec<(&'static str, Vec<String>)> {
+                vec![$((<$args as CliFamily>::WHAT, self.given_in::<$args>()),)+]
+            }
+        }
+
+        impl WorkloadSpec {
+            /// Workload `name`, by the family that names it, refusing the
+            /// options of the families it does not take.
+            fn by_family(name: &str, args: &WorkloadArgs) -> Option<Result<WorkloadSpec, String>> {
+                $(
+                    if <$args as CliFamily>::names(name) {
+                        return Some(resolve_in::<$args>(name, args).map(WorkloadSpec::$variant));
+                    }
+                )+
+                None
+            }
+
+            /// The family's view of the spec.
+            pub fn family(&self) -> &dyn FamilySpec {
+                match self {
+                    $(WorkloadSpec::$variant(spec) => spec,)+
+                }
+            }
+
+            fn family_mut(&mut self) -> &mut dyn FamilySpec {
+                match self {
+                    $(WorkloadSpec::$variant(spec) => spec,)+
+                }
+            }
+
+            /// Opens the target's driver in a family the workload runs on
+            /// and hands the job both.
+            pub fn launch<J: crate::launch::Job>(
+                &self,
+                target: &loadcell_core::Target,
+                job: J,
+            ) -> Result<J::Output, loadcell_drivers::OpenError> {
+                match self {
+                    $(WorkloadSpec::$variant(spec) => spec.launch(target, job),)+
+                }
+            }
+
+            /// The driver families the dispatch serves the workload on.
+            #[cfg(test)]
+            pub(crate) fn dispatched(&self) -> Vec<&'static str> {
+                match self {
+                    $(WorkloadSpec::$variant(spec) => spec.dispatched(),)+
+                }
+            }
+        }
+    };
+}
+
+cli_families! {
+    Oltp oltp: OltpArgs;
+    Kv kv: KvArgs;
+    Ycsb ycsb: YcsbArgs;
+    Http http: HttpArgs;
+    Machine machine: MachineArgs;
+    HttpConns http_conns: HttpConnsArgs;
+    Search search: SearchArgs;
+    Ts ts: TsArgs;
+    Stream stream: StreamArgs;
+    Wide wide: WideArgs;
+    Script script: ScriptArgs;
+}
+
+/// Family `F`'s workload `name`, once the options of the families it does
+/// not take are refused.
+fn resolve_in<F: CliFamily>(name: &str, args: &WorkloadArgs) -> Result<F::Spec, String> {
+    let takes = |what: &str| what == F::WHAT || F::takes_also().contains(&what);
+    let groups = args.given_by_family();
+    if let Some((what, flag)) = groups
+        .iter()
+        .filter(|(what, _)| !takes(what))
+        .find_map(|(what, given)| Some((what, given.first()?)))
+    {
+        return Err(format!(
+            "{flag} is {what}; workload {name} does not take it (see `loadcell list`)"
+        ));
+    }
+    let own = groups
+        .into_iter()
+        .find(|(what, _)| *what == F::WHAT)
+        .map(|(_, given)| given)
+        .unwrap_or_default();
+    F::resolve(name, args, &own)
 }
 
 impl WorkloadArgs {
     /// Every option at its default, none given.
+    #[cfg(test)]
     pub fn defaults() -> WorkloadArgs {
+        use clap::Parser;
         #[derive(Parser)]
         struct Only {
             #[command(flatten)]
@@ -151,259 +324,68 @@ pub fn families_label(families: &[Family]) -> String {
     names.join(", ")
 }
 
-/// Every workload: name, the families it runs on, one line about it.
-pub fn catalog() -> Vec<(&'static str, &'static [Family], &'static str)> {
-    let mut all = oltp::catalog();
-    all.extend(kv::catalog());
-    all.extend(ycsb::catalog());
-    all.extend(http::catalog());
-    all.extend(http_conns::catalog());
-    all.extend(search::catalog());
-    all.extend(ts::catalog());
-    all.extend(stream::catalog());
-    all.extend(wide::catalog());
-    all.extend(machine::catalog());
-    all.extend(script::catalog());
-    all
-}
-
 impl WorkloadSpec {
     pub fn resolve(name: &str, args: &WorkloadArgs) -> Result<WorkloadSpec, String> {
-        // Each family's options, by what they are called in messages.
-        let groups = [
-            (oltp::WHAT, args.given_in::<OltpArgs>()),
-            (kv::WHAT, args.given_in::<KvArgs>()),
-            (ycsb::WHAT, args.given_in::<YcsbArgs>()),
-            (http::WHAT, args.given_in::<HttpArgs>()),
-            (machine::WHAT, args.given_in::<MachineArgs>()),
-            (http_conns::WHAT, args.given_in::<HttpConnsArgs>()),
-            (search::WHAT, args.given_in::<SearchArgs>()),
-            (ts::WHAT, args.given_in::<TsArgs>()),
-            (stream::WHAT, args.given_in::<StreamArgs>()),
-            (wide::WHAT, args.given_in::<WideArgs>()),
-            (script::WHAT, args.given_in::<ScriptArgs>()),
-        ];
-        let given = |own: &str| {
-            let group = groups.iter().find(|(what, _)| *what == own);
-            group.map_or(&[][..], |(_, given)| given.as_slice())
-        };
-        // Refuses the options of every group but `own`.
-        let refuse_others = |own: &[&str]| match groups
-            .iter()
-            .find_map(|(what, given)| Some((what, given.first()?)).filter(|_| !own.contains(what)))
-        {
-            Some((what, flag)) => Err(format!(
-                "{flag} is {what}; workload {name} does not take it (see `loadcell list`)"
-            )),
-            None => Ok(()),
-        };
-        if let Some(kind) = OltpKind::parse(name) {
-            refuse_others(&[oltp::WHAT])?;
-            return Ok(WorkloadSpec::Oltp(OltpWorkload {
-                kind,
-                opts: oltp::options(&args.oltp)?,
-            }));
-        }
-        if name == "kv" {
-            refuse_others(&[kv::WHAT])?;
-            return kv::resolve(&args.kv, given(kv::WHAT));
-        }
-        if let Some(preset) = Preset::parse(name) {
-            refuse_others(&[ycsb::WHAT])?;
-            return Ok(WorkloadSpec::Ycsb(YcsbWorkload {
-                preset,
-                opts: ycsb::options(preset, &args.ycsb)?,
-            }));
-        }
-        if name == "http" {
-            refuse_others(&[http::WHAT])?;
-            return http::resolve(&args.http);
-        }
-        if machine::names(name) {
-            refuse_others(&[machine::WHAT])?;
-            return machine::resolve(name, &args.machine, given(machine::WHAT));
-        }
-        if search::names(name) {
-            refuse_others(&[search::WHAT])?;
-            return search::resolve(name, &args.search, given(search::WHAT));
-        }
-        if ts::names(name) {
-            refuse_others(&[ts::WHAT])?;
-            return ts::resolve(name, &args.ts, given(ts::WHAT));
-        }
-        if stream::names(name) {
-            refuse_others(&[stream::WHAT])?;
-            return stream::resolve(&args.stream, given(stream::WHAT));
-        }
-        if wide::names(name) {
-            refuse_others(&[wide::WHAT])?;
-            return wide::resolve(name, &args.wide, given(wide::WHAT));
-        }
-        if name == "script" {
-            refuse_others(&[script::WHAT])?;
-            return script::resolve(&args.script);
-        }
-        if let Some(spec) = http_conns::resolve(name, &args.http, &args.http_conns) {
-            refuse_others(&[http::WHAT, http_conns::WHAT])?;
-            return spec;
-        }
-        let names: Vec<_> = catalog().iter().map(|(n, _, _)| *n).collect();
-        Err(format!(
-            "unknown workload '{name}'; valid workloads: {}",
-            names.join(", ")
-        ))
+        WorkloadSpec::by_family(name, args).unwrap_or_else(|| {
+            let names: Vec<_> = catalog().iter().map(|(n, _, _)| *n).collect();
+            Err(format!(
+                "unknown workload '{name}'; valid workloads: {}",
+                names.join(", ")
+            ))
+        })
     }
 
     /// The workload, whatever its type, for what does not depend on the
     /// driver: its name, families, refusals and options.
     pub fn workload(&self) -> &dyn Workload {
-        match self {
-            WorkloadSpec::Oltp(w) => w,
-            WorkloadSpec::Kv(w) => w,
-            WorkloadSpec::Dataset(w) => w,
-            WorkloadSpec::Ycsb(w) => w,
-            WorkloadSpec::Http(w) => w,
-            WorkloadSpec::Cpu(w) => w,
-            WorkloadSpec::Disk(w) => w,
-            WorkloadSpec::HttpConnections(w) => w,
-            WorkloadSpec::SearchBulk(w) => w,
-            WorkloadSpec::SearchQuery(w) => w,
-            WorkloadSpec::SearchMixed(w) => w,
-            WorkloadSpec::TsIngest(w) => w,
-            WorkloadSpec::TsQuery(w) => w,
-            WorkloadSpec::Stream(w) => w,
-            WorkloadSpec::Pe(w) => w,
-            WorkloadSpec::Script(w) => w,
-        }
+        self.family().workload()
     }
 
     pub fn name(&self) -> &'static str {
         self.workload().name()
     }
 
-    /// The options needed to repeat a `prepare` for this spec, for hints.
+    /// See [`FamilySpec::prepare_hint`].
     pub fn prepare_hint(&self) -> String {
-        match self {
-            WorkloadSpec::Oltp(w) => oltp::prepare_hint(&w.opts),
-            WorkloadSpec::Kv(w) => kv::prepare_hint(&w.opts),
-            WorkloadSpec::Dataset(w) => format!("--dataset {}", w.set.path),
-            WorkloadSpec::Ycsb(w) => ycsb::prepare_hint(&w.opts),
-            WorkloadSpec::SearchBulk(SearchBulkWorkload { opts })
-            | WorkloadSpec::SearchQuery(SearchQueryWorkload { opts, .. })
-            | WorkloadSpec::SearchMixed(SearchMixedWorkload {
-                queries: SearchQueryWorkload { opts, .. },
-                ..
-            }) => search::prepare_hint(opts),
-            WorkloadSpec::TsIngest(TsIngestWorkload { opts, .. })
-            | WorkloadSpec::TsQuery(TsQueryWorkload { opts, .. }) => ts::prepare_hint(opts),
-            WorkloadSpec::Stream(w) => stream::prepare_hint(&w.opts),
-            WorkloadSpec::Pe(w) => wide::prepare_hint(&w.opts),
-            WorkloadSpec::Script(w) => script::prepare_hint(w),
-            WorkloadSpec::Http(_)
-            | WorkloadSpec::HttpConnections(_)
-            | WorkloadSpec::Cpu(_)
-            | WorkloadSpec::Disk(_) => String::new(),
-        }
+        self.family().prepare_hint()
     }
 
-    /// Gives workloads whose inserts continue a key sequence (YCSB's
-    /// inserts, `oltp_insert --auto-inc=off`) this process's shard of it,
-    /// so that shards never insert the same key; `start_at`, the instant
-    /// all shards share, seeds what they draw from.
+    /// See [`FamilySpec::take_insert_share`].
     pub fn take_insert_share(&mut self, shard: Shard, start_at: Option<SystemTime>) {
-        match self {
-            WorkloadSpec::Ycsb(w) => w.opts.shard = Some(shard),
-            WorkloadSpec::Oltp(w) => {
-                let seed = start_at
-                    .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
-                    .map_or(0, |d| d.as_secs());
-                w.opts.shard = Some(InsertShare {
-                    shard,
-                    seed,
-                    first: 0,
-                });
-            }
-            _ => {}
-        }
+        self.family_mut().take_insert_share(shard, start_at)
     }
 
-    /// Makes a run step `step` of a sweep (or probe `step` of a findmax)
-    /// of at most `steps` into the same tables: `oltp_insert
-    /// --auto-inc=off` takes its ids from the step's own part of one
-    /// permutation, so that no step inserts an id an earlier one did (a
-    /// duplicate key ends a run). Sharded, the permutation is the one the
-    /// shards' `--start-at` seeded; otherwise `seed`'s.
+    /// See [`FamilySpec::take_insert_step`].
     pub fn take_insert_step(&mut self, step: usize, steps: usize, seed: u64) {
-        if let WorkloadSpec::Oltp(w) = self {
-            let share = w.opts.shard.get_or_insert(InsertShare {
-                shard: Shard::new(0, 1).expect("shard 0 of 1 exists"),
-                seed,
-                first: 0,
-            });
-            share.first = (((step as u64) << 32) / steps as u64) as u32;
-        }
+        self.family_mut().take_insert_step(step, steps, seed)
     }
 
-    /// An event limit the workload's own options imply, for `sessions`
-    /// sessions and a run with or without `--time`.
+    /// See [`FamilySpec::implied_events`].
     pub fn implied_events(&self, args: &WorkloadArgs, sessions: u64, timed: bool) -> Option<u64> {
-        match self {
-            WorkloadSpec::Oltp(_)
-            | WorkloadSpec::Http(_)
-            | WorkloadSpec::HttpConnections(_)
-            | WorkloadSpec::Cpu(_)
-            | WorkloadSpec::Disk(_)
-            | WorkloadSpec::SearchQuery(_)
-            | WorkloadSpec::SearchMixed(_)
-            | WorkloadSpec::TsQuery(_)
-            | WorkloadSpec::Stream(_)
-            | WorkloadSpec::Script(_) => None,
-            WorkloadSpec::SearchBulk(w) => search::implied_events(&w.opts),
-            WorkloadSpec::TsIngest(w) => ts::implied_events(w),
-            WorkloadSpec::Pe(w) => Some(w.events()),
-            WorkloadSpec::Kv(KvWorkload { opts })
-            | WorkloadSpec::Dataset(DataSetWorkload { opts, .. }) => {
-                kv::implied_events(&args.kv, opts, sessions)
-            }
-            WorkloadSpec::Ycsb(w) => ycsb::implied_events(&args.ycsb, &w.opts, timed),
-        }
+        self.family().implied_events(args, sessions, timed)
     }
 
-    /// Makes the run's options what the workload needs of them (the
-    /// connection workloads decide connections and sessions), or says why
-    /// they cannot be, before any load.
+    /// Fits the run's options to the workload (see [`FamilySpec::fit_run`]).
     pub fn fit_run(&mut self, args: &mut crate::args::RunArgs) -> Result<(), String> {
-        match self {
-            WorkloadSpec::HttpConnections(w) => http_conns::fit_run(w, args),
-            WorkloadSpec::Stream(w) => stream::fit_run(w, args),
-            WorkloadSpec::Pe(w) => {
-                wide::fit_run(w, args);
-                Ok(())
-            }
-            WorkloadSpec::TsIngest(w) => {
-                ts::fit_run(w, args);
-                Ok(())
-            }
-            _ => Ok(()),
-        }
+        let mut shape = RunShape::of(args);
+        self.family_mut().fit_run(&mut shape)?;
+        shape.apply(args);
+        Ok(())
     }
 
-    /// Session groups beside the `threads × clients` sessions, each with
-    /// its rate: a workload that runs two kinds of session at once.
-    pub fn groups(&self, args: &crate::args::RunArgs) -> Option<loadcell_engine::SessionGroups> {
-        match self {
-            WorkloadSpec::SearchMixed(w) => Some(search::groups(w, args)),
-            WorkloadSpec::Stream(w) => stream::groups(w),
-            _ => None,
-        }
+    /// See [`FamilySpec::groups`].
+    pub fn groups(&self, args: &crate::args::RunArgs) -> Option<SessionGroups> {
+        self.family().groups(&RunShape::of(args))
     }
 
-    /// Sessions that hold connections instead of running the schedule.
-    pub fn hold(&self, args: &crate::args::RunArgs) -> Option<loadcell_engine::Hold> {
-        match self {
-            WorkloadSpec::HttpConnections(w) => http_conns::hold_spec(w, args),
-            _ => None,
-        }
+    /// See [`FamilySpec::hold`].
+    pub fn hold(&self, args: &crate::args::RunArgs) -> Option<Hold> {
+        self.family().hold(&RunShape::of(args))
+    }
+
+    /// See [`FamilySpec::own_runner`].
+    pub fn own_runner(&self) -> Option<&dyn OwnRunner> {
+        self.family().own_runner()
     }
 }
 
@@ -452,6 +434,6 @@ mod tests {
             }
         }
         let spec = WorkloadSpec::resolve("kv", &given(&["--pipeline", "4"])).unwrap();
-        assert!(matches!(spec, WorkloadSpec::Kv(KvWorkload { opts }) if opts.pipeline == 4));
+        assert!(matches!(spec, WorkloadSpec::Kv(kv::KvSpec::Kv(w)) if w.opts.pipeline == 4));
     }
 }

@@ -1,10 +1,16 @@
 //! The OLTP workloads' options (sysbench's names and defaults): parsed,
 //! validated into [`OltpOptions`], listed.
 
+use std::time::SystemTime;
+
 use clap::{ArgAction, Args};
 use loadcell_core::Family;
+use loadcell_engine::Shard;
 use loadcell_workloads::distribution::{RandParams, RandType};
-use loadcell_workloads::oltp::{OltpKind, OltpOptions};
+use loadcell_workloads::oltp::{InsertShare, OltpKind, OltpOptions, OltpWorkload};
+use loadcell_workloads::workload::Workload;
+
+use super::{CliFamily, Entry, FamilySpec, WorkloadArgs};
 
 use crate::values::{on_off, positive_u32, positive_u64};
 
@@ -84,7 +90,7 @@ pub struct OltpArgs {
     pub rand_pareto_h: f64,
 }
 
-pub(super) fn options(oltp: &OltpArgs) -> Result<OltpOptions, String> {
+fn options(oltp: &OltpArgs) -> Result<OltpOptions, String> {
     let opts = OltpOptions {
         tables: oltp.tables,
         table_size: oltp.table_size,
@@ -116,16 +122,66 @@ pub(super) fn options(oltp: &OltpArgs) -> Result<OltpOptions, String> {
     Ok(opts)
 }
 
-/// How a workload names these options when it refuses them.
-pub(super) const WHAT: &str = "an OLTP (sysbench) option";
+impl CliFamily for OltpArgs {
+    const WHAT: &'static str = "an OLTP (sysbench) option";
+    type Spec = OltpWorkload;
 
-pub(super) fn catalog() -> Vec<(&'static str, &'static [Family], &'static str)> {
-    OltpKind::ALL
-        .iter()
-        .map(|(name, _, about)| (*name, &[Family::Sql][..], *about))
-        .collect()
+    fn catalog() -> Vec<Entry> {
+        OltpKind::ALL
+            .iter()
+            .map(|(name, _, about)| (*name, &[Family::SQL][..], *about))
+            .collect()
+    }
+
+    fn names(name: &str) -> bool {
+        OltpKind::parse(name).is_some()
+    }
+
+    fn resolve(name: &str, all: &WorkloadArgs, _given: &[String]) -> Result<OltpWorkload, String> {
+        Ok(OltpWorkload {
+            kind: OltpKind::parse(name).expect("names() said it is an OLTP workload"),
+            opts: options(&all.oltp)?,
+        })
+    }
 }
 
-pub(super) fn prepare_hint(opts: &OltpOptions) -> String {
-    format!("--tables {} --table-size {}", opts.tables, opts.table_size)
+impl FamilySpec for OltpWorkload {
+    fn workload(&self) -> &dyn Workload {
+        self
+    }
+
+    fn prepare_hint(&self) -> String {
+        format!(
+            "--tables {} --table-size {}",
+            self.opts.tables, self.opts.table_size
+        )
+    }
+
+    /// `--auto-inc=off` inserts continue one id permutation: each shard
+    /// takes its share of it.
+    fn take_insert_share(&mut self, shard: Shard, start_at: Option<SystemTime>) {
+        let seed = start_at
+            .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_secs());
+        self.opts.shard = Some(InsertShare {
+            shard,
+            seed,
+            first: 0,
+        });
+    }
+
+    /// `oltp_insert --auto-inc=off` takes its ids from the step's own part
+    /// of one permutation, so that no step inserts an id an earlier one
+    /// did (a duplicate key ends a run). Sharded, the permutation is the
+    /// one the shards' `--start-at` seeded; otherwise `seed`'s.
+    fn take_insert_step(&mut self, step: usize, steps: usize, seed: u64) {
+        let share = self.opts.shard.get_or_insert(InsertShare {
+            shard: Shard::new(0, 1).expect("shard 0 of 1 exists"),
+            seed,
+            first: 0,
+        });
+        share.first = (((step as u64) << 32) / steps as u64) as u32;
+    }
 }
+
+crate::launch::runs_on!(OltpWorkload: sql);

@@ -6,10 +6,9 @@ use std::path::PathBuf;
 use clap::Args;
 use loadcell_core::Family;
 use loadcell_workloads::script::{ScriptFile, ScriptWorkload};
+use loadcell_workloads::workload::Workload;
 
-use super::WorkloadSpec;
-
-pub(super) const WHAT: &str = "a script workload option";
+use super::{CliFamily, Entry, FamilySpec, WorkloadArgs};
 
 #[derive(Debug, Clone, Default, Args)]
 #[command(next_help_heading = "Script workload options (your own operations)")]
@@ -19,38 +18,48 @@ pub struct ScriptArgs {
     /// "Your own workload").
     #[arg(long, value_name = "FILE")]
     pub file: Option<PathBuf>,
-    /// `cleanup --force`: drop the file's CQL tables with rows in them.
-    #[arg(skip)]
-    pub force_cleanup: bool,
 }
 
-pub(super) fn catalog() -> Vec<(&'static str, &'static [Family], &'static str)> {
-    vec![(
-        "script",
-        &[
-            Family::Sql,
-            Family::Kv,
-            Family::Http,
-            Family::WideColumn,
-            Family::Search,
-        ],
-        "your own operations from a TOML file (--file): weighted SQL statements and transactions (prepared), key-value commands, HTTP requests, CQL statements (prepared) or search queries, with generated parameters; prepare creates, cleanup drops, only the file's own tables, indexes and keys",
-    )]
+impl CliFamily for ScriptArgs {
+    const WHAT: &'static str = "a script workload option";
+    type Spec = ScriptWorkload;
+
+    fn catalog() -> Vec<Entry> {
+        vec![(
+            "script",
+            &[
+                Family::SQL,
+                Family::KV,
+                Family::HTTP,
+                Family::WIDE_COLUMN,
+                Family::SEARCH,
+            ],
+            "your own operations from a TOML file (--file): weighted SQL statements and transactions (prepared), key-value commands, HTTP requests, CQL statements (prepared) or search queries, with generated parameters; prepare creates, cleanup drops, only the file's own tables, indexes and keys",
+        )]
+    }
+
+    fn resolve(_name: &str, all: &WorkloadArgs, _given: &[String]) -> Result<ScriptWorkload, String> {
+        let Some(path) = &all.script.file else {
+            return Err(
+                "workload script needs its file: --file W.toml (see examples/workloads/)"
+                    .to_string(),
+            );
+        };
+        Ok(ScriptWorkload {
+            file: ScriptFile::read(path)?,
+        })
+    }
 }
 
-pub(super) fn resolve(a: &ScriptArgs) -> Result<WorkloadSpec, String> {
-    let Some(path) = &a.file else {
-        return Err(
-            "workload script needs its file: --file W.toml (see examples/workloads/)".to_string(),
-        );
-    };
-    Ok(WorkloadSpec::Script(ScriptWorkload {
-        file: ScriptFile::read(path)?,
-        force_cleanup: a.force_cleanup,
-    }))
+impl FamilySpec for ScriptWorkload {
+    fn workload(&self) -> &dyn Workload {
+        self
+    }
+
+    /// The option `prepare` and `cleanup` take to find the same file.
+    fn prepare_hint(&self) -> String {
+        format!("--file {}", self.file.path.display())
+    }
 }
 
-/// The option `prepare` and `cleanup` take to find the same file.
-pub(super) fn prepare_hint(w: &ScriptWorkload) -> String {
-    format!("--file {}", w.file.path.display())
-}
+crate::launch::runs_on!(ScriptWorkload: sql, kv, http, search, wide);

@@ -15,9 +15,12 @@ use loadcell_workloads::search::{
     IndexOptions, SearchBulkWorkload, SearchOptions, SearchQueryWorkload,
 };
 
-use super::WorkloadSpec;
+use loadcell_core::Target;
+use loadcell_drivers::OpenError;
+use loadcell_workloads::workload::Workload;
 
-pub(super) const WHAT: &str = "a search workload option";
+use super::{CliFamily, Entry, FamilySpec, RunShape, WorkloadArgs};
+use crate::launch::{Job, Launch};
 
 /// The index, the documents and the queries of a search run.
 #[derive(Debug, Clone, Default, Args)]
@@ -26,10 +29,6 @@ pub struct SearchArgs {
     /// The index written to or queried (default loadcell-GENERATOR, or loadcell-corpus).
     #[arg(long, value_name = "NAME")]
     pub index: Option<String>,
-    /// `cleanup --force`: delete loadcell's index even with another
-    /// writer's documents in it.
-    #[arg(skip)]
-    pub force_cleanup: bool,
     /// Built-in documents: geonames (~311 B, esrally's geonames track) or logs (~1.4 KB access logs) (default geonames).
     #[arg(long, value_name = "NAME")]
     pub generator: Option<String>,
@@ -77,40 +76,114 @@ pub struct SearchArgs {
     pub query_rate: Option<f64>,
 }
 
-pub(super) fn names(name: &str) -> bool {
-    matches!(name, "search-bulk" | "search-query" | "search-mixed")
+/// A search workload, resolved.
+#[derive(Debug, Clone)]
+pub enum SearchSpec {
+    Bulk(SearchBulkWorkload),
+    Query(SearchQueryWorkload),
+    Mixed(SearchMixedWorkload),
 }
 
-pub(super) fn catalog() -> Vec<(&'static str, &'static [Family], &'static str)> {
-    vec![
-        (
-            "search-bulk",
-            &[Family::Search],
-            "esrally-style bulk indexing: geonames-like or log documents, or a --corpus file, in _bulk requests of --bulk-size; docs/s, failed items by reason, and the index's _count checked against what was acknowledged",
-        ),
-        (
-            "search-query",
-            &[Family::Search],
-            "esrally-style queries: term, match_phrase, match or range, or --query-file templates, with values the indexed documents hold; queries that hit nothing counted (no_hits)",
-        ),
-        (
-            "search-mixed",
-            &[Family::Search],
-            "indexing while searching: --threads × --clients sessions send bulks (at --rate) while --query-clients send queries (at --query-rate), each group's throughput and latency reported apart; the index's _count checked after",
-        ),
-    ]
+impl CliFamily for SearchArgs {
+    const WHAT: &'static str = "a search workload option";
+    type Spec = SearchSpec;
+
+    fn catalog() -> Vec<Entry> {
+        vec![
+            (
+                "search-bulk",
+                &[Family::SEARCH],
+                "esrally-style bulk indexing: geonames-like or log documents, or a --corpus file, in _bulk requests of --bulk-size; docs/s, failed items by reason, and the index's _count checked against what was acknowledged",
+            ),
+            (
+                "search-query",
+                &[Family::SEARCH],
+                "esrally-style queries: term, match_phrase, match or range, or --query-file templates, with values the indexed documents hold; queries that hit nothing counted (no_hits)",
+            ),
+            (
+                "search-mixed",
+                &[Family::SEARCH],
+                "indexing while searching: --threads × --clients sessions send bulks (at --rate) while --query-clients send queries (at --query-rate), each group's throughput and latency reported apart; the index's _count checked after",
+            ),
+        ]
+    }
+
+    fn resolve(name: &str, all: &WorkloadArgs, given: &[String]) -> Result<SearchSpec, String> {
+        resolve(name, &all.search, given)
+    }
 }
+
+impl SearchSpec {
+    fn opts(&self) -> &SearchOptions {
+        match self {
+            SearchSpec::Bulk(w) => &w.opts,
+            SearchSpec::Query(w) => &w.opts,
+            SearchSpec::Mixed(w) => &w.queries.opts,
+        }
+    }
+}
+
+impl FamilySpec for SearchSpec {
+    fn workload(&self) -> &dyn Workload {
+        match self {
+            SearchSpec::Bulk(w) => w,
+            SearchSpec::Query(w) => w,
+            SearchSpec::Mixed(w) => w,
+        }
+    }
+
+    fn prepare_hint(&self) -> String {
+        prepare_hint(self.opts())
+    }
+
+    fn implied_events(&self, _all: &WorkloadArgs, _sessions: u64, _timed: bool) -> Option<u64> {
+        match self {
+            SearchSpec::Bulk(w) => implied_events(&w.opts),
+            SearchSpec::Query(_) | SearchSpec::Mixed(_) => None,
+        }
+    }
+
+    fn groups(&self, run: &RunShape) -> Option<SessionGroups> {
+        match self {
+            SearchSpec::Mixed(w) => Some(groups(w, run)),
+            SearchSpec::Bulk(_) | SearchSpec::Query(_) => None,
+        }
+    }
+}
+
+impl Launch for SearchSpec {
+    fn launch<J: Job>(&self, target: &Target, job: J) -> Result<J::Output, OpenError> {
+        match self {
+            SearchSpec::Bulk(w) => w.launch(target, job),
+            SearchSpec::Query(w) => w.launch(target, job),
+            SearchSpec::Mixed(w) => w.launch(target, job),
+        }
+    }
+
+    #[cfg(test)]
+    fn dispatched(&self) -> Vec<&'static str> {
+        match self {
+            SearchSpec::Bulk(w) => w.dispatched(),
+            SearchSpec::Query(w) => w.dispatched(),
+            SearchSpec::Mixed(w) => w.dispatched(),
+        }
+    }
+}
+
+crate::launch::runs_on!(SearchBulkWorkload: search);
+crate::launch::runs_on!(SearchQueryWorkload: search);
+crate::launch::runs_on!(SearchMixedWorkload: search);
 
 /// Options only some of the workloads take.
 const BULK_ONLY: &[&str] = &["--id-conflicts", "--on-conflict", "--conflict-probability"];
 const QUERY_ONLY: &[&str] = &["--query", "--query-file"];
 const MIXED_ONLY: &[&str] = &["--query-clients", "--query-rate"];
 
-pub(super) fn resolve(
+fn resolve(
     name: &str,
     a: &SearchArgs,
     given: &[String],
-) -> Result<WorkloadSpec, String> {
+) -> Result<SearchSpec, String> {
     let others: &[&[&str]] = match name {
         "search-bulk" => &[QUERY_ONLY, MIXED_ONLY],
         "search-query" => &[BULK_ONLY, MIXED_ONLY],
@@ -122,7 +195,7 @@ pub(super) fn resolve(
     }
     let opts = options(a)?;
     if name == "search-bulk" {
-        return Ok(WorkloadSpec::SearchBulk(SearchBulkWorkload { opts }));
+        return Ok(SearchSpec::Bulk(SearchBulkWorkload { opts }));
     }
     let queries = match (&a.query, &a.query_file) {
         (Some(_), Some(_)) => return Err("give --query or --query-file, not both".to_string()),
@@ -140,29 +213,29 @@ pub(super) fn resolve(
     };
     let queries = SearchQueryWorkload { opts, queries };
     if name == "search-mixed" {
-        return Ok(WorkloadSpec::SearchMixed(SearchMixedWorkload {
+        return Ok(SearchSpec::Mixed(SearchMixedWorkload {
             queries,
             query_sessions: a.query_clients.unwrap_or(1) as usize,
             query_rate: a.query_rate,
         }));
     }
-    Ok(WorkloadSpec::SearchQuery(queries))
+    Ok(SearchSpec::Query(queries))
 }
 
 /// `search-mixed`'s session groups: the bulks' (`threads × clients`, at
 /// `--rate`), then the queries'.
-pub(super) fn groups(w: &SearchMixedWorkload, args: &crate::args::RunArgs) -> SessionGroups {
+fn groups(w: &SearchMixedWorkload, run: &RunShape) -> SessionGroups {
     SessionGroups {
         first: BULK_GROUP,
         others: vec![SessionGroup {
             name: QUERY_GROUP,
             sessions: w.query_sessions,
-            rate: w.query_rate.map(|per_sec| args.rate_at(per_sec)),
+            rate: w.query_rate.map(|per_sec| run.rate_at(per_sec)),
         }],
     }
 }
 
-pub(super) fn options(a: &SearchArgs) -> Result<SearchOptions, String> {
+fn options(a: &SearchArgs) -> Result<SearchOptions, String> {
     let source = match (&a.generator, &a.corpus) {
         (Some(_), Some(_)) => return Err("give --generator or --corpus, not both".to_string()),
         (_, Some(path)) => Source::Corpus(Arc::new(Corpus::read(path)?)),
@@ -202,7 +275,6 @@ pub(super) fn options(a: &SearchArgs) -> Result<SearchOptions, String> {
             replicas: a.replicas,
             refresh_interval: a.refresh_interval.clone(),
             mapping,
-            force_cleanup: a.force_cleanup,
         },
         source,
         bulk_size: a.bulk_size,
@@ -305,12 +377,12 @@ fn read_mapping(path: &Path) -> Result<serde_json::Value, String> {
 }
 
 /// `search-bulk` ends when its documents are all sent: one event a bulk.
-pub(super) fn implied_events(opts: &SearchOptions) -> Option<u64> {
+fn implied_events(opts: &SearchOptions) -> Option<u64> {
     opts.total().map(|n| n.div_ceil(opts.bulk_size))
 }
 
 /// The options `prepare` needs again, for hints.
-pub(super) fn prepare_hint(opts: &SearchOptions) -> String {
+fn prepare_hint(opts: &SearchOptions) -> String {
     let mut hint = format!("--index {}", opts.index.name);
     match &opts.source {
         Source::Corpus(c) => hint += &format!(" --corpus {}", c.path.display()),

@@ -12,10 +12,9 @@ use loadcell_workloads::stream::{
     Mode, StreamOptions, StreamWorkload, CONSUMER_GROUP, DEFAULT_STREAM, PRODUCER_GROUP,
 };
 
-use super::WorkloadSpec;
-use crate::args::RunArgs;
+use loadcell_workloads::workload::Workload;
 
-pub(super) const WHAT: &str = "a stream workload option";
+use super::{CliFamily, Entry, FamilySpec, RunShape, WorkloadArgs};
 
 /// The report interval when none is given (as the run's).
 const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
@@ -30,10 +29,6 @@ pub struct StreamArgs {
     /// The stream (a Kafka topic; Redis keys NAME:0.., NAME:meta; PostgreSQL tables NAME_0..).
     #[arg(long, value_name = "NAME", default_value = DEFAULT_STREAM)]
     pub stream: String,
-    /// `cleanup --force`: drop loadcell's stream even with another
-    /// producer's rows in it.
-    #[arg(skip)]
-    pub force_cleanup: bool,
     /// Channels (partitions), each ordered, produced and consumed in parallel.
     #[arg(long, value_name = "N", default_value_t = 8)]
     pub partitions: u32,
@@ -72,19 +67,79 @@ pub struct StreamArgs {
     pub drain_timeout: Duration,
 }
 
-pub(super) fn names(name: &str) -> bool {
-    name == "stream"
+impl CliFamily for StreamArgs {
+    const WHAT: &'static str = "a stream workload option";
+    type Spec = StreamWorkload;
+
+    fn catalog() -> Vec<Entry> {
+        vec![(
+            "stream",
+            &[Family::STREAM],
+            "Tunnel/OMB-style change stream: --producers write --row-size rows into --partitions ordered channels at --produce-rate, --consumers read them through --group; rows/s, latency per poll and end to end, order per channel (gaps, duplicates, reorders), then produced, consumed and missing after a drain",
+        )]
+    }
+
+    fn resolve(_name: &str, all: &WorkloadArgs, given: &[String]) -> Result<StreamWorkload, String> {
+        resolve(&all.stream, given)
+    }
 }
 
-pub(super) fn catalog() -> Vec<(&'static str, &'static [Family], &'static str)> {
-    vec![(
-        "stream",
-        &[Family::Stream],
-        "Tunnel/OMB-style change stream: --producers write --row-size rows into --partitions ordered channels at --produce-rate, --consumers read them through --group; rows/s, latency per poll and end to end, order per channel (gaps, duplicates, reorders), then produced, consumed and missing after a drain",
-    )]
+impl FamilySpec for StreamWorkload {
+    fn workload(&self) -> &dyn Workload {
+        self
+    }
+
+    fn prepare_hint(&self) -> String {
+        format!(
+            "--stream {} --partitions {}",
+            self.opts.stream, self.opts.partitions
+        )
+    }
+
+    /// The first session group runs `threads × clients` sessions at
+    /// `--rate`: here the producers at `--produce-rate` (one event a
+    /// `--batch`), or the consumers of a consume-only run. A consumer
+    /// samples the group's lag once a report interval.
+    fn fit_run(&mut self, run: &mut RunShape) -> Result<(), String> {
+        if run.rate.is_some() {
+            return Err(
+                "--rate does not apply to stream: give --produce-rate, in rows per second"
+                    .to_string(),
+            );
+        }
+        if run.threads * run.clients != 1 {
+            return Err(
+                "stream runs --producers and --consumers sessions: leave out --threads and --clients"
+                    .to_string(),
+            );
+        }
+        self.opts.lag_every = run.report_interval.unwrap_or(DEFAULT_INTERVAL);
+        let o = &self.opts;
+        if o.mode.produces() {
+            run.threads = o.producers;
+            run.rate = o.produce_rate.map(|rows| rows / o.batch as f64);
+        } else {
+            run.threads = o.consumers;
+        }
+        Ok(())
+    }
+
+    /// Producers, then consumers, when the run does both.
+    fn groups(&self, _run: &RunShape) -> Option<SessionGroups> {
+        (self.opts.mode == Mode::Both).then(|| SessionGroups {
+            first: PRODUCER_GROUP,
+            others: vec![SessionGroup {
+                name: CONSUMER_GROUP,
+                sessions: self.opts.consumers,
+                rate: None,
+            }],
+        })
+    }
 }
 
-pub(super) fn resolve(a: &StreamArgs, given: &[String]) -> Result<WorkloadSpec, String> {
+crate::launch::runs_on!(StreamWorkload: stream);
+
+fn resolve(a: &StreamArgs, given: &[String]) -> Result<StreamWorkload, String> {
     let mode = Mode::parse(&a.mode)
         .ok_or_else(|| format!("--mode '{}' is not a mode: use {}", a.mode, Mode::NAMES))?;
     if a.partitions == 0 {
@@ -154,7 +209,7 @@ pub(super) fn resolve(a: &StreamArgs, given: &[String]) -> Result<WorkloadSpec, 
     if a.produce_rate.is_some_and(|r| r < 0.0 || !r.is_finite()) {
         return Err("--produce-rate must be 0 (closed loop) or more".to_string());
     }
-    Ok(WorkloadSpec::Stream(StreamWorkload {
+    Ok(StreamWorkload {
         opts: StreamOptions {
             stream: a.stream.clone(),
             partitions: a.partitions,
@@ -174,53 +229,8 @@ pub(super) fn resolve(a: &StreamArgs, given: &[String]) -> Result<WorkloadSpec, 
             backlog: a.backlog,
             drain_timeout: a.drain_timeout,
             lag_every: DEFAULT_INTERVAL,
-            force_cleanup: a.force_cleanup,
         },
-    }))
-}
-
-/// The first session group runs `threads × clients` sessions at `--rate`:
-/// here the producers at `--produce-rate` (one event a `--batch`), or the
-/// consumers of a consume-only run.
-/// A consumer samples the group's lag once a report interval.
-pub(super) fn fit_run(w: &mut StreamWorkload, args: &mut RunArgs) -> Result<(), String> {
-    if args.rate.is_some() {
-        return Err(
-            "--rate does not apply to stream: give --produce-rate, in rows per second".to_string(),
-        );
-    }
-    if args.threads * args.clients != 1 {
-        return Err(
-            "stream runs --producers and --consumers sessions: leave out --threads and --clients"
-                .to_string(),
-        );
-    }
-    w.opts.lag_every = args.report_interval.unwrap_or(DEFAULT_INTERVAL);
-    let o = &w.opts;
-    if o.mode.produces() {
-        args.threads = o.producers;
-        args.rate = o.produce_rate.map(|rows| rows / o.batch as f64);
-    } else {
-        args.threads = o.consumers;
-    }
-    Ok(())
-}
-
-/// Producers, then consumers, when the run does both.
-pub(super) fn groups(w: &StreamWorkload) -> Option<SessionGroups> {
-    (w.opts.mode == Mode::Both).then(|| SessionGroups {
-        first: PRODUCER_GROUP,
-        others: vec![SessionGroup {
-            name: CONSUMER_GROUP,
-            sessions: w.opts.consumers,
-            rate: None,
-        }],
     })
-}
-
-/// The options `prepare` needs again, for hints.
-pub(super) fn prepare_hint(o: &StreamOptions) -> String {
-    format!("--stream {} --partitions {}", o.stream, o.partitions)
 }
 
 #[cfg(test)]
@@ -299,12 +309,13 @@ mod tests {
             partitions: 64,
             ..args()
         };
-        let WorkloadSpec::Stream(w) = resolve(&a, &[]).unwrap() else {
-            panic!("stream")
-        };
+        let w = resolve(&a, &[]).unwrap();
         assert_eq!(w.opts.consumers, 16);
         assert_eq!(w.opts.group, "loadcell-loadcell_stream");
         assert!(!w.opts.group_given);
-        assert_eq!(groups(&w).unwrap().other_sessions(), 16);
+        assert_eq!(
+            w.groups(&RunShape::closed_loop(1, 1)).unwrap().other_sessions(),
+            16
+        );
     }
 }

@@ -12,9 +12,12 @@ use loadcell_workloads::ts::{
     generic_space, Timing, TsIngestWorkload, TsOptions, TsQueryWorkload, UseCase, VerifyOptions,
 };
 
-use super::WorkloadSpec;
+use loadcell_core::Target;
+use loadcell_drivers::OpenError;
+use loadcell_workloads::workload::Workload;
 
-pub(super) const WHAT: &str = "a time-series workload option";
+use super::{CliFamily, Entry, FamilySpec, RunShape, WorkloadArgs};
+use crate::launch::{Job, Launch};
 
 /// The largest request loadcell builds: InfluxDB 1.x's default
 /// `max-body-size` (VictoriaMetrics takes 32 MB, Prometheus more).
@@ -66,37 +69,102 @@ pub struct TsArgs {
     /// ts-query: how series are drawn, uniform or zipfian (default uniform).
     #[arg(long, value_name = "NAME")]
     pub series_distribution: Option<String>,
-    /// `cleanup --force`: drop loadcell's stores even with another
-    /// writer's points in them, and series nothing says are loadcell's.
-    #[arg(skip)]
-    pub force_cleanup: bool,
 }
 
-pub(super) fn names(name: &str) -> bool {
-    matches!(name, "ts-ingest" | "ts-query")
+/// A time-series workload, resolved.
+#[derive(Debug, Clone)]
+pub enum TsSpec {
+    Ingest(TsIngestWorkload),
+    Query(TsQueryWorkload),
 }
 
-pub(super) fn catalog() -> Vec<(&'static str, &'static [Family], &'static str)> {
-    vec![
-        (
-            "ts-ingest",
-            &[Family::TimeSeries],
-            "TSBS/inch-style ingestion: --series series of fixed-length tag values, --points-per-request points a request, in real time or back-filling --start..--end; points/s, failed points by reason, then the database's count of series in the run's time range and random series' points checked against what was sent",
-        ),
-        (
-            "ts-query",
-            &[Family::TimeSeries],
-            "TSBS-style queries: last point, hourly mean by minute, group-by over a tag, of series drawn uniformly or zipfian from ts-ingest's; rows returned counted",
-        ),
-    ]
+impl CliFamily for TsArgs {
+    const WHAT: &'static str = "a time-series workload option";
+    type Spec = TsSpec;
+
+    fn catalog() -> Vec<Entry> {
+        vec![
+            (
+                "ts-ingest",
+                &[Family::TIME_SERIES],
+                "TSBS/inch-style ingestion: --series series of fixed-length tag values, --points-per-request points a request, in real time or back-filling --start..--end; points/s, failed points by reason, then the database's count of series in the run's time range and random series' points checked against what was sent",
+            ),
+            (
+                "ts-query",
+                &[Family::TIME_SERIES],
+                "TSBS-style queries: last point, hourly mean by minute, group-by over a tag, of series drawn uniformly or zipfian from ts-ingest's; rows returned counted",
+            ),
+        ]
+    }
+
+    fn resolve(name: &str, all: &WorkloadArgs, given: &[String]) -> Result<TsSpec, String> {
+        resolve(name, &all.ts, given)
+    }
 }
+
+impl FamilySpec for TsSpec {
+    fn workload(&self) -> &dyn Workload {
+        match self {
+            TsSpec::Ingest(w) => w,
+            TsSpec::Query(w) => w,
+        }
+    }
+
+    fn prepare_hint(&self) -> String {
+        let opts = match self {
+            TsSpec::Ingest(w) => &w.opts,
+            TsSpec::Query(w) => &w.opts,
+        };
+        match opts.use_case {
+            Some(u) => format!("--use-case {}", u.as_str()),
+            None => format!("--measurement {}", opts.space.measurements[0].name),
+        }
+    }
+
+    /// A back-filling `ts-ingest` ends when every series has its points:
+    /// one event a request.
+    fn implied_events(&self, _all: &WorkloadArgs, _sessions: u64, _timed: bool) -> Option<u64> {
+        match self {
+            TsSpec::Ingest(w) => w.opts.requests(),
+            TsSpec::Query(_) => None,
+        }
+    }
+
+    /// The series are dealt over the run's sessions.
+    fn fit_run(&mut self, run: &mut RunShape) -> Result<(), String> {
+        if let TsSpec::Ingest(w) = self {
+            w.opts.sessions = (run.threads * run.clients) as u64;
+        }
+        Ok(())
+    }
+}
+
+impl Launch for TsSpec {
+    fn launch<J: Job>(&self, target: &Target, job: J) -> Result<J::Output, OpenError> {
+        match self {
+            TsSpec::Ingest(w) => w.launch(target, job),
+            TsSpec::Query(w) => w.launch(target, job),
+        }
+    }
+
+    #[cfg(test)]
+    fn dispatched(&self) -> Vec<&'static str> {
+        match self {
+            TsSpec::Ingest(w) => w.dispatched(),
+            TsSpec::Query(w) => w.dispatched(),
+        }
+    }
+}
+
+crate::launch::runs_on!(TsIngestWorkload: ts);
+crate::launch::runs_on!(TsQueryWorkload: ts);
 
 const INGEST_ONLY: &[&str] = &["--verify-sample", "--verify-timeout"];
 const QUERY_ONLY: &[&str] = &["--queries", "--series-distribution"];
 /// What --use-case replaces.
 const SHAPE: &[&str] = &["--measurement", "--tags", "--fields"];
 
-pub(super) fn resolve(name: &str, a: &TsArgs, given: &[String]) -> Result<WorkloadSpec, String> {
+fn resolve(name: &str, a: &TsArgs, given: &[String]) -> Result<TsSpec, String> {
     let other = if name == "ts-ingest" {
         QUERY_ONLY
     } else {
@@ -119,7 +187,7 @@ pub(super) fn resolve(name: &str, a: &TsArgs, given: &[String]) -> Result<Worklo
     }
     let opts = options(a, SystemTime::now())?;
     if name == "ts-ingest" {
-        return Ok(WorkloadSpec::TsIngest(TsIngestWorkload {
+        return Ok(TsSpec::Ingest(TsIngestWorkload {
             opts,
             verify: VerifyOptions {
                 sample: a.verify_sample,
@@ -154,7 +222,7 @@ pub(super) fn resolve(name: &str, a: &TsArgs, given: &[String]) -> Result<Worklo
             ))
         }
     };
-    Ok(WorkloadSpec::TsQuery(TsQueryWorkload {
+    Ok(TsSpec::Query(TsQueryWorkload {
         opts,
         queries,
         distribution,
@@ -271,7 +339,7 @@ fn timing(a: &TsArgs, now: SystemTime) -> Result<Timing, String> {
     Ok(Timing::BackFill { start_ns, end_ns })
 }
 
-pub(super) fn options(a: &TsArgs, now: SystemTime) -> Result<TsOptions, String> {
+fn options(a: &TsArgs, now: SystemTime) -> Result<TsOptions, String> {
     let (space, use_case) = space(a)?;
     let measurements = space.measurements.len() as u64;
     if a.points_per_request < measurements {
@@ -294,31 +362,12 @@ pub(super) fn options(a: &TsArgs, now: SystemTime) -> Result<TsOptions, String> 
         interval_ns: a.interval.as_nanos() as i64,
         timing: timing(a, now)?,
         sessions: 1,
-        force_cleanup: a.force_cleanup,
     })
 }
 
 /// Series are leased to the run's sessions (see [`Layout::new`]).
 ///
 /// [`Layout::new`]: loadcell_workloads::ts::ingest::Layout::new
-pub(super) fn fit_run(w: &mut TsIngestWorkload, args: &crate::args::RunArgs) {
-    w.opts.sessions = (args.threads * args.clients) as u64;
-}
-
-/// A back-filling `ts-ingest` ends when every series has its points: one
-/// event a request.
-pub(super) fn implied_events(w: &TsIngestWorkload) -> Option<u64> {
-    w.opts.requests()
-}
-
-/// The options `prepare` needs again, for hints.
-pub(super) fn prepare_hint(opts: &TsOptions) -> String {
-    match opts.use_case {
-        Some(u) => format!("--use-case {}", u.as_str()),
-        None => format!("--measurement {}", opts.space.measurements[0].name),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -464,7 +513,7 @@ mod tests {
         let e = resolve("ts-ingest", &args(), &given(&["--interval"])).unwrap_err();
         assert!(e.starts_with("--interval needs --start"), "{e}");
         let spec = resolve("ts-query", &args(), &[]).unwrap();
-        let WorkloadSpec::TsQuery(w) = spec else {
+        let TsSpec::Query(w) = spec else {
             panic!("ts-query")
         };
         assert_eq!(w.queries.len(), 3);

@@ -6,10 +6,9 @@ use clap::{ArgAction, Args};
 use loadcell_core::Family;
 use loadcell_workloads::wide::{PeOptions, PeTest, PeWorkload};
 
-use super::WorkloadSpec;
-use crate::args::RunArgs;
+use loadcell_workloads::workload::Workload;
 
-pub(super) const WHAT: &str = "a wide-column (HBase PE) workload option";
+use super::{CliFamily, Entry, FamilySpec, RunShape, WorkloadArgs};
 
 /// PE's defaults: `--rows` 1 Mi per client, `--valueSize` 1000,
 /// `--caching` 30, table `TestTable`.
@@ -45,34 +44,62 @@ pub struct WideArgs {
     /// The table written and read.
     #[arg(long, value_name = "NAME", default_value = "TestTable")]
     pub table: String,
-    /// `cleanup --force`: drop loadcell's table with another writer's
-    /// rows in it.
-    #[arg(skip)]
-    pub force_cleanup: bool,
 }
 
-pub(super) fn names(name: &str) -> bool {
-    PeTest::parse(name).is_some()
+impl CliFamily for WideArgs {
+    const WHAT: &'static str = "a wide-column (HBase PE) workload option";
+    type Spec = PeWorkload;
+
+    fn catalog() -> Vec<Entry> {
+        const WIDE: &[Family] = &[Family::WIDE_COLUMN];
+        vec![
+            ("sequentialWrite", WIDE, "HBase PE: every client's --rows rows in key order (26-digit keys, --value-size values), a put, --multi-put N puts or a 2 MB buffer a request; rows/s, then the server's row count"),
+            ("randomWrite", WIDE, "HBase PE: as many puts to random rows of the key space; rows/s, then the server's row count against the distinct rows acknowledged"),
+            ("randomRead", WIDE, "HBase PE: gets of random rows of a table sequentialWrite filled, each value checked; --block-cache off for cold reads"),
+            ("sequentialRead", WIDE, "HBase PE: gets of every row in key order, each value checked"),
+            ("scan", WIDE, "HBase PE: each client scans from its first row, --caching rows a round trip; rows/s"),
+            ("scanRange10", WIDE, "HBase PE: scans of up to 10 rows from a random row"),
+            ("scanRange100", WIDE, "HBase PE: scans of up to 100 rows from a random row"),
+            ("scanRange1000", WIDE, "HBase PE: scans of up to 1000 rows from a random row"),
+        ]
+    }
+
+    fn names(name: &str) -> bool {
+        PeTest::parse(name).is_some()
+    }
+
+    fn resolve(name: &str, all: &WorkloadArgs, given: &[String]) -> Result<PeWorkload, String> {
+        resolve(name, &all.wide, given)
+    }
 }
 
-pub(super) fn catalog() -> Vec<(&'static str, &'static [Family], &'static str)> {
-    const WIDE: &[Family] = &[Family::WideColumn];
-    vec![
-        ("sequentialWrite", WIDE, "HBase PE: every client's --rows rows in key order (26-digit keys, --value-size values), a put, --multi-put N puts or a 2 MB buffer a request; rows/s, then the rows acknowledged read back for this run's values"),
-        ("randomWrite", WIDE, "HBase PE: as many puts to random rows of the key space; rows/s, then the rows acknowledged read back for this run's values"),
-        ("randomRead", WIDE, "HBase PE: gets of random rows of a table sequentialWrite filled, each value checked; --block-cache off for cold reads"),
-        ("sequentialRead", WIDE, "HBase PE: gets of every row in key order, each value checked"),
-        ("scan", WIDE, "HBase PE: each client scans from its first row, --caching rows a round trip; rows/s"),
-        ("scanRange10", WIDE, "HBase PE: scans of up to 10 rows from a random row"),
-        ("scanRange100", WIDE, "HBase PE: scans of up to 100 rows from a random row"),
-        ("scanRange1000", WIDE, "HBase PE: scans of up to 1000 rows from a random row"),
-    ]
+impl FamilySpec for PeWorkload {
+    fn workload(&self) -> &dyn Workload {
+        self
+    }
+
+    fn prepare_hint(&self) -> String {
+        format!("--table {}", self.opts.table)
+    }
+
+    /// Every row a PE test writes or reads is one event.
+    fn implied_events(&self, _all: &WorkloadArgs, _sessions: u64, _timed: bool) -> Option<u64> {
+        Some(self.events())
+    }
+
+    /// A client is a session: the key space is `--rows` for each.
+    fn fit_run(&mut self, run: &mut RunShape) -> Result<(), String> {
+        self.opts.clients = (run.threads * run.clients) as u64;
+        Ok(())
+    }
 }
+
+crate::launch::runs_on!(PeWorkload: wide);
 
 const WRITE_ONLY: &[&str] = &["--write-to-wal", "--multi-put", "--auto-flush"];
 const READ_ONLY: &[&str] = &["--caching", "--block-cache"];
 
-pub(super) fn resolve(name: &str, a: &WideArgs, given: &[String]) -> Result<WorkloadSpec, String> {
+fn resolve(name: &str, a: &WideArgs, given: &[String]) -> Result<PeWorkload, String> {
     let test = PeTest::parse(name).expect("names() said it is a PE test");
     let other = if test.writes() { READ_ONLY } else { WRITE_ONLY };
     if let Some(flag) = given.iter().find(|f| other.contains(&f.as_str())) {
@@ -99,7 +126,7 @@ pub(super) fn resolve(name: &str, a: &WideArgs, given: &[String]) -> Result<Work
     if a.table.is_empty() {
         return Err("--table names the table".to_string());
     }
-    Ok(WorkloadSpec::Pe(PeWorkload {
+    Ok(PeWorkload {
         test,
         opts: PeOptions {
             table: a.table.clone(),
@@ -112,19 +139,8 @@ pub(super) fn resolve(name: &str, a: &WideArgs, given: &[String]) -> Result<Work
             caching,
             presplit: a.presplit,
             block_cache,
-            force_cleanup: a.force_cleanup,
         },
-    }))
-}
-
-/// A client is a session: the key space is `--rows` for each.
-pub(super) fn fit_run(w: &mut PeWorkload, args: &RunArgs) {
-    w.opts.clients = (args.threads * args.clients) as u64;
-}
-
-/// The options `prepare` needs again, for hints.
-pub(super) fn prepare_hint(opts: &PeOptions) -> String {
-    format!("--table {}", opts.table)
+    })
 }
 
 #[cfg(test)]
@@ -133,10 +149,7 @@ mod tests {
 
     fn resolve_with(name: &str, a: &WideArgs, given: &[&str]) -> Result<PeWorkload, String> {
         let given: Vec<String> = given.iter().map(|s| s.to_string()).collect();
-        match resolve(name, a, &given)? {
-            WorkloadSpec::Pe(w) => Ok(w),
-            other => panic!("{other:?}"),
-        }
+        resolve(name, a, &given)
     }
 
     fn args() -> WideArgs {

@@ -1,9 +1,15 @@
 //! The record workloads' options (YCSB's names and defaults): parsed,
 //! validated into [`YcsbOptions`], listed.
 
+use std::time::SystemTime;
+
 use clap::Args;
 use loadcell_core::Family;
-use loadcell_workloads::ycsb::{Preset, RequestDistribution, YcsbOptions};
+use loadcell_engine::Shard;
+use loadcell_workloads::workload::Workload;
+use loadcell_workloads::ycsb::{Preset, RequestDistribution, YcsbOptions, YcsbWorkload};
+
+use super::{CliFamily, Entry, FamilySpec, WorkloadArgs};
 
 use crate::values::{on_off, positive_u32, positive_u64, positive_usize};
 
@@ -53,13 +59,9 @@ pub struct YcsbArgs {
     /// Updates write every field instead of one (default off; on for mix-*).
     #[arg(long, alias = "writeallfields", value_name = "on|off", value_parser = on_off)]
     pub write_all_fields: Option<bool>,
-    /// `cleanup --force` (wide column): drop `usertable` with another
-    /// writer's rows in it.
-    #[arg(skip)]
-    pub force_cleanup: bool,
 }
 
-pub(super) fn options(preset: Preset, a: &YcsbArgs) -> Result<YcsbOptions, String> {
+fn options(preset: Preset, a: &YcsbArgs) -> Result<YcsbOptions, String> {
     let d = preset.options();
     let opts = YcsbOptions {
         request_distribution: match &a.request_distribution {
@@ -74,33 +76,61 @@ pub(super) fn options(preset: Preset, a: &YcsbArgs) -> Result<YcsbOptions, Strin
         hotspot_data_fraction: a.hotspot_data_fraction.unwrap_or(d.hotspot_data_fraction),
         hotspot_opn_fraction: a.hotspot_opn_fraction.unwrap_or(d.hotspot_opn_fraction),
         write_all_fields: a.write_all_fields.unwrap_or(d.write_all_fields),
-        force_cleanup: a.force_cleanup,
         ..d
     };
     opts.validate()?;
     Ok(opts)
 }
 
-/// How a workload names these options when it refuses them.
-pub(super) const WHAT: &str = "a record workload (ycsb, mix) option";
+impl CliFamily for YcsbArgs {
+    const WHAT: &'static str = "a record workload (ycsb, mix) option";
+    type Spec = YcsbWorkload;
 
-pub(super) fn catalog() -> Vec<(&'static str, &'static [Family], &'static str)> {
-    Preset::ALL
-        .iter()
-        .map(|(name, _, about)| (*name, &[Family::Sql, Family::Kv][..], *about))
-        .collect()
+    fn catalog() -> Vec<Entry> {
+        Preset::ALL
+            .iter()
+            .map(|(name, _, about)| (*name, &[Family::SQL, Family::KV][..], *about))
+            .collect()
+    }
+
+    fn names(name: &str) -> bool {
+        Preset::parse(name).is_some()
+    }
+
+    fn resolve(name: &str, all: &WorkloadArgs, _given: &[String]) -> Result<YcsbWorkload, String> {
+        let preset = Preset::parse(name).expect("names() said it is a preset");
+        Ok(YcsbWorkload {
+            preset,
+            opts: options(preset, &all.ycsb)?,
+        })
+    }
 }
 
-pub(super) fn prepare_hint(opts: &YcsbOptions) -> String {
-    format!(
-        "--record-count {} --field-count {} --field-length {}",
-        opts.record_count, opts.field_count, opts.field_length
-    )
+impl FamilySpec for YcsbWorkload {
+    fn workload(&self) -> &dyn Workload {
+        self
+    }
+
+    fn prepare_hint(&self) -> String {
+        let o = &self.opts;
+        format!(
+            "--record-count {} --field-count {} --field-length {}",
+            o.record_count, o.field_count, o.field_length
+        )
+    }
+
+    /// YCSB's `--operation-count` (one operation per event), given or,
+    /// without `--time`, its default.
+    fn implied_events(&self, all: &WorkloadArgs, _sessions: u64, timed: bool) -> Option<u64> {
+        all.ycsb
+            .operation_count
+            .or_else(|| (!timed).then_some(self.opts.operation_count))
+    }
+
+    /// Inserts continue the key sequence: each shard takes its share.
+    fn take_insert_share(&mut self, shard: Shard, _start_at: Option<SystemTime>) {
+        self.opts.shard = Some(shard);
+    }
 }
 
-/// YCSB's `--operation-count` (one operation per event), given or, without
-/// `--time`, its default.
-pub(super) fn implied_events(a: &YcsbArgs, opts: &YcsbOptions, timed: bool) -> Option<u64> {
-    a.operation_count
-        .or_else(|| (!timed).then_some(opts.operation_count))
-}
+crate::launch::runs_on!(YcsbWorkload: sql, kv, wide);

@@ -55,7 +55,7 @@ use crate::{DriverInfo, Family};
 pub const INFO: DriverInfo = DriverInfo {
     name: "cql",
     schemes: &["cql"],
-    family: Family::WideColumn,
+    family: Family::WIDE_COLUMN,
     url_form: "cql://[user:pass@]host[:9042][,host2…]/KEYSPACE[?consistency=ONE|QUORUM|ALL|LOCAL_QUORUM|…][&replication_factor=N]",
     about: "Cassandra and ScyllaDB over CQL (scylla crate): prepared statements, token-aware routing",
     kv: KvCapabilities::NONE,

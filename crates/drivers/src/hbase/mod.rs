@@ -55,7 +55,7 @@ use thrift::{ty, Malformed, Reader, Writer};
 pub const INFO: DriverInfo = DriverInfo {
     name: "hbase",
     schemes: &["hbase+thrift"],
-    family: Family::WideColumn,
+    family: Family::WIDE_COLUMN,
     url_form: "hbase+thrift://host:port[?master_info=HOST:PORT]",
     about: "HBase via its Thrift2 gateway (binary protocol, buffered transport)",
     kv: KvCapabilities::NONE,

@@ -45,7 +45,7 @@ use crate::{DriverInfo, Family};
 pub const INFO: DriverInfo = DriverInfo {
     name: "http",
     schemes: &["http", "https"],
-    family: Family::Http,
+    family: Family::HTTP,
     url_form: "http(s)://[user:pass@]host[:port][,host2…][/base][?sslrootcert=PATH|insecure=true|http2=true][&status=http://HOST:PORT/PATH]",
     about: "HTTP/1.1 and HTTP/2 services and load balancers (keep-alive, TLS, round-robin hosts)",
     kv: KvCapabilities::NONE,

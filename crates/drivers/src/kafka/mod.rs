@@ -101,7 +101,7 @@ use produce::{Session, SharedProducer};
 pub const INFO: DriverInfo = DriverInfo {
     name: "kafka",
     schemes: &["kafka"],
-    family: Family::Stream,
+    family: Family::STREAM,
     url_form: "kafka://host:port[,host:port…][?acks=all|1|0&compression=none|gzip|snappy|lz4|zstd\
                &replication=N&client.id=ID&<librdkafka property>=VALUE…] \
                (e.g. linger.ms=5, session.timeout.ms=6000; default 10000)",

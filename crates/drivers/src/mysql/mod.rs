@@ -59,7 +59,7 @@ use session::*;
 pub const INFO: DriverInfo = DriverInfo {
     name: "mysql",
     schemes: &["mysql", "mariadb"],
-    family: Family::Sql,
+    family: Family::SQL,
     url_form: "mysql://user:pass@host:port/db[?sslmode=...&sslrootcert=PATH]",
     about: "MySQL and MariaDB (prepared statements over the binary protocol)",
     kv: KvCapabilities::NONE,

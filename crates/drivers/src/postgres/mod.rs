@@ -52,7 +52,7 @@ use error::*;
 pub const INFO: DriverInfo = DriverInfo {
     name: "postgres",
     schemes: &["postgres", "postgresql"],
-    family: Family::Sql,
+    family: Family::SQL,
     url_form: "postgres://user:pass@host:port/db[?sslmode=...&sslrootcert=PATH]",
     about: "PostgreSQL (extended query protocol, prepared statements)",
     kv: KvCapabilities::NONE,

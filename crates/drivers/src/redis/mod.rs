@@ -80,7 +80,7 @@ use resp::*;
 pub const INFO: DriverInfo = DriverInfo {
     name: "redis",
     schemes: &["redis", "rediss", "redis+cluster"],
-    family: Family::Kv,
+    family: Family::KV,
     url_form:
         "redis://[user:pass@]host:port[/db] | rediss://… | redis+cluster://host:port[,host:port…]",
     about: "Redis, Valkey and KeyDB, standalone or Redis Cluster (RESP2, pipelined)",

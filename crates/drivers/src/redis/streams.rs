@@ -53,7 +53,7 @@ pub use super::RedisDriver;
 pub const INFO: DriverInfo = DriverInfo {
     name: "redis-streams",
     schemes: &["redis", "rediss"],
-    family: Family::Stream,
+    family: Family::STREAM,
     url_form: "redis://[user:pass@]host:port[/db][?claim_idle=5s] | rediss://…",
     about: "Redis Streams: XADD pipelined, XREADGROUP, XACK, XAUTOCLAIM of a dead consumer's rows (standalone Redis 7)",
     kv: KvCapabilities { commands: false },

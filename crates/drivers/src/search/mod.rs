@@ -31,7 +31,7 @@ use crate::{DriverInfo, Family};
 pub const INFO: DriverInfo = DriverInfo {
     name: "search",
     schemes: &["opensearch", "elasticsearch", "http", "https"],
-    family: Family::Search,
+    family: Family::SEARCH,
     url_form: "opensearch|elasticsearch://[user:pass@]host[:9200][,host2…][/base][?tls=true][&sslrootcert=PATH|insecure=true], or http(s)://… with a search workload",
     about: "OpenSearch and Elasticsearch over HTTP: bulk indexing and queries (keep-alive, TLS, round-robin hosts)",
     kv: KvCapabilities::NONE,

@@ -21,7 +21,7 @@ use crate::{DriverInfo, Family};
 pub const INFO: DriverInfo = DriverInfo {
     name: "influx",
     schemes: &["influx"],
-    family: Family::TimeSeries,
+    family: Family::TIME_SERIES,
     url_form: "influx://[user:pass@]host[:8086][,host2…]/DB[?tls=true][&sslrootcert=PATH|insecure=true][&query=http://HOST:PORT[/DB]]: line protocol to /write?db=DB&precision=ns (InfluxDB 1.x; VictoriaMetrics; QuestDB, whose tables are the measurements)",
     about: "Influx line protocol over HTTP: InfluxDB 1.x, VictoriaMetrics, QuestDB; queries in InfluxQL, PromQL or SQL",
     kv: KvCapabilities::NONE,

@@ -11,7 +11,7 @@ use crate::{DriverInfo, Family};
 pub const INFO: DriverInfo = DriverInfo {
     name: "influx+tcp",
     schemes: &["influx+tcp"],
-    family: Family::TimeSeries,
+    family: Family::TIME_SERIES,
     url_form: "influx+tcp://host[:9009][,host2…]?query=http://HOST:PORT: line protocol over plain TCP (QuestDB's ILP port, VictoriaMetrics' -influxListenAddr); no acknowledgement: points count as sent and the check after the run (never --verify-sample 0) proves them; queries to the database's HTTP API",
     about: "Influx line protocol over TCP, unacknowledged: QuestDB, VictoriaMetrics; proven by the check after the run",
     kv: KvCapabilities::NONE,

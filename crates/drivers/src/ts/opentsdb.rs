@@ -24,7 +24,7 @@ use crate::{DriverInfo, Family};
 pub const INFO: DriverInfo = DriverInfo {
     name: "opentsdb",
     schemes: &["opentsdb"],
-    family: Family::TimeSeries,
+    family: Family::TIME_SERIES,
     url_form: "opentsdb://[user:pass@]host[:4242][,host2…][?tls=true][&sslrootcert=PATH|insecure=true]&query=http://HOST:PORT[/DB]: JSON to /api/put?details (VictoriaMetrics' -opentsdbHTTPListenAddr, InfluxDB's OpenTSDB listener); queries to the database's HTTP port",
     about: "OpenTSDB /api/put over HTTP, one metric measurement.field per field: VictoriaMetrics, InfluxDB's listener",
     kv: KvCapabilities::NONE,

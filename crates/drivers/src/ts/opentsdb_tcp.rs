@@ -21,7 +21,7 @@ use crate::{DriverInfo, Family};
 pub const INFO: DriverInfo = DriverInfo {
     name: "opentsdb+tcp",
     schemes: &["opentsdb+tcp"],
-    family: Family::TimeSeries,
+    family: Family::TIME_SERIES,
     url_form: "opentsdb+tcp://host[:4242][,host2…]?query=http://HOST:PORT[/DB]: telnet put lines over plain TCP, whole seconds (VictoriaMetrics' -opentsdbListenAddr, InfluxDB's OpenTSDB listener); no acknowledgement: points count as sent and the check after the run (never --verify-sample 0) proves them; queries to the database's HTTP API",
     about: "OpenTSDB telnet put over TCP, unacknowledged: VictoriaMetrics, InfluxDB's listener; proven by the check after the run",
     kv: KvCapabilities::NONE,

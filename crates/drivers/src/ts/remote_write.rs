@@ -28,7 +28,7 @@ use crate::{DriverInfo, Family};
 pub const INFO: DriverInfo = DriverInfo {
     name: "prom-rw",
     schemes: &["prom-rw"],
-    family: Family::TimeSeries,
+    family: Family::TIME_SERIES,
     url_form: "prom-rw://[user:pass@]host[:9090][,host2…][/api/v1/write][?tls=true][&sslrootcert=PATH|insecure=true][&query=http://HOST:PORT]: remote write 0.1.0 (Prometheus with --web.enable-remote-write-receiver, VictoriaMetrics)",
     about: "Prometheus remote write (protobuf, snappy), one metric measurement_field per field: Prometheus, VictoriaMetrics; queries in PromQL",
     kv: KvCapabilities::NONE,

@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Duration;
 
 use loadcell_core::family::KvFamily;
 use loadcell_core::kv::KvConn;
@@ -14,7 +13,7 @@ use serde_json::Value;
 use super::{cleanup, prepare, DataSet, DataSetKv};
 use crate::kv::KvOptions;
 use crate::prepare::{CheckError, PrepareObserver};
-use crate::workload::{CleanupError, Lifecycle, Loading, Workload};
+use crate::workload::{Cleanup, CleanupError, Lifecycle, Loading, Workload};
 
 #[derive(Debug, Clone)]
 pub struct DataSetWorkload {
@@ -28,7 +27,7 @@ impl Workload for DataSetWorkload {
     }
 
     fn families(&self) -> &'static [Family] {
-        &[Family::Kv]
+        &[Family::KV]
     }
 
     fn refuses(&self, driver: &DriverInfo) -> Option<String> {
@@ -72,13 +71,13 @@ impl<C: KvConn> Lifecycle<C, KvFamily> for DataSetWorkload {
     async fn cleanup<D>(
         &self,
         driver: &D,
-        connect_timeout: Duration,
+        how: &Cleanup,
         observer: &dyn PrepareObserver,
     ) -> Result<(), CleanupError>
     where
         D: Driver<Conn = C>,
     {
-        let (mut conn, _) = loadcell_engine::connect_once(driver, connect_timeout).await?;
+        let (mut conn, _) = loadcell_engine::connect_once(driver, how.connect_timeout).await?;
         cleanup(&mut conn, &self.set, observer).await?;
         Ok(())
     }

@@ -185,7 +185,7 @@ impl Workload for DiskWorkload {
     /// It runs on this machine, through fio rather than the engine: the
     /// family only says which targets it takes (`local:`).
     fn families(&self) -> &'static [Family] {
-        &[Family::Machine]
+        &[Family::MACHINE]
     }
 
     fn options(&self) -> BTreeMap<String, Value> {

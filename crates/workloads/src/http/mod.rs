@@ -232,7 +232,7 @@ impl Workload for HttpWorkload {
     }
 
     fn families(&self) -> &'static [Family] {
-        &[Family::Http]
+        &[Family::HTTP]
     }
 
     fn options(&self) -> BTreeMap<String, Value> {

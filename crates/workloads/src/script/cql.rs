@@ -7,7 +7,6 @@
 
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Duration;
 
 use loadcell_core::family::WideColumnFamily;
 use loadcell_core::wide::{CqlValue, WideConn};
@@ -18,7 +17,7 @@ use super::file::{LoadBody, OpBody, ScriptFile, Statement, MAX_BINDS};
 use super::{creates_tables, think, Ops, ScriptWorkload, Values};
 use crate::prepare::{CheckError, NotPrepared, PrepareObserver};
 use crate::wide::{create_marked, drop_table, owner, Owner};
-use crate::workload::{CleanupError, Lifecycle, Loading};
+use crate::workload::{Cleanup, CleanupError, Lifecycle, Loading};
 
 pub struct CqlScript {
     ops: Ops,
@@ -155,7 +154,7 @@ impl<C: WideConn> Lifecycle<C, WideColumnFamily> for ScriptWorkload {
     async fn cleanup<D>(
         &self,
         driver: &D,
-        connect_timeout: Duration,
+        how: &Cleanup,
         observer: &dyn PrepareObserver,
     ) -> Result<(), CleanupError>
     where
@@ -165,8 +164,16 @@ impl<C: WideConn> Lifecycle<C, WideColumnFamily> for ScriptWorkload {
             observer.message("Nothing to clean up: the file's [prepare] creates no tables");
         }
         for table in &self.file.prepare.tables {
-            let force = self.force_cleanup;
-            drop_table(&table.name, None, force, driver, connect_timeout, observer).await?;
+            let force = how.force;
+            drop_table(
+                &table.name,
+                None,
+                force,
+                driver,
+                how.connect_timeout,
+                observer,
+            )
+            .await?;
         }
         Ok(())
     }

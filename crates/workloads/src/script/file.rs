@@ -415,11 +415,11 @@ impl ScriptFile {
 impl Op {
     fn family(&self) -> Family {
         match self.body {
-            OpBody::Sql { .. } => Family::Sql,
-            OpBody::Kv(_) => Family::Kv,
-            OpBody::Http(_) => Family::Http,
-            OpBody::Cql(_) => Family::WideColumn,
-            OpBody::Search { .. } => Family::Search,
+            OpBody::Sql { .. } => Family::SQL,
+            OpBody::Kv(_) => Family::KV,
+            OpBody::Http(_) => Family::HTTP,
+            OpBody::Cql(_) => Family::WIDE_COLUMN,
+            OpBody::Search { .. } => Family::SEARCH,
         }
     }
 }
@@ -578,7 +578,7 @@ fn prepare(
         .into_iter()
         .map(|t| {
             check_name("table", &t.name).map_err(context)?;
-            if !matches!(family, Family::Sql | Family::WideColumn) {
+            if !matches!(family, Family::SQL | Family::WIDE_COLUMN) {
                 return Err(context("tables are for SQL and CQL files".to_string()));
             }
             Ok(Table {
@@ -632,7 +632,7 @@ fn index(raw: RawIndex, family: Family) -> Result<Index, String> {
             raw.name
         ));
     }
-    if family != Family::Search {
+    if family != Family::SEARCH {
         return Err("indexes are for search files".to_string());
     }
     let body = match raw.body {
@@ -686,17 +686,17 @@ fn load(
         return Err("a load's index goes with its document".to_string());
     }
     let (body, params) = match (l.sql, l.command, l.cql, l.document, family) {
-        (Some(sql), None, None, None, Family::Sql) => {
+        (Some(sql), None, None, None, Family::SQL) => {
             let statement = insert_into_own(&sql, tables, position)?;
             let params = sorted(&statement.binds);
             (LoadBody::Sql(statement), params)
         }
-        (None, None, Some(cql), None, Family::WideColumn) => {
+        (None, None, Some(cql), None, Family::WIDE_COLUMN) => {
             let statement = insert_into_own(&cql, tables, position)?;
             let params = sorted(&statement.binds);
             (LoadBody::Cql(statement), params)
         }
-        (None, Some(text), None, None, Family::Kv) => {
+        (None, Some(text), None, None, Family::KV) => {
             let command = Command::parse(&text, position)?;
             if command.kind != CommandKind::Set {
                 return Err(format!(
@@ -706,7 +706,7 @@ fn load(
             let params = used(command.words.iter());
             (LoadBody::Kv(command), params)
         }
-        (None, None, None, Some(document), Family::Search) => {
+        (None, None, None, Some(document), Family::SEARCH) => {
             let index = l.index.unwrap_or_default();
             if !indexes.iter().any(|i| i.name == index) {
                 return Err(format!(
@@ -723,10 +723,10 @@ fn load(
                 "a load of a {} file is {}",
                 family.as_str(),
                 match family {
-                    Family::Sql => "sql = \"INSERT INTO ...\"",
-                    Family::Kv => "command = \"SET ...\"",
-                    Family::WideColumn => "cql = \"INSERT INTO ...\"",
-                    Family::Search => "document = '{...}' with index = \"NAME\"",
+                    Family::SQL => "sql = \"INSERT INTO ...\"",
+                    Family::KV => "command = \"SET ...\"",
+                    Family::WIDE_COLUMN => "cql = \"INSERT INTO ...\"",
+                    Family::SEARCH => "document = '{...}' with index = \"NAME\"",
                     _ => "not available: this family's files have no prepare",
                 }
             ))

@@ -11,7 +11,6 @@
 
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Duration;
 
 use loadcell_core::family::KvFamily;
 use loadcell_core::kv::{KvConn, KvReply};
@@ -24,7 +23,7 @@ use super::file::{Command, CommandKind, Load, LoadBody, OpBody, ScriptFile, MAX_
 use super::{think, Ops, ScriptWorkload, Values};
 use crate::kv::{flush_all, LOAD_BATCH};
 use crate::prepare::{CheckError, NotPrepared, PrepareObserver};
-use crate::workload::{CleanupError, Lifecycle, Loading};
+use crate::workload::{Cleanup, CleanupError, Lifecycle, Loading};
 
 pub struct KvScript {
     ops: Ops,
@@ -271,13 +270,13 @@ impl<C: KvConn> Lifecycle<C, KvFamily> for ScriptWorkload {
     async fn cleanup<D>(
         &self,
         driver: &D,
-        connect_timeout: Duration,
+        how: &Cleanup,
         observer: &dyn PrepareObserver,
     ) -> Result<(), CleanupError>
     where
         D: Driver<Conn = C>,
     {
-        let (mut conn, _) = loadcell_engine::connect_once(driver, connect_timeout).await?;
+        let (mut conn, _) = loadcell_engine::connect_once(driver, how.connect_timeout).await?;
         for load in &self.file.prepare.loads {
             cleanup_load(&mut conn, &self.file, load, observer).await?;
         }

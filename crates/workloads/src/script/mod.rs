@@ -34,9 +34,6 @@ use crate::workload::Workload;
 #[derive(Debug, Clone)]
 pub struct ScriptWorkload {
     pub file: ScriptFile,
-    /// `cleanup --force`: drop the file's CQL tables loadcell created even
-    /// with rows in them, which it cannot tell from another writer's.
-    pub force_cleanup: bool,
 }
 
 impl Workload for ScriptWorkload {
@@ -46,16 +43,16 @@ impl Workload for ScriptWorkload {
 
     fn families(&self) -> &'static [Family] {
         match self.file.family {
-            Family::Sql => &[Family::Sql],
-            Family::Kv => &[Family::Kv],
-            Family::WideColumn => &[Family::WideColumn],
-            Family::Search => &[Family::Search],
-            _ => &[Family::Http],
+            Family::SQL => &[Family::SQL],
+            Family::KV => &[Family::KV],
+            Family::WIDE_COLUMN => &[Family::WIDE_COLUMN],
+            Family::SEARCH => &[Family::SEARCH],
+            _ => &[Family::HTTP],
         }
     }
 
     fn refuses(&self, driver: &DriverInfo) -> Option<String> {
-        if self.file.family == Family::WideColumn && !driver.schemes.contains(&"cql") {
+        if self.file.family == Family::WIDE_COLUMN && !driver.schemes.contains(&"cql") {
             return Some(format!("{} runs no CQL: {NO_CQL}", driver.name));
         }
         let other = self.file.ops.iter().find_map(|o| match &o.body {

@@ -7,7 +7,6 @@
 
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Duration;
 
 use loadcell_core::family::SearchFamily;
 use loadcell_core::search::SearchConn;
@@ -19,7 +18,7 @@ use super::{think, Ops, ScriptWorkload, Values};
 use crate::prepare::{CheckError, PrepareObserver};
 use crate::search::source::RunField;
 use crate::search::{check_index, cleanup, create_tagged_index, tag_mapping};
-use crate::workload::{CleanupError, Lifecycle, Loading};
+use crate::workload::{Cleanup, CleanupError, Lifecycle, Loading};
 
 /// Documents a load sends per `_bulk`.
 const LOAD_BULK: u64 = 1000;
@@ -115,7 +114,7 @@ impl<C: SearchConn> Lifecycle<C, SearchFamily> for ScriptWorkload {
     async fn cleanup<D>(
         &self,
         driver: &D,
-        connect_timeout: Duration,
+        how: &Cleanup,
         observer: &dyn PrepareObserver,
     ) -> Result<(), CleanupError>
     where
@@ -125,7 +124,7 @@ impl<C: SearchConn> Lifecycle<C, SearchFamily> for ScriptWorkload {
             observer.message("Nothing to clean up: the file's [prepare] creates no indexes");
         }
         for index in &self.file.prepare.indexes {
-            cleanup(&index.name, false, driver, connect_timeout, observer).await?;
+            cleanup(&index.name, false, driver, how.connect_timeout, observer).await?;
         }
         Ok(())
     }

@@ -5,7 +5,6 @@
 
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Duration;
 
 use loadcell_core::family::SqlFamily;
 use loadcell_core::sql::{SqlConn, SqlParam};
@@ -16,7 +15,7 @@ use super::file::{LoadBody, OpBody, ScriptFile, Statement, MAX_BINDS};
 use super::{creates_tables, think, Ops, ScriptWorkload, Values};
 use crate::prepare::marker::{self, Owner};
 use crate::prepare::{CheckError, NotPrepared, PrepareObserver};
-use crate::workload::{CleanupError, Lifecycle, Loading};
+use crate::workload::{Cleanup, CleanupError, Lifecycle, Loading};
 
 /// The `workload` column of the marker rows of a file's tables.
 const MARKER_WORKLOAD: &str = "script";
@@ -196,14 +195,14 @@ impl<C: SqlConn> Lifecycle<C, SqlFamily> for ScriptWorkload {
     async fn cleanup<D>(
         &self,
         driver: &D,
-        connect_timeout: Duration,
+        how: &Cleanup,
         observer: &dyn PrepareObserver,
     ) -> Result<(), CleanupError>
     where
         D: Driver<Conn = C>,
     {
         let tables = &self.file.prepare.tables;
-        let (mut conn, _) = loadcell_engine::connect_once(driver, connect_timeout).await?;
+        let (mut conn, _) = loadcell_engine::connect_once(driver, how.connect_timeout).await?;
         if tables.is_empty() || !conn.table_exists(marker::MARKER_TABLE).await? {
             observer
                 .message("Nothing to clean up: loadcell created none of this file's tables here");

@@ -35,7 +35,7 @@ rows = 100
 #[test]
 fn a_sql_file_gives_prepared_statements_with_their_binds() {
     let f = parse(SQL).unwrap();
-    assert_eq!(f.family, Family::Sql);
+    assert_eq!(f.family, Family::SQL);
     let [select, moving] = f.ops.as_slice() else {
         panic!("two ops")
     };
@@ -95,7 +95,7 @@ fn key_value_and_http_files() {
          [[op]]\nname = \"push\"\ncommand = 'RPUSH list:${u} \"a b\"'\n",
     )
     .unwrap();
-    assert_eq!(f.family, Family::Kv);
+    assert_eq!(f.family, Family::KV);
     let OpBody::Kv(c) = &f.ops[1].body else {
         panic!()
     };
@@ -103,7 +103,7 @@ fn key_value_and_http_files() {
     assert_eq!(c.kind, CommandKind::Other);
     assert_eq!(c.words[2].source(), "a b");
     let f = parse("[[op]]\nname = \"home\"\npath = \"/\"\n").unwrap();
-    assert_eq!(f.family, Family::Http);
+    assert_eq!(f.family, Family::HTTP);
 }
 
 #[test]
@@ -193,7 +193,7 @@ fn example(name: &str) -> ScriptFile {
 #[test]
 fn a_cql_file_gives_statements_with_markers_bound_in_order() {
     let f = example("cassandra.toml");
-    assert_eq!(f.family, Family::WideColumn);
+    assert_eq!(f.family, Family::WIDE_COLUMN);
     let [read, update] = f.ops.as_slice() else {
         panic!("two ops")
     };
@@ -229,7 +229,7 @@ fn a_cql_file_gives_statements_with_markers_bound_in_order() {
 #[test]
 fn a_search_file_gives_bodies_that_are_json_once_drawn() {
     let f = example("opensearch.toml");
-    assert_eq!(f.family, Family::Search);
+    assert_eq!(f.family, Family::SEARCH);
     assert!(f.ops.iter().all(Op::reads));
     let index = &f.prepare.indexes[0];
     assert_eq!(index.name, "lc-products");

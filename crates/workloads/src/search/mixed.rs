@@ -26,7 +26,7 @@ use super::{
     cleanup, load, BulkScript, BulkSession, QueryScript, QuerySession, SearchQueryWorkload,
 };
 use crate::prepare::{CheckError, PrepareObserver};
-use crate::workload::{CleanupError, Lifecycle, Loading, Workload};
+use crate::workload::{Cleanup, CleanupError, Lifecycle, Loading, Workload};
 
 /// The name of the bulk sessions' group, and of the queries'.
 pub const BULK_GROUP: &str = "bulk";
@@ -49,7 +49,7 @@ impl Workload for SearchMixedWorkload {
     }
 
     fn families(&self) -> &'static [Family] {
-        &[Family::Search]
+        &[Family::SEARCH]
     }
 
     fn options(&self) -> BTreeMap<String, Value> {
@@ -151,7 +151,7 @@ impl<C: SearchConn> Lifecycle<C, SearchFamily> for SearchMixedWorkload {
     async fn cleanup<D>(
         &self,
         driver: &D,
-        connect_timeout: Duration,
+        how: &Cleanup,
         observer: &dyn PrepareObserver,
     ) -> Result<(), CleanupError>
     where
@@ -160,9 +160,9 @@ impl<C: SearchConn> Lifecycle<C, SearchFamily> for SearchMixedWorkload {
         let index = &self.queries.opts.index;
         cleanup(
             &index.name,
-            index.force_cleanup,
+            how.force,
             driver,
-            connect_timeout,
+            how.connect_timeout,
             observer,
         )
         .await

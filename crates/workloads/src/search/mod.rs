@@ -49,7 +49,7 @@ use crate::http::{Drawer, Template};
 use crate::prepare::load::load_in_parallel;
 use crate::prepare::marker::Tag;
 use crate::prepare::{CheckError, NotPrepared, PrepareObserver};
-use crate::workload::{CleanupError, Lifecycle, Loading, Workload};
+use crate::workload::{Cleanup, CleanupError, Lifecycle, Loading, Workload};
 use mix::Mix;
 use queries::{Queries, QueryOrigin, QueryParam};
 use source::{BulkWriter, IdConflicts, OnConflict, RunField, Source, FOREIGN_QUERY, RUN_FIELD};
@@ -70,9 +70,6 @@ pub struct IndexOptions {
     pub refresh_interval: Option<String>,
     /// `--mapping FILE` and the mapping it holds; else the generator's.
     pub mapping: Option<(PathBuf, Value)>,
-    /// `cleanup --force`: delete the index loadcell created even when it
-    /// holds documents loadcell did not write.
-    pub force_cleanup: bool,
 }
 
 /// What both search workloads are given.
@@ -352,7 +349,7 @@ impl Workload for SearchBulkWorkload {
     }
 
     fn families(&self) -> &'static [Family] {
-        &[Family::Search]
+        &[Family::SEARCH]
     }
 
     fn options(&self) -> BTreeMap<String, Value> {
@@ -593,7 +590,7 @@ impl<C: SearchConn> Lifecycle<C, SearchFamily> for SearchBulkWorkload {
     async fn cleanup<D>(
         &self,
         driver: &D,
-        connect_timeout: Duration,
+        how: &Cleanup,
         observer: &dyn PrepareObserver,
     ) -> Result<(), CleanupError>
     where
@@ -602,9 +599,9 @@ impl<C: SearchConn> Lifecycle<C, SearchFamily> for SearchBulkWorkload {
         let index = &self.opts.index;
         cleanup(
             &index.name,
-            index.force_cleanup,
+            how.force,
             driver,
-            connect_timeout,
+            how.connect_timeout,
             observer,
         )
         .await
@@ -628,7 +625,7 @@ impl Workload for SearchQueryWorkload {
     }
 
     fn families(&self) -> &'static [Family] {
-        &[Family::Search]
+        &[Family::SEARCH]
     }
 
     fn options(&self) -> BTreeMap<String, Value> {
@@ -878,7 +875,7 @@ impl<C: SearchConn> Lifecycle<C, SearchFamily> for SearchQueryWorkload {
     async fn cleanup<D>(
         &self,
         driver: &D,
-        connect_timeout: Duration,
+        how: &Cleanup,
         observer: &dyn PrepareObserver,
     ) -> Result<(), CleanupError>
     where
@@ -887,9 +884,9 @@ impl<C: SearchConn> Lifecycle<C, SearchFamily> for SearchQueryWorkload {
         let index = &self.opts.index;
         cleanup(
             &index.name,
-            index.force_cleanup,
+            how.force,
             driver,
-            connect_timeout,
+            how.connect_timeout,
             observer,
         )
         .await

@@ -90,7 +90,6 @@ fn options(source: &str) -> SearchOptions {
             replicas: 0,
             refresh_interval: Some("30s".to_string()),
             mapping: None,
-            force_cleanup: false,
         },
         source: Source::generator(source).unwrap(),
         bulk_size: 5000,

@@ -38,7 +38,7 @@ use serde_json::{json, Value};
 
 use crate::prepare::marker::Tag;
 use crate::prepare::{CheckError, NotPrepared, PrepareObserver};
-use crate::workload::{CleanupError, Lifecycle, Loading, Workload};
+use crate::workload::{Cleanup, CleanupError, Lifecycle, Loading, Workload};
 pub use script::StreamScript;
 
 /// What the run's sessions do.
@@ -113,9 +113,6 @@ pub struct StreamOptions {
     pub drain_timeout: Duration,
     /// How often a consumer samples the group's lag: the report interval.
     pub lag_every: Duration,
-    /// `cleanup --force`: drop loadcell's stream even with another
-    /// producer's rows in it.
-    pub force_cleanup: bool,
 }
 
 impl StreamOptions {
@@ -160,7 +157,7 @@ impl Workload for StreamWorkload {
     }
 
     fn families(&self) -> &'static [Family] {
-        &[Family::Stream]
+        &[Family::STREAM]
     }
 
     fn options(&self) -> BTreeMap<String, Value> {
@@ -363,14 +360,14 @@ impl<C: StreamConn> Lifecycle<C, StreamFamily> for StreamWorkload {
     async fn cleanup<D>(
         &self,
         driver: &D,
-        connect_timeout: Duration,
+        how: &Cleanup,
         observer: &dyn PrepareObserver,
     ) -> Result<(), CleanupError>
     where
         D: Driver<Conn = C>,
     {
         let o = &self.opts;
-        let (mut conn, _) = loadcell_engine::connect_once(driver, connect_timeout).await?;
+        let (mut conn, _) = loadcell_engine::connect_once(driver, how.connect_timeout).await?;
         match owner(&mut conn, &o.stream).await? {
             Owner::Nobody => observer.message(&format!(
                 "Nothing to clean up: there is no stream '{}'{}",
@@ -378,7 +375,7 @@ impl<C: StreamConn> Lifecycle<C, StreamFamily> for StreamWorkload {
                 former_default_hint(&mut conn, &o.stream).await
             )),
             Owner::Loadcell(_) => {
-                if !o.force_cleanup {
+                if !how.force {
                     if let Some(why) = others_rows(&mut conn, &o.stream).await? {
                         return Err(CleanupError::Refused(format!(
                             "{why}: left as it is; give --force to drop it with them"

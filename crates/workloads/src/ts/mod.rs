@@ -35,7 +35,7 @@ use serde_json::{json, Value};
 use crate::distribution::RandType;
 use crate::prepare::marker::Tag;
 use crate::prepare::{CheckError, NotPrepared, PrepareObserver};
-use crate::workload::{CleanupError, Lifecycle, Loading, Workload};
+use crate::workload::{Cleanup, CleanupError, Lifecycle, Loading, Workload};
 use ingest::{IngestScript, Layout};
 use query::{QueryKind, QueryScript};
 use series::{Measurement, MeasurementTag, SeriesSpace};
@@ -353,10 +353,6 @@ pub struct TsOptions {
     pub timing: Timing,
     /// The run's sessions: series are leased in groups at least this many.
     pub sessions: u64,
-    /// `cleanup --force`: drop loadcell's stores even with another
-    /// writer's points in them, and delete series where nothing records
-    /// who wrote them (Prometheus, VictoriaMetrics).
-    pub force_cleanup: bool,
 }
 
 impl TsOptions {
@@ -522,19 +518,19 @@ struct Removal<'a> {
 /// `prepare` made one, then the database if nothing else is in it.
 /// Decides for every measurement before dropping any: refuses, dropping
 /// nothing, where another writer's points are in a store or nothing tells
-/// whose the points are, unless `opts.force_cleanup`.
+/// whose the points are, unless `how.force`.
 async fn cleanup<D>(
     opts: &TsOptions,
     driver: &D,
-    connect_timeout: Duration,
+    how: &Cleanup,
     observer: &dyn PrepareObserver,
 ) -> Result<(), CleanupError>
 where
     D: Driver,
     D::Conn: TsConn,
 {
-    let force = opts.force_cleanup;
-    let (mut conn, _) = loadcell_engine::connect_once(driver, connect_timeout).await?;
+    let force = how.force;
+    let (mut conn, _) = loadcell_engine::connect_once(driver, how.connect_timeout).await?;
     let mut removals = Vec::new();
     for m in &opts.space.measurements {
         let name = &m.name;
@@ -667,7 +663,7 @@ impl Workload for TsIngestWorkload {
     }
 
     fn families(&self) -> &'static [Family] {
-        &[Family::TimeSeries]
+        &[Family::TIME_SERIES]
     }
 
     fn options(&self) -> BTreeMap<String, Value> {
@@ -729,13 +725,13 @@ impl<C: TsConn> Lifecycle<C, TimeSeriesFamily> for TsIngestWorkload {
     async fn cleanup<D>(
         &self,
         driver: &D,
-        connect_timeout: Duration,
+        how: &Cleanup,
         observer: &dyn PrepareObserver,
     ) -> Result<(), CleanupError>
     where
         D: Driver<Conn = C>,
     {
-        cleanup(&self.opts, driver, connect_timeout, observer).await
+        cleanup(&self.opts, driver, how, observer).await
     }
 }
 
@@ -753,7 +749,7 @@ impl Workload for TsQueryWorkload {
     }
 
     fn families(&self) -> &'static [Family] {
-        &[Family::TimeSeries]
+        &[Family::TIME_SERIES]
     }
 
     fn options(&self) -> BTreeMap<String, Value> {
@@ -798,13 +794,13 @@ impl<C: TsConn> Lifecycle<C, TimeSeriesFamily> for TsQueryWorkload {
     async fn cleanup<D>(
         &self,
         driver: &D,
-        connect_timeout: Duration,
+        how: &Cleanup,
         observer: &dyn PrepareObserver,
     ) -> Result<(), CleanupError>
     where
         D: Driver<Conn = C>,
     {
-        cleanup(&self.opts, driver, connect_timeout, observer).await
+        cleanup(&self.opts, driver, how, observer).await
     }
 }
 

@@ -152,7 +152,6 @@ fn backfill(series: u64) -> TsOptions {
             end_ns: 1_700_000_200 * SECOND,
         },
         sessions: 1,
-        force_cleanup: false,
     }
 }
 

@@ -39,7 +39,7 @@ use serde_json::{json, Value};
 
 use crate::prepare::marker::Tag;
 use crate::prepare::{CheckError, NotPrepared, PrepareObserver};
-use crate::workload::{CleanupError, Lifecycle, Loading, Workload};
+use crate::workload::{Cleanup, CleanupError, Lifecycle, Loading, Workload};
 pub use pe::PeScript;
 
 /// PE's row keys: the row's number in decimal, zero-padded to 26 digits.
@@ -169,9 +169,6 @@ pub struct PeOptions {
     /// Regions the table is created with.
     pub presplit: u32,
     pub block_cache: bool,
-    /// `cleanup --force`: drop loadcell's table even with rows under keys
-    /// PE never writes, another writer's.
-    pub force_cleanup: bool,
 }
 
 impl PeOptions {
@@ -235,7 +232,7 @@ impl Workload for PeWorkload {
     }
 
     fn families(&self) -> &'static [Family] {
-        &[Family::WideColumn]
+        &[Family::WIDE_COLUMN]
     }
 
     fn options(&self) -> BTreeMap<String, Value> {
@@ -509,15 +506,15 @@ impl<C: WideConn> Lifecycle<C, WideColumnFamily> for PeWorkload {
     async fn cleanup<D>(
         &self,
         driver: &D,
-        connect_timeout: Duration,
+        how: &Cleanup,
         observer: &dyn PrepareObserver,
     ) -> Result<(), CleanupError>
     where
         D: Driver<Conn = C>,
     {
-        let force = self.opts.force_cleanup;
+        let force = how.force;
         let (table, own) = (&self.opts.table, Some(PE_KEYS));
-        drop_table(table, own, force, driver, connect_timeout, observer).await
+        drop_table(table, own, force, driver, how.connect_timeout, observer).await
     }
 }
 
@@ -570,7 +567,6 @@ mod tests {
             caching: 30,
             presplit: 0,
             block_cache: true,
-            force_cleanup: false,
         }
     }
 

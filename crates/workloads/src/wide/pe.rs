@@ -621,7 +621,6 @@ mod tests {
                 caching: 30,
                 presplit: 0,
                 block_cache: true,
-                force_cleanup: false,
             },
         };
         PeScript::new(&w, 0)

@@ -243,9 +243,6 @@ pub struct YcsbOptions {
     /// one process would have. Not an option of the workload: shards of
     /// one run record the same options.
     pub shard: Option<Shard>,
-    /// `cleanup --force` (wide column): drop `usertable` even with rows
-    /// under keys YCSB never writes, another writer's.
-    pub force_cleanup: bool,
 }
 
 impl Default for YcsbOptions {
@@ -268,7 +265,6 @@ impl Default for YcsbOptions {
             hotspot_opn_fraction: 0.8,
             write_all_fields: false,
             shard: None,
-            force_cleanup: false,
         }
     }
 }

@@ -6,7 +6,6 @@
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Duration;
 
 use loadcell_core::family::{KvFamily, SqlFamily, WideColumnFamily};
 use loadcell_core::kv::KvConn;
@@ -20,7 +19,7 @@ use super::{
     MARKER_WORKLOAD,
 };
 use crate::prepare::{marker, CheckError, PrepareObserver};
-use crate::workload::{CleanupError, Lifecycle, Loading, Workload};
+use crate::workload::{Cleanup, CleanupError, Lifecycle, Loading, Workload};
 
 #[derive(Debug, Clone)]
 pub struct YcsbWorkload {
@@ -34,7 +33,7 @@ impl Workload for YcsbWorkload {
     }
 
     fn families(&self) -> &'static [Family] {
-        &[Family::Sql, Family::Kv, Family::WideColumn]
+        &[Family::SQL, Family::KV, Family::WIDE_COLUMN]
     }
 
     /// Scans need an ordered index: SQL's primary key, a sorted set kept
@@ -42,7 +41,7 @@ impl Workload for YcsbWorkload {
     /// none.
     fn refuses(&self, driver: &DriverInfo) -> Option<String> {
         let can_scan =
-            matches!(driver.family, Family::Sql | Family::WideColumn) || driver.kv.commands;
+            matches!(driver.family, Family::SQL | Family::WIDE_COLUMN) || driver.kv.commands;
         (self.opts.needs_scan() && !can_scan).then(|| {
             let share =
                 100.0 * self.opts.proportions.scan as f64 / self.opts.proportions.total() as f64;
@@ -87,7 +86,7 @@ impl<C: SqlConn> Lifecycle<C, SqlFamily> for YcsbWorkload {
     async fn cleanup<D>(
         &self,
         driver: &D,
-        connect_timeout: Duration,
+        how: &Cleanup,
         observer: &dyn PrepareObserver,
     ) -> Result<(), CleanupError>
     where
@@ -95,7 +94,7 @@ impl<C: SqlConn> Lifecycle<C, SqlFamily> for YcsbWorkload {
     {
         // Drops `usertable` if loadcell's `prepare` created it and it
         // still carries its tag, and nothing else.
-        let (mut conn, _) = loadcell_engine::connect_once(driver, connect_timeout).await?;
+        let (mut conn, _) = loadcell_engine::connect_once(driver, how.connect_timeout).await?;
         marker::cleanup(&mut conn, MARKER_WORKLOAD, observer).await?;
         Ok(())
     }
@@ -130,7 +129,7 @@ impl<C: KvConn> Lifecycle<C, KvFamily> for YcsbWorkload {
     async fn cleanup<D>(
         &self,
         _driver: &D,
-        _connect_timeout: Duration,
+        _how: &Cleanup,
         _observer: &dyn PrepareObserver,
     ) -> Result<(), CleanupError>
     where
@@ -169,14 +168,14 @@ impl<C: WideConn> Lifecycle<C, WideColumnFamily> for YcsbWorkload {
     async fn cleanup<D>(
         &self,
         driver: &D,
-        connect_timeout: Duration,
+        how: &Cleanup,
         observer: &dyn PrepareObserver,
     ) -> Result<(), CleanupError>
     where
         D: Driver<Conn = C>,
     {
-        let force = self.opts.force_cleanup;
+        let force = how.force;
         let (table, own) = (super::wide::TABLE, Some(super::wide::OWN_KEYS));
-        crate::wide::drop_table(table, own, force, driver, connect_timeout, observer).await
+        crate::wide::drop_table(table, own, force, driver, how.connect_timeout, observer).await
     }
 }

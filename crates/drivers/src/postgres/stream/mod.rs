@@ -85,7 +85,7 @@ use replication::Replica;
 pub const INFO: DriverInfo = DriverInfo {
     name: "postgres-stream",
     schemes: &["postgres", "postgresql"],
-    family: Family::Stream,
+    family: Family::STREAM,
     url_form: super::INFO.url_form,
     about:
         "PostgreSQL logical replication (pgoutput): a table, a publication and a slot per channel",
