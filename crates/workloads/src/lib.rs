@@ -10,6 +10,7 @@ pub mod cpu;
 pub mod dataset;
 pub mod disk;
 pub mod distribution;
+mod failures;
 pub mod http;
 pub mod http_conns;
 pub mod kv;

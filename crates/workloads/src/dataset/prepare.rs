@@ -13,31 +13,10 @@ use rand::SeedableRng;
 use crate::kv::{flush_all, DataSize, LOAD_BATCH};
 use crate::prepare::load::load_in_parallel;
 use crate::prepare::marker::random_id;
-use crate::prepare::PrepareObserver;
+use crate::prepare::{read_marker, PrepareObserver};
 use crate::workload::Loading;
 
 use super::*;
-
-/// Reads the marker: what a previous `prepare` recorded, if anything.
-pub(super) async fn read_marker<C: KvConn>(
-    conn: &mut C,
-    key: &str,
-) -> Result<Option<Result<Recorded, String>>, DriverError> {
-    let mut found = None;
-    let mut failure = None;
-    conn.queue_get(key.as_bytes());
-    conn.flush(&mut |_, reply| match reply {
-        Ok(KvReply::Hit(bytes)) => {
-            found = Some(serde_json::from_slice::<Recorded>(bytes).map_err(|e| e.to_string()))
-        }
-        Ok(_) => {}
-        Err(e) => {
-            failure.get_or_insert(e);
-        }
-    })
-    .await?;
-    failure.map_or(Ok(found), Err)
-}
 
 pub(super) async fn write_marker<C: KvConn>(
     conn: &mut C,
@@ -113,7 +92,7 @@ where
         "run `loadcell cleanup kv --dataset {} --target …` first",
         set.path
     );
-    let id = match read_marker(&mut first, &marker).await? {
+    let id = match read_marker::<Recorded, _>(&mut first, &marker).await? {
         Some(Ok(r)) if r.types == set.recorded(COMPLETE, None).types => {
             if r.state == COMPLETE {
                 observer.message(&format!(
@@ -251,7 +230,7 @@ pub(super) async fn cleanup<C: KvConn>(
     observer: &dyn PrepareObserver,
 ) -> Result<u64, DriverError> {
     let marker = set.marker_key();
-    let recorded = match read_marker(conn, &marker).await? {
+    let recorded = match read_marker::<Recorded, _>(conn, &marker).await? {
         None => {
             observer.message(&format!(
                 "Nothing to clean up: data set '{}' was not loaded by loadcell here",
@@ -366,7 +345,7 @@ pub(super) async fn cleanup<C: KvConn>(
         }
     }
     // The marker last, and only if it is still the one read above.
-    match read_marker(conn, &marker).await? {
+    match read_marker::<Recorded, _>(conn, &marker).await? {
         Some(Ok(now)) if now.id.as_deref() == Some(id.as_str()) => {
             conn.queue_delete(marker.as_bytes());
             flush_all(conn).await?;

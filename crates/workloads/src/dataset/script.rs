@@ -11,8 +11,8 @@ use rand::rngs::SmallRng;
 use rand::Rng;
 
 use crate::kv::KvOptions;
-use crate::prepare::CheckError;
 use crate::prepare::NotPrepared;
+use crate::prepare::{read_marker, CheckError};
 
 use super::*;
 
@@ -63,7 +63,7 @@ impl DataSetKv {
         if let Some(id) = self.id.get() {
             return Ok(id);
         }
-        let id = match read_marker(conn, &self.set.marker_key()).await? {
+        let id = match read_marker::<Recorded, _>(conn, &self.set.marker_key()).await? {
             Some(Ok(Recorded { id: Some(id), .. })) => id.into_bytes(),
             _ => Vec::new(),
         };
@@ -176,7 +176,7 @@ impl DataSetKv {
         let set = &self.set;
         let marker = set.marker_key();
         let fatal = |message: String| Err(CheckError::Driver(DriverError::fatal(message)));
-        match read_marker(conn, &marker).await? {
+        match read_marker::<Recorded, _>(conn, &marker).await? {
             Some(Ok(r)) if r.types == set.recorded(COMPLETE, None).types => match r.state.as_str() {
                 COMPLETE => Ok(()),
                 _ => Err(CheckError::NotPrepared(NotPrepared(format!(

@@ -5,7 +5,9 @@
 pub(crate) mod load;
 pub mod marker;
 
+use loadcell_core::kv::{KvConn, KvReply};
 use loadcell_core::DriverError;
+use serde::de::DeserializeOwned;
 
 /// What `prepare` tells the user as it goes.
 pub trait PrepareObserver {
@@ -35,4 +37,26 @@ pub enum CheckError {
     NotPrepared(NotPrepared),
     #[error(transparent)]
     Driver(#[from] DriverError),
+}
+
+/// Reads a key-value marker: the JSON a previous `prepare` recorded under
+/// `key`, if any (`Some(Err)`: there, but not what loadcell writes).
+pub(crate) async fn read_marker<T: DeserializeOwned, C: KvConn>(
+    conn: &mut C,
+    key: &str,
+) -> Result<Option<Result<T, String>>, DriverError> {
+    let mut found = None;
+    let mut failure = None;
+    conn.queue_get(key.as_bytes());
+    conn.flush(&mut |_, reply| match reply {
+        Ok(KvReply::Hit(bytes)) => {
+            found = Some(serde_json::from_slice::<T>(bytes).map_err(|e| e.to_string()))
+        }
+        Ok(_) => {}
+        Err(e) => {
+            failure.get_or_insert(e);
+        }
+    })
+    .await?;
+    failure.map_or(Ok(found), Err)
 }

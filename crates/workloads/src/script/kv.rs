@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use super::file::{Command, CommandKind, Load, LoadBody, OpBody, ScriptFile, MAX_WORDS};
 use super::{think, Ops, ScriptWorkload, Values};
 use crate::kv::{flush_all, LOAD_BATCH};
-use crate::prepare::{CheckError, NotPrepared, PrepareObserver};
+use crate::prepare::{read_marker, CheckError, NotPrepared, PrepareObserver};
 use crate::workload::{Cleanup, CleanupError, Lifecycle, Loading};
 
 pub struct KvScript {
@@ -130,26 +130,6 @@ fn marker_key(command: &Command) -> String {
     format!("loadcell:script:{}", command.words[1].source())
 }
 
-async fn read_marker<C: KvConn>(
-    conn: &mut C,
-    key: &str,
-) -> Result<Option<Result<Recorded, String>>, DriverError> {
-    let mut found = None;
-    let mut failure = None;
-    conn.queue_get(key.as_bytes());
-    conn.flush(&mut |_, reply| match reply {
-        Ok(KvReply::Hit(bytes)) => {
-            found = Some(serde_json::from_slice::<Recorded>(bytes).map_err(|e| e.to_string()))
-        }
-        Ok(_) => {}
-        Err(e) => {
-            failure.get_or_insert(e);
-        }
-    })
-    .await?;
-    failure.map_or(Ok(found), Err)
-}
-
 async fn write_marker<C: KvConn>(
     conn: &mut C,
     key: &str,
@@ -236,7 +216,7 @@ impl<C: KvConn> Lifecycle<C, KvFamily> for ScriptWorkload {
                 continue;
             };
             let key = marker_key(command);
-            if !matches!(read_marker(conn, &key).await?, Some(Ok(r)) if r.complete) {
+            if !matches!(read_marker::<Recorded, _>(conn, &key).await?, Some(Ok(r)) if r.complete) {
                 return Err(CheckError::NotPrepared(NotPrepared(format!(
                     "the keys of load '{}' are not loaded (no complete marker '{key}')",
                     command.source
@@ -296,7 +276,7 @@ async fn prepare_load<C: KvConn>(
         unreachable!("a key-value file's loads are commands")
     };
     let key = marker_key(command);
-    let seed = match read_marker(conn, &key).await? {
+    let seed = match read_marker::<Recorded, _>(conn, &key).await? {
         Some(Ok(r)) if r.command == command.source && r.rows == load.rows => {
             if r.complete {
                 observer.message(&format!(
@@ -374,7 +354,7 @@ async fn cleanup_load<C: KvConn>(
         unreachable!("a key-value file's loads are commands")
     };
     let key = marker_key(command);
-    let recorded = match read_marker(conn, &key).await? {
+    let recorded = match read_marker::<Recorded, _>(conn, &key).await? {
         None => {
             observer.message(&format!(
                 "Nothing to clean up for '{}': no marker '{key}'",

@@ -45,6 +45,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 
+use crate::failures::Failures;
 use crate::http::{Drawer, Template};
 use crate::prepare::load::load_in_parallel;
 use crate::prepare::marker::Tag;
@@ -309,31 +310,6 @@ fn failure_class(reason: &str) -> &str {
         class
     } else {
         ITEM_FAILED
-    }
-}
-
-/// Failed items of one request (a bulk's documents, a write's points),
-/// by reason, repeats in a row counted once: a request may fail thousands
-/// of items, so a reason is compared with the last one only.
-#[derive(Default)]
-pub(crate) struct Failures(Vec<(String, u64)>);
-
-impl Failures {
-    pub(crate) fn note(&mut self, reason: &str) {
-        match self.0.last_mut() {
-            Some((last, n)) if last == reason => *n += 1,
-            _ => self.0.push((reason.to_string(), 1)),
-        }
-    }
-
-    /// Records each failed item as an error of operation `kind`, of the
-    /// class `class` gives its reason.
-    pub(crate) fn record(&mut self, ctx: &mut Ctx, kind: usize, class: impl Fn(&str) -> &str) {
-        for (reason, n) in self.0.drain(..) {
-            for _ in 0..n {
-                ctx.failed(kind, class(&reason), &reason);
-            }
-        }
     }
 }
 

@@ -13,7 +13,7 @@ use loadcell_record::result::{StreamCompleteness, Verification};
 use super::order::{OrderChecker, Verdict};
 use super::rows::{mix, RowMaker};
 use super::{channels_of, Mode, StreamOptions};
-use crate::search::Failures;
+use crate::failures::Failures;
 
 /// The operation kinds, by index.
 const PRODUCE: usize = 0;

@@ -20,7 +20,7 @@ use rand::SeedableRng;
 
 use super::series::{SeriesSpace, Values};
 use super::{Timing, TsOptions};
-use crate::search::Failures;
+use crate::failures::Failures;
 
 /// One millisecond: the finest precision every protocol keeps
 /// (Prometheus's), so real-time points of a series are at least this far
