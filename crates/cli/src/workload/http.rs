@@ -33,7 +33,7 @@ pub struct HttpArgs {
     /// The request body, read from a file.
     #[arg(long, value_name = "FILE", conflicts_with = "request_file")]
     pub body_file: Option<PathBuf>,
-    /// Several weighted requests with parameters, from a TOML file (see README, "HTTP services").
+    /// Several weighted requests with parameters, from a TOML file (see docs/families/http.md).
     #[arg(long, value_name = "FILE")]
     pub request_file: Option<PathBuf>,
     /// Send 'Authorization: Bearer TOKEN' with every request, the token read from FILE.

@@ -14,8 +14,8 @@ use super::{CliFamily, Entry, FamilySpec, WorkloadArgs};
 #[command(next_help_heading = "Script workload options (your own operations)")]
 pub struct ScriptArgs {
     /// The workload file: weighted SQL, key-value, HTTP, CQL or search
-    /// operations with parameters, and what prepare creates (see README,
-    /// "Your own workload").
+    /// operations with parameters, and what prepare creates (see
+    /// docs/families/script.md).
     #[arg(long, value_name = "FILE")]
     pub file: Option<PathBuf>,
 }

@@ -65,7 +65,7 @@ pub struct SearchArgs {
     /// search-query: term, match_phrase, match or range (default term).
     #[arg(long, value_name = "KIND")]
     pub query: Option<String>,
-    /// search-query: weighted query templates with parameters, TOML (see README, "Search").
+    /// search-query: weighted query templates with parameters, TOML (see docs/families/search.md).
     #[arg(long, value_name = "FILE")]
     pub query_file: Option<PathBuf>,
     /// search-mixed: sessions sending queries, beside the --threads × --clients sending bulks (default 1, as esrally's query tasks).
