@@ -148,7 +148,7 @@ impl HttpOptions {
         let mut map = BTreeMap::from([
             ("expect_status".to_string(), json!(self.expect.label())),
             // The HTTP driver's check before the run, recorded because it
-            // reaches the server as a request (README, "HTTP services").
+            // reaches the server as a request (docs/families/http.md).
             ("server_probe".to_string(), json!(SERVER_PROBE)),
         ]);
         match (&self.request_file, self.requests.as_slice()) {
