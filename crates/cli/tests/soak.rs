@@ -111,6 +111,38 @@ fn a_killed_run_is_rebuilt_from_its_interval_log() {
         (tps - events_per_sec).abs() < 0.01 * events_per_sec,
         "{tps} vs {events_per_sec}: {csv}"
     );
+    // What the log holds is shown; what it does not, said to be unknown.
+    let duration = last.0 + last.1 - first.0;
+    assert_eq!(column("events"), logged_events(&lines).to_string(), "{csv}");
+    let measured: f64 = column("duration_s").parse().unwrap();
+    assert!(
+        (measured - duration).abs() < 0.001,
+        "{measured} vs {duration}"
+    );
+    for unknown in ["threads", "qps", "errors"] {
+        assert_eq!(column(unknown), "unknown", "{unknown}: {csv}");
+    }
+
+    let md = stdout(&ok(loadcell(
+        dir.path(),
+        &["report", "k.hlog", "--markdown", "-"],
+    )));
+    let mut rows = md.lines();
+    let header: Vec<&str> = rows.next().unwrap().split(" | ").collect();
+    let row: Vec<&str> = rows.nth(1).unwrap().split(" | ").collect();
+    let cell = |name: &str| {
+        row[header
+            .iter()
+            .position(|h| h.trim_matches(['|', ' ']) == name)
+            .unwrap_or_else(|| panic!("{name} in {md}"))]
+        .trim_matches(['|', ' '])
+    };
+    assert_eq!(cell("threads"), "unknown", "{md}");
+    assert_eq!(cell("ops/s"), "unknown", "{md}");
+    assert_eq!(cell("errors"), "unknown", "{md}");
+    let events = cell("events").replace(',', "");
+    assert_eq!(events, logged_events(&lines).to_string(), "{md}");
+    assert_eq!(cell("duration (s)"), format!("{duration:.1}"), "{md}");
 
     ok(loadcell(
         dir.path(),
@@ -120,6 +152,17 @@ fn a_killed_run_is_rebuilt_from_its_interval_log() {
     assert!(
         html.contains("rebuilt from the interval log k.hlog"),
         "the page says what it is"
+    );
+    for zero in ["0×0", "0 threads", "<dd>0</dd>", "0.00 ops/s", "errors 0"] {
+        assert!(!html.contains(zero), "'{zero}' shown as a fact");
+    }
+    for unknown in ["threads", "clients per thread", "seed", "driver"] {
+        let fact = format!("<dt>{unknown}</dt><dd>unknown</dd>");
+        assert!(html.contains(&fact), "{fact}");
+    }
+    assert!(
+        html.contains("<dt>workload</dt><dd>kv</dd>"),
+        "known facts stay"
     );
 }
 

@@ -19,6 +19,10 @@ pub struct Input {
     pub full: Option<FullResolution>,
     /// Why a merged result's interval log was not read.
     pub note: Option<String>,
+    /// Rebuilt from an interval log alone: the events and their times are
+    /// known, the configuration, operations and errors are not (their
+    /// zeros in the result are no measurement; views say `unknown`).
+    pub rebuilt: bool,
 }
 
 impl Input {
@@ -32,6 +36,7 @@ impl Input {
             result,
             full,
             note: None,
+            rebuilt: false,
         }
     }
 
@@ -58,6 +63,7 @@ impl Input {
             let full = FullResolution::of_log(&log, &name, &r).ok();
             return Ok(Input {
                 full,
+                rebuilt: true,
                 ..Input::run(name, r)
             });
         }
@@ -69,6 +75,7 @@ impl Input {
                     result: AnyResult::Run(r),
                     full,
                     note,
+                    rebuilt: false,
                 }
             }
             sweep => Input::new(name, sweep),

@@ -56,7 +56,17 @@ pub struct Row {
     pub transactional: bool,
     /// Whether `qps` counts SQL statements.
     pub sql: bool,
+    /// Events measured, and over how long (a sweep point's: all its runs',
+    /// and their mean duration): shown for partial rows.
+    pub events: u64,
+    pub duration_s: f64,
+    /// Rebuilt from an interval log ([`Input::rebuilt`]): threads,
+    /// clients, operations and errors are unknown.
+    pub rebuilt: bool,
 }
+
+/// What a view shows for a figure a rebuilt result does not hold.
+pub const UNKNOWN: &str = "unknown";
 
 impl Row {
     pub fn of_run(source: &str, r: &RunResult) -> Row {
@@ -84,6 +94,9 @@ impl Row {
             saturates: false,
             transactional: s.txn_per_sec.is_some(),
             sql: s.queries.is_some(),
+            events: s.events,
+            duration_s: s.duration_s,
+            rebuilt: false,
         }
     }
 
@@ -118,6 +131,18 @@ impl Row {
             saturates: sweep.analysis.saturation_x() == Some(p.value),
             transactional: first.is_some_and(|r| r.summary.txn_per_sec.is_some()),
             sql: first.is_some_and(|r| r.summary.queries.is_some()),
+            events: p.runs.iter().map(|r| r.summary.events).sum(),
+            duration_s: p.runs.iter().map(|r| r.summary.duration_s).sum::<f64>() / n,
+            rebuilt: false,
+        }
+    }
+
+    /// `value`, or [`UNKNOWN`] for a figure a rebuilt result lacks.
+    pub fn known(&self, value: String) -> String {
+        if self.rebuilt {
+            UNKNOWN.to_string()
+        } else {
+            value
         }
     }
 }
@@ -204,8 +229,8 @@ fn run_keys(rows: &[Row]) -> (Vec<String>, Vec<Vec<String>>) {
     let value = |r: &Row, k: &str| -> String {
         match k {
             "file" => r.source.clone(),
-            "threads" if !r.labels.contains_key("threads") => r.threads.to_string(),
-            "clients" if !r.labels.contains_key("clients") => r.clients.to_string(),
+            "threads" if !r.labels.contains_key("threads") => r.known(r.threads.to_string()),
+            "clients" if !r.labels.contains_key("clients") => r.known(r.clients.to_string()),
             _ => r.labels.get(k).cloned().unwrap_or_default(),
         }
     };
@@ -257,7 +282,12 @@ fn run_keys(rows: &[Row]) -> (Vec<String>, Vec<Vec<String>>) {
 pub fn tables(inputs: &[Input]) -> Vec<Table> {
     let runs: Vec<Row> = inputs
         .iter()
-        .filter_map(|i| i.as_run().map(|r| Row::of_run(&i.name, r)))
+        .filter_map(|i| {
+            i.as_run().map(|r| Row {
+                rebuilt: i.rebuilt,
+                ..Row::of_run(&i.name, r)
+            })
+        })
         .collect();
     let mut out = Vec::new();
     if !runs.is_empty() {
@@ -356,7 +386,7 @@ pub fn markdown(inputs: &[Input]) -> String {
         }
         let txn = t.rows.iter().any(|r| r.1.transactional);
         let sql = t.rows.iter().any(|r| r.1.sql);
-        let errors = t.rows.iter().any(|r| r.1.errors > 0.0);
+        let errors = t.rows.iter().any(|r| r.1.errors > 0.0 || r.1.rebuilt);
         let partial = t.rows.iter().any(|r| !r.1.complete);
         let sla = t.rows.iter().any(|r| r.1.passed.is_some());
         let knee = t.rows.iter().any(|r| r.1.saturates);
@@ -375,7 +405,8 @@ pub fn markdown(inputs: &[Input]) -> String {
             header.push("knee".into());
         }
         if partial {
-            header.push("status".into());
+            // A partial run's rates mean little without how much it measured.
+            header.extend(["events".into(), "duration (s)".into(), "status".into()]);
         }
         let numeric_key = |i: usize| t.rows.iter().all(|r| r.0[i].parse::<f64>().is_ok());
         let _ = writeln!(
@@ -409,11 +440,11 @@ pub fn markdown(inputs: &[Input]) -> String {
                 })
                 .collect();
             cells.push(with_sd(r.tps, r.tps_sd, 2));
-            cells.push(with_sd(r.qps, r.qps_sd, 2));
+            cells.push(r.known(with_sd(r.qps, r.qps_sd, 2)));
             cells.push(grouped(r.p95_ms, 2));
             cells.push(grouped(r.p99_ms, 2));
             if errors {
-                cells.push(number_short(r.errors));
+                cells.push(r.known(number_short(r.errors)));
             }
             if sla {
                 cells.push(match r.passed {
@@ -426,6 +457,8 @@ pub fn markdown(inputs: &[Input]) -> String {
                 cells.push(knee_cell(r).into());
             }
             if partial {
+                cells.push(grouped(r.events as f64, 0));
+                cells.push(grouped(r.duration_s, 1));
                 cells.push(if r.complete { "complete" } else { "partial" }.into());
             }
             let _ = writeln!(o, "| {} |", cells.join(" | "));
@@ -497,7 +530,8 @@ pub fn csv_field(s: &str) -> String {
 /// columns are the union of the tables' keys, with a `source` column first
 /// when there are several tables; then `tps, qps, p95_ms, p99_ms, p50_ms,
 /// p999_ms, errors, status`, and for sweeps `runs, tps_sd, qps_sd` (and
-/// `sla` for findmax, `knee` when a sweep saturated).
+/// `sla` for findmax, `knee` when a sweep saturated, `events, duration_s`
+/// when a row is partial).
 pub fn csv(inputs: &[Input]) -> String {
     let tables = tables(inputs);
     let several = tables.len() > 1;
@@ -518,6 +552,7 @@ pub fn csv(inputs: &[Input]) -> String {
         .flat_map(|t| &t.rows)
         .any(|r| r.1.passed.is_some());
     let knee = tables.iter().flat_map(|t| &t.rows).any(|r| r.1.saturates);
+    let partial = tables.iter().flat_map(|t| &t.rows).any(|r| !r.1.complete);
     let mut header: Vec<String> = Vec::new();
     if several {
         header.push("source".into());
@@ -538,6 +573,9 @@ pub fn csv(inputs: &[Input]) -> String {
     }
     if knee {
         header.push("knee".into());
+    }
+    if partial {
+        header.extend(["events".into(), "duration_s".into()]);
     }
     let mut o = String::new();
     let line = |o: &mut String, cells: &[String]| {
@@ -568,12 +606,12 @@ pub fn csv(inputs: &[Input]) -> String {
                 );
             }
             cells.push(format!("{:.2}", r.tps));
-            cells.push(format!("{:.2}", r.qps));
+            cells.push(r.known(format!("{:.2}", r.qps)));
             cells.push(format!("{:.3}", r.p95_ms));
             cells.push(format!("{:.3}", r.p99_ms));
             cells.push(format!("{:.3}", r.p50_ms));
             cells.push(format!("{:.3}", r.p999_ms));
-            cells.push(number_short(r.errors));
+            cells.push(r.known(number_short(r.errors)));
             cells.push(if r.complete { "complete" } else { "partial" }.into());
             if sweeps {
                 cells.push(r.runs.to_string());
@@ -589,6 +627,10 @@ pub fn csv(inputs: &[Input]) -> String {
             }
             if knee {
                 cells.push(knee_cell(r).into());
+            }
+            if partial {
+                cells.push(r.events.to_string());
+                cells.push(format!("{:.3}", r.duration_s));
             }
             line(&mut o, &cells);
         }
@@ -706,10 +748,13 @@ mod tests {
         assert_eq!(t[0].rows[0].0, ["8"]);
         let md = markdown(&inputs);
         assert!(
-            md.lines().next().unwrap().ends_with("| errors | status |"),
+            md.lines()
+                .next()
+                .unwrap()
+                .ends_with("| errors | events | duration (s) | status |"),
             "{md}"
         );
-        assert!(md.contains("| 3 | partial |"), "{md}");
+        assert!(md.contains("| 3 | 3,000 | 10.0 | partial |"), "{md}");
         // Identical runs are told apart by file.
         let same = vec![
             Input::run("x.json", fixture::run(8, 1.0)),

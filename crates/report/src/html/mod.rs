@@ -358,7 +358,7 @@ fn summary_section(o: &mut String, inputs: &[Input]) {
             };
             let _ = write!(
                 o,
-                "<tr><td class=\"label\"><a href=\"#input-{anchor}\">{}</a>{}</td>{}{}<td class=\"n\">{}×{}</td>",
+                "<tr><td class=\"label\"><a href=\"#input-{anchor}\">{}</a>{}</td>{}{}<td class=\"n\">{}</td>",
                 h(&primary),
                 if secondary.is_empty() {
                     String::new()
@@ -375,19 +375,18 @@ fn summary_section(o: &mut String, inputs: &[Input]) {
                 } else {
                     String::new()
                 },
-                r.threads,
-                r.clients
+                r.known(format!("{}×{}", r.threads, r.clients))
             );
             let _ = writeln!(
                 o,
                 "<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"status\">{}{}</td></tr>",
                 with_sd(r.tps, r.tps_sd, 2),
-                with_sd(r.qps, r.qps_sd, 2),
+                r.known(with_sd(r.qps, r.qps_sd, 2)),
                 ms(r.p50_ms),
                 ms(r.p95_ms),
                 ms(r.p99_ms),
                 ms(r.p999_ms),
-                if r.errors.fract() == 0.0 { number(r.errors) } else { grouped(r.errors, 2) },
+                r.known(if r.errors.fract() == 0.0 { number(r.errors) } else { grouped(r.errors, 2) }),
                 status_badge(r.complete),
                 match r.passed {
                     Some(true) => "<br>SLA met",

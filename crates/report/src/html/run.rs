@@ -13,6 +13,7 @@ use serde_json::Value;
 use super::*;
 use crate::redact::shell_join;
 use crate::svg::{si, Annotation, Axis, Chart, Series};
+use crate::table::UNKNOWN;
 use crate::table::{grouped, merge_note, number};
 
 pub(super) fn throughput_names(r: &RunResult) -> (&'static str, &'static str) {
@@ -348,20 +349,17 @@ pub(super) fn run_section(o: &mut String, idx: usize, input: &Input, r: &RunResu
             si(s.schedule.achieved_rate)
         ),
     };
+    let plural = |n: usize| if n == 1 { "" } else { "s" };
+    let sessions = match (input.rebuilt, r.config.threads, r.config.clients_per_thread) {
+        (true, ..) => format!("threads × clients {UNKNOWN}"),
+        (false, t, c) => format!("{t} thread{} × {c} client{}", plural(t), plural(c)),
+    };
     let _ = writeln!(
         o,
-        "<p class=\"meta\">{} on {}{} · {} thread{} × {} client{} · {} s measured{} · {}</p>",
+        "<p class=\"meta\">{} on {}{} · {sessions} · {} s measured{} · {}</p>",
         h(&r.config.workload),
         h(&r.config.target),
         h(&server),
-        r.config.threads,
-        if r.config.threads == 1 { "" } else { "s" },
-        r.config.clients_per_thread,
-        if r.config.clients_per_thread == 1 {
-            ""
-        } else {
-            "s"
-        },
         grouped(s.duration_s, 1),
         if r.config.warmup_s > 0.0 {
             format!(" after {} s warm-up", grouped(r.config.warmup_s, 1))
@@ -386,12 +384,21 @@ pub(super) fn run_section(o: &mut String, idx: usize, input: &Input, r: &RunResu
         let _ = writeln!(o, "<p class=\"note\">{}</p>", h(w));
     }
     let (ev_name, ops_name) = throughput_names(r);
+    // What a rebuilt result's zeros stand for: no measurement.
+    let known = |v: String| {
+        if input.rebuilt {
+            UNKNOWN.to_string()
+        } else {
+            v
+        }
+    };
     let _ = writeln!(
         o,
-        "<p>{} {} · {} {}{} · p50 {} ms · p95 {} ms · p99 {} ms · p99.9 {} ms · max {} ms · errors {} · retries {} · reconnects {}</p>",
+        "<p>{} {} · {} events · {} {}{} · p50 {} ms · p95 {} ms · p99 {} ms · p99.9 {} ms · max {} ms · errors {} · retries {} · reconnects {}</p>",
         grouped(s.txn_per_sec.unwrap_or(s.events_per_sec), 2),
         ev_name,
-        grouped(s.ops_per_sec, 2),
+        grouped(s.events as f64, 0),
+        known(grouped(s.ops_per_sec, 2)),
         ops_name,
         s.items_per_sec
             .map(|n| format!(" · {} items/s", grouped(n, 2)))
@@ -401,9 +408,9 @@ pub(super) fn run_section(o: &mut String, idx: usize, input: &Input, r: &RunResu
         ms(s.latency_ms.p99),
         ms(s.latency_ms.p999),
         ms(s.latency_ms.max),
-        s.errors,
-        s.retries,
-        s.reconnects
+        known(s.errors.to_string()),
+        known(s.retries.to_string()),
+        known(s.reconnects.to_string())
     );
     if let Some(m) = &r.merge {
         shards_table(o, m);
@@ -552,7 +559,7 @@ pub(super) fn run_section(o: &mut String, idx: usize, input: &Input, r: &RunResu
         o.push_str("</tbody></table></div>\n");
     }
 
-    environment(o, r, &r.command);
+    environment(o, r, &r.command, input.rebuilt);
     o.push_str("</section>\n");
 }
 
@@ -663,11 +670,28 @@ pub(super) fn json_text(v: &Value) -> String {
     }
 }
 
-pub(super) fn environment(o: &mut String, r: &RunResult, command: &[String]) {
+/// The facts an interval log holds, and so a result rebuilt from it.
+const REBUILT_FACTS: &[&str] = &[
+    "workload",
+    "target",
+    "started",
+    "ended",
+    "warm-up",
+    "report interval",
+];
+
+/// The run's environment and configuration; a result `rebuilt` from its
+/// interval log holds neither, beside the workload, target and times.
+pub(super) fn environment(o: &mut String, r: &RunResult, command: &[String], rebuilt: bool) {
     let c = &r.config;
     let e = &r.environment;
     o.push_str("<h3>Environment and configuration</h3>\n<div class=\"facts\">\n<dl>\n");
     let fact = |o: &mut String, k: &str, v: String| {
+        let v = if rebuilt && !REBUILT_FACTS.contains(&k) {
+            UNKNOWN.to_string()
+        } else {
+            v
+        };
         let _ = writeln!(o, "<dt>{k}</dt><dd>{}</dd>", breakable(&v));
     };
     let host = &e.host;

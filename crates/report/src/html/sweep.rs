@@ -593,7 +593,7 @@ pub(super) fn sweep_section(o: &mut String, idx: usize, name: &str, s: &SweepRes
     }
 
     if let Some(r) = first {
-        environment(o, r, &s.command);
+        environment(o, r, &s.command, false);
         o.push_str("<p class=\"muted\">Environment and configuration of the first run; the swept option differs per point.</p>\n");
     } else if !s.command.is_empty() {
         let _ = writeln!(

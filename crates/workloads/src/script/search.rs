@@ -124,7 +124,14 @@ impl<C: SearchConn> Lifecycle<C, SearchFamily> for ScriptWorkload {
             observer.message("Nothing to clean up: the file's [prepare] creates no indexes");
         }
         for index in &self.file.prepare.indexes {
-            cleanup(&index.name, false, driver, how.connect_timeout, observer).await?;
+            cleanup(
+                &index.name,
+                how.force,
+                driver,
+                how.connect_timeout,
+                observer,
+            )
+            .await?;
         }
         Ok(())
     }
