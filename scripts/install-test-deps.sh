@@ -105,6 +105,21 @@ if [[ ! -f "$HBASE_JAR" ]]; then
   (cd "$(dirname "$0")/../crates/testkit/assets/hbase" && mvn -q -B dependency:resolve)
 fi
 
+# ShardingSphere-Proxy 5.1.0's jars (crates/testkit/src/shardingsphere-pom.xml),
+# copied by crates/testkit into
+# /var/tmp/loadcell-testkit/shardingsphere-proxy-5.1.0/lib at its first start
+# under a 120 s limit; fetched here into ~/.m2 first, since downloading its
+# ~200 jars took longer than that on a fresh machine.
+# Until testkit has copied them, resolve (quick once ~/.m2 holds them all).
+SS_JAR=/var/tmp/loadcell-testkit/shardingsphere-proxy-5.1.0/lib/shardingsphere-proxy-bootstrap-5.1.0.jar
+if [[ ! -f "$SS_JAR" ]]; then
+  echo "install-test-deps: fetching ShardingSphere-Proxy 5.1.0 and its dependencies from Maven Central"
+  staging=$(mktemp -d /var/tmp/loadcell-shardingsphere-pom.XXXXXX)
+  cp "$(dirname "$0")/../crates/testkit/src/shardingsphere-pom.xml" "$staging/pom.xml"
+  mvn -q -B -f "$staging/pom.xml" dependency:resolve
+  rm -rf "$staging"
+fi
+
 # VictoriaMetrics has no Debian package: crates/testkit builds it once with
 # `go install` (its version stamped in, as its releases are) into
 # /var/tmp/loadcell-testkit, and would do so itself if missing (30 s).
