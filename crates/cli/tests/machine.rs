@@ -1,6 +1,6 @@
-//! Machine baselines end to end: `cpu` against sysbench's own cpu test on
-//! this machine, and the disk workloads driving fio on a small file in a
-//! temporary directory (results, the file removed, a sweep, --expect-iops).
+//! Machine baselines end to end: `cpu`'s score on one thread and on all,
+//! and the disk workloads driving fio on a small file in a temporary
+//! directory (results, the file removed, a sweep, --expect-iops).
 
 mod common;
 
@@ -11,54 +11,34 @@ use std::sync::{Mutex, MutexGuard};
 use common::*;
 
 /// The tests of this file one at a time: fio's I/O and CPU would
-/// otherwise slow the cpu comparison's runs unevenly.
+/// otherwise slow each other's runs unevenly.
 fn one_at_a_time() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
     LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Events per second of `sysbench cpu` on one thread, from its report.
-fn sysbench_cpu_events_per_sec(secs: u32) -> f64 {
-    let o = Command::new("sysbench")
-        .args(["cpu", "--threads=1", &format!("--time={secs}"), "run"])
-        .output()
-        .expect("sysbench is installed (scripts/install-test-deps.sh)");
-    let text = String::from_utf8_lossy(&o.stdout);
-    text.lines()
-        .find_map(|l| l.trim().strip_prefix("events per second:"))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no events per second in sysbench's output:\n{text}"))
-}
-
-/// loadcell's score is within this factor of sysbench's, measured just
-/// before or just after it on a machine other builds may share: the same
-/// loop, so a wider gap would mean a different one.
-const CPU_FACTOR: f64 = 1.25;
-
 #[test]
-fn cpu_scores_as_sysbench_does_on_one_thread_and_runs_all_threads() {
+fn cpu_scores_events_per_second_on_one_thread_and_runs_all_threads() {
     let _alone = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
-    // sysbench before and after, so a neighbour's burst during one run
-    // still leaves a fair comparison with the other.
-    let before = sysbench_cpu_events_per_sec(3);
     ok(loadcell(
         dir.path(),
         &["run", "cpu", "--time", "3s", "--out", "one.json"],
     ));
-    let after = sysbench_cpu_events_per_sec(3);
     let one = read_json(&dir.path().join("one.json"));
     assert_valid_result(&one);
     assert_eq!(s(&one, "/config/target"), "local:");
     assert_eq!(u(&one, "/config/workload_options/cpu_max_prime"), 10_000);
-    let ours = f(&one, "/summary/events_per_sec");
-    let closest = [before / ours, after / ours]
-        .into_iter()
-        .map(|r| r.max(1.0 / r))
-        .fold(f64::INFINITY, f64::min);
+    // The score is sysbench's events per second: events over the measured
+    // time. How it compares with sysbench's own is a side-by-side figure
+    // (bench/machine.sh, docs/BENCHMARKS.md), not a timed assertion here.
+    let events = u(&one, "/summary/events") as f64;
+    let per_sec = f(&one, "/summary/events_per_sec");
+    assert!(events > 0.0 && per_sec > 0.0, "{one}");
+    let secs = f(&one, "/summary/duration_s");
     assert!(
-        closest <= CPU_FACTOR,
-        "loadcell {ours:.1} events/s vs sysbench {before:.1} before and {after:.1} after"
+        (events / secs - per_sec).abs() <= per_sec * 0.01,
+        "{events} events in {secs} s vs {per_sec} events/s"
     );
     // The client's CPU is what is measured: no warning that it is busy.
     assert!(
