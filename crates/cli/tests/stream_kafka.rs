@@ -351,3 +351,150 @@ fn cleanup_leaves_a_topic_holding_another_producers_records_unless_forced() {
         "--force dropped the stream"
     );
 }
+
+/// Deletes `partition`'s records below offset `before` (Kafka's
+/// DeleteRecords, what `kafka-delete-records.sh` and retention do).
+fn delete_records(url: &str, topic: &str, partition: i32, before: i64) {
+    let admin: AdminClient<DefaultClientContext> = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", brokers(url))
+        .create()
+        .unwrap();
+    let mut offsets = rdkafka::TopicPartitionList::new();
+    offsets
+        .add_partition_offset(topic, partition, rdkafka::Offset::Offset(before))
+        .unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let done = runtime
+        .block_on(admin.delete_records(&offsets, &AdminOptions::new()))
+        .unwrap();
+    let e = &done.elements()[0];
+    assert_eq!(e.error(), Ok(()), "{done:?}");
+    assert_eq!(e.offset(), rdkafka::Offset::Offset(before), "the new start");
+}
+
+#[test]
+fn records_deleted_before_the_group_read_them_are_missing() {
+    let url = kafka();
+    let dir = tempfile::tempdir().unwrap();
+    // Alone, a jump would be a gap, but the group's first row of the
+    // partition comes after the deleted ones and sets where it starts;
+    // with --group, other processes may share the group. Either way the
+    // rows are neither read nor may pass unnoticed.
+    for (stream, group) in [
+        ("deleted", &[][..]),
+        ("deleted-shared", &["--group", "catchup"][..]),
+    ] {
+        let shape = [
+            &["--stream", stream, "--partitions", "4", "--mode", "consume"][..],
+            group,
+        ]
+        .concat();
+        ok(loadcell(
+            dir.path(),
+            &[
+                &["prepare", "stream", "--target", url, "--backlog", "20000"][..],
+                &shape,
+            ]
+            .concat(),
+        ));
+        // About 5,000 rows a partition: the 1,000 oldest of partition 3
+        // go, ahead of the group's committed offset 0.
+        delete_records(url, stream, 3, 1000);
+        let o = loadcell(
+            dir.path(),
+            &[
+                &["run", "stream", "--target", url, "--out", "r.json"][..],
+                &shape,
+                &["--time", "3s", "--drain-timeout", "20s"],
+            ]
+            .concat(),
+        );
+        assert_eq!(o.status.code(), Some(3), "{stream}: {}", stderr(&o));
+        assert!(stdout(&o).contains("VERIFICATION FAILED"), "{}", stdout(&o));
+        let r = read_json(&dir.path().join("r.json"));
+        assert_valid_result(&r);
+        let v = &r["verification"];
+        assert_eq!(u(&r, "/verification/stream/missing"), 1000, "{v}");
+        assert_eq!(u(&r, "/verification/expected"), 20_000, "{v}");
+        assert_eq!(u(&r, "/verification/found"), 19_000, "{v}");
+        assert_eq!(distinct_rows_consumed(&r), 19_000, "{v}");
+        assert!(
+            s(&r, "/verification/how").contains(
+                "1000 of the missing rows were deleted from the stream before the group read them"
+            ),
+            "{v}"
+        );
+        assert!(
+            stdout(&o).contains("found 19000 where 20000 were expected"),
+            "{}",
+            stdout(&o)
+        );
+    }
+}
+
+#[test]
+fn records_deleted_ahead_of_a_group_two_processes_share_are_missing_once() {
+    let url = kafka();
+    let dir = tempfile::tempdir().unwrap();
+    let shape = [
+        "--stream",
+        "deleted-two",
+        "--partitions",
+        "4",
+        "--mode",
+        "consume",
+        "--group",
+        "two",
+        "--consumers",
+        "2",
+    ];
+    ok(loadcell(
+        dir.path(),
+        &[
+            &["prepare", "stream", "--target", url, "--backlog", "20000"][..],
+            &shape,
+        ]
+        .concat(),
+    ));
+    delete_records(url, "deleted-two", 3, 1000);
+    let run = |out: &str| {
+        Command::new(bin())
+            .args(["run", "stream", "--target", url, "--out", out])
+            .args(shape)
+            .args(["--time", "4s", "--drain-timeout", "20s"])
+            .current_dir(dir.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (run("a.json"), run("b.json"));
+    let mut missing = 0;
+    let mut consumed = 0;
+    for (child, out) in [(a, "a.json"), (b, "b.json")] {
+        let o = output_within(child);
+        let r = read_json(&dir.path().join(out));
+        assert_valid_result(&r);
+        let v = &r["verification"];
+        let m = u(&r, "/verification/stream/missing");
+        // The process whose member went past the deleted rows counts
+        // them; the other saw its group's offset past them already.
+        if m > 0 {
+            assert_eq!(m, 1000, "{v}");
+            assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+            assert!(
+                s(&r, "/verification/how").contains("1000 of the missing rows were deleted"),
+                "{v}"
+            );
+        } else {
+            assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        }
+        missing += m;
+        consumed += distinct_rows_consumed(&r);
+    }
+    assert_eq!(missing, 1000, "counted once between the two processes");
+    assert_eq!(consumed, 19_000, "every row left read once");
+}

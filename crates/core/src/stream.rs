@@ -90,6 +90,12 @@ pub struct PollOutcome {
     pub undecodable: u64,
     /// Bytes read from the server for these rows, for bandwidth.
     pub bytes: u64,
+    /// Rows this consumer's channels lost before it read them: deleted
+    /// from the channel (Kafka's DeleteRecords or retention) between the
+    /// group's position and the channel's first row. The driver moved the
+    /// group's position past them, so [`StreamConn::positions`] no longer
+    /// counts them: they are missing from the run that passed them.
+    pub vanished: u64,
     /// The channels this consumer reads changed before these rows (a
     /// rebalance, or rows claimed from a consumer that died): order is
     /// checked afresh from each channel's next row.
@@ -102,16 +108,20 @@ pub struct PollOutcome {
 pub struct ChannelPosition {
     pub channel: u32,
     /// Rows owed to the group: on Redis every entry added since the group
-    /// was created, deleted or not; else the rows the channel holds
-    /// (Kafka's end offset minus its start offset, rows of the channel's
-    /// table).
+    /// was created, deleted or not; on Kafka the rows from the group's
+    /// committed offset or the partition's start offset, whichever is
+    /// lower, to its end offset (rows deleted before the group read them
+    /// included); else the rows of the channel's table.
     pub end: u64,
     /// Rows the group has acknowledged, counted the same way.
     pub committed: u64,
     /// Of the rows owed and not acknowledged, those the group can no
     /// longer get: deleted from the channel before it read them (Redis,
-    /// told once the group was handed the channel's last entry). Missing
-    /// all the same, but not worth waiting for.
+    /// told once the group was handed the channel's last entry; Kafka,
+    /// the rows between the group's committed offset and a start offset
+    /// that moved past it). Missing all the same, but not worth waiting
+    /// for. A Kafka consumer that passes them counts them in
+    /// [`PollOutcome::vanished`] instead.
     pub vanished: u64,
 }
 

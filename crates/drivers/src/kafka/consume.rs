@@ -13,12 +13,13 @@ use loadcell_core::DriverError;
 use rdkafka::bindings as rd;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{
-    BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer,
+    BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, RebalanceProtocol,
+    StreamConsumer,
 };
 use rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode};
 use rdkafka::{ClientContext, Message, Offset, TopicPartitionList};
 
-use super::{fatal, kafka_error};
+use super::{fatal, kafka_error, until_coordinated, ADMIN_TIMEOUT};
 
 /// What the group's events told a member between two polls.
 #[derive(Default)]
@@ -188,8 +189,75 @@ impl GroupConsumer {
         let finished = tokio::time::timeout(wait, batch).await;
         match finished {
             Ok(Ok(())) | Err(_) => Ok(outcome),
+            Ok(Err(KafkaError::MessageConsumption(RDKafkaErrorCode::AutoOffsetReset))) => {
+                outcome.vanished += self.pass_deleted().map_err(|e| {
+                    kafka_error("go past rows deleted before the group read them", &e)
+                })?;
+                Ok(outcome)
+            }
             Ok(Err(e)) => Err(kafka_error("consume", &e)),
         }
+    }
+
+    /// librdkafka found the offset a partition was to be read from out of
+    /// its log's range (`auto.offset.reset=error`) and stopped fetching
+    /// it, without saying which partition: each partition assigned is
+    /// looked at. The rows between a partition's next offset and a start
+    /// offset above it were deleted before the group read them: they are
+    /// counted, and the partition restarts at its start offset. An offset
+    /// past the end (the topic made again) or none restarts there too, as
+    /// `earliest` did, with nothing counted. The group's offset is
+    /// committed past the rows counted, so that they are missing once,
+    /// from the run that passed them, and not again from
+    /// `StreamConn::positions`. A few blocking requests on the worker
+    /// thread, once per deletion met, never per row.
+    fn pass_deleted(&self) -> KafkaResult<u64> {
+        let consumer = self.consumer();
+        // What was handed over becomes the group's first: the committed
+        // offsets are then where each partition is read from next, and the
+        // assignment made again below forgets the offsets stored.
+        match consumer.commit_consumer_state(CommitMode::Sync) {
+            Ok(()) | Err(KafkaError::ConsumerCommit(RDKafkaErrorCode::NoOffset)) => {}
+            Err(e) => return Err(e),
+        }
+        let next = until_coordinated(|| consumer.committed(ADMIN_TIMEOUT))?;
+        let mut vanished = 0;
+        let mut moved = TopicPartitionList::new();
+        let mut whole = TopicPartitionList::with_capacity(next.count());
+        for e in next.elements() {
+            let (topic, partition) = (e.topic(), e.partition());
+            let (low, high) = consumer.fetch_watermarks(topic, partition, ADMIN_TIMEOUT)?;
+            let from = match e.offset() {
+                Offset::Offset(at) if (low..=high).contains(&at) => at,
+                start => {
+                    // Below the start: deleted unread. Past the end, or
+                    // none: nothing to count.
+                    if let Offset::Offset(at) = start {
+                        vanished += (low - at).max(0) as u64;
+                    }
+                    moved.add_partition_offset(topic, partition, Offset::Offset(low))?;
+                    low
+                }
+            };
+            whole.add_partition_offset(topic, partition, Offset::Offset(from))?;
+        }
+        if moved.count() == 0 {
+            return Ok(0);
+        }
+        // Seeking a partition librdkafka stopped is refused (ERR__STATE):
+        // it is assigned again. An eager group takes only a whole
+        // assignment, a cooperative one only the partitions changed.
+        if matches!(
+            consumer.rebalance_protocol(),
+            RebalanceProtocol::Cooperative
+        ) {
+            consumer.incremental_unassign(&moved)?;
+            consumer.incremental_assign(&moved)?;
+        } else {
+            consumer.assign(&whole)?;
+        }
+        until_coordinated(|| consumer.commit(&moved, CommitMode::Sync))?;
+        Ok(vanished)
     }
 
     pub(super) fn assignment(&self) -> Result<Vec<u32>, DriverError> {

@@ -510,7 +510,13 @@ impl StreamConn for KafkaConn {
         channels: Channels<'_>,
     ) -> Result<(), DriverError> {
         let mut config = self.settings.consumer_config(group);
-        config.set("client.id", consumer);
+        // Not `earliest`: a member would jump over rows deleted ahead of
+        // the group's offset without a word, and the rows would be neither
+        // read nor missing. The error names no partition; the member finds
+        // which and counts the rows (`GroupConsumer::pass_deleted`).
+        config
+            .set("client.id", consumer)
+            .set("auto.offset.reset", "error");
         self.consumer = Some(GroupConsumer::subscribe(&config, stream, channels)?);
         Ok(())
     }
@@ -732,11 +738,20 @@ impl StreamConn for KafkaConn {
             .into_iter()
             .zip(committed)
             .enumerate()
-            .map(|(channel, ((low, high), committed))| ChannelPosition {
-                channel: channel as u32,
-                end: (high - low).max(0) as u64,
-                committed: committed.map_or(0, |at| (at.clamp(low, high) - low) as u64),
-                vanished: 0,
+            .map(|(channel, ((low, high), committed))| {
+                // A committed offset below the start offset: the rows
+                // between were deleted (DeleteRecords, retention) before
+                // the group read them. They are owed all the same, where
+                // counting from the start offset would drop them from
+                // what is owed and call the shortfall a pass.
+                let committed = committed.map_or(low, |at| at.min(high));
+                let origin = committed.min(low);
+                ChannelPosition {
+                    channel: channel as u32,
+                    end: (high - origin).max(0) as u64,
+                    committed: (committed - origin) as u64,
+                    vanished: (low - origin) as u64,
+                }
             })
             .collect())
     }

@@ -49,6 +49,10 @@ pub(super) struct Tally {
     reorders: AtomicU64,
     untimed: AtomicU64,
     undecodable: AtomicU64,
+    /// Rows the run's consumers went past that had been deleted from the
+    /// stream before the group read them ([`PollOutcome::vanished`]):
+    /// missing, though the group's position is past them now.
+    vanished: AtomicU64,
     /// Time the run's consumers spent in polls that brought rows.
     poll_ns: AtomicU64,
     /// The highest lag sampled during the run, and how many samples.
@@ -353,6 +357,7 @@ impl StreamScript {
             ("gaps", found.gaps - before.gaps, &t.gaps),
             ("reorders", found.reorders - before.reorders, &t.reorders),
             ("undecodable", undecodable, &t.undecodable),
+            ("vanished", outcome.vanished, &t.vanished),
             ("untimed_rows", untimed, &t.untimed),
             (
                 "redelivered",
@@ -394,10 +399,13 @@ impl StreamScript {
             return Ok(self.produced_verification(held));
         }
         let (drained, lag_at_end, positions) = self.drain(conn).await?;
-        let end: u64 = positions.iter().map(|p| p.end).sum();
+        // Rows the consumers went past are owed and missing as those the
+        // positions still count are.
+        let passed = t.vanished.load(Ordering::Relaxed);
+        let end: u64 = positions.iter().map(|p| p.end).sum::<u64>() + passed;
         let committed: u64 = positions.iter().map(|p| p.committed).sum();
-        let missing: u64 = positions.iter().map(ChannelPosition::lag).sum();
-        let vanished: u64 = positions.iter().map(|p| p.vanished).sum();
+        let missing: u64 = positions.iter().map(ChannelPosition::lag).sum::<u64>() + passed;
+        let vanished: u64 = positions.iter().map(|p| p.vanished).sum::<u64>() + passed;
         let found = drained.found;
         let lag_max =
             (t.lag_samples.load(Ordering::Relaxed) > 0).then(|| t.lag_max.load(Ordering::Relaxed));
@@ -531,6 +539,7 @@ impl StreamScript {
                 t.consumed.fetch_add(outcome.rows, Ordering::Relaxed);
                 t.undecodable
                     .fetch_add(outcome.undecodable, Ordering::Relaxed);
+                t.vanished.fetch_add(outcome.vanished, Ordering::Relaxed);
                 let any = outcome.rows + outcome.undecodable > 0;
                 if any {
                     conn.commit().await?;
