@@ -13,10 +13,9 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{anyhow, bail, Context as _};
 use loadcell_core::{Family, ServerInfo};
 use loadcell_engine::{Category, Interrupts, OpSpec, RunOutcome, Shard, StopReason};
+use loadcell_record::details::{DeviceUtil, DiskRun, Filesystem, IopsExpectation};
 use loadcell_record::env::CpuTime;
-use loadcell_record::result::{
-    DeviceUtil, DiskRun, Filesystem, Interval, IopsExpectation, RunResult,
-};
+use loadcell_record::result::{Interval, RunResult};
 use loadcell_record::{hist, Stats};
 use loadcell_workloads::disk::fio::{self, Direction, Report};
 use loadcell_workloads::disk::{DiskOptions, DiskWorkload};
@@ -56,6 +55,14 @@ fn fio_version() -> anyhow::Result<String> {
         }
         Err(e) => bail!("cannot run fio: {e}"),
     }
+}
+
+/// Whether `r` is a disk run that fell short of its `--expect-iops`: it
+/// exits as a failed verification does.
+pub fn short_of_expectation(r: &RunResult) -> bool {
+    r.details
+        .get::<DiskRun>()
+        .is_some_and(|d| d.short_of_expectation())
 }
 
 /// A workload another program runs, not the engine (fio's disk
@@ -437,11 +444,10 @@ fn run(job: RunJob<'_>, w: &DiskWorkload) -> anyhow::Result<RunResult> {
         target: &config.target,
         driver: "fio",
         family: Family::MACHINE,
-        server: Some(ServerInfo {
-            product: "fio".to_string(),
-            version: last.version.trim_start_matches("fio-").to_string(),
-            cluster: None,
-        }),
+        server: Some(ServerInfo::new(
+            "fio",
+            last.version.trim_start_matches("fio-"),
+        )),
         spec: &spec,
         labels: config.args.labels.iter().cloned().collect(),
         ops: OPS,
@@ -453,7 +459,7 @@ fn run(job: RunJob<'_>, w: &DiskWorkload) -> anyhow::Result<RunResult> {
     result.summary.bytes = Some(bytes);
     result.summary.bytes_per_sec = Some(if secs > 0.0 { bytes as f64 / secs } else { 0.0 });
     let expect_iops = expectation(&w.opts, fs.as_ref(), result.summary.ops_per_sec)?;
-    result.disk = Some(DiskRun {
+    result.details.insert(&DiskRun {
         fio_version: last.version.clone(),
         fio_command: std::iter::once("fio".to_string()).chain(args).collect(),
         file: file_path,

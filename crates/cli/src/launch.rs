@@ -114,12 +114,8 @@ pub const EXIT_BELOW_EXPECTATION: i32 = crate::views::EXIT_REGRESSED;
 /// `--expect-iops` or with data that did not arrive (its verification
 /// failed), 130 interrupted, 1 other.
 pub fn exit_code(r: &RunResult) -> i32 {
-    let short = r
-        .disk
-        .as_ref()
-        .and_then(|d| d.expect_iops.as_ref())
-        .is_some_and(|e| !e.met)
-        || r.verification.as_ref().is_some_and(|v| !v.ok);
+    let short =
+        crate::disk::short_of_expectation(r) || r.verification.as_ref().is_some_and(|v| !v.ok);
     match r.stop_reason {
         StopReason::Completed if short => EXIT_BELOW_EXPECTATION,
         StopReason::Completed => 0,
@@ -526,13 +522,8 @@ mod tests {
     fn data_that_did_not_arrive_fails_the_run_as_a_missed_expectation() {
         let mut r = loadcell_report::fixture::run(4, 100.0);
         assert_eq!(exit_code(&r), 0);
-        let v = loadcell_record::result::Verification {
-            expected: 20_000,
-            found: 19_000,
-            ok: false,
-            how: "_count".to_string(),
-            stream: None,
-        };
+        let v =
+            loadcell_record::result::Verification::new(20_000, 19_000, false, "_count".to_string());
         r.verification = Some(v.clone());
         assert_eq!(exit_code(&r), EXIT_BELOW_EXPECTATION);
         let summary = loadcell_report::text::summary(&r, &[]);

@@ -8,13 +8,13 @@ use std::time::SystemTime;
 use loadcell_core::{ServerInfo, Target};
 use loadcell_drivers::Family;
 use loadcell_engine::{Category, OpSpec, RateSpec, RunOutcome, RunSpec};
+use loadcell_record::details::{Details, FirstFailure, HeldConnections};
 use loadcell_record::env::HostInfo;
 use loadcell_record::file::Destination;
 use loadcell_record::hist::{self, LatencySummary, Micros};
 use loadcell_record::result::{
-    counted_rate, Environment, FirstFailure, GroupSummary, HeldConnections, Histograms, LoopMode,
-    OpSummary, QueryCounts, Resources, RunConfig, RunResult, Schedule, ServerDescription,
-    ShardConfig, Summary, SCHEMA_ID,
+    counted_rate, Environment, GroupSummary, Histograms, LoopMode, OpSummary, QueryCounts,
+    Resources, RunConfig, RunResult, Schedule, ServerDescription, ShardConfig, Summary, SCHEMA_ID,
 };
 use loadcell_record::OpStats;
 use loadcell_workloads::http::recorded_header;
@@ -199,6 +199,21 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
         bytes_per_sec: None,
     };
 
+    // What a run that held connections found: the engine's hold mode.
+    let mut details = Details::default();
+    if let Some(held) = &outcome.held {
+        details.insert(&HeldConnections {
+            requested: spec.sessions() as u64,
+            held_max: held.peak,
+            held_at_end: held.at_end,
+            first_failure: held.first_failure.as_ref().map(|f| FirstFailure {
+                t_s: f.t_s,
+                held: f.held,
+                error: f.message.clone(),
+                client_limit: f.client_limit,
+            }),
+        });
+    }
     RunResult {
         schema: SCHEMA_ID.to_string(),
         loadcell_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -239,7 +254,7 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
             server: ctx.server.as_ref().map(|s| ServerDescription {
                 product: s.product.clone(),
                 version: s.version.clone(),
-                cluster: s.cluster.clone(),
+                extras: s.extras.clone(),
             }),
         },
         summary,
@@ -265,18 +280,7 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
                 .map(|r| r.sources())
                 .unwrap_or_default(),
         },
-        disk: None,
-        connections: outcome.held.as_ref().map(|held| HeldConnections {
-            requested: spec.sessions() as u64,
-            held_max: held.peak,
-            held_at_end: held.at_end,
-            first_failure: held.first_failure.as_ref().map(|f| FirstFailure {
-                t_s: f.t_s,
-                held: f.held,
-                error: f.message.clone(),
-                client_limit: f.client_limit,
-            }),
-        }),
+        details,
         verification: None,
         hdr_log: None,
         exports: Vec::new(),

@@ -11,10 +11,26 @@ use crate::DriverError;
 pub struct ServerInfo {
     pub product: String,
     pub version: String,
-    /// The cluster's name, for servers that report one (OpenSearch,
-    /// Elasticsearch): which of several clusters a result measured.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cluster: Option<String>,
+    /// What else the server says about itself, by name: a search
+    /// cluster's `cluster` name (which of several clusters a result
+    /// measured). A driver adds its own without touching the others.
+    pub extras: BTreeMap<String, String>,
+}
+
+impl ServerInfo {
+    pub fn new(product: impl Into<String>, version: impl Into<String>) -> Self {
+        ServerInfo {
+            product: product.into(),
+            version: version.into(),
+            extras: BTreeMap::new(),
+        }
+    }
+
+    /// This description with `name` reported as `value`.
+    pub fn with_extra(mut self, name: &str, value: impl Into<String>) -> Self {
+        self.extras.insert(name.to_string(), value.into());
+        self
+    }
 }
 
 /// A server's configuration and status, under the server's own names, for

@@ -51,10 +51,9 @@ impl Driver for LocalDriver {
     /// What ran the load; the CPU model is in the result's host facts.
     async fn server_info(&self, _conn: &mut LocalConn) -> Result<ServerInfo, DriverError> {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        Ok(ServerInfo {
-            product: "this machine".to_string(),
-            version: loadcell_core::words::counted(cpus as u64, "CPU"),
-            cluster: None,
-        })
+        Ok(ServerInfo::new(
+            "this machine",
+            loadcell_core::words::counted(cpus as u64, "CPU"),
+        ))
     }
 }

@@ -201,11 +201,7 @@ impl Driver for MemcachedDriver {
     }
 
     async fn server_info(&self, conn: &mut MemcachedConn) -> Result<ServerInfo, DriverError> {
-        Ok(ServerInfo {
-            product: "memcached".to_string(),
-            version: conn.version.clone(),
-            cluster: None,
-        })
+        Ok(ServerInfo::new("memcached", conn.version.clone()))
     }
 
     async fn server_counters(

@@ -525,11 +525,7 @@ impl Driver for SimDriver {
     }
 
     async fn server_info(&self, _conn: &mut SimConn) -> Result<ServerInfo, DriverError> {
-        Ok(ServerInfo {
-            product: "loadcell-sim".to_string(),
-            version: self.description.clone(),
-            cluster: None,
-        })
+        Ok(ServerInfo::new("loadcell-sim", self.description.clone()))
     }
 }
 

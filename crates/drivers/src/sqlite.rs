@@ -122,11 +122,7 @@ impl Driver for SqliteDriver {
     }
 
     async fn server_info(&self, _conn: &mut SqliteConn) -> Result<ServerInfo, DriverError> {
-        Ok(ServerInfo {
-            product: "SQLite".into(),
-            version: rusqlite::version().into(),
-            cluster: None,
-        })
+        Ok(ServerInfo::new("SQLite", rusqlite::version()))
     }
 }
 

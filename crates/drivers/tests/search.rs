@@ -275,7 +275,7 @@ fn opensearch_is_named_with_its_version() {
         (info.product.as_str(), info.version.as_str()),
         ("OpenSearch", "2.19.6")
     );
-    assert_eq!(info.cluster.as_deref(), Some("opensearch"));
+    assert_eq!(info.extras["cluster"], "opensearch");
     // Its own scheme means plain HTTP on the port given.
     let own = opensearch().replace("http://", "opensearch://");
     assert_eq!(server_info_of(&own).product, "OpenSearch");
@@ -313,7 +313,7 @@ fn elasticsearch_is_named_with_its_version() {
         (info.product.as_str(), info.version.as_str()),
         ("Elasticsearch", "7.10.2")
     );
-    assert_eq!(info.cluster.as_deref(), Some("elasticsearch"));
+    assert_eq!(info.extras["cluster"], "elasticsearch");
 }
 
 #[test]

@@ -36,11 +36,7 @@ impl Driver for Counting {
     }
 
     async fn server_info(&self, _conn: &mut ()) -> Result<ServerInfo, DriverError> {
-        Ok(ServerInfo {
-            product: "counting".to_string(),
-            version: "1".to_string(),
-            cluster: None,
-        })
+        Ok(ServerInfo::new("counting", "1"))
     }
 }
 

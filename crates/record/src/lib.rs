@@ -2,6 +2,7 @@
 //! off the hot path, and the result file it becomes.
 
 pub mod coarse;
+pub mod details;
 pub mod env;
 pub mod file;
 pub mod fine;

@@ -10,6 +10,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::details::Details;
 use crate::env::{CpuTime, HostInfo};
 use crate::hist::LatencySummary;
 use crate::stats::{ErrorSample, OpStats, Stats};
@@ -68,12 +69,10 @@ pub struct RunResult {
     /// Client, host, server-process and server-counter samples.
     #[serde(default)]
     pub resources: Resources,
-    /// What a disk workload ran fio on, and how, and the IOPS expected.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub disk: Option<DiskRun>,
-    /// What a run that held connections (`http-conns`) found.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connections: Option<HeldConnections>,
+    /// The family's own sections (a disk run's `disk`, `http-conns`'
+    /// `connections`), each under its key at this level.
+    #[serde(flatten)]
+    pub details: Details,
     /// Whether the data the run wrote arrived: counted through the
     /// system's own API afterwards (a search index's `_count`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -154,127 +153,22 @@ pub struct Verification {
     pub ok: bool,
     /// How it was counted and compared, in words.
     pub how: String,
-    /// A stream run's rows, end to end (the `stream` workload).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stream: Option<StreamCompleteness>,
+    /// The family's own sections of the check (a stream run's `stream`).
+    #[serde(flatten)]
+    pub details: Details,
 }
 
-/// Where a stream run's rows went: what its producers had acknowledged,
-/// what its consumers received, and what the group never acknowledged.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StreamCompleteness {
-    /// Rows this run's producers had acknowledged by the server.
-    pub produced: u64,
-    /// Rows this run's consumers received, duplicates included.
-    pub consumed: u64,
-    /// Rows the stream holds that the group never acknowledged, after the
-    /// drain wait.
-    pub missing: u64,
-    /// Rows the group had not acknowledged when the run stopped: the
-    /// consumers' lag behind the producers at the end.
-    pub lag_at_end: u64,
-    /// Rows received again in a channel.
-    pub duplicated: u64,
-    /// Rows of this run received again after a rebalance moved their
-    /// channel before its position was committed (at-least-once delivery),
-    /// counted in `consumed`: `consumed - redelivered` rows were distinct.
-    #[serde(default)]
-    pub redelivered: u64,
-    /// Jumps in a channel's sequence (rows that never came to a consumer
-    /// that reads every row of the channel).
-    pub gaps: u64,
-    /// Rows that came before rows produced earlier in their channel.
-    pub reorders: u64,
-    /// Rows consumed from other runs or other hosts, not timed end to end
-    /// (only this run's own rows are: one clock).
-    pub untimed: u64,
-    /// Time spent in polls that brought rows, from each one's start to
-    /// its rows delivered, per 1000 rows consumed, microseconds (the
-    /// Tunnel report's "latency per 1000 rows"); polls that waited and
-    /// brought nothing are left out, so an idle consumer does not inflate
-    /// it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub poll_us_per_1000_rows: Option<f64>,
-    /// The highest lag a consumer sampled during the run (once per report
-    /// interval, also in `intervals[].gauges`), in `lag_unit`s.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lag_max: Option<u64>,
-    /// `rows`, or `wal_bytes` (PostgreSQL: WAL not yet confirmed by the
-    /// group's slots).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lag_unit: Option<String>,
-}
-
-/// A disk workload's facts: fio, the file and what holds it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct DiskRun {
-    pub fio_version: String,
-    /// fio's exact command line.
-    pub fio_command: Vec<String>,
-    /// The file loadcell created for the run (removed afterwards).
-    pub file: String,
-    pub file_bytes: u64,
-    pub filesystem: Option<Filesystem>,
-    /// The devices fio found under the file, and how busy they were.
-    pub devices: Vec<DeviceUtil>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expect_iops: Option<IopsExpectation>,
-}
-
-/// The filesystem holding a file, as `df` reports it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Filesystem {
-    pub device: String,
-    pub fs_type: String,
-    pub size_bytes: u64,
-    pub mount_point: String,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct DeviceUtil {
-    pub name: String,
-    pub util_percent: f64,
-}
-
-/// `--expect-iops`: the formula, evaluated at the volume's size, against
-/// the IOPS measured.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct IopsExpectation {
-    pub formula: String,
-    /// The volume's size the formula's `GiB` took.
-    pub gib: f64,
-    pub expected_iops: f64,
-    pub measured_iops: f64,
-    /// measured / expected.
-    pub ratio: f64,
-    /// Whether the measured IOPS reached the expected.
-    pub met: bool,
-}
-
-/// The concurrent connections a target held, and where it stopped.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct HeldConnections {
-    /// Connections the run asked to hold.
-    pub requested: u64,
-    /// The most held at once (answering their keep-alive requests).
-    pub held_max: u64,
-    pub held_at_end: u64,
-    /// The first refusal, reset or timeout; absent when none came.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub first_failure: Option<FirstFailure>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct FirstFailure {
-    /// When the failed attempt began, in seconds from the start of
-    /// measurement.
-    pub t_s: f64,
-    /// Connections held at that moment.
-    pub held: u64,
-    pub error: String,
-    /// The client's own limit (ports, descriptors, memory), not the
-    /// target's, stopped it: the run measured loadcell's host.
-    pub client_limit: bool,
+impl Verification {
+    /// A check with no family section.
+    pub fn new(expected: u64, found: u64, ok: bool, how: String) -> Self {
+        Verification {
+            expected,
+            found,
+            ok,
+            how,
+            details: Details::default(),
+        }
+    }
 }
 
 /// One `--export`'s account: what reached the time-series database, and
@@ -373,19 +267,20 @@ pub struct Environment {
 pub struct ServerDescription {
     pub product: String,
     pub version: String,
-    /// The cluster's name, when the server reports one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cluster: Option<String>,
+    /// What else the server reported about itself, under the driver's
+    /// names: `cluster`, the cluster's name (OpenSearch, Elasticsearch).
+    #[serde(flatten)]
+    pub extras: BTreeMap<String, String>,
 }
 
 /// As reports name it: `OpenSearch 2.19.6, cluster logs-eu`.
 impl std::fmt::Display for ServerDescription {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} {}", self.product, self.version)?;
-        match &self.cluster {
-            Some(cluster) => write!(f, ", cluster {cluster}"),
-            None => Ok(()),
+        for (name, value) in &self.extras {
+            write!(f, ", {name} {value}")?;
         }
+        Ok(())
     }
 }
 

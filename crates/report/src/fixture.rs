@@ -167,7 +167,7 @@ pub fn run(threads: usize, tps: f64) -> RunResult {
             server: Some(ServerDescription {
                 product: "MariaDB".to_string(),
                 version: "10.11.6".to_string(),
-                cluster: None,
+                extras: Default::default(),
             }),
         },
         summary: Summary {
@@ -230,8 +230,7 @@ pub fn run(threads: usize, tps: f64) -> RunResult {
             samples,
             server_metrics: Vec::new(),
         },
-        disk: None,
-        connections: None,
+        details: Default::default(),
         verification: None,
         hdr_log: None,
         exports: Vec::new(),
@@ -340,5 +339,44 @@ pub fn findmax(rates: &[f64]) -> SweepResult {
         },
         findings: vec!["the highest rate meeting p99 ≤ 10 ms is 4000/s".to_string()],
         ..sweep(&[], 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use loadcell_record::details::{HeldConnections, StreamCompleteness};
+    use loadcell_record::result::RunResult;
+    use serde_json::json;
+
+    /// A result as files wrote it before the family sections moved out of
+    /// the shared structs: the same keys at the same places.
+    #[test]
+    fn family_sections_keep_their_keys_and_older_files_load() {
+        let mut file = serde_json::to_value(super::run(4, 100.0)).unwrap();
+        file["connections"] = json!({"requested": 10, "held_max": 9, "held_at_end": 8});
+        file["environment"]["server"]["cluster"] = json!("logs-eu");
+        file["verification"] = json!({
+            "expected": 5, "found": 4, "ok": false, "how": "acknowledged",
+            "stream": {"produced": 5, "consumed": 4, "missing": 1, "lag_at_end": 0,
+                       "duplicated": 0, "gaps": 0, "reorders": 0, "untimed": 0}
+        });
+        let r: RunResult = serde_json::from_value(file.clone()).unwrap();
+        let held = r.details.get::<HeldConnections>().unwrap();
+        assert_eq!(
+            (held.requested, held.held_max, held.held_at_end),
+            (10, 9, 8)
+        );
+        let server = r.environment.server.as_ref().unwrap();
+        assert_eq!(server.to_string(), "MariaDB 10.11.6, cluster logs-eu");
+        let v = r.verification.as_ref().unwrap();
+        let rows = v.details.get::<StreamCompleteness>().unwrap();
+        assert_eq!((rows.missing, rows.redelivered), (1, 0));
+        // Written again, the file is what it was, bar the defaults filled in.
+        let mut again = serde_json::to_value(&r).unwrap();
+        again["verification"]["stream"]
+            .as_object_mut()
+            .unwrap()
+            .remove("redelivered");
+        assert_eq!(again, file);
     }
 }

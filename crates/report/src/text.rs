@@ -6,10 +6,8 @@
 use std::fmt::Write as _;
 
 use loadcell_core::words::counted;
-use loadcell_record::result::{
-    GroupSummary, HeldConnections, IopsExpectation, LoopMode, RunResult, RunStatus,
-    StreamCompleteness, Verification,
-};
+use loadcell_record::details::{DiskRun, HeldConnections, IopsExpectation, StreamCompleteness};
+use loadcell_record::result::{GroupSummary, LoopMode, RunResult, RunStatus, Verification};
 
 use crate::table::grouped;
 
@@ -199,7 +197,8 @@ pub fn summary(r: &RunResult, op_order: &[&str]) -> String {
             loadcell_core::words::counted(s.failed_events, "event")
         );
     }
-    if let Some(held) = &r.connections {
+    let held = r.details.get::<HeldConnections>();
+    if let Some(held) = &held {
         held_connections(w, held);
     }
     let _ = writeln!(w);
@@ -221,7 +220,7 @@ pub fn summary(r: &RunResult, op_order: &[&str]) -> String {
     let keepalive_s = r.config.workload_options.get("keepalive_interval_s");
     match sched.mode {
         _ if s.groups.is_some() => groups(w, s.groups.as_deref().unwrap_or_default()),
-        LoopMode::ClosedLoop if r.connections.is_some() => {
+        LoopMode::ClosedLoop if held.is_some() => {
             let _ = writeln!(
                 w,
                 "Schedule: connections held, each sending a request every {}s from its connect.",
@@ -320,13 +319,13 @@ pub fn summary(r: &RunResult, op_order: &[&str]) -> String {
             }
         }
     }
-    if let Some(e) = r.disk.as_ref().and_then(|d| d.expect_iops.as_ref()) {
-        let _ = writeln!(w, "{}", expectation(e));
+    if let Some(e) = r.details.get::<DiskRun>().and_then(|d| d.expect_iops) {
+        let _ = writeln!(w, "{}", expectation(&e));
     }
     if let Some(v) = &r.verification {
         let _ = writeln!(w, "{}", verification(v));
-        if let Some(s) = &v.stream {
-            let _ = writeln!(w, "{}", stream_rows(s));
+        if let Some(s) = v.details.get::<StreamCompleteness>() {
+            let _ = writeln!(w, "{}", stream_rows(&s));
         }
     }
     for sample in &r.error_samples {
@@ -573,11 +572,11 @@ mod tests {
 
     #[test]
     fn held_connections_say_how_many_and_whose_limit_stopped_them() {
-        use loadcell_record::result::FirstFailure;
+        use loadcell_record::details::FirstFailure;
         let mut r = fixture::run(4, 1000.0);
         assert!(!summary(&r, &[]).contains("connections held"));
         r.summary.connects = Some(5000);
-        r.connections = Some(HeldConnections {
+        r.details.insert(&HeldConnections {
             requested: 300,
             held_max: 200,
             held_at_end: 200,
@@ -636,13 +635,9 @@ mod tests {
             lag_max: Some(12_500),
             lag_unit: Some("rows".to_string()),
         };
-        r.verification = Some(Verification {
-            expected: 900,
-            found: 900,
-            ok: true,
-            how: "acknowledged".to_string(),
-            stream: Some(rows.clone()),
-        });
+        let mut verified = Verification::new(900, 900, true, "acknowledged".to_string());
+        verified.details.insert(&rows);
+        r.verification = Some(verified);
         let text = summary(&r, &[]);
         assert!(
             text.contains(
@@ -749,7 +744,7 @@ mod tests {
         let mut r = fixture::run(4, 1000.0);
         assert!(summary(&r, &[]).contains("(MariaDB 10.11.6)\n"));
         let server = r.environment.server.as_mut().unwrap();
-        server.cluster = Some("logs-eu".to_string());
+        server.extras.insert("cluster".into(), "logs-eu".into());
         assert!(summary(&r, &[]).contains("(MariaDB 10.11.6, cluster logs-eu)\n"));
     }
 }

@@ -334,11 +334,7 @@ impl Driver for CqlDriver {
     }
 
     async fn server_info(&self, conn: &mut CqlConnection) -> Result<ServerInfo, DriverError> {
-        Ok(ServerInfo {
-            product: "Cassandra".to_string(),
-            version: conn.release_version().await?,
-            cluster: None,
-        })
+        Ok(ServerInfo::new("Cassandra", conn.release_version().await?))
     }
 
     async fn server_counters(

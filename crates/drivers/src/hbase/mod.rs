@@ -210,11 +210,10 @@ impl Driver for HbaseDriver {
             Some(master) => master.version().await?,
             None => "version unknown".to_string(),
         };
-        Ok(ServerInfo {
-            product: "HBase".to_string(),
-            version: format!("{version} via Thrift2 gateway"),
-            cluster: None,
-        })
+        Ok(ServerInfo::new(
+            "HBase",
+            format!("{version} via Thrift2 gateway"),
+        ))
     }
 
     /// The master's `/jmx` counters (see [`master`]) when the target names

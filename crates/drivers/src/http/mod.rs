@@ -396,11 +396,7 @@ impl Driver for HttpDriver {
             None if server.is_empty() => ("HTTP server".to_string(), String::new()),
             None => (server, String::new()),
         };
-        Ok(ServerInfo {
-            product,
-            version,
-            cluster: None,
-        })
+        Ok(ServerInfo::new(product, version))
     }
 
     /// The status page's numbers (see [`status`]), on a connection of its

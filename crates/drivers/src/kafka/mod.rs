@@ -313,14 +313,15 @@ impl Driver for KafkaDriver {
     async fn server_info(&self, conn: &mut KafkaConn) -> Result<ServerInfo, DriverError> {
         let producer = conn.clients.producer.clone();
         let cluster = blocking(move || producer.client().fetch_cluster_id(ADMIN_TIMEOUT)).await;
-        Ok(ServerInfo {
-            product: "Kafka".to_string(),
-            // Kafka's protocol names API versions, never the release.
-            version: format!(
-                "unreported (client librdkafka {})",
-                rdkafka::util::get_rdkafka_version().1
-            ),
-            cluster,
+        // Kafka's protocol names API versions, never the release.
+        let version = format!(
+            "unreported (client librdkafka {})",
+            rdkafka::util::get_rdkafka_version().1
+        );
+        let info = ServerInfo::new("Kafka", version);
+        Ok(match cluster {
+            Some(cluster) => info.with_extra("cluster", cluster),
+            None => info,
         })
     }
 }

@@ -248,11 +248,7 @@ impl Driver for MysqlDriver {
             .await?
             .map(|b| String::from_utf8_lossy(&b).into_owned())
             .unwrap_or_default();
-        Ok(ServerInfo {
-            product: product_of(&version).to_string(),
-            version,
-            cluster: None,
-        })
+        Ok(ServerInfo::new(product_of(&version), version))
     }
 
     async fn server_counters(

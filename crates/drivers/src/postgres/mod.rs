@@ -350,11 +350,7 @@ impl Driver for PostgresDriver {
             .next()
             .flatten()
             .unwrap_or_default();
-        Ok(ServerInfo {
-            product: "PostgreSQL".to_string(),
-            version,
-            cluster: None,
-        })
+        Ok(ServerInfo::new("PostgreSQL", version))
     }
 
     async fn server_counters(

@@ -505,11 +505,7 @@ fn server_info_of(info: &str) -> ServerInfo {
     };
     let redis_version = field("redis_version").unwrap_or_default();
     if let Some(v) = field("valkey_version") {
-        return ServerInfo {
-            product: "Valkey".into(),
-            version: v,
-            cluster: None,
-        };
+        return ServerInfo::new("Valkey", v);
     }
     let lower = info.to_ascii_lowercase();
     let product = if field("server_name").is_some_and(|n| n.eq_ignore_ascii_case("valkey")) {
@@ -519,11 +515,7 @@ fn server_info_of(info: &str) -> ServerInfo {
     } else {
         "Redis"
     };
-    ServerInfo {
-        product: product.into(),
-        version: redis_version,
-        cluster: None,
-    }
+    ServerInfo::new(product, redis_version)
 }
 
 // ---------------------------------------------------------------------------

@@ -292,17 +292,11 @@ pub(super) fn server_info(body: &[u8]) -> Result<ServerInfo, String> {
         Some("opensearch") => "OpenSearch",
         _ => "Elasticsearch",
     };
-    Ok(ServerInfo {
-        product: product.to_string(),
-        version: version
-            .get("number")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string(),
-        cluster: answer
-            .get("cluster_name")
-            .and_then(Value::as_str)
-            .map(str::to_string),
+    let number = version.get("number").and_then(Value::as_str);
+    let info = ServerInfo::new(product, number.unwrap_or_default());
+    Ok(match answer.get("cluster_name").and_then(Value::as_str) {
+        Some(cluster) => info.with_extra("cluster", cluster),
+        None => info,
     })
 }
 
@@ -542,11 +536,11 @@ mod tests {
             (info.product.as_str(), info.version.as_str()),
             ("OpenSearch", "2.19.6")
         );
-        assert_eq!(info.cluster.as_deref(), Some("c"));
+        assert_eq!(info.extras["cluster"], "c");
         let es = r#"{"version":{"number":"7.10.2","build_flavor":"oss"}}"#;
         let info = server_info(es.as_bytes()).unwrap();
         assert_eq!(
-            (info.product.as_str(), info.cluster),
+            (info.product.as_str(), info.extras.get("cluster")),
             ("Elasticsearch", None)
         );
     }

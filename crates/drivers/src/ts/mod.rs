@@ -221,11 +221,7 @@ impl<P: Protocol> Driver for TsDriver<P> {
     /// The database behind the query endpoint (see [`product::detect`]).
     async fn server_info(&self, conn: &mut TsConnection<P>) -> Result<ServerInfo, DriverError> {
         let found = conn.reader.product(&mut conn.http).await?;
-        Ok(ServerInfo {
-            product: found.product.name().to_string(),
-            version: found.version.clone(),
-            cluster: None,
-        })
+        Ok(ServerInfo::new(found.product.name(), found.version.clone()))
     }
 
     /// The database's own metrics (see [`product::counters`]).

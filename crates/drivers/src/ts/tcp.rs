@@ -163,11 +163,7 @@ impl<P: TcpProtocol> Driver for TcpDriver<P> {
     /// The database behind the query endpoint.
     async fn server_info(&self, conn: &mut TcpConnection<P>) -> Result<ServerInfo, DriverError> {
         let found = conn.reader.product(&mut conn.http).await?;
-        Ok(ServerInfo {
-            product: found.product.name().to_string(),
-            version: found.version.clone(),
-            cluster: None,
-        })
+        Ok(ServerInfo::new(found.product.name(), found.version.clone()))
     }
 
     async fn server_counters(

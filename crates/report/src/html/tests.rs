@@ -165,7 +165,7 @@ fn renders_a_run_with_every_section() {
     });
     r.intervals[3].errors = 2;
     if let Some(server) = r.environment.server.as_mut() {
-        server.cluster = Some("oltp-<eu>".into());
+        server.extras.insert("cluster".into(), "oltp-<eu>".into());
     }
     let html = render(&[Input::run("run-8.json", r)]);
     check_self_contained(&html);

@@ -455,13 +455,12 @@ impl BulkScript {
             how += &format!("; up to {in_doubt} more from bulks whose answer never came");
             margin += in_doubt;
         }
-        Verification {
+        Verification::new(
             expected,
             found,
-            ok: (expected..=expected + margin).contains(&found),
+            (expected..=expected + margin).contains(&found),
             how,
-            stream: None,
-        }
+        )
     }
 }
 

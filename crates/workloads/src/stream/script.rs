@@ -8,7 +8,8 @@ use std::time::{Duration, Instant, SystemTime};
 use loadcell_core::stream::{ChannelPosition, PollOutcome, StreamConn, StreamRow};
 use loadcell_core::DriverError;
 use loadcell_engine::{Category, Ctx, OpSpec, Script, SessionInfo};
-use loadcell_record::result::{StreamCompleteness, Verification};
+use loadcell_record::details::StreamCompleteness;
+use loadcell_record::result::Verification;
 
 use super::order::{OrderChecker, Verdict};
 use super::rows::{mix, RowMaker};
@@ -455,13 +456,10 @@ impl StreamScript {
         for (_, problem) in drained.problems.iter().take(3) {
             how += &format!("; {problem}");
         }
-        Ok(Verification {
-            expected: end,
-            found: committed,
-            ok: missing == 0 && c.gaps == 0 && c.reorders == 0,
-            how,
-            stream: Some(completeness),
-        })
+        let ok = missing == 0 && c.gaps == 0 && c.reorders == 0;
+        let mut verification = Verification::new(end, committed, ok, how);
+        verification.details.insert(&completeness);
+        Ok(verification)
     }
 
     /// Produce-only: the rows the stream gained against those produced.
@@ -469,30 +467,32 @@ impl StreamScript {
         let t = &self.tally;
         let produced = t.produced.load(Ordering::Relaxed);
         let added = held.saturating_sub(t.held_before.load(Ordering::Relaxed));
-        Verification {
-            expected: produced,
-            found: added,
-            ok: added >= produced,
-            how: format!(
+        let rows = StreamCompleteness {
+            produced,
+            consumed: 0,
+            missing: produced.saturating_sub(added),
+            lag_at_end: 0,
+            duplicated: 0,
+            redelivered: 0,
+            gaps: 0,
+            reorders: 0,
+            untimed: 0,
+            poll_us_per_1000_rows: None,
+            lag_max: None,
+            lag_unit: None,
+        };
+        let mut verification = Verification::new(
+            produced,
+            added,
+            added >= produced,
+            format!(
                 "rows the stream '{}' gained during the run against the rows its producers had \
                  acknowledged (other processes producing into it add to what it gained)",
                 self.opts.stream
             ),
-            stream: Some(StreamCompleteness {
-                produced,
-                consumed: 0,
-                missing: produced.saturating_sub(added),
-                lag_at_end: 0,
-                duplicated: 0,
-                redelivered: 0,
-                gaps: 0,
-                reorders: 0,
-                untimed: 0,
-                poll_us_per_1000_rows: None,
-                lag_max: None,
-                lag_unit: None,
-            }),
-        }
+        );
+        verification.details.insert(&rows);
+        verification
     }
 
     /// Polls as one consumer of every channel until the group has

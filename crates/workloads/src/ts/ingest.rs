@@ -551,13 +551,7 @@ impl IngestScript {
         if !ok {
             how = format!("{}; checked: {how}", causes.join("; "));
         }
-        Verification {
-            expected: written,
-            found: series,
-            ok,
-            how,
-            stream: None,
-        }
+        Verification::new(written, series, ok, how)
     }
 }
 

@@ -414,13 +414,7 @@ impl PeScript {
             );
         }
         how += &self.multi_puts_sent_as();
-        Ok(Verification {
-            stream: None,
-            expected: read,
-            found,
-            ok: found == read,
-            how,
-        })
+        Ok(Verification::new(read, found, found == read, how))
     }
 
     /// After the run: the block cache restored, and what the test's
@@ -462,25 +456,23 @@ impl PeScript {
             PeTest::RandomRead | PeTest::SequentialRead => {
                 let expected = self.reads.load(Ordering::Relaxed);
                 let found = self.good_reads.load(Ordering::Relaxed);
-                Verification {
-                    stream: None,
+                Verification::new(
                     expected,
                     found,
-                    ok: found == expected,
-                    how: format!(
+                    found == expected,
+                    format!(
                         "rows read that were there with a value of --value-size bytes in PE's pattern{note}"
                     ),
-                }
+                )
             }
             PeTest::ScanRange(range) => {
                 let found = self.most_scanned.load(Ordering::Relaxed);
-                Verification {
-                    stream: None,
-                    expected: u64::from(range),
+                Verification::new(
+                    u64::from(range),
                     found,
-                    ok: found <= u64::from(range),
-                    how: format!("the most rows one scan returned, at most its range{note}"),
-                }
+                    found <= u64::from(range),
+                    format!("the most rows one scan returned, at most its range{note}"),
+                )
             }
             PeTest::Scan => return Ok(None),
         };
