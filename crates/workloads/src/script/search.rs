@@ -124,14 +124,7 @@ impl<C: SearchConn> Lifecycle<C, SearchFamily> for ScriptWorkload {
             observer.message("Nothing to clean up: the file's [prepare] creates no indexes");
         }
         for index in &self.file.prepare.indexes {
-            cleanup(
-                &index.name,
-                how.force,
-                driver,
-                how.connect_timeout,
-                observer,
-            )
-            .await?;
+            cleanup(&index.name, driver, how, observer).await?;
         }
         Ok(())
     }

@@ -158,13 +158,6 @@ impl<C: SearchConn> Lifecycle<C, SearchFamily> for SearchMixedWorkload {
         D: Driver<Conn = C>,
     {
         let index = &self.queries.opts.index;
-        cleanup(
-            &index.name,
-            how.force,
-            driver,
-            how.connect_timeout,
-            observer,
-        )
-        .await
+        cleanup(&index.name, driver, how, observer).await
     }
 }

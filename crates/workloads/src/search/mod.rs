@@ -231,19 +231,18 @@ pub(crate) async fn create_tagged_index<C: SearchConn>(
 }
 
 /// Deletes index `name` if loadcell created it and holds only documents
-/// loadcell wrote, or with `force` whatever it holds; refuses otherwise.
+/// loadcell wrote, or with `--force` whatever it holds; refuses otherwise.
 pub(crate) async fn cleanup<D>(
     name: &str,
-    force: bool,
     driver: &D,
-    connect_timeout: Duration,
+    how: &Cleanup,
     observer: &dyn PrepareObserver,
 ) -> Result<(), CleanupError>
 where
     D: Driver,
     D::Conn: SearchConn,
 {
-    let (mut conn, _) = loadcell_engine::connect_once(driver, connect_timeout).await?;
+    let (mut conn, _) = loadcell_engine::connect_once(driver, how.connect_timeout).await?;
     match owner(&mut conn, name).await? {
         Owner::Nobody => {
             observer.message(&format!("Nothing to clean up: there is no index '{name}'"));
@@ -252,7 +251,7 @@ where
         Owner::Loadcell => {
             conn.refresh(name).await?;
             let foreign = conn.count_matching(name, FOREIGN_QUERY).await?;
-            if foreign > 0 && !force {
+            if foreign > 0 && !how.force {
                 return Err(CleanupError::Refused(format!(
                     "index '{name}' holds {foreign} documents loadcell did not write (no {RUN_FIELD} field): \
                      left as it is; delete it by hand, or run cleanup with --force to delete them with it"
@@ -572,14 +571,7 @@ impl<C: SearchConn> Lifecycle<C, SearchFamily> for SearchBulkWorkload {
         D: Driver<Conn = C>,
     {
         let index = &self.opts.index;
-        cleanup(
-            &index.name,
-            how.force,
-            driver,
-            how.connect_timeout,
-            observer,
-        )
-        .await
+        cleanup(&index.name, driver, how, observer).await
     }
 }
 
@@ -857,14 +849,7 @@ impl<C: SearchConn> Lifecycle<C, SearchFamily> for SearchQueryWorkload {
         D: Driver<Conn = C>,
     {
         let index = &self.opts.index;
-        cleanup(
-            &index.name,
-            how.force,
-            driver,
-            how.connect_timeout,
-            observer,
-        )
-        .await
+        cleanup(&index.name, driver, how, observer).await
     }
 }
 
