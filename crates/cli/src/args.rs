@@ -429,6 +429,12 @@ pub struct RunArgs {
     /// A label carried into the result, e.g. --label instance=4c16g.
     #[arg(long = "label", value_name = "KEY=VALUE", value_parser = crate::values::label)]
     pub labels: Vec<(String, String)>,
+    /// A gate the run must pass, else it exits 3 (repeatable): 'p99 <= 2ms',
+    /// 'service.p999 < 10ms', 'read.p99 <= 1ms', 'error_rate < 0.1%',
+    /// 'ops_per_sec >= 50k', 'verification ok'; on sweep also 'knee >= 32',
+    /// on findmax 'rate >= 10k'.
+    #[arg(long = "threshold", value_name = "GATE", value_parser = loadcell_report::gate::Gate::parse)]
+    pub thresholds: Vec<loadcell_report::gate::Gate>,
     #[command(flatten)]
     pub workload: WorkloadArgs,
 }

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use anyhow::anyhow;
+use anyhow::{anyhow, bail};
 use loadcell_core::{Family, Target};
 use loadcell_drivers::OpenError;
 use loadcell_engine::{RunSpec, Shard};
@@ -39,6 +39,12 @@ pub struct RunConfig {
 impl RunConfig {
     pub fn new(mut args: RunArgs, argv: Vec<String>) -> anyhow::Result<RunConfig> {
         check_server_pid(&args)?;
+        if let Some(g) = args.thresholds.iter().find(|g| g.on_whole_sweep()) {
+            bail!(
+                "--threshold '{}' is judged on a sweep or findmax, not on one run: give it to `loadcell sweep` or `loadcell findmax`",
+                g.text()
+            );
+        }
         let (mut spec, target, default_target) = resolve(&args.target, &args.workload)?;
         let index = std::env::var(SHARD_INDEX_VAR).ok();
         let shard = resolve_shard(args.shard, args.shard_count, index.as_deref())?;

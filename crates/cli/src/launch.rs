@@ -111,11 +111,12 @@ pub const EXIT_INTERRUPTED: i32 = 130;
 pub const EXIT_BELOW_EXPECTATION: i32 = crate::views::EXIT_REGRESSED;
 
 /// The exit code for a finished run: 0 complete, 3 complete but short of
-/// `--expect-iops` or with data that did not arrive (its verification
-/// failed), 130 interrupted, 1 other.
+/// `--expect-iops`, with data that did not arrive (its verification
+/// failed) or with a `--threshold` gate failed, 130 interrupted, 1 other.
 pub fn exit_code(r: &RunResult) -> i32 {
-    let short =
-        crate::disk::short_of_expectation(r) || r.verification.as_ref().is_some_and(|v| !v.ok);
+    let short = crate::disk::short_of_expectation(r)
+        || r.verification.as_ref().is_some_and(|v| !v.ok)
+        || r.gates.iter().any(|g| !g.passed);
     match r.stop_reason {
         StopReason::Completed if short => EXIT_BELOW_EXPECTATION,
         StopReason::Completed => 0,
@@ -494,7 +495,14 @@ impl RunJob<'_> {
 
     /// Writes the result file and prints the summary (or the JSON), unless
     /// this run is a sweep's step.
-    pub(crate) fn publish(&self, result: RunResult, ops: &[OpSpec]) -> anyhow::Result<RunResult> {
+    pub(crate) fn publish(
+        &self,
+        mut result: RunResult,
+        ops: &[OpSpec],
+    ) -> anyhow::Result<RunResult> {
+        result.gates = (self.config.args.thresholds.iter())
+            .map(|g| g.judge_run(&result, None))
+            .collect();
         if self.quiet {
             return Ok(result);
         }

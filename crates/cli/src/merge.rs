@@ -165,6 +165,8 @@ fn merge_sweeps(sweeps: Vec<(String, SweepResult)>, a: &MergeArgs) -> anyhow::Re
         analysis,
         findings,
         complete: sweeps.iter().all(|(_, s)| s.complete),
+        // Judged on each shard's own runs; a merge judges nothing anew.
+        gates: Vec::new(),
         ..first.clone()
     };
     let written = merged

@@ -8,7 +8,8 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::{anyhow, bail, Context as _};
 use loadcell_record::result::StopReason;
-use loadcell_record::sweep::SweepResult;
+use loadcell_record::sweep::{SweepKind, SweepResult};
+use loadcell_report::gate::Gate;
 use loadcell_report::input::Input;
 
 use loadcell_analysis::findmax::{FindmaxPlan, Sla};
@@ -53,6 +54,30 @@ fn split_own(
     Ok((own, rest))
 }
 
+/// Takes every `--threshold` out of `raw`: a sweep judges them itself, on
+/// each run and on the whole, so the steps get none.
+fn take_gates(raw: &[String], kind: SweepKind) -> anyhow::Result<(Vec<Gate>, Vec<String>)> {
+    let mut gates = Vec::new();
+    let mut rest = Vec::new();
+    let mut args = raw.iter();
+    while let Some(arg) = args.next() {
+        let text = match arg.strip_prefix("--threshold") {
+            Some("") => args
+                .next()
+                .ok_or_else(|| anyhow!("--threshold needs a gate, e.g. 'p99 <= 2ms'"))?,
+            Some(inline) if inline.starts_with('=') => &inline[1..],
+            _ => {
+                rest.push(arg.clone());
+                continue;
+            }
+        };
+        let gate = Gate::parse(text).map_err(|e| anyhow!("--threshold: {e}"))?;
+        gate.fits(kind).map_err(|e| anyhow!("--threshold: {e}"))?;
+        gates.push(gate);
+    }
+    Ok((gates, rest))
+}
+
 /// The value of own option `name`, if given, read by `parse` (one of
 /// [`crate::values`]); an error names the option and the value.
 fn own_value<T>(
@@ -65,9 +90,11 @@ fn own_value<T>(
         .transpose()
 }
 
-/// Writes the file, prints findings and the table, and returns the exit code.
+/// Judges the gates, writes the file, prints findings, the table and any
+/// failed gate, and returns the exit code.
 fn finish(
-    result: SweepResult,
+    mut result: SweepResult,
+    gates: &[Gate],
     out: Option<&String>,
     json: bool,
     results_dir: PathBuf,
@@ -79,6 +106,7 @@ fn finish(
         &results_dir,
         &format!("{what}-{workload}"),
     );
+    result.gates = gates.iter().flat_map(|g| g.judge_sweep(&result)).collect();
     let path = result
         .write(&dest)
         .with_context(|| format!("cannot write the sweep file {dest}"))?;
@@ -93,6 +121,9 @@ fn finish(
         println!();
         for f in &result.findings {
             println!("- {f}");
+        }
+        if !result.gates.is_empty() {
+            println!("{}", loadcell_report::text::gates(&result.gates));
         }
     }
     eprintln!(
@@ -110,10 +141,12 @@ fn finish(
         .any(|r| r.stop_reason == StopReason::Interrupted);
     Ok(if interrupted {
         crate::launch::EXIT_INTERRUPTED
-    } else if result.complete {
-        0
-    } else {
+    } else if !result.complete {
         1
+    } else if result.gates.iter().any(|g| !g.passed) {
+        crate::launch::EXIT_BELOW_EXPECTATION
+    } else {
+        0
     })
 }
 
@@ -144,7 +177,8 @@ fn step_starts(
 }
 
 pub fn sweep(raw: &[String], argv: Vec<String>) -> anyhow::Result<i32> {
-    let (own, run_argv) = split_own(raw, &["--repeat", "--out", "--step-gap"], &["--json"])?;
+    let (gates, raw) = take_gates(raw, SweepKind::Sweep)?;
+    let (own, run_argv) = split_own(&raw, &["--repeat", "--out", "--step-gap"], &["--json"])?;
     let repeat = own_value(&own, "--repeat", values::positive_usize)?.unwrap_or(1);
     let gap = own_value(&own, "--step-gap", values::positive_duration)?.unwrap_or(STEP_GAP);
     let swept = sweep::find_swept(&run_argv)?;
@@ -183,6 +217,7 @@ pub fn sweep(raw: &[String], argv: Vec<String>) -> anyhow::Result<i32> {
     })?;
     finish(
         result,
+        &gates,
         own.get("--out"),
         own.contains_key("--json"),
         results_dir,
@@ -192,8 +227,9 @@ pub fn sweep(raw: &[String], argv: Vec<String>) -> anyhow::Result<i32> {
 }
 
 pub fn findmax(raw: &[String], argv: Vec<String>) -> anyhow::Result<i32> {
+    let (gates, raw) = take_gates(raw, SweepKind::Findmax)?;
     let (own, run_argv) = split_own(
-        raw,
+        &raw,
         &[
             "--sla",
             "--start-rate",
@@ -242,6 +278,7 @@ pub fn findmax(raw: &[String], argv: Vec<String>) -> anyhow::Result<i32> {
     })?;
     finish(
         result,
+        &gates,
         own.get("--out"),
         own.contains_key("--json"),
         a.target.results_dir.clone(),

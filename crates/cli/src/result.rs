@@ -284,6 +284,7 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
         verification: None,
         hdr_log: None,
         exports: Vec::new(),
+        gates: Vec::new(),
         merge: None,
     }
 }

@@ -202,6 +202,7 @@ pub fn sweep(
         findings,
         complete,
         error,
+        gates: Vec::new(),
     })
 }
 
@@ -291,6 +292,7 @@ pub fn findmax(
         findings,
         complete,
         error,
+        gates: Vec::new(),
     })
 }
 

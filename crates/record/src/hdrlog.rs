@@ -273,6 +273,7 @@ pub fn rebuild(log: &[u8], name: &str) -> Result<RunResult, String> {
         verification: None,
         hdr_log: Some(name.to_string()),
         exports: Vec::new(),
+        gates: Vec::new(),
         merge: None,
     })
 }

@@ -272,6 +272,7 @@ pub fn merge(shards: Vec<ShardResult>, allow_partial: bool) -> Result<RunResult,
         verification: None,
         hdr_log: None,
         exports: Vec::new(),
+        gates: Vec::new(),
         merge: Some(MergeSection {
             shards: merged_shards,
             missing,

@@ -85,10 +85,29 @@ pub struct RunResult {
     /// What each `--export` pushed while the run went.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub exports: Vec<Export>,
+    /// The `--threshold` gates and how the run fared against each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gates: Vec<GateVerdict>,
     /// A result merged from shards' (`loadcell merge`): each shard's
     /// figures and resource samples, and the spread between them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merge: Option<MergeSection>,
+}
+
+/// A gate (`--threshold`, a suite's `gates`) judged on a result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GateVerdict {
+    /// The gate as written: `p99 <= 2ms`.
+    pub gate: String,
+    /// Which run of a sweep, when it is about one: `threads = 8, run 2`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<String>,
+    pub passed: bool,
+    /// What was measured, in the gate's unit, or why nothing was.
+    pub measured: String,
+    /// The measured number, when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<f64>,
 }
 
 /// How a merged result was made: its histograms are the shards' added,

@@ -151,6 +151,9 @@ pub struct SweepResult {
     /// sweep ended there, keeping the steps before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The `--threshold` gates and how the sweep fared against each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gates: Vec<crate::result::GateVerdict>,
 }
 
 impl SweepResult {

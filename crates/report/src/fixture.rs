@@ -234,6 +234,7 @@ pub fn run(threads: usize, tps: f64) -> RunResult {
         verification: None,
         hdr_log: None,
         exports: Vec::new(),
+        gates: Vec::new(),
         merge: None,
     }
 }
@@ -294,6 +295,7 @@ pub fn sweep(values: &[f64], repeat: usize) -> SweepResult {
         findings,
         complete: true,
         error: None,
+        gates: Vec::new(),
     }
 }
 

@@ -5,6 +5,7 @@ pub mod advise;
 pub mod compare;
 #[cfg(any(test, feature = "test-fixture"))]
 pub mod fixture;
+pub mod gate;
 pub mod html;
 pub mod input;
 pub mod live;

@@ -7,7 +7,9 @@ use std::fmt::Write as _;
 
 use loadcell_core::words::counted;
 use loadcell_record::details::{DiskRun, HeldConnections, IopsExpectation, StreamCompleteness};
-use loadcell_record::result::{GroupSummary, LoopMode, RunResult, RunStatus, Verification};
+use loadcell_record::result::{
+    GateVerdict, GroupSummary, LoopMode, RunResult, RunStatus, Verification,
+};
 
 use crate::table::grouped;
 
@@ -328,6 +330,9 @@ pub fn summary(r: &RunResult, op_order: &[&str]) -> String {
             let _ = writeln!(w, "{}", stream_rows(&s));
         }
     }
+    if !r.gates.is_empty() {
+        let _ = writeln!(w, "{}", gates(&r.gates));
+    }
     for sample in &r.error_samples {
         let _ = writeln!(
             w,
@@ -438,6 +443,21 @@ pub fn verification(v: &Verification) -> String {
             v.found, v.expected, v.how
         )
     }
+}
+
+/// The gates judged: how many passed, then each failure on its own line.
+pub fn gates(verdicts: &[GateVerdict]) -> String {
+    let failed = crate::gate::failures(verdicts);
+    let mut text = format!(
+        "Gates: {} of {} passed",
+        verdicts.len() - failed.len(),
+        verdicts.len()
+    );
+    for line in failed {
+        text += "\n";
+        text += &line;
+    }
+    text
 }
 
 /// A stream run's rows in one line.
