@@ -35,6 +35,7 @@ use crate::transport::io_error::{connect_error, lost_error};
 use crate::transport::peer::{self, Awaiting, Progress};
 use crate::transport::read_buffer::ReadBuffer;
 use crate::transport::stream::{connect_tcp, Stream};
+use crate::transport::target_url::{Query, UrlParts};
 use crate::transport::url_text;
 use crate::{DriverInfo, Family};
 
@@ -89,45 +90,21 @@ impl Settings {
     }
 }
 
-fn parse_url(url: &url::Url) -> Result<Settings, String> {
-    const FORM: &str = "use memcached://host:port";
-    if !url.username().is_empty() || url.password().is_some() {
-        return Err(format!(
-            "memcached's text protocol has no authentication: remove the user and password ({FORM})"
-        ));
-    }
-    let path = url.path();
-    if !path.is_empty() && path != "/" {
-        return Err(format!(
-            "memcached has no databases: remove the path '{path}' ({FORM})"
-        ));
-    }
-    if url.query().is_some() {
-        let names: Vec<String> = url.query_pairs().map(|(k, _)| format!("'{k}'")).collect();
-        return Err(if names.is_empty() {
-            format!("memcached takes no parameters: remove the '?' ({FORM})")
-        } else {
-            format!(
-                "memcached takes no parameters, got {}: remove them ({FORM})",
-                names.join(", ")
-            )
-        });
-    }
-    if url.fragment().is_some() {
-        return Err(format!("unexpected '#' fragment ({FORM})"));
-    }
-    let host = match url.host() {
-        None | Some(url::Host::Domain("")) => DEFAULT_HOST.to_string(),
-        Some(url::Host::Ipv6(a)) => a.to_string(),
-        Some(url::Host::Ipv4(a)) => a.to_string(),
-        Some(url::Host::Domain(d)) => d.to_string(),
+/// The settings; every error ends with the URL's form.
+fn parse_target(target: &Target) -> Result<Settings, String> {
+    let parse = || {
+        let url = target.url();
+        Query::parse(url, &[])?;
+        if url.query().is_some() {
+            return Err("memcached takes no parameters: remove the '?'".to_string());
+        }
+        let parts = UrlParts::parse(target, DEFAULT_PORT)?;
+        parts.no_credentials("memcached's text protocol has no authentication")?;
+        parts.no_path("memcached has no databases")?;
+        let (host, port) = parts.one_host(DEFAULT_HOST)?;
+        Ok(Settings { host, port })
     };
-    let port = match url.port() {
-        None => DEFAULT_PORT,
-        Some(0) => return Err("port 0 is not a port to connect to".to_string()),
-        Some(p) => p,
-    };
-    Ok(Settings { host, port })
+    parse().map_err(|e: String| format!("{e} (use {})", INFO.url_form))
 }
 
 // ---------------------------------------------------------------------------
@@ -144,7 +121,7 @@ pub struct MemcachedDriver {
 impl MemcachedDriver {
     /// Parses the target; makes no connection.
     pub fn from_target(target: &Target) -> Result<MemcachedDriver, String> {
-        let s = parse_url(target.url())?;
+        let s = parse_target(target)?;
         Ok(MemcachedDriver {
             endpoint: s.endpoint().into(),
             host: s.host,
@@ -798,7 +775,7 @@ mod tests {
     const EP: &str = "127.0.0.1:11211";
 
     fn settings(url: &str) -> Result<Settings, String> {
-        parse_url(Target::parse(url).unwrap().url())
+        parse_target(&Target::parse(url).unwrap())
     }
 
     #[test]

@@ -70,6 +70,7 @@ use loadcell_core::clock::wait_until;
 use loadcell_core::kv::{KvCapabilities, KvConn, KvReply, OnReply, ReplyAt};
 use loadcell_core::{Driver, DriverError, ServerInfo, Target};
 
+use crate::transport::target_url::Query;
 use crate::{DriverInfo, Family};
 
 pub const INFO: DriverInfo = DriverInfo {
@@ -288,6 +289,8 @@ struct Config {
 
 fn parse_url(url: &url::Url) -> Result<Config, String> {
     const FORM: &str = "use sim://?latency=...&stall=...&concurrency=N";
+    let mut query = Query::parse(url, PARAMS).map_err(|e| format!("{e} ({})", INFO.url_form))?;
+    query.refuse_repeats()?;
     // A URL with a user, password or port has a host too (or does not parse).
     if let Some(host) = url.host_str().filter(|h| !h.is_empty()) {
         return Err(format!(
@@ -298,57 +301,35 @@ fn parse_url(url: &url::Url) -> Result<Config, String> {
     if !path.is_empty() && path != "/" {
         return Err(format!("unexpected path '{path}' ({FORM})"));
     }
-    if url.fragment().is_some() {
-        return Err(format!("unexpected '#' fragment ({FORM})"));
-    }
-    let mut config = Config {
-        latency: Latency::Fixed(0),
-        stalls: Vec::new(),
-        concurrency: None,
-        connect_ns: 0,
-        record: None,
-    };
-    let mut seen: Vec<String> = Vec::new();
-    for (key, value) in url.query_pairs() {
-        if seen.iter().any(|k| *k == key) {
-            return Err(format!("parameter '{key}' is given twice"));
+    let concurrency = query.take_parsed("concurrency", |value| {
+        let n: usize = value.trim().parse().map_err(|_| {
+            format!(
+                "concurrency '{value}' must be a whole number of requests served at once, \
+                 1 to {MAX_CONCURRENCY} (leave it out for no limit)"
+            )
+        })?;
+        if n == 0 || n > MAX_CONCURRENCY {
+            return Err(format!(
+                "concurrency {n} is out of range: 1 to {MAX_CONCURRENCY} \
+                 (leave it out for no limit)"
+            ));
         }
-        seen.push(key.to_string());
-        match &*key {
-            "latency" => config.latency = Latency::parse(&value)?,
-            "stall" => config.stalls = parse_stalls(&value)?,
-            "connect" => config.connect_ns = parse_duration(&value)?,
-            "record" if value.is_empty() => {
-                return Err(format!(
-                    "record needs a file name, e.g. record=served.txt ({FORM})"
-                ))
-            }
-            "record" => config.record = Some(PathBuf::from(&*value)),
-            "concurrency" => {
-                let n: usize = value.trim().parse().map_err(|_| {
-                    format!(
-                        "concurrency '{value}' must be a whole number of requests served at once, \
-                         1 to {MAX_CONCURRENCY} (leave it out for no limit)"
-                    )
-                })?;
-                if n == 0 || n > MAX_CONCURRENCY {
-                    return Err(format!(
-                        "concurrency {n} is out of range: 1 to {MAX_CONCURRENCY} \
-                         (leave it out for no limit)"
-                    ));
-                }
-                config.concurrency = Some(n);
-            }
-            other => {
-                return Err(format!(
-                    "unknown parameter '{other}'; accepted: {} ({})",
-                    PARAMS.join(", "),
-                    INFO.url_form
-                ))
-            }
-        }
-    }
-    Ok(config)
+        Ok(n)
+    })?;
+    let record = query
+        .take_nonempty("record", "a file name, e.g. record=served.txt")
+        .map_err(|e| format!("{e} ({FORM})"))?;
+    Ok(Config {
+        latency: query
+            .take_parsed("latency", Latency::parse)?
+            .unwrap_or(Latency::Fixed(0)),
+        stalls: query
+            .take_parsed("stall", parse_stalls)?
+            .unwrap_or_default(),
+        concurrency,
+        connect_ns: query.take_parsed("connect", parse_duration)?.unwrap_or(0),
+        record: record.map(PathBuf::from),
+    })
 }
 
 // ---------------------------------------------------------------------------

@@ -11,6 +11,7 @@ use loadcell_core::{Driver, DriverError, ServerInfo, Target};
 use rusqlite::types::ValueRef;
 use rusqlite::{ErrorCode, OpenFlags};
 
+use crate::transport::target_url::Query;
 use crate::{catalog, DriverInfo, Family};
 use loadcell_core::kv::KvCapabilities;
 
@@ -40,6 +41,7 @@ pub struct SqliteDriver {
 impl SqliteDriver {
     pub fn from_target(target: &Target) -> Result<SqliteDriver, String> {
         let url = target.url();
+        let mut query = Query::parse(url, &["journal_mode", "synchronous"])?;
         let path = match (url.host_str(), url.path()) {
             (Some(host), path) if !host.is_empty() => format!("{host}{path}"),
             (_, path) => path.to_string(),
@@ -50,25 +52,14 @@ impl SqliteDriver {
         if path.is_empty() {
             return Err("give a file path, as in sqlite:results/bench.db".into());
         }
-        let mut driver = SqliteDriver {
+        let journal_mode =
+            query.take_choice("journal_mode", &["wal", "delete", "truncate", "memory"])?;
+        let synchronous = query.take_choice("synchronous", &["off", "normal", "full"])?;
+        Ok(SqliteDriver {
             path: PathBuf::from(path),
-            journal_mode: "wal".into(),
-            synchronous: "normal".into(),
-        };
-        for (key, value) in url.query_pairs() {
-            match (key.as_ref(), value.as_ref()) {
-                ("journal_mode", v @ ("wal" | "delete" | "truncate" | "memory")) => {
-                    driver.journal_mode = v.into()
-                }
-                ("synchronous", v @ ("off" | "normal" | "full")) => driver.synchronous = v.into(),
-                (k, v) => {
-                    return Err(format!(
-                        "unsupported parameter {k}={v}; accepted: journal_mode=wal|delete|truncate|memory, synchronous=off|normal|full"
-                    ))
-                }
-            }
-        }
-        Ok(driver)
+            journal_mode: journal_mode.unwrap_or("wal").into(),
+            synchronous: synchronous.unwrap_or("normal").into(),
+        })
     }
 
     pub fn path(&self) -> &std::path::Path {
@@ -278,7 +269,16 @@ mod tests {
         assert_eq!(d.synchronous, "off");
         let t = Target::parse("sqlite:x.db?cache=huge").unwrap();
         let err = SqliteDriver::from_target(&t).unwrap_err();
-        assert!(err.contains("cache=huge"), "{err}");
+        assert_eq!(
+            err,
+            "unknown parameter 'cache'; accepted: journal_mode, synchronous"
+        );
+        let t = Target::parse("sqlite:x.db?journal_mode=off").unwrap();
+        let err = SqliteDriver::from_target(&t).unwrap_err();
+        assert_eq!(
+            err,
+            "journal_mode takes one of wal, delete, truncate, memory, got 'off'"
+        );
         // %-escapes are file name characters; a space need not be escaped.
         for (raw, path) in [
             ("sqlite:my runs/a%23b%3Fc%25.db", "my runs/a#b?c%.db"),

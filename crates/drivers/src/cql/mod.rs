@@ -49,7 +49,8 @@ use scylla::statement::Consistency;
 
 pub use conn::CqlConnection;
 
-use crate::transport::url_text::percent_decode;
+use crate::transport::target_url::{Query, UrlParts};
+use crate::transport::url_text::endpoint;
 use crate::{DriverInfo, Family};
 
 pub const INFO: DriverInfo = DriverInfo {
@@ -86,62 +87,34 @@ struct Settings {
 
 fn parse_target(target: &Target) -> Result<Settings, String> {
     let url = target.url();
-    let mut nodes = Vec::new();
-    for (host, port) in target.hosts() {
-        let host = if host.contains(':') {
-            format!("[{host}]")
-        } else {
-            host
-        };
-        nodes.push(format!("{host}:{}", port.unwrap_or(DEFAULT_PORT)));
+    if let Some((key, _)) = url
+        .query_pairs()
+        .find(|(k, _)| k == "user" || k == "password")
+    {
+        return Err(format!(
+            "{key}= is not taken: put credentials in the URL, cql://user:password@host/KEYSPACE, where they are never shown"
+        ));
     }
-    if nodes.is_empty() {
-        nodes.push(format!("127.0.0.1:{DEFAULT_PORT}"));
-    }
-    let keyspace = url.path().trim_start_matches('/');
-    if keyspace.is_empty() || keyspace.contains('/') {
-        return Err("a cql:// target names its keyspace: cql://host:9042/KEYSPACE".to_string());
-    }
-    let keyspace = percent_decode(keyspace, "keyspace")?;
-    let mut consistency = Consistency::One;
-    let mut replication_factor = 1;
-    for (key, value) in url.query_pairs() {
-        match &*key {
-            "consistency" => consistency = parse_consistency(&value)?,
-            "replication_factor" => {
-                replication_factor = value
-                    .parse()
-                    .ok()
-                    .filter(|n| *n > 0)
-                    .ok_or_else(|| format!("replication_factor takes a count, got '{value}'"))?
-            }
-            "user" | "password" => {
-                return Err(format!(
-                    "{key}= is not taken: put credentials in the URL, cql://user:password@host/KEYSPACE, where they are never shown"
-                ))
-            }
-            other => {
-                return Err(format!(
-                    "unknown parameter '{other}'; accepted: consistency, replication_factor"
-                ))
-            }
-        }
-    }
-    let credentials = if url.username().is_empty() {
-        None
-    } else {
-        let password = url.password().unwrap_or("");
-        Some((
-            percent_decode(url.username(), "user")?,
-            percent_decode(password, "password")?,
-        ))
-    };
+    let mut query = Query::parse(url, &["consistency", "replication_factor"])?;
+    let consistency = query.take_parsed("consistency", parse_consistency)?;
+    let replication_factor = query.take_parsed("replication_factor", |value| {
+        value
+            .parse()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| format!("replication_factor takes a count, got '{value}'"))
+    })?;
+    let parts = UrlParts::parse(target, DEFAULT_PORT)?;
+    let nodes = parts.hosts_or("127.0.0.1");
+    let keyspace = parts.segment("keyspace")?.ok_or_else(|| {
+        "a cql:// target names its keyspace: cql://host:9042/KEYSPACE".to_string()
+    })?;
     Ok(Settings {
-        nodes,
+        nodes: nodes.iter().map(|(h, p)| endpoint(h, *p)).collect(),
         keyspace,
-        consistency,
-        replication_factor,
-        credentials,
+        consistency: consistency.unwrap_or(Consistency::One),
+        replication_factor: replication_factor.unwrap_or(1),
+        credentials: parts.user.map(|u| (u, parts.password.unwrap_or_default())),
     })
 }
 

@@ -46,6 +46,7 @@ use crate::transport::io_error::{connect_error, lost_error};
 use crate::transport::peer::{self, Awaiting, Progress};
 use crate::transport::read_buffer::ReadBuffer;
 use crate::transport::stream::{connect_tcp, Stream};
+use crate::transport::target_url::{Query, UrlParts};
 use crate::transport::url_text;
 use crate::{DriverInfo, Family};
 use calls::ScanArgs;
@@ -87,49 +88,22 @@ struct Settings {
     master_info: Option<MasterInfo>,
 }
 
-fn parse_url(url: &url::Url) -> Result<Settings, String> {
-    const FORM: &str = "use hbase+thrift://host:port[?master_info=HOST:PORT]";
-    if !url.username().is_empty() || url.password().is_some() {
-        return Err(format!(
-            "the Thrift2 gateway takes no user or password here: remove them ({FORM})"
-        ));
-    }
-    let path = url.path();
-    if !path.is_empty() && path != "/" {
-        return Err(format!(
-            "the table is the workload's option, not the path: remove '{path}' ({FORM})"
-        ));
-    }
-    if url.fragment().is_some() {
-        return Err(format!("unexpected '#' fragment ({FORM})"));
-    }
-    let mut master_info = None;
-    for (key, value) in url.query_pairs() {
-        match &*key {
-            "master_info" => master_info = Some(MasterInfo::parse(&value)?),
-            _ => {
-                return Err(format!(
-                    "unknown parameter '{key}'; accepted: master_info ({FORM})"
-                ))
-            }
-        }
-    }
-    let host = match url.host() {
-        None | Some(url::Host::Domain("")) => DEFAULT_HOST.to_string(),
-        Some(url::Host::Ipv6(a)) => a.to_string(),
-        Some(url::Host::Ipv4(a)) => a.to_string(),
-        Some(url::Host::Domain(d)) => d.to_string(),
+/// The settings; every error ends with the URL's form.
+fn parse_target(target: &Target) -> Result<Settings, String> {
+    let parse = || {
+        let mut query = Query::parse(target.url(), &["master_info"])?;
+        let master_info = query.take_parsed("master_info", MasterInfo::parse)?;
+        let parts = UrlParts::parse(target, DEFAULT_PORT)?;
+        parts.no_credentials("the Thrift2 gateway takes no user or password here")?;
+        parts.no_path("the table is the workload's option, not the path")?;
+        let (host, port) = parts.one_host(DEFAULT_HOST)?;
+        Ok(Settings {
+            host,
+            port,
+            master_info,
+        })
     };
-    let port = match url.port() {
-        None => DEFAULT_PORT,
-        Some(0) => return Err("port 0 is not a port to connect to".to_string()),
-        Some(p) => p,
-    };
-    Ok(Settings {
-        host,
-        port,
-        master_info,
-    })
+    parse().map_err(|e: String| format!("{e} (use {})", INFO.url_form))
 }
 
 // ---------------------------------------------------------------------------
@@ -146,7 +120,7 @@ pub struct HbaseDriver {
 impl HbaseDriver {
     /// Parses the target; makes no connection.
     pub fn from_target(target: &Target) -> Result<HbaseDriver, String> {
-        let s = parse_url(target.url())?;
+        let s = parse_target(target)?;
         Ok(HbaseDriver {
             endpoint: url_text::endpoint(&s.host, s.port).into(),
             host: s.host,

@@ -4,14 +4,14 @@ use super::thrift::{message_len, REPLY};
 use super::*;
 
 fn parse(url: &str) -> Result<(String, u16), String> {
-    parse_url(&url::Url::parse(url).unwrap()).map(|s| (s.host, s.port))
+    parse_target(&Target::parse(url).unwrap()).map(|s| (s.host, s.port))
 }
 
 #[test]
 fn the_target_names_the_gateway_and_nothing_else() {
     assert_eq!(parse("hbase+thrift://h:19090"), Ok(("h".into(), 19090)));
     assert_eq!(parse("hbase+thrift://h"), Ok(("h".into(), DEFAULT_PORT)));
-    let with_master = parse_url(&url::Url::parse("hbase+thrift://h?master_info=m:16010").unwrap());
+    let with_master = parse_target(&Target::parse("hbase+thrift://h?master_info=m:16010").unwrap());
     assert!(with_master.unwrap().master_info.is_some());
     for bad in [
         "hbase+thrift://u:p@h:1",

@@ -38,8 +38,9 @@ pub use client::Http1Connection;
 pub(crate) use client::{Origin, Shared};
 pub use http2::Http2Connection;
 
+use crate::transport::target_url::{Query, UrlParts};
 use crate::transport::tls::{self, SslMode};
-use crate::transport::url_text::{self, percent_decode};
+use crate::transport::url_text;
 use crate::{DriverInfo, Family};
 
 pub const INFO: DriverInfo = DriverInfo {
@@ -69,9 +70,8 @@ pub(crate) struct Settings {
     /// The status page's host, port and path with query.
     pub status: Option<(String, u16, String)>,
     pub http2: bool,
-    /// The values of the form's [`TargetForm::own`] parameters, for its
-    /// driver to read.
-    pub own: Vec<(String, String)>,
+    /// The form's [`TargetForm::own`] parameters, for its driver to take.
+    pub own: Query,
 }
 
 impl std::fmt::Debug for Settings {
@@ -85,8 +85,8 @@ impl std::fmt::Debug for Settings {
             .field("insecure", &self.insecure)
             .field("status", &self.status)
             .field("http2", &self.http2)
-            // Their values may hold a URL with a password.
-            .field("own", &self.own.iter().map(|(k, _)| k).collect::<Vec<_>>())
+            // Names only: a value may hold a URL with a password.
+            .field("own", &self.own)
             .finish()
     }
 }
@@ -115,73 +115,34 @@ const HTTP_FORM: TargetForm = TargetForm {
 };
 
 pub(crate) fn parse_target(target: &Target, form: &TargetForm) -> Result<Settings, String> {
-    let url = target.url();
     let https = target.scheme() == "https";
-    let flag = |key: &str, value: &str| match value {
-        "true" | "1" | "" => Ok(true),
-        "false" | "0" => Ok(false),
-        other => Err(format!("{key} takes true or false, got '{other}'")),
+    let accepted: Vec<&str> = COMMON_PARAMS
+        .iter()
+        .chain(form.params)
+        .chain(form.own)
+        .copied()
+        .collect();
+    let mut query =
+        Query::parse(target.url(), &accepted).map_err(|e| format!("{e}{}", form.hint))?;
+    let sslrootcert = tls::take_root_cert(&mut query)?;
+    let insecure = query.take_flag("insecure")?.unwrap_or(false);
+    let http2 = query.take_flag("http2")?.unwrap_or(false);
+    let status = query.take_parsed("status", status_page)?;
+    let tls = match query.take_flag("tls")? {
+        Some(false) if https => return Err("tls=false contradicts an https:// target".to_string()),
+        given => given.unwrap_or(https),
     };
-    let mut tls = https;
-    let mut sslrootcert = None;
-    let mut insecure = false;
-    let mut status = None;
-    let mut http2 = false;
-    let mut own = Vec::new();
-    for (key, value) in url.query_pairs() {
-        if form.own.contains(&&*key) {
-            own.push((key.into_owned(), value.into_owned()));
-            continue;
-        }
-        if !COMMON_PARAMS.contains(&&*key) && !form.params.contains(&&*key) {
-            let accepted: Vec<&str> = COMMON_PARAMS
-                .iter()
-                .chain(form.params)
-                .chain(form.own)
-                .copied()
-                .collect();
-            return Err(format!(
-                "unknown parameter '{key}'; accepted: {}{}",
-                accepted.join(", "),
-                form.hint
-            ));
-        }
-        match &*key {
-            "sslrootcert" if value.is_empty() => {
-                return Err("sslrootcert needs a path to a PEM file".to_string())
-            }
-            "sslrootcert" => sslrootcert = Some(PathBuf::from(&*value)),
-            "insecure" => insecure = flag(&key, &value)?,
-            "http2" => http2 = flag(&key, &value)?,
-            "status" => status = Some(status_page(&value)?),
-            _ => {
-                tls = flag(&key, &value)?;
-                if https && !tls {
-                    return Err("tls=false contradicts an https:// target".to_string());
-                }
-            }
-        }
-    }
     let default_port = form.default_port.unwrap_or(if tls { 443 } else { 80 });
-    let hosts = url_text::hosts(target, default_port)?;
-    if hosts.is_empty() || hosts.iter().any(|(h, _)| h.is_empty()) {
+    let parts = UrlParts::parse(target, default_port)?;
+    if parts.hosts.is_empty() || parts.hosts.iter().any(|(h, _)| h.is_empty()) {
         return Err(format!(
             "an HTTP target needs a host: {}://host[:port][/path]",
             target.scheme()
         ));
     }
-    if hosts.iter().any(|&(_, p)| p == 0) {
-        return Err("port 0 is not a port to connect to".to_string());
-    }
-    let credentials = match (url.username(), url.password()) {
-        ("", None) => None,
-        (user, password) => Some((
-            percent_decode(user, "user")?,
-            password
-                .map(|p| percent_decode(p, "password"))
-                .transpose()?
-                .unwrap_or_default(),
-        )),
+    let credentials = match (parts.user, parts.password) {
+        (None, None) => None,
+        (user, password) => Some((user.unwrap_or_default(), password.unwrap_or_default())),
     };
     if !tls && (sslrootcert.is_some() || insecure) {
         let or_tls = if form.params.contains(&"tls") {
@@ -206,15 +167,15 @@ pub(crate) fn parse_target(target: &Target, form: &TargetForm) -> Result<Setting
         );
     }
     Ok(Settings {
-        hosts,
         tls,
         credentials,
-        base: url.path().trim_end_matches('/').to_string(),
+        hosts: parts.hosts,
+        base: parts.path.trim_end_matches('/').to_string(),
         sslrootcert,
         insecure,
         status,
         http2,
-        own,
+        own: query,
     })
 }
 

@@ -93,6 +93,7 @@ use rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode};
 use rdkafka::producer::Producer as _;
 use rdkafka::{Message, Offset, TopicPartitionList};
 
+use crate::transport::target_url::{one_of, Query, UrlParts};
 use crate::transport::url_text;
 use crate::{DriverInfo, Family};
 use consume::GroupConsumer;
@@ -135,14 +136,21 @@ struct Settings {
 
 impl Settings {
     fn parse(target: &Target) -> Result<Settings, String> {
-        let hosts = url_text::hosts(target, DEFAULT_PORT)?;
-        if hosts.is_empty() {
+        // Any name: librdkafka checks those it is handed.
+        let mut query = Query::any(target.url());
+        let replication = query.take_parsed("replication", |value| {
+            value
+                .parse::<i32>()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| format!("replication must be 1 or more, got '{value}'"))
+        })?;
+        let parts = UrlParts::parse(target, DEFAULT_PORT)?;
+        if parts.hosts.is_empty() {
             return Err("name at least one broker: kafka://host:port".to_string());
         }
-        if !matches!(target.url().path(), "" | "/") {
-            return Err("a Kafka target has no path: kafka://host:port[,host:port]".to_string());
-        }
-        let brokers = url_text::endpoints(&hosts);
+        parts.no_path("a Kafka target has no path (kafka://host:port[,host:port])")?;
+        let brokers = url_text::endpoints(&parts.hosts);
         let mut properties = vec![
             ("bootstrap.servers".to_string(), brokers.clone()),
             ("client.id".to_string(), "loadcell".to_string()),
@@ -151,25 +159,13 @@ impl Settings {
             // is not there is an error, not a new one-partition topic.
             ("allow.auto.create.topics".to_string(), "false".to_string()),
         ];
-        let mut replication = 1;
-        for (key, value) in target.url().query_pairs() {
-            let (key, value) = match &*key {
-                "replication" => {
-                    replication = value
-                        .parse::<i32>()
-                        .ok()
-                        .filter(|n| *n > 0)
-                        .ok_or_else(|| format!("replication must be 1 or more, got '{value}'"))?;
-                    continue;
+        for (key, value) in query.into_pairs() {
+            let key = match &*key {
+                "compression" => {
+                    one_of("compression", &value, COMPRESSIONS)?;
+                    "compression.type".to_string()
                 }
-                "compression" if !COMPRESSIONS.contains(&&*value) => {
-                    return Err(format!(
-                        "compression must be one of {}, got '{value}'",
-                        COMPRESSIONS.join(", ")
-                    ))
-                }
-                "compression" => ("compression.type".to_string(), value.into_owned()),
-                _ => (key.into_owned(), value.into_owned()),
+                _ => key,
             };
             match properties.iter_mut().find(|(k, _)| *k == key) {
                 Some(slot) => slot.1 = value,
@@ -179,7 +175,7 @@ impl Settings {
         let settings = Settings {
             brokers,
             properties,
-            replication,
+            replication: replication.unwrap_or(1),
         };
         // librdkafka checks every property's name and value.
         settings

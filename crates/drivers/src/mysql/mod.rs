@@ -42,8 +42,9 @@ use loadcell_core::{Driver, DriverError, ServerInfo, ServerSettings, Target};
 use rustls::ClientConfig;
 
 use crate::transport::peer::{self, Progress};
-use crate::transport::tls::SslMode;
-use crate::transport::url_text::{self, percent_decode};
+use crate::transport::target_url::{Query, UrlParts};
+use crate::transport::tls::{self, SslMode};
+use crate::transport::url_text;
 use crate::{catalog, DriverInfo, Family};
 
 mod codec;
@@ -117,59 +118,18 @@ impl Settings {
     }
 }
 
-fn parse_url(url: &url::Url) -> Result<Settings, String> {
-    let host = match url.host() {
-        None => DEFAULT_HOST.to_string(),
-        Some(url::Host::Ipv6(a)) => a.to_string(),
-        Some(url::Host::Ipv4(a)) => a.to_string(),
-        Some(url::Host::Domain("")) => DEFAULT_HOST.to_string(),
-        Some(url::Host::Domain(d)) => percent_decode(d, "host")?,
-    };
-    let port = url.port().unwrap_or(DEFAULT_PORT);
-    let user = match url.username() {
-        "" => DEFAULT_USER.to_string(),
-        u => percent_decode(u, "user")?,
-    };
-    let password = url
-        .password()
-        .map(|p| percent_decode(p, "password"))
-        .transpose()?;
-    let db = match url.path().trim_start_matches('/') {
-        "" => None,
-        p if p.contains('/') => {
-            return Err(format!(
-                "the path must be a single database name, got '{p}'"
-            ))
-        }
-        p => Some(percent_decode(p, "database name")?),
-    };
-
-    let mut sslmode = SslMode::Disable;
-    let mut sslrootcert = None;
-    for (key, value) in url.query_pairs() {
-        match &*key {
-            "sslmode" => sslmode = SslMode::parse(&value)?,
-            "sslrootcert" => {
-                if value.is_empty() {
-                    return Err("sslrootcert needs a path to a PEM file".to_string());
-                }
-                sslrootcert = Some(PathBuf::from(&*value));
-            }
-            other => {
-                return Err(format!(
-                    "unknown parameter '{other}'; accepted: {}",
-                    PARAMS.join(", ")
-                ))
-            }
-        }
-    }
+fn parse_target(target: &Target) -> Result<Settings, String> {
+    let mut query = Query::parse(target.url(), PARAMS)?;
+    let (sslmode, sslrootcert) = tls::take_params(&mut query)?;
+    let parts = UrlParts::parse(target, DEFAULT_PORT)?;
+    let (host, port) = parts.one_host(DEFAULT_HOST)?;
     Ok(Settings {
         host,
         port,
-        user,
-        password,
-        db,
-        sslmode,
+        db: parts.segment("database name")?,
+        user: parts.user.unwrap_or_else(|| DEFAULT_USER.to_string()),
+        password: parts.password,
+        sslmode: sslmode.unwrap_or(SslMode::Disable),
         sslrootcert,
     })
 }
@@ -196,8 +156,8 @@ impl std::fmt::Debug for MysqlDriver {
 impl MysqlDriver {
     /// Parses the target and reads `sslrootcert`; makes no connection.
     pub fn from_target(target: &Target) -> Result<MysqlDriver, String> {
-        let s = parse_url(target.url())?;
-        let tls = crate::transport::tls::client_config(s.sslmode, s.sslrootcert.as_deref())?;
+        let s = parse_target(target)?;
+        let tls = tls::client_config(s.sslmode, s.sslrootcert.as_deref())?;
         let ctx = Arc::new(Ctx {
             endpoint: s.endpoint(),
             user: s.user.clone(),

@@ -12,7 +12,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 fn settings(url: &str) -> Result<Settings, String> {
-    parse_url(Target::parse(url).unwrap().url())
+    parse_target(&Target::parse(url).unwrap())
 }
 
 fn ctx() -> Ctx {

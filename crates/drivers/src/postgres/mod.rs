@@ -33,8 +33,9 @@ use tokio::net::TcpStream;
 use crate::transport::peer::{self, Awaiting, Progress};
 use crate::transport::read_buffer::ReadBuffer;
 use crate::transport::stream::{connect_tcp, Stream, TlsStartError};
+use crate::transport::target_url::{Query, UrlParts};
 use crate::transport::tls::{self, SslMode};
-use crate::transport::url_text::{self, percent_decode};
+use crate::transport::url_text;
 use crate::{DriverInfo, Family};
 use loadcell_core::kv::KvCapabilities;
 
@@ -96,64 +97,18 @@ impl fmt::Debug for Settings {
 }
 
 impl Settings {
-    fn from_url(url: &url::Url) -> Result<Settings, String> {
-        if url.cannot_be_a_base() {
-            return Err(format!("expected {}", INFO.url_form));
-        }
-        let host = match url.host() {
-            None => DEFAULT_HOST.to_string(),
-            Some(url::Host::Domain("")) => DEFAULT_HOST.to_string(),
-            Some(url::Host::Domain(d)) => percent_decode(d, "host")?,
-            Some(url::Host::Ipv4(ip)) => ip.to_string(),
-            Some(url::Host::Ipv6(ip)) => ip.to_string(),
-        };
-        let port = url.port().unwrap_or(DEFAULT_PORT);
-        let user = Some(percent_decode(url.username(), "user")?).filter(|u| !u.is_empty());
-        let password = url
-            .password()
-            .map(|p| percent_decode(p, "password"))
-            .transpose()?;
-        let path = url.path().strip_prefix('/').unwrap_or(url.path());
-        if path.contains('/') {
-            return Err(format!(
-                "the path must be just the database name, got '/{path}'"
-            ));
-        }
-        let dbname = Some(percent_decode(path, "database name")?).filter(|d| !d.is_empty());
-
-        let mut sslmode = SslMode::Disable;
-        let mut sslrootcert = None;
-        let mut unknown = Vec::new();
-        for (key, value) in url.query_pairs() {
-            match &*key {
-                "sslmode" => sslmode = SslMode::parse(&value)?,
-                "sslrootcert" if value.is_empty() => {
-                    return Err("sslrootcert needs a file path".to_string())
-                }
-                "sslrootcert" => sslrootcert = Some(PathBuf::from(&*value)),
-                other => {
-                    if !unknown.iter().any(|u: &String| u == other) {
-                        unknown.push(other.to_string());
-                    }
-                }
-            }
-        }
-        if !unknown.is_empty() {
-            let names: Vec<String> = unknown.iter().map(|u| format!("'{u}'")).collect();
-            return Err(format!(
-                "unknown parameter{} {}; accepted: {}",
-                if unknown.len() > 1 { "s" } else { "" },
-                names.join(", "),
-                ACCEPTED_PARAMS.join(", ")
-            ));
-        }
+    fn parse(target: &Target) -> Result<Settings, String> {
+        let mut query = Query::parse(target.url(), ACCEPTED_PARAMS)?;
+        let (sslmode, sslrootcert) = tls::take_params(&mut query)?;
+        let parts = UrlParts::parse(target, DEFAULT_PORT)?;
+        let (host, port) = parts.one_host(DEFAULT_HOST)?;
         Ok(Settings {
             host,
             port,
-            user,
-            password,
-            dbname,
-            sslmode,
+            dbname: parts.segment("database name")?,
+            user: parts.user,
+            password: parts.password,
+            sslmode: sslmode.unwrap_or(SslMode::Disable),
             sslrootcert,
         })
     }
@@ -198,7 +153,7 @@ impl fmt::Debug for PostgresDriver {
 impl PostgresDriver {
     /// Builds the driver (reading any `sslrootcert` file); connects nowhere.
     pub fn from_target(target: &Target) -> Result<PostgresDriver, String> {
-        let settings = Settings::from_url(target.url())?;
+        let settings = Settings::parse(target)?;
         let tls = tls::client_config(settings.sslmode, settings.sslrootcert.as_deref())?;
         let ctx = Arc::new(ErrCtx {
             endpoint: settings.endpoint(),

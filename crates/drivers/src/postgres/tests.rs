@@ -4,7 +4,7 @@ use loadcell_core::ErrorClass;
 use super::*;
 
 fn settings(raw: &str) -> Result<Settings, String> {
-    Settings::from_url(Target::parse(raw).unwrap().url())
+    Settings::parse(&Target::parse(raw).unwrap())
 }
 
 fn ctx() -> ErrCtx {

@@ -61,8 +61,9 @@ use rustls::ClientConfig;
 
 use crate::transport::io_error::unresolved_host;
 use crate::transport::peer::{self, Awaiting, Progress};
+use crate::transport::target_url::{Query, UrlParts};
 use crate::transport::tls::{self, SslMode};
-use crate::transport::url_text::{self, endpoint, percent_decode};
+use crate::transport::url_text::{self, endpoint};
 use crate::{DriverInfo, Family};
 
 mod cluster;
@@ -138,35 +139,32 @@ impl std::fmt::Debug for Settings {
 }
 
 fn parse_target(target: &Target) -> Result<Settings, String> {
-    let url = target.url();
     let scheme = target.scheme();
     let cluster = scheme == "redis+cluster";
-    let hosts = url_text::hosts(target, DEFAULT_PORT)?;
-    let hosts = if hosts.is_empty() {
-        vec![(DEFAULT_HOST.to_string(), url.port().unwrap_or(DEFAULT_PORT))]
+    let mut query = Query::parse(target.url(), PARAMS)?;
+    let claim_idle = query.take_parsed("claim_idle", |value| {
+        humantime::parse_duration(value)
+            .ok()
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| format!("claim_idle '{value}' is not a duration above zero (e.g. 5s)"))
+    })?;
+    let (sslmode, sslrootcert) = tls::take_params(&mut query)?;
+    let parts = UrlParts::parse(target, DEFAULT_PORT)?;
+    let hosts = if cluster {
+        parts.hosts_or(DEFAULT_HOST)
     } else {
-        hosts
+        let one = parts.one_host(DEFAULT_HOST).map_err(|e| {
+            format!("{e}; for a Redis Cluster use redis+cluster://host:port,host:port")
+        })?;
+        vec![one]
     };
-    if !cluster && hosts.len() > 1 {
-        return Err(format!(
-            "{scheme}:// takes one host; for a Redis Cluster use redis+cluster://host:port,host:port"
-        ));
-    }
-    let user = match url.username() {
-        "" => None,
-        u => Some(percent_decode(u, "user")?),
-    };
-    let password = url
-        .password()
-        .map(|p| percent_decode(p, "password"))
-        .transpose()?;
-    if user.is_some() && password.is_none() {
+    if parts.user.is_some() && parts.password.is_none() {
         return Err(
             "a user needs a password (redis://user:pass@host); for the default user write redis://:pass@host"
                 .to_string(),
         );
     }
-    let db = match url.path().trim_matches('/') {
+    let db = match parts.path.trim_matches('/') {
         "" => None,
         p => Some(p.parse::<u32>().map_err(|_| {
             format!("the path must be a database number (redis://host:port/0), got '{p}'")
@@ -174,35 +172,6 @@ fn parse_target(target: &Target) -> Result<Settings, String> {
     };
     if cluster && db.unwrap_or(0) != 0 {
         return Err("a Redis Cluster has only database 0: remove the /db from the URL".to_string());
-    }
-
-    let mut sslmode = None;
-    let mut sslrootcert = None;
-    let mut claim_idle = DEFAULT_CLAIM_IDLE;
-    for (key, value) in url.query_pairs() {
-        match &*key {
-            "claim_idle" => {
-                claim_idle = humantime::parse_duration(&value)
-                    .ok()
-                    .filter(|d| !d.is_zero())
-                    .ok_or_else(|| {
-                        format!("claim_idle '{value}' is not a duration above zero (e.g. 5s)")
-                    })?
-            }
-            "sslmode" => sslmode = Some(SslMode::parse(&value)?),
-            "sslrootcert" => {
-                if value.is_empty() {
-                    return Err("sslrootcert needs a path to a PEM file".to_string());
-                }
-                sslrootcert = Some(PathBuf::from(&*value));
-            }
-            other => {
-                return Err(format!(
-                    "unknown parameter '{other}'; accepted: {}",
-                    PARAMS.join(", ")
-                ))
-            }
-        }
     }
     let sslmode = match (scheme, sslmode) {
         (_, Some(SslMode::Prefer)) => {
@@ -227,12 +196,12 @@ fn parse_target(target: &Target) -> Result<Settings, String> {
     Ok(Settings {
         hosts,
         cluster,
-        user,
-        password,
+        user: parts.user,
+        password: parts.password,
         db: db.filter(|&d| d != 0),
         sslmode,
         sslrootcert,
-        claim_idle,
+        claim_idle: claim_idle.unwrap_or(DEFAULT_CLAIM_IDLE),
     })
 }
 

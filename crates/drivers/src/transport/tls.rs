@@ -17,7 +17,7 @@
 //! Without `sslrootcert` the chain is checked against the Mozilla roots
 //! (webpki-roots).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
@@ -28,6 +28,8 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{
     CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
 };
+
+use super::target_url::Query;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SslMode {
@@ -64,6 +66,19 @@ impl SslMode {
             SslMode::VerifyFull => "verify-full",
         }
     }
+}
+
+/// A target's `sslmode` (if given) and `sslrootcert`, taken from its
+/// parameters.
+pub(crate) fn take_params(query: &mut Query) -> Result<(Option<SslMode>, Option<PathBuf>), String> {
+    let sslmode = query.take_parsed("sslmode", SslMode::parse)?;
+    Ok((sslmode, take_root_cert(query)?))
+}
+
+/// A target's `sslrootcert`: the path of a PEM file, not empty.
+pub(crate) fn take_root_cert(query: &mut Query) -> Result<Option<PathBuf>, String> {
+    let path = query.take_nonempty("sslrootcert", "a path to a PEM file")?;
+    Ok(path.map(PathBuf::from))
 }
 
 /// How a server certificate is checked.

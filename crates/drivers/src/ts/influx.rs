@@ -16,6 +16,7 @@ use serde::Deserialize;
 use std::borrow::Cow;
 
 use super::{Encoder, Kind, Protocol, TsDriver};
+use crate::transport::target_url::segment;
 use crate::{DriverInfo, Family};
 
 pub const INFO: DriverInfo = DriverInfo {
@@ -46,13 +47,9 @@ impl Protocol for Line {
     const HEADERS: &'static [u8] = b"Content-Type: text/plain; charset=utf-8\r\n";
 
     fn write_path(target_path: &str) -> Result<(String, Option<String>), String> {
-        let db = target_path.trim_start_matches('/');
-        if db.is_empty() || db.contains('/') {
-            return Err(
-                "an influx:// target names its database: influx://host:8086/DB".to_string(),
-            );
-        }
-        let db = crate::transport::url_text::percent_decode(db, "database")?;
+        let db = segment(target_path, "database")?.ok_or_else(|| {
+            "an influx:// target names its database: influx://host:8086/DB".to_string()
+        })?;
         let mut path = b"/write?db=".to_vec();
         super::query::encode_component(db.as_bytes(), &mut path);
         path.extend_from_slice(b"&precision=ns");

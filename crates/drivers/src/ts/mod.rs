@@ -137,11 +137,11 @@ impl<P: Protocol> TsDriver<P> {
             default_port: Some(P::DEFAULT_PORT),
             hint: "",
         };
-        let settings = http::parse_target(target, &form)?;
+        let mut settings = http::parse_target(target, &form)?;
         let (write_path, mut db) = P::write_path(&settings.base)?;
         let mut query = None;
-        for (_, url) in &settings.own {
-            let (shared, query_db) = query_endpoint(url)?;
+        for url in settings.own.take_all("query") {
+            let (shared, query_db) = query_endpoint(&url)?;
             query = Some(Arc::new(shared));
             db = query_db.or(db);
         }

@@ -71,14 +71,14 @@ impl<P: TcpProtocol> TcpDriver<P> {
             default_port: Some(P::TCP_PORT),
             hint: "",
         };
-        let settings = http::parse_target(target, &form)?;
+        let mut settings = http::parse_target(target, &form)?;
         let scheme = target.scheme();
         if settings.credentials.is_some() || settings.sslrootcert.is_some() || settings.insecure {
             return Err(format!(
                 "{scheme}:// writes plain TCP: no credentials nor TLS (put them in query=)"
             ));
         }
-        let Some((_, url)) = settings.own.last() else {
+        let Some(url) = settings.own.take("query") else {
             return Err(format!(
                 "{scheme}:// needs query=http://HOST:PORT[/DB], the database's HTTP API: {} \
                  over TCP answers nothing, so queries and the check after the run go there",
@@ -92,7 +92,7 @@ impl<P: TcpProtocol> TcpDriver<P> {
                 P::NAME
             ));
         }
-        let (query, db) = query_endpoint(url)?;
+        let (query, db) = query_endpoint(&url)?;
         // VictoriaMetrics would be asked for a `db` label these lines never give.
         if P::KIND == Kind::Line && db.is_some() {
             return Err(format!(
