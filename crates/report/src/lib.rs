@@ -12,6 +12,7 @@ pub mod live;
 pub mod plan;
 pub mod prometheus;
 pub mod redact;
+pub mod suite;
 pub mod svg;
 pub mod table;
 pub mod text;
