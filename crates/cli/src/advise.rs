@@ -15,6 +15,23 @@ use crate::args::AdviseArgs;
 use crate::launch::{block_on, connect_error};
 
 pub fn run(args: &AdviseArgs) -> anyhow::Result<i32> {
+    let advice = gather(args)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&advice.json)?);
+    } else {
+        print!("{}", advice.text);
+    }
+    Ok(0)
+}
+
+/// The advice for one server, as `advise` prints it and as JSON.
+pub struct Advice {
+    pub text: String,
+    pub json: serde_json::Value,
+}
+
+/// Reads the server (and the run's result, when given) and asks the rules.
+pub fn gather(args: &AdviseArgs) -> anyhow::Result<Advice> {
     let target = Target::parse(&args.target)?;
     let run = match &args.result {
         Some(path) => Some(RunResult::read_from(path).map_err(|e| anyhow!(e))?),
@@ -49,18 +66,15 @@ pub fn run(args: &AdviseArgs) -> anyhow::Result<i32> {
             r.duration_s
         );
     }
-    if args.json {
-        let out = serde_json::json!({
+    Ok(Advice {
+        text: loadcell_report::advise::text(&about, &advice),
+        json: serde_json::json!({
             "server": info,
             "target": target.redacted(),
             "result": args.result,
             "advice": advice,
-        });
-        println!("{}", serde_json::to_string_pretty(&out)?);
-    } else {
-        print!("{}", loadcell_report::advise::text(&about, &advice));
-    }
-    Ok(0)
+        }),
+    })
 }
 
 /// Connects to the target with its driver and reads what the rules need.

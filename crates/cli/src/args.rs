@@ -106,6 +106,10 @@ pub enum Command {
     /// and a run's result when given.
     #[command(help_template = ADVISE_HELP)]
     Advise(AdviseArgs),
+    /// A whole campaign as one TOML file: targets, steps, matrices,
+    /// repeats and gates, run into one directory with the field reports'
+    /// tables (`suite run FILE`, `suite run --resume DIR`).
+    Suite(crate::suite::SuiteArgs),
 }
 
 const ADVISE_HELP: &str = help_then_verbatim!(

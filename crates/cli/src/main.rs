@@ -18,6 +18,7 @@ mod plan;
 mod progress;
 mod result;
 mod scrape;
+mod suite;
 mod sweep;
 mod values;
 mod views;
@@ -147,8 +148,8 @@ fn dispatch(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
             let config = RunConfig::new(*a, argv)?;
             Ok(launch::exit_code(&run(&config, false)?))
         }
-        Command::Sweep(a) => multi::sweep(&a.args, argv),
-        Command::Findmax(a) => multi::findmax(&a.args, argv),
+        Command::Sweep(a) => multi::SweepJob::new(&a.args, argv)?.run(),
+        Command::Findmax(a) => multi::FindmaxJob::new(&a.args, argv)?.run(),
         Command::Report(a) => {
             views::report(&a)?;
             Ok(0)
@@ -163,6 +164,7 @@ fn dispatch(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
             Ok(0)
         }
         Command::Advise(a) => advise::run(&a),
+        Command::Suite(a) => suite::command(&a),
     }
 }
 

@@ -10,6 +10,7 @@ use loadcell_record::file::Destination;
 use loadcell_record::fine::{self, FullResolution};
 use loadcell_record::merge::{merge, ShardResult};
 use loadcell_record::result::RunResult;
+use loadcell_record::suite::RECORD as SUITE_RECORD;
 use loadcell_record::sweep::{AnyResult, PointStats, SweepPoint, SweepResult};
 use loadcell_report::input::Input;
 
@@ -17,24 +18,39 @@ use crate::args::MergeArgs;
 
 pub fn run(a: &MergeArgs) -> anyhow::Result<()> {
     crate::views::refuse_overwriting_results(&[("--out", &Some(a.out.clone()))])?;
+    if a.files.iter().all(|f| f.join(SUITE_RECORD).is_file()) {
+        return crate::suite::merge(&a.files, &a.out, a.allow_partial);
+    }
     if let Some(sweeps) = read_sweeps(&a.files)? {
-        return merge_sweeps(sweeps, a);
+        merge_sweeps(sweeps, &a.out, a.allow_partial)?;
+        return Ok(());
     }
     let mut shards = Vec::new();
     for path in &a.files {
         shards.extend(read_shards(path)?);
     }
+    merge_runs(shards, &a.out, a.allow_partial)?;
+    Ok(())
+}
+
+/// One run's shards merged into `out` (with their interval logs merged
+/// beside it when each has one).
+pub fn merge_runs(
+    shards: Vec<ShardResult>,
+    out: &Path,
+    allow_partial: bool,
+) -> anyhow::Result<RunResult> {
     let logs = shard_logs(&shards);
     let interval = interval_of(&shards);
-    let mut merged = merge(shards, a.allow_partial).map_err(|e| anyhow!(e))?;
+    let mut merged = merge(shards, allow_partial).map_err(|e| anyhow!(e))?;
     if let Some(logs) = &logs {
-        let path = a.out.with_extension("hlog");
+        let path = out.with_extension("hlog");
         write_merged_log(&path, logs, interval)?;
         merged.hdr_log = Some(path.display().to_string());
     }
     let written = merged
-        .write(&Destination::Named(a.out.clone()))
-        .map_err(|e| anyhow!("cannot write {}: {e}", a.out.display()))?;
+        .write(&Destination::Named(out.to_path_buf()))
+        .map_err(|e| anyhow!("cannot write {}: {e}", out.display()))?;
     let m = merged
         .merge
         .as_ref()
@@ -53,7 +69,7 @@ pub fn run(a: &MergeArgs) -> anyhow::Result<()> {
         m.spread.p99_ms_min,
         m.spread.p99_ms_max,
     );
-    Ok(())
+    Ok(merged)
 }
 
 /// Every shard's interval log, read whole, when each one has its own
@@ -123,7 +139,11 @@ fn read_sweeps(paths: &[PathBuf]) -> anyhow::Result<Option<Vec<(String, SweepRes
 /// One sweep from the sweeps of its shards: each step's runs merged as
 /// `merge` merges one run's (the shards started each step together with
 /// --start-at), then the points and the analysis made again.
-fn merge_sweeps(sweeps: Vec<(String, SweepResult)>, a: &MergeArgs) -> anyhow::Result<()> {
+pub fn merge_sweeps(
+    sweeps: Vec<(String, SweepResult)>,
+    out: &Path,
+    allow_partial: bool,
+) -> anyhow::Result<SweepResult> {
     let (first_name, first) = &sweeps[0];
     for (name, s) in &sweeps[1..] {
         let steps = |s: &SweepResult| -> Vec<(f64, usize)> {
@@ -148,7 +168,7 @@ fn merge_sweeps(sweeps: Vec<(String, SweepResult)>, a: &MergeArgs) -> anyhow::Re
                     result: s.points[k].runs[rep].clone(),
                 })
                 .collect();
-            runs.push(merge(shards, a.allow_partial).map_err(|e| anyhow!(e))?);
+            runs.push(merge(shards, allow_partial).map_err(|e| anyhow!(e))?);
         }
         let (mean, spread) = PointStats::mean_and_spread(&runs);
         points.push(SweepPoint {
@@ -170,8 +190,8 @@ fn merge_sweeps(sweeps: Vec<(String, SweepResult)>, a: &MergeArgs) -> anyhow::Re
         ..first.clone()
     };
     let written = merged
-        .write(&Destination::Named(a.out.clone()))
-        .map_err(|e| anyhow!("cannot write {}: {e}", a.out.display()))?;
+        .write(&Destination::Named(out.to_path_buf()))
+        .map_err(|e| anyhow!("cannot write {}: {e}", out.display()))?;
     eprintln!(
         "Merged {} shards' sweeps of --{} ({} points) into {}",
         sweeps.len(),
@@ -182,11 +202,11 @@ fn merge_sweeps(sweeps: Vec<(String, SweepResult)>, a: &MergeArgs) -> anyhow::Re
     for f in &merged.findings {
         eprintln!("- {f}");
     }
-    Ok(())
+    Ok(merged)
 }
 
 /// A result file, or every result file in a directory.
-fn read_shards(path: &Path) -> anyhow::Result<Vec<ShardResult>> {
+pub fn read_shards(path: &Path) -> anyhow::Result<Vec<ShardResult>> {
     let files = if path.is_dir() {
         let mut files: Vec<PathBuf> = std::fs::read_dir(path)
             .map_err(|e| anyhow!("cannot read the directory {}: {e}", path.display()))?

@@ -176,115 +176,200 @@ fn step_starts(
     Ok(Some((first, slot)))
 }
 
-pub fn sweep(raw: &[String], argv: Vec<String>) -> anyhow::Result<i32> {
-    let (gates, raw) = take_gates(raw, SweepKind::Sweep)?;
-    let (own, run_argv) = split_own(&raw, &["--repeat", "--out", "--step-gap"], &["--json"])?;
-    let repeat = own_value(&own, "--repeat", values::positive_usize)?.unwrap_or(1);
-    let gap = own_value(&own, "--step-gap", values::positive_duration)?.unwrap_or(STEP_GAP);
-    let swept = sweep::find_swept(&run_argv)?;
-    // Every step is configured and checked before any load is sent; each
-    // runs quietly, and a failure before any load ends the whole command.
-    let mut steps = swept
-        .steps(&run_argv)
-        .iter()
-        .map(|step| RunConfig::parse(step))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let first = &steps[0].args;
-    if first.out.is_some() || first.json {
-        bail!("--out and --json of a sweep apply to the sweep file; give them once, outside the run options");
-    }
-    let labels = first.labels.iter().cloned().collect();
-    let (results_dir, workload) = (
-        first.target.results_dir.clone(),
-        first.target.workload.clone(),
-    );
-    let command = argv
-        .iter()
-        .map(|a| loadcell_core::target::redact_raw(a))
-        .collect();
-    let starts = step_starts(&steps, gap)?;
-    let total = steps.len() * repeat;
-    // One permutation of inserted ids for every step.
-    let seed = steps[0].seed();
-    let mut started = 0u32;
-    let result = sweep::sweep(swept, repeat, labels, command, &mut |k| {
-        if let Some((first, slot)) = starts {
-            steps[k].start_at(first + slot * started);
-        }
-        steps[k].as_step(started as usize, total, seed);
-        started += 1;
-        run(&steps[k], true)
-    })?;
-    finish(
-        result,
-        &gates,
-        own.get("--out"),
-        own.contains_key("--json"),
-        results_dir,
-        &workload,
-        "sweep",
-    )
+/// A sweep, checked: every step configured before any load is sent.
+pub struct SweepJob {
+    gates: Vec<Gate>,
+    own: HashMap<String, String>,
+    swept: sweep::SweptOption,
+    steps: Vec<RunConfig>,
+    repeat: usize,
+    gap: Duration,
+    argv: Vec<String>,
 }
 
-pub fn findmax(raw: &[String], argv: Vec<String>) -> anyhow::Result<i32> {
-    let (gates, raw) = take_gates(raw, SweepKind::Findmax)?;
-    let (own, run_argv) = split_own(
-        &raw,
-        &[
-            "--sla",
-            "--start-rate",
-            "--max-rate",
-            "--precision",
-            "--min-achieved",
-            "--max-probes",
-            "--out",
-        ],
-        &["--json"],
-    )?;
-    let min_achieved = own_value(&own, "--min-achieved", values::share)?.unwrap_or(0.95);
-    let bound = own_value(&own, "--sla", values::latency_bound)?
-        .ok_or_else(|| anyhow!("findmax needs --sla, e.g. --sla 'p99<=10ms'"))?;
-    let sla = Sla {
-        percentile: bound.percentile,
-        bound_ms: bound.bound_ms,
-        min_achieved,
-    };
-    let plan = FindmaxPlan {
-        start_rate: own_value(&own, "--start-rate", values::positive_f64)?.unwrap_or(1000.0),
-        max_rate: own_value(&own, "--max-rate", values::positive_f64)?,
-        precision: own_value(&own, "--precision", values::share)?.unwrap_or(0.05),
-        max_probes: own_value(&own, "--max-probes", values::positive_usize)?.unwrap_or(20),
-    };
-    let base = RunConfig::parse(&run_argv)?;
-    let a = &base.args;
-    if a.rate.is_some() {
-        bail!("findmax chooses --rate itself; use --start-rate and --max-rate to bound it");
+impl SweepJob {
+    pub fn new(raw: &[String], argv: Vec<String>) -> anyhow::Result<SweepJob> {
+        let (gates, raw) = take_gates(raw, SweepKind::Sweep)?;
+        let (own, run_argv) = split_own(&raw, &["--repeat", "--out", "--step-gap"], &["--json"])?;
+        let repeat = own_value(&own, "--repeat", values::positive_usize)?.unwrap_or(1);
+        let gap = own_value(&own, "--step-gap", values::positive_duration)?.unwrap_or(STEP_GAP);
+        let swept = sweep::find_swept(&run_argv)?;
+        let steps = swept
+            .steps(&run_argv)
+            .iter()
+            .map(|step| RunConfig::parse(step))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let first = &steps[0].args;
+        if first.out.is_some() || first.json {
+            bail!("--out and --json of a sweep apply to the sweep file; give them once, outside the run options");
+        }
+        step_starts(&steps, gap)?;
+        Ok(SweepJob {
+            gates,
+            own,
+            swept,
+            steps,
+            repeat,
+            gap,
+            argv,
+        })
     }
-    if a.out.is_some() || a.json {
-        bail!("--out and --json of findmax apply to the findmax file; give them once, outside the run options");
+
+    /// The first step's configuration (every step's target and workload).
+    pub fn first(&self) -> &RunConfig {
+        &self.steps[0]
     }
-    let labels = a.labels.iter().cloned().collect();
-    let command = argv
-        .iter()
-        .map(|x| loadcell_core::target::redact_raw(x))
-        .collect();
-    let (max_probes, seed) = (plan.max_probes, base.seed());
-    let mut probes = 0;
-    let result = sweep::findmax(&sla, plan, labels, command, &mut |rate| {
-        let mut probe = base.at_rate(rate);
-        probe.as_step(probes, max_probes, seed);
-        probes += 1;
-        run(&probe, true)
-    })?;
-    finish(
-        result,
-        &gates,
-        own.get("--out"),
-        own.contains_key("--json"),
-        a.target.results_dir.clone(),
-        &a.target.workload,
-        "findmax",
-    )
+
+    /// How long the sweep takes when its steps have a --time: with
+    /// --start-at, one slot of the longest step per run, else the runs'
+    /// own warm-up and time.
+    pub fn estimate(&self) -> Option<Duration> {
+        if let Ok(Some((_, slot))) = step_starts(&self.steps, self.gap) {
+            return Some(slot * (self.steps.len() * self.repeat) as u32);
+        }
+        let one: Option<Duration> = self.steps.iter().map(run_estimate).sum();
+        one.map(|d| d * self.repeat as u32)
+    }
+
+    /// Runs every step quietly (a failure before any load ends the whole
+    /// command) and writes one sweep file.
+    pub fn run(mut self) -> anyhow::Result<i32> {
+        let first = &self.steps[0].args;
+        let labels = first.labels.iter().cloned().collect();
+        let (results_dir, workload) = (
+            first.target.results_dir.clone(),
+            first.target.workload.clone(),
+        );
+        let command = redacted(&self.argv);
+        let starts = step_starts(&self.steps, self.gap)?;
+        let total = self.steps.len() * self.repeat;
+        // One permutation of inserted ids for every step.
+        let seed = self.steps[0].seed();
+        let mut started = 0u32;
+        let steps = &mut self.steps;
+        let result = sweep::sweep(self.swept, self.repeat, labels, command, &mut |k| {
+            if let Some((first, slot)) = starts {
+                steps[k].start_at(first + slot * started);
+            }
+            steps[k].as_step(started as usize, total, seed);
+            started += 1;
+            run(&steps[k], true)
+        })?;
+        finish(
+            result,
+            &self.gates,
+            self.own.get("--out"),
+            self.own.contains_key("--json"),
+            results_dir,
+            &workload,
+            "sweep",
+        )
+    }
+}
+
+/// A run's warm-up and time, when it has a time.
+pub fn run_estimate(config: &RunConfig) -> Option<Duration> {
+    config.args.time.map(|t| t + config.args.warmup)
+}
+
+fn redacted(argv: &[String]) -> Vec<String> {
+    argv.iter()
+        .map(|a| loadcell_core::target::redact_raw(a))
+        .collect()
+}
+
+/// A findmax, checked: its SLA, bounds and run options read before any
+/// load is sent.
+pub struct FindmaxJob {
+    gates: Vec<Gate>,
+    own: HashMap<String, String>,
+    sla: Sla,
+    plan: FindmaxPlan,
+    base: RunConfig,
+    argv: Vec<String>,
+}
+
+impl FindmaxJob {
+    pub fn new(raw: &[String], argv: Vec<String>) -> anyhow::Result<FindmaxJob> {
+        let (gates, raw) = take_gates(raw, SweepKind::Findmax)?;
+        let (own, run_argv) = split_own(
+            &raw,
+            &[
+                "--sla",
+                "--start-rate",
+                "--max-rate",
+                "--precision",
+                "--min-achieved",
+                "--max-probes",
+                "--out",
+            ],
+            &["--json"],
+        )?;
+        let min_achieved = own_value(&own, "--min-achieved", values::share)?.unwrap_or(0.95);
+        let bound = own_value(&own, "--sla", values::latency_bound)?
+            .ok_or_else(|| anyhow!("findmax needs --sla, e.g. --sla 'p99<=10ms'"))?;
+        let sla = Sla {
+            percentile: bound.percentile,
+            bound_ms: bound.bound_ms,
+            min_achieved,
+        };
+        let plan = FindmaxPlan {
+            start_rate: own_value(&own, "--start-rate", values::positive_f64)?.unwrap_or(1000.0),
+            max_rate: own_value(&own, "--max-rate", values::positive_f64)?,
+            precision: own_value(&own, "--precision", values::share)?.unwrap_or(0.05),
+            max_probes: own_value(&own, "--max-probes", values::positive_usize)?.unwrap_or(20),
+        };
+        let base = RunConfig::parse(&run_argv)?;
+        let a = &base.args;
+        if a.rate.is_some() {
+            bail!("findmax chooses --rate itself; use --start-rate and --max-rate to bound it");
+        }
+        if a.out.is_some() || a.json {
+            bail!("--out and --json of findmax apply to the findmax file; give them once, outside the run options");
+        }
+        Ok(FindmaxJob {
+            gates,
+            own,
+            sla,
+            plan,
+            base,
+            argv,
+        })
+    }
+
+    /// The run every probe is, at its own rate.
+    pub fn base(&self) -> &RunConfig {
+        &self.base
+    }
+
+    /// At most: every probe's warm-up and time.
+    pub fn estimate(&self) -> Option<Duration> {
+        run_estimate(&self.base).map(|d| d * self.plan.max_probes as u32)
+    }
+
+    pub fn run(self) -> anyhow::Result<i32> {
+        let a = &self.base.args;
+        let labels = a.labels.iter().cloned().collect();
+        let command = redacted(&self.argv);
+        let (max_probes, seed) = (self.plan.max_probes, self.base.seed());
+        let mut probes = 0;
+        let base = &self.base;
+        let result = sweep::findmax(&self.sla, self.plan, labels, command, &mut |rate| {
+            let mut probe = base.at_rate(rate);
+            probe.as_step(probes, max_probes, seed);
+            probes += 1;
+            run(&probe, true)
+        })?;
+        finish(
+            result,
+            &self.gates,
+            self.own.get("--out"),
+            self.own.contains_key("--json"),
+            a.target.results_dir.clone(),
+            &a.target.workload,
+            "findmax",
+        )
+    }
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ pub mod resources;
 pub mod result;
 pub mod spill;
 pub mod stats;
+pub mod suite;
 pub mod sweep;
 
 pub use hist::{LatencySummary, Micros};

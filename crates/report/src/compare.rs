@@ -102,6 +102,21 @@ impl Comparison {
         self.pairs.iter().any(Pair::regressed)
     }
 
+    /// Every gate evaluated, over all pairs (and sweep points).
+    pub fn gate_outcomes(&self) -> Vec<&GateOutcome> {
+        self.pairs
+            .iter()
+            .flat_map(|p| match p {
+                Pair::Runs(r) => evaluated(&r.gates).collect::<Vec<_>>(),
+                Pair::Sweeps(s) => s
+                    .points
+                    .iter()
+                    .flat_map(|pt| evaluated(&pt.gates))
+                    .collect(),
+            })
+            .collect()
+    }
+
     /// The text `loadcell compare` prints.
     pub fn text(&self) -> String {
         let mut o = String::new();

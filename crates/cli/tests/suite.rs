@@ -1,0 +1,356 @@
+//! `loadcell suite` end to end against a real Redis: gates that pass and
+//! fail, a secret from the environment (and a missing one caught before
+//! any load), a misspelt option named by its line, a SIGKILL in the middle
+//! of a step then `--resume`, a baseline regression, and two shards merged.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use common::*;
+use serde_json::Value;
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+fn steps(dir: &Path) -> Vec<Value> {
+    read_json(&dir.join("suite.json"))["steps"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+/// Two runs: one whose gates pass, one whose `ops_per_sec` gate cannot.
+const GATED: &str = r#"
+[vars]
+redis = "redis://127.0.0.1:1"
+
+[targets.cache]
+url = "${redis}"
+labels = { instance = "local" }
+
+[[step]]
+name = "easy"
+command = "run"
+workload = "kv"
+target = "cache"
+options = { time = "1s", clients = 2 }
+gates = ["p99 <= 5s", "error_rate < 1%"]
+
+[[step]]
+name = "hard"
+command = "run"
+workload = "kv"
+target = "cache"
+options = { time = "1s", clients = 2 }
+gates = ["ops_per_sec >= 1G"]
+"#;
+
+#[test]
+fn gates_pass_and_fail_and_the_failed_one_sets_exit_3_with_its_step_and_value() {
+    let redis = loadcell_testkit::redis().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "gated.toml", GATED);
+    let var = format!("redis={}", redis.url());
+    let o = loadcell(
+        dir.path(),
+        &["suite", "run", &file, "--var", &var, "--out", "s"],
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let s = dir.path().join("s");
+    let steps = steps(&s);
+    assert_eq!(steps.len(), 2);
+    assert!(steps.iter().all(|st| st["status"] == "done"));
+    assert_eq!(steps[0]["gates"].as_array().unwrap().len(), 2);
+    assert!(steps[0]["gates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|g| g["passed"] == true));
+    let failed = &steps[1]["gates"][0];
+    assert_eq!(failed["passed"], false);
+    // The verdict is the step's result's own, and the summary says it.
+    let result = read_json(&s.join(steps[1]["file"].as_str().unwrap()));
+    assert_valid_result(&result);
+    assert_eq!(
+        f(&result, "/gates/0/value"),
+        failed["value"].as_f64().unwrap()
+    );
+    let line = stdout(&o)
+        .lines()
+        .find(|l| l.starts_with("GATE FAILED  02-hard: ops_per_sec >= 1G"))
+        .map(str::to_string)
+        .unwrap_or_else(|| panic!("{}", stdout(&o)));
+    assert!(
+        line.contains(failed["measured"].as_str().unwrap()),
+        "{line}"
+    );
+    // The tables are written, and the result carries the target's label.
+    assert_eq!(result["labels"]["instance"], "local");
+    assert!(s.join("report.md").is_file() && s.join("report.html").is_file());
+}
+
+#[test]
+fn a_secret_comes_from_the_environment_and_a_missing_one_stops_the_suite_before_any_load() {
+    let redis =
+        loadcell_testkit::redis_with_password("s3cr3t-pw").unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[targets.locked]\nurl = \"redis://127.0.0.1:{}\"\npassword_env = \"LC_SUITE_TEST_PW\"\n\n\
+         [[step]]\nname = \"r\"\ncommand = \"run\"\nworkload = \"kv\"\ntarget = \"locked\"\noptions = {{ time = \"1s\" }}\n",
+        redis.port
+    );
+    let file = write(dir.path(), "secret.toml", &text);
+    let o = loadcell(dir.path(), &["suite", "run", &file, "--out", "s"]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = stderr(&o);
+    assert_eq!(e.trim().lines().count(), 1, "{e}");
+    assert!(
+        e.contains("secret.toml:3: target locked: password_env LC_SUITE_TEST_PW is not set"),
+        "{e}"
+    );
+    assert!(
+        !dir.path().join("s").exists(),
+        "nothing ran, nothing written"
+    );
+
+    let o = Command::new(bin())
+        .current_dir(dir.path())
+        .args(["suite", "run", &file, "--out", "s"])
+        .env("LC_SUITE_TEST_PW", "s3cr3t-pw")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let all = format!(
+        "{}{}{}",
+        stdout(&o),
+        stderr(&o),
+        std::fs::read_to_string(dir.path().join("s/suite.json")).unwrap()
+    );
+    let result = std::fs::read_to_string(dir.path().join("s/steps/01-r.json")).unwrap();
+    assert!(!all.contains("s3cr3t-pw") && !result.contains("s3cr3t-pw"));
+    let r: Value = serde_json::from_str(&result).unwrap();
+    assert!(u(&r, "/summary/ops") > 0);
+    assert_eq!(u(&r, "/summary/errors"), 0);
+}
+
+#[test]
+fn a_misspelt_option_is_named_by_its_line_before_any_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = GATED.replace(
+        "options = { time = \"1s\", clients = 2 }\ngates = [\"ops",
+        "options = { time = \"1s\",\n  thread = 2 }\ngates = [\"ops",
+    );
+    let file = write(dir.path(), "typo.toml", &text);
+    // The target is unreachable: the check comes before reaching it.
+    let o = loadcell(dir.path(), &["suite", "run", &file, "--out", "s"]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = stderr(&o);
+    assert_eq!(e.trim().lines().count(), 1, "{e}");
+    let line = text.lines().position(|l| l.contains("thread = 2")).unwrap() + 1;
+    assert!(
+        e.starts_with(&format!("loadcell: error: {file}:{line}: step hard: ")),
+        "{e}"
+    );
+    assert!(e.contains("'--thread'"), "{e}");
+    assert!(!dir.path().join("s").exists());
+}
+
+#[test]
+fn a_suite_killed_in_a_step_resumes_keeping_finished_steps_byte_for_byte() {
+    let redis = loadcell_testkit::redis().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[targets.cache]\nurl = \"{}\"\n\n[[step]]\nname = \"r\"\ncommand = \"run\"\nworkload = \"kv\"\n\
+         target = \"cache\"\nfor = {{ clients = [1, 2, 3] }}\noptions = {{ time = \"2s\" }}\n",
+        redis.url()
+    );
+    let file = write(dir.path(), "three.toml", &text);
+    let s = dir.path().join("s");
+    let mut child = Command::new(bin())
+        .current_dir(dir.path())
+        .args(["suite", "run", &file, "--out", "s"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Kill it a second into the second step.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        assert!(Instant::now() < deadline, "the second step never started");
+        if s.join("suite.json").exists() && steps(&s)[1]["status"] == "running" {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let before = steps(&s);
+    assert_eq!(before[0]["status"], "done");
+    assert_eq!(before[1]["status"], "running");
+    assert_eq!(before[2]["status"], "pending");
+    let first = s.join(before[0]["file"].as_str().unwrap());
+    let first_bytes = std::fs::read(&first).unwrap();
+    let first_meta = std::fs::metadata(&first).unwrap().modified().unwrap();
+
+    let o = loadcell(dir.path(), &["suite", "run", "--resume", "s"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let after = steps(&s);
+    assert!(after.iter().all(|st| st["status"] == "done"), "{after:?}");
+    assert_eq!(std::fs::read(&first).unwrap(), first_bytes);
+    assert_eq!(
+        std::fs::metadata(&first).unwrap().modified().unwrap(),
+        first_meta
+    );
+    assert_eq!(
+        after[0], before[0],
+        "the finished step's record is kept as it was"
+    );
+    // Each step once: three result files, each with its own clients.
+    let mut files: Vec<_> = std::fs::read_dir(s.join("steps"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .filter(|n| n.ends_with(".json"))
+        .collect();
+    files.sort();
+    assert_eq!(files, ["01-r-1.json", "02-r-2.json", "03-r-3.json"]);
+    for (i, name) in files.iter().enumerate() {
+        let r = read_json(&s.join("steps").join(name));
+        assert_valid_result(&r);
+        assert_eq!(u(&r, "/config/clients_per_thread"), i as u64 + 1);
+        assert!(u(&r, "/summary/ops") > 0);
+    }
+    // Only the second step's time was lost and redone: the first ran once.
+    assert_eq!(
+        stderr(&o).matches("loadcell: suite step").count(),
+        2,
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn a_regression_against_the_baseline_suite_exits_3() {
+    let redis = loadcell_testkit::redis().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
+    let text = "[vars]\nredis = \"\"\nrate = \"20000\"\n\n[targets.cache]\nurl = \"${redis}\"\n\n\
+                [[step]]\nname = \"paced\"\ncommand = \"run\"\nworkload = \"kv\"\ntarget = \"cache\"\n\
+                options = { time = \"2s\", rate = \"${rate}\", report_interval = \"100ms\", clients = 4 }\n";
+    let file = write(dir.path(), "paced.toml", text);
+    let var = format!("redis={}", redis.url());
+    let o = loadcell(
+        dir.path(),
+        &["suite", "run", &file, "--var", &var, "--out", "base"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // The same rate again: no regression.
+    let o = loadcell(
+        dir.path(),
+        &[
+            "suite",
+            "run",
+            &file,
+            "--var",
+            &var,
+            "--out",
+            "same",
+            "--baseline",
+            "base",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert_eq!(
+        steps(&dir.path().join("same"))[0]["gates"][0]["passed"],
+        true
+    );
+    // A tenth of the rate: throughput falls 90%, far beyond 5%.
+    let o = loadcell(
+        dir.path(),
+        &[
+            "suite",
+            "run",
+            &file,
+            "--var",
+            &var,
+            "--var",
+            "rate=2000",
+            "--out",
+            "slow",
+            "--baseline",
+            "base",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(3), "{}{}", stdout(&o), stderr(&o));
+    let gate = &steps(&dir.path().join("slow"))[0]["gates"][0];
+    assert_eq!(gate["gate"], "regression <= 5%");
+    assert_eq!(gate["passed"], false);
+    assert!(f(gate, "/value") > 80.0, "{gate}");
+    assert!(stdout(&o).contains("GATE FAILED  01-paced: regression <= 5%"));
+}
+
+#[test]
+fn two_shards_of_a_suite_merge_step_by_step() {
+    let redis = loadcell_testkit::redis().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[targets.cache]\nurl = \"{}\"\n\n[[step]]\nname = \"r\"\ncommand = \"run\"\nworkload = \"kv\"\n\
+         target = \"cache\"\noptions = {{ time = \"1s\", clients = 2 }}\ngates = [\"error_rate < 1%\"]\n\n\
+         [[step]]\nname = \"sw\"\ncommand = \"sweep\"\nworkload = \"kv\"\ntarget = \"cache\"\n\
+         options = {{ time = \"1s\", clients = \"2,4\", step_gap = \"2s\" }}\n",
+        redis.url()
+    );
+    let file = write(dir.path(), "sharded.toml", &text);
+    let start =
+        humantime::format_rfc3339_seconds(SystemTime::now() + Duration::from_secs(4)).to_string();
+    let shard = |i: usize| {
+        Command::new(bin())
+            .current_dir(dir.path())
+            .args(["suite", "run", &file, "--out", &format!("d{i}")])
+            .args(["--shard", &format!("{i}/2"), "--start-at", &start])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (shard(0), shard(1));
+    for o in [output_within(a), output_within(b)] {
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    }
+    let o = loadcell(dir.path(), &["merge", "d0", "d1", "--out", "m"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let m = dir.path().join("m");
+    let merged = steps(&m);
+    assert!(merged.iter().all(|st| st["status"] == "done"));
+    let run = read_json(&m.join("steps/01-r.json"));
+    let parts: Vec<Value> = (0..2)
+        .map(|i| read_json(&dir.path().join(format!("d{i}/steps/01-r.json"))))
+        .collect();
+    assert_eq!(
+        u(&run, "/summary/ops"),
+        parts.iter().map(|p| u(p, "/summary/ops")).sum::<u64>()
+    );
+    assert_eq!(run["merge"]["shards"].as_array().unwrap().len(), 2);
+    assert_eq!(merged[0]["gates"][0]["passed"], true);
+    let sweep = read_json(&m.join("steps/02-sw.json"));
+    for (k, point) in sweep["points"].as_array().unwrap().iter().enumerate() {
+        let ops: u64 = (0..2)
+            .map(|i| {
+                let p = read_json(&dir.path().join(format!("d{i}/steps/02-sw.json")));
+                u(&p, &format!("/points/{k}/runs/0/summary/ops"))
+            })
+            .sum();
+        assert_eq!(u(point, "/runs/0/summary/ops"), ops);
+    }
+    assert!(read_json(&m.join("suite.json"))["merged_from"]
+        .as_array()
+        .is_some_and(|a| a.len() == 2));
+    assert!(std::fs::read_to_string(m.join("report.md"))
+        .unwrap()
+        .contains("## sw"));
+}
