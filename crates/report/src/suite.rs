@@ -978,26 +978,6 @@ pub fn markdown(view: &SuiteView) -> String {
 // HTML
 // ---------------------------------------------------------------------------
 
-/// The report page's head — charset, the policy that nothing is fetched,
-/// the stylesheet — as [`crate::html::render`] writes it, with `title`:
-/// the suite page looks like the report and stays self-contained.
-fn page_head(title: &str) -> String {
-    let shell = crate::html::render(&[]);
-    let head = match shell.find("<body>") {
-        Some(i) => &shell[..i + "<body>".len()],
-        None => shell.as_str(),
-    };
-    match (head.find("<title>"), head.find("</title>")) {
-        (Some(a), Some(b)) if a < b => format!(
-            "{}<title>{}</title>{}\n",
-            &head[..a],
-            h(title),
-            &head[b + "</title>".len()..]
-        ),
-        _ => format!("{head}\n"),
-    }
-}
-
 fn html_out(c: &Out) -> String {
     match c {
         Out::Text(s) => h(s),
@@ -1042,7 +1022,7 @@ fn html_grid(o: &mut String, g: &Grid) {
 pub fn html(view: &SuiteView) -> String {
     let record = view.record;
     let parts = document(view);
-    let mut o = page_head(&format!("loadcell suite: {}", record.file));
+    let mut o = crate::html::page_head(&format!("loadcell suite: {}", record.file));
     let _ = writeln!(
         o,
         "<header>\n<h1>loadcell suite: {}</h1>\n<p class=\"meta\">{}</p>",

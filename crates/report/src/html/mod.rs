@@ -135,6 +135,20 @@ footer { margin-top: 3em; padding-bottom: 2em; color: var(--muted); font-size: .
 "#;
 
 /// Renders the report page for `inputs`, in the order given.
+/// A page's head up to `<body>`: charset, the policy that nothing is
+/// fetched, the stylesheet, and `title`; every loadcell page starts so.
+pub fn page_head(title: &str) -> String {
+    let mut o = String::new();
+    o.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
+    o.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
+    // Nothing may be fetched: no scripts, fonts, images or frames.
+    o.push_str("<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">\n");
+    o.push_str("<meta name=\"generator\" content=\"loadcell\">\n");
+    let _ = writeln!(o, "<title>{}</title>", h(title));
+    let _ = writeln!(o, "<style>{CSS}</style>\n</head>\n<body>");
+    o
+}
+
 pub fn render(inputs: &[Input]) -> String {
     render_with_plan(inputs, None)
 }
@@ -156,13 +170,7 @@ pub fn render_with_plan(inputs: &[Input], plan: Option<&PlanView>) -> String {
         [one] => format!("loadcell report: {}", one.name),
         _ => format!("loadcell report: {} files", inputs.len()),
     };
-    o.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
-    o.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
-    // Nothing may be fetched: no scripts, fonts, images or frames.
-    o.push_str("<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">\n");
-    o.push_str("<meta name=\"generator\" content=\"loadcell\">\n");
-    let _ = writeln!(o, "<title>{}</title>", h(&title));
-    let _ = writeln!(o, "<style>{CSS}</style>\n</head>\n<body>");
+    o.push_str(&page_head(&title));
 
     // Header and contents.
     o.push_str("<header>\n<h1>loadcell report</h1>\n");
