@@ -130,7 +130,11 @@ impl StepRecord {
     /// target, its labels and the matrix values that are not the row.
     pub fn column(&self) -> String {
         let mut parts: Vec<String> = Vec::new();
-        if let Some(t) = &self.target {
+        if let Some(t) = self
+            .target
+            .as_ref()
+            .filter(|_| self.row.as_deref() != Some("target"))
+        {
             parts.push(t.clone());
         }
         parts.extend(self.labels.iter().map(|(k, v)| format!("{k}={v}")));
@@ -148,10 +152,59 @@ impl StepRecord {
     /// when the matrix varies it.
     pub fn table(&self) -> String {
         match &self.workload {
-            Some(w) if self.matrix.iter().any(|(k, _)| k == "workload") => {
+            Some(w)
+                if self.matrix.iter().any(|(k, _)| k == "workload")
+                    && self.row.as_deref() != Some("workload") =>
+            {
                 format!("{} — {w}", self.name)
             }
             _ => self.name.clone(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(row: Option<&str>) -> StepRecord {
+        StepRecord {
+            id: "01-mixes-a-mix-read".into(),
+            name: "mixes".into(),
+            command: "run".into(),
+            workload: Some("mix-read".into()),
+            target: Some("a".into()),
+            labels: BTreeMap::from([("instance".to_string(), "m5".to_string())]),
+            matrix: vec![
+                ("target".into(), "a".into()),
+                ("workload".into(), "mix-read".into()),
+                ("threads".into(), "8".into()),
+            ],
+            row: row.map(str::to_string),
+            repeat_index: None,
+            command_line: Vec::new(),
+            file: None,
+            estimate_s: None,
+            status: StepStatus::Done,
+            exit_code: None,
+            started_at: None,
+            ended_at: None,
+            gates: Vec::new(),
+            error: None,
+        }
+    }
+
+    #[test]
+    fn the_row_key_is_neither_in_the_table_name_nor_in_the_column() {
+        let s = step(Some("threads"));
+        assert_eq!(s.table(), "mixes — mix-read");
+        assert_eq!(s.column(), "a instance=m5");
+        // One table with a row per workload, not one table per workload.
+        let s = step(Some("workload"));
+        assert_eq!(s.table(), "mixes");
+        assert_eq!(s.column(), "a instance=m5 threads=8");
+        // Targets down the side: the column does not repeat the row.
+        let s = step(Some("target"));
+        assert_eq!(s.column(), "instance=m5 threads=8");
     }
 }

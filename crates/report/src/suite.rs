@@ -48,6 +48,9 @@ pub const MAX_RATE: &str = "max rate";
 enum Unit {
     /// Transactions per second: every result in the table counts them.
     Tps,
+    /// Items per second (documents, points, rows): every result in the
+    /// table carried items, which is what its scenario counts.
+    Items,
     /// Operations (statements, requests) per second.
     Ops,
 }
@@ -56,6 +59,7 @@ impl Unit {
     fn name(self) -> &'static str {
         match self {
             Unit::Tps => "TPS",
+            Unit::Items => "items/s",
             Unit::Ops => "ops/s",
         }
     }
@@ -63,6 +67,7 @@ impl Unit {
     fn words(self) -> &'static str {
         match self {
             Unit::Tps => "transactions per second",
+            Unit::Items => "documents, points or rows per second",
             Unit::Ops => "operations per second",
         }
     }
@@ -229,6 +234,18 @@ fn status_name(s: StepStatus) -> &'static str {
     }
 }
 
+/// Whether the input's runs carried items (documents, points, rows).
+fn carries_items(i: &Input) -> bool {
+    match &i.result {
+        AnyResult::Run(r) => r.summary.items_per_sec.is_some(),
+        AnyResult::Sweep(s) => s
+            .points
+            .iter()
+            .flat_map(|p| &p.runs)
+            .all(|r| r.summary.items_per_sec.is_some()),
+    }
+}
+
 fn transactional(i: &Input) -> bool {
     match &i.result {
         AnyResult::Run(r) => r.summary.txn_per_sec.is_some(),
@@ -244,6 +261,7 @@ fn run_entry(r: &RunResult, unit: Unit, rebuilt: bool) -> Entry {
     let s = &r.summary;
     let tps = match unit {
         Unit::Tps => s.txn_per_sec.unwrap_or(s.events_per_sec),
+        Unit::Items => s.items_per_sec.unwrap_or(0.0),
         // A run rebuilt from its interval log counted no operations.
         Unit::Ops if rebuilt => return Entry::Note(UNKNOWN.to_string()),
         Unit::Ops => s.ops_per_sec,
@@ -263,6 +281,12 @@ fn point_entry(p: &SweepPoint, unit: Unit) -> Entry {
             mean: p.mean.events_per_sec,
             sd: p.spread.events_per_sec,
         },
+        Unit::Items => Stat::of(
+            &p.runs
+                .iter()
+                .map(|r| r.summary.items_per_sec.unwrap_or(0.0))
+                .collect::<Vec<_>>(),
+        ),
         Unit::Ops => Stat {
             mean: p.mean.ops_per_sec,
             sd: p.spread.ops_per_sec,
@@ -308,6 +332,8 @@ fn index_of(list: &mut Vec<String>, s: String) -> usize {
 fn build_table<'a>(title: String, steps: &[(&'a StepRecord, &'a Input)]) -> Table<'a> {
     let unit = if steps.iter().all(|(_, i)| transactional(i)) {
         Unit::Tps
+    } else if steps.iter().all(|(_, i)| carries_items(i)) {
+        Unit::Items
     } else {
         Unit::Ops
     };

@@ -254,8 +254,9 @@ fn redacted(argv: &[String]) -> Vec<String> {
 struct Planned {
     suite: Suite,
     records: Vec<StepRecord>,
-    /// Each step's target and workload to reach, by target name.
-    reach: BTreeMap<String, (crate::workload::WorkloadSpec, loadcell_core::Target)>,
+    /// Each target to reach, with a workload's driver, by target name and
+    /// workload.
+    reach: BTreeMap<(String, String), (crate::workload::WorkloadSpec, loadcell_core::Target)>,
 }
 
 fn plan_suite(
@@ -295,8 +296,11 @@ fn plan_suite(
             let e = e.to_string();
             anyhow!("{}: {}", where_(step.line_of(&e)), e)
         })?;
+        // Each target once per workload: two workloads may reach one URL
+        // through different drivers (kv and a stream on redis://).
         if let (Some(t), Some(r)) = (&step.target, checked.reach) {
-            reach.entry(t.clone()).or_insert(r);
+            let workload = step.workload.clone().unwrap_or_default();
+            reach.entry((t.clone(), workload)).or_insert(r);
         }
         if let Some(start) = at {
             let length = checked.estimate.ok_or_else(|| {
@@ -400,11 +404,11 @@ fn run(a: &SuiteRunArgs) -> anyhow::Result<i32> {
         Some(b) => Some((b.clone(), read_record(b)?)),
         None => None,
     };
-    for (t, (spec, target)) in &planned.reach {
+    for ((t, workload), (spec, target)) in &planned.reach {
         let info = check::reach(spec, target, a.connect_timeout)
-            .map_err(|e| anyhow!("target {t}: {e:#}"))?;
+            .map_err(|e| anyhow!("target {t} (for {workload}): {e:#}"))?;
         eprintln!(
-            "loadcell: target {t}: {} {} reached",
+            "loadcell: target {t}: {} {} reached for {workload}",
             info.product, info.version
         );
     }
