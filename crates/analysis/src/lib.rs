@@ -25,6 +25,7 @@
 //! because JSON has no infinity.
 
 pub mod advise;
+pub mod changepoint;
 pub mod compare;
 mod error;
 pub mod findmax;
