@@ -343,61 +343,9 @@ mod tests {
     use super::*;
     use crate::fixture;
     use crate::input::Input;
-    use loadcell_analysis::plan::{plan, InstanceType, NodePoint, PlanTarget};
 
     fn view() -> PlanView {
-        let pt = |nodes: f64, throughput: f64| NodePoint {
-            nodes,
-            throughput,
-            p99_ms: Some(1.5),
-        };
-        let types = vec![
-            InstanceType {
-                name: "<big>".into(),
-                price_per_hour: 1.0,
-                points: vec![pt(1.0, 40_000.0)],
-                scaling: Scaling::Linear,
-            },
-            InstanceType {
-                name: "small".into(),
-                price_per_hour: 0.2,
-                points: [1.0, 2.0, 4.0]
-                    .iter()
-                    .map(|&n| pt(n, 10_000.0 * n))
-                    .collect(),
-                scaling: Scaling::Fit,
-            },
-        ];
-        let target = PlanTarget {
-            throughput: 100_000.0,
-            max_p99_ms: Some(2.0),
-            headroom: 0.2,
-        };
-        let plan = plan(&types, &target).unwrap();
-        let instances = types
-            .iter()
-            .map(|t| InstanceFacts {
-                name: t.name.clone(),
-                vcpus: 2,
-                memory_gib: 8.0,
-                measured: t
-                    .points
-                    .iter()
-                    .map(|&point| OperatingPoint {
-                        point,
-                        setting: "threads=4".into(),
-                        repeats: 1,
-                        settings: 1,
-                    })
-                    .collect(),
-                files: vec!["r.json".into()],
-            })
-            .collect();
-        PlanView {
-            unit: "ops/s".into(),
-            plan,
-            instances,
-        }
+        crate::fixture::plan_view("<big>")
     }
 
     #[test]

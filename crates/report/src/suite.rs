@@ -1100,7 +1100,6 @@ pub fn html(view: &SuiteView) -> String {
 
 #[cfg(test)]
 mod tests {
-    use loadcell_analysis::plan::{plan, InstanceType, NodePoint, PlanTarget, Scaling};
     use loadcell_record::result::GateVerdict;
 
     use super::*;
@@ -1567,47 +1566,7 @@ mod tests {
     }
 
     fn plan_json() -> serde_json::Value {
-        let pt = |nodes: f64, throughput: f64| NodePoint {
-            nodes,
-            throughput,
-            p99_ms: Some(1.5),
-        };
-        let types = vec![
-            InstanceType {
-                name: "big".into(),
-                price_per_hour: 1.0,
-                points: vec![pt(1.0, 40_000.0)],
-                scaling: Scaling::Linear,
-            },
-            InstanceType {
-                name: "small".into(),
-                price_per_hour: 0.2,
-                points: [1.0, 2.0, 4.0]
-                    .iter()
-                    .map(|&n| pt(n, 10_000.0 * n))
-                    .collect(),
-                scaling: Scaling::Fit,
-            },
-        ];
-        let target = PlanTarget {
-            throughput: 100_000.0,
-            max_p99_ms: Some(2.0),
-            headroom: 0.2,
-        };
-        let view = PlanView {
-            unit: "ops/s".into(),
-            plan: plan(&types, &target).unwrap(),
-            instances: types
-                .iter()
-                .map(|t| InstanceFacts {
-                    name: t.name.clone(),
-                    vcpus: 2,
-                    memory_gib: 8.0,
-                    measured: Vec::new(),
-                    files: vec!["r.json".into()],
-                })
-                .collect(),
-        };
+        let view = crate::fixture::plan_view("big");
         serde_json::from_str(&serde_json::to_string_pretty(&view).unwrap()).unwrap()
     }
 
