@@ -16,10 +16,13 @@
 //!   settings and status and a run's figures.
 //! - [`plan`]: nodes and dollars per month needed for a target throughput,
 //!   per instance type, from measured node-count scaling.
+//! - [`changepoint`]: where a series of runs changed (E-divisive means with
+//!   a permutation test, as Apache Otava), beyond the series' own noise.
 //! - [`stats`]: the special functions underneath (Student-t distribution,
 //!   regularized incomplete beta, log-gamma) and small descriptive helpers.
 //!
-//! Pure math and logic: no I/O, no clocks, no randomness. Results derive
+//! Pure math and logic: no I/O, no clocks, no randomness beyond
+//! `changepoint`'s permutations, drawn from a seed the caller gives. Results derive
 //! `Serialize`/`Deserialize` so they can be written into JSON files.
 //! Values that can be infinite (a peak that does not exist) are `Option`s,
 //! because JSON has no infinity.
