@@ -16,3 +16,4 @@ pub mod suite;
 pub mod svg;
 pub mod table;
 pub mod text;
+pub mod trend;

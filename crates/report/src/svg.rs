@@ -357,6 +357,8 @@ pub struct Series {
     pub dashed: bool,
     /// Points drawn hollow instead of filled, by index (e.g. failed probes).
     pub hollow: Vec<bool>,
+    /// More for each point's hover text, by index (a run's time, commit).
+    pub notes: Vec<String>,
 }
 
 impl Series {
@@ -385,6 +387,11 @@ impl Series {
 
     pub fn hollow(mut self, hollow: Vec<bool>) -> Series {
         self.hollow = hollow;
+        self
+    }
+
+    pub fn notes(mut self, notes: Vec<String>) -> Series {
+        self.notes = notes;
         self
     }
 }
@@ -895,6 +902,9 @@ impl Chart {
                     let mut tip = format!("{}: {}, {}", s.name, si(vx), si(vy));
                     if let Some(e) = s.errors.get(k).filter(|e| **e != 0.0) {
                         let _ = write!(tip, " ± {}", si(*e));
+                    }
+                    if let Some(note) = s.notes.get(k) {
+                        let _ = write!(tip, " ({note})");
                     }
                     let hollow = s.hollow.get(k).copied().unwrap_or(false);
                     marker(&mut o, shape, x, y, color, hollow, &tip);
