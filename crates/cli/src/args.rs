@@ -110,6 +110,11 @@ pub enum Command {
     /// repeats and gates, run into one directory with the field reports'
     /// tables (`suite run FILE`, `suite run --resume DIR`).
     Suite(crate::suite::SuiteArgs),
+    /// Each series of remembered runs over time: its change points beyond
+    /// its own noise, flagged runs left out (`--fail-on-change` for CI).
+    Trend(crate::history::TrendArgs),
+    /// The run history: `history import DIR` records files written before.
+    History(crate::history::HistoryArgs),
 }
 
 const ADVISE_HELP: &str = help_then_verbatim!(
@@ -439,6 +444,13 @@ pub struct RunArgs {
     /// on findmax 'rate >= 10k'.
     #[arg(long = "threshold", value_name = "GATE", value_parser = loadcell_report::gate::Gate::parse)]
     pub thresholds: Vec<loadcell_report::gate::Gate>,
+    /// Keep this run out of the run history (`loadcell trend`).
+    #[arg(long)]
+    pub no_history: bool,
+    /// The run history: a SQLite file or directory, or postgres://…
+    /// shared by a team (default: RESULTS_DIR/history.sqlite).
+    #[arg(long, value_name = "URL")]
+    pub history: Option<String>,
     #[command(flatten)]
     pub workload: WorkloadArgs,
 }

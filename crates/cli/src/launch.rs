@@ -517,6 +517,7 @@ impl RunJob<'_> {
             print!("{}", loadcell_report::text::summary(&result, &order));
         }
         eprintln!("Result written to {}", out.display());
+        crate::history::remember(&self.config.args, &out);
         Ok(result)
     }
 }

@@ -9,6 +9,7 @@ mod config;
 mod disk;
 mod export;
 mod hdr;
+mod history;
 mod launch;
 mod list;
 mod merge;
@@ -165,6 +166,8 @@ fn dispatch(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
         }
         Command::Advise(a) => advise::run(&a),
         Command::Suite(a) => suite::command(&a),
+        Command::Trend(a) => history::trend(&a),
+        Command::History(a) => history::history(&a),
     }
 }
 

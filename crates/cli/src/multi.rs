@@ -3,7 +3,7 @@
 //! then the steps run and one sweep file written.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use anyhow::{anyhow, bail, Context as _};
@@ -94,17 +94,16 @@ fn own_value<T>(
 /// failed gate, and returns the exit code.
 fn finish(
     mut result: SweepResult,
+    args: &crate::args::RunArgs,
     gates: &[Gate],
     out: Option<&String>,
     json: bool,
-    results_dir: PathBuf,
-    workload: &str,
     what: &str,
 ) -> anyhow::Result<i32> {
     let dest = crate::result::destination(
         out.map(Path::new),
-        &results_dir,
-        &format!("{what}-{workload}"),
+        &args.target.results_dir,
+        &format!("{what}-{}", args.target.workload),
     );
     result.gates = gates.iter().flat_map(|g| g.judge_sweep(&result)).collect();
     let path = result
@@ -131,6 +130,7 @@ fn finish(
         if what == "sweep" { "Sweep" } else { "Findmax" },
         path.display()
     );
+    crate::history::remember(args, &path);
     if let Some(e) = &result.error {
         eprintln!("error: {e}");
     }
@@ -236,10 +236,6 @@ impl SweepJob {
     pub fn run(mut self) -> anyhow::Result<i32> {
         let first = &self.steps[0].args;
         let labels = first.labels.iter().cloned().collect();
-        let (results_dir, workload) = (
-            first.target.results_dir.clone(),
-            first.target.workload.clone(),
-        );
         let command = redacted(&self.argv);
         let starts = step_starts(&self.steps, self.gap)?;
         let total = self.steps.len() * self.repeat;
@@ -257,11 +253,10 @@ impl SweepJob {
         })?;
         finish(
             result,
+            &self.steps[0].args,
             &self.gates,
             self.own.get("--out"),
             self.own.contains_key("--json"),
-            results_dir,
-            &workload,
             "sweep",
         )
     }
@@ -362,11 +357,10 @@ impl FindmaxJob {
         })?;
         finish(
             result,
+            a,
             &self.gates,
             self.own.get("--out"),
             self.own.contains_key("--json"),
-            a.target.results_dir.clone(),
-            &a.target.workload,
             "findmax",
         )
     }

@@ -19,7 +19,7 @@
 //! | field | from | notes |
 //! |---|---|---|
 //! | `workload` | `config.workload` | |
-//! | `target` | `config.target` | scheme, hosts with ports (lowercase), database or path, query parameters sorted by name; never the user or password; a parameter whose name marks a secret (`password`, `token`, `secret`, …) as `name=***` |
+//! | `target` | `config.target` | scheme, hosts with ports (lowercase), database or path, query parameters sorted by name (none for `sim://`, whose parameters are the simulated server's behaviour, not its address); never the user or password; a parameter whose name marks a secret (`password`, `token`, `secret`, …) as `name=***` |
 //! | `threads` | `config.threads` | |
 //! | `clients` | `config.clients_per_thread` | |
 //! | `workers` | `config.worker_threads` | when recorded |
