@@ -67,9 +67,32 @@ fn commands_with_json() -> Vec<String> {
 fn every_command_with_json_is_tested_here() {
     assert_eq!(
         commands_with_json(),
-        ["run", "sweep", "findmax", "compare", "plan", "advise"],
+        ["run", "sweep", "findmax", "compare", "plan", "advise", "trend"],
         "a command gained or lost --json: test that its stdout is one JSON document"
     );
+}
+
+#[test]
+fn trend_over_the_runs_remembered() {
+    let dir = tempfile::tempdir().unwrap();
+    for _ in 0..2 {
+        ok(loadcell(
+            dir.path(),
+            &[
+                "run",
+                "kv",
+                "--target",
+                "sim://?latency=fixed:1ms",
+                "--time",
+                "300ms",
+            ],
+        ));
+    }
+    let (doc, _) = json(dir.path(), &["trend", "--json"]);
+    let series = doc["series"].as_array().unwrap();
+    assert_eq!(series.len(), 1, "{doc}");
+    assert_eq!(series[0]["runs"].as_array().unwrap().len(), 2);
+    assert!(series[0]["change_points"].as_array().unwrap().is_empty());
 }
 
 #[test]
