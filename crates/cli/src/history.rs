@@ -34,7 +34,8 @@ fn commit_from_env() -> Option<String> {
 /// `--no-history`. The result is written already: a store that cannot
 /// take it costs a warning, never the run.
 pub fn remember(args: &RunArgs, file: &Path) {
-    if args.no_history {
+    // A result written to a device (`--out /dev/null`) is nothing to keep.
+    if args.no_history || !file.is_file() {
         return;
     }
     let recorded = open(args.history.as_deref(), &args.target.results_dir).and_then(|mut h| {
