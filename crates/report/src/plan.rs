@@ -148,7 +148,9 @@ const NUMERIC: [bool; 12] = [
     false, true, true, true, false, false, true, true, true, true, true, false,
 ];
 
-fn goal(v: &PlanView) -> String {
+/// The plan's target as one phrase: `1,000,000 ops/s with 30% headroom,
+/// p99 ≤ 2 ms`.
+pub(crate) fn goal(v: &PlanView) -> String {
     let t = &v.plan.target;
     let mut s = format!(
         "{} {} with {} headroom",

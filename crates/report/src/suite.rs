@@ -584,24 +584,6 @@ fn sweep_label(t: &Table, column: &str, step: &StepRecord) -> String {
     }
 }
 
-fn headroom(x: f64) -> String {
-    format!("{}%", number((x * 100.0 * 1e6).round() / 1e6))
-}
-
-fn plan_target(v: &PlanView) -> String {
-    let t = &v.plan.target;
-    let mut s = format!(
-        "{} {} with {} headroom",
-        grouped(t.throughput, 0),
-        v.unit,
-        headroom(t.headroom)
-    );
-    if let Some(b) = t.max_p99_ms {
-        let _ = write!(s, ", p99 ≤ {} ms", number(b));
-    }
-    s
-}
-
 /// The plan table's columns shown here (of [`crate::plan::rows`]): the
 /// instance, its nodes, capacity, $/month, $/month per 1k and notes.
 const PLAN_COLUMNS: [usize; 6] = [0, 7, 8, 9, 10, 11];
@@ -829,7 +811,7 @@ fn plan_blocks(p: &PlanSection, out: &mut Vec<Block>) {
         Ok(v) => {
             out.push(Block::Caption(
                 "Capacity plan".into(),
-                format!("for {}", plan_target(v)),
+                format!("for {}", crate::plan::goal(v)),
             ));
             let (header, rows) = plan_rows(v);
             let header: Vec<&str> = header.iter().map(String::as_str).collect();

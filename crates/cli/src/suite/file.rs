@@ -329,16 +329,23 @@ fn target(src: &Source, name: &str, raw: &Spanned<RawTarget>) -> anyhow::Result<
         Some(p) => with_password(&url, &p).map_err(|e| anyhow!("{}: url {e}", at(t.url.span())))?,
         None => url,
     };
-    let labels = t
-        .labels
-        .iter()
-        .map(|(k, v)| {
-            word(v).map(|w| (k.clone(), w)).ok_or_else(|| {
-                anyhow!("{}: label {k} must be a string or a number", at(raw.span()))
-            })
-        })
-        .collect::<anyhow::Result<_>>()?;
+    let labels = labels(&t.labels, || at(raw.span()))?;
     Ok(SuiteTarget { url, labels })
+}
+
+/// A target's or a step's labels as text; `at` names where they were
+/// given, for the error.
+fn labels(
+    raw: &BTreeMap<String, Value>,
+    at: impl Fn() -> String,
+) -> anyhow::Result<BTreeMap<String, String>> {
+    raw.iter()
+        .map(|(k, v)| {
+            word(v)
+                .map(|w| (k.clone(), w))
+                .ok_or_else(|| anyhow!("{}: label {k} must be a string or a number", at()))
+        })
+        .collect()
 }
 
 /// An option's name as the CLI spells it.
@@ -560,15 +567,7 @@ fn expand(
             .map(|(k, _)| k.clone())
             .find(|k| k != "target" && k != "workload"),
     };
-    let step_labels: BTreeMap<String, String> = s
-        .labels
-        .iter()
-        .map(|(k, v)| {
-            word(v).map(|w| (k.clone(), w)).ok_or_else(|| {
-                anyhow!("{}: label {k} must be a string or a number", at(raw.span()))
-            })
-        })
-        .collect::<anyhow::Result<_>>()?;
+    let step_labels = labels(&s.labels, || at(raw.span()))?;
     let option_line = |k: &Spanned<String>| src.line(k.span());
     let mut out = Vec::new();
     for combo in combinations(&axes) {
