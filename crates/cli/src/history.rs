@@ -9,7 +9,7 @@ use clap::{Args, Subcommand};
 use loadcell_analysis::changepoint::ChangePointConfig;
 use loadcell_history::store::SeriesFilter;
 use loadcell_history::{Entry, History};
-use loadcell_report::trend::{self, SeriesTrend, TrendRun};
+use loadcell_report::trend::{self, SeriesTrend, TrendChange, TrendRun};
 
 use crate::args::RunArgs;
 
@@ -109,6 +109,10 @@ pub struct TrendArgs {
     /// Write the trend page here.
     #[arg(long, value_name = "PATH")]
     pub html: Option<PathBuf>,
+    /// Write the one selected series as CSV, a run per row, for other
+    /// change-point tools (e.g. Apache Otava); "-" for stdout.
+    #[arg(long, value_name = "PATH")]
+    pub csv: Option<PathBuf>,
     /// Exit 3 when a series regressed at one of its newest runs (the
     /// first run after the change among the newest 5 trusted ones).
     #[arg(long)]
@@ -160,8 +164,56 @@ fn trend_run(e: &Entry) -> TrendRun {
     }
 }
 
+/// The trend of the series `id` (`key` its text).
+fn series_trend(h: &mut History, id: &str, key: &str) -> anyhow::Result<SeriesTrend> {
+    let entries = h.entries(id).map_err(|e| anyhow!("{e}"))?;
+    let runs = entries.iter().map(trend_run).collect();
+    Ok(trend::analyse(id, key, runs, &ChangePointConfig::default()))
+}
+
+/// A regression as `--fail-on-change` names it: the metric, the size of
+/// the change and the first bad run.
+fn change_line(c: &TrendChange) -> String {
+    format!(
+        "{} {} -> {} ({}) from run {} ({}{})",
+        c.metric,
+        loadcell_report::svg::si(c.before),
+        loadcell_report::svg::si(c.after),
+        c.change
+            .map_or("from 0".into(), |x| format!("{:+.1}%", x * 100.0)),
+        c.at,
+        c.first_after,
+        c.commit
+            .as_ref()
+            .map(|x| format!(", commit {x}"))
+            .unwrap_or_default()
+    )
+}
+
+/// The regressions among the newest runs of each series that `file`'s
+/// runs belong to, one line each (`suite run --history` fails a step on
+/// them). `file` is recorded in the store already.
+pub fn recent_regressions_of(location: &str, file: &Path) -> anyhow::Result<Vec<String>> {
+    let any = loadcell_record::sweep::AnyResult::read_from(file).map_err(|e| anyhow!(e))?;
+    let mut ids: Vec<(String, String)> = Entry::of_any(&any, file, None)
+        .iter()
+        .map(|e| (e.series.id(), e.series.text()))
+        .collect();
+    ids.sort();
+    ids.dedup();
+    let mut h = open(Some(location), Path::new("."))?;
+    let mut lines = Vec::new();
+    for (id, key) in ids {
+        let t = series_trend(&mut h, &id, &key)?;
+        for c in trend::recent_regressions(&t, RECENT) {
+            lines.push(change_line(c));
+        }
+    }
+    Ok(lines)
+}
+
 pub fn trend(a: &TrendArgs) -> anyhow::Result<i32> {
-    crate::views::refuse_overwriting_results(&[("--html", &a.html)])?;
+    crate::views::refuse_overwriting_results(&[("--html", &a.html), ("--csv", &a.csv)])?;
     let mut filter = SeriesFilter {
         workload: a.workload.clone(),
         target_contains: a.target_contains.clone(),
@@ -170,13 +222,19 @@ pub fn trend(a: &TrendArgs) -> anyhow::Result<i32> {
     for l in &a.labels {
         filter = filter.label(l).map_err(|e| anyhow!("--label: {e}"))?;
     }
+    if a.json && a.csv.as_deref() == Some(Path::new("-")) {
+        anyhow::bail!("--json and --csv - both write to stdout: give --csv a file name");
+    }
     let mut h = open(a.history.as_deref(), &a.results_dir)?;
-    let config = ChangePointConfig::default();
     let mut series: Vec<SeriesTrend> = Vec::new();
     for info in h.series(&filter).map_err(|e| anyhow!("{e}"))? {
-        let entries = h.entries(&info.id).map_err(|e| anyhow!("{e}"))?;
-        let runs = entries.iter().map(trend_run).collect();
-        series.push(trend::analyse(&info.id, &info.text, runs, &config));
+        series.push(series_trend(&mut h, &info.id, &info.text)?);
+    }
+    if a.csv.is_some() && series.len() != 1 {
+        anyhow::bail!(
+            "--csv writes one series and {} match: narrow them with --workload, --target or --label",
+            series.len()
+        );
     }
     if series.is_empty() {
         eprintln!("loadcell: no series in the history match (record runs, or `loadcell history import DIR`)");
@@ -186,32 +244,22 @@ pub fn trend(a: &TrendArgs) -> anyhow::Result<i32> {
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({ "series": series }))?
         );
-    } else {
+    } else if a.csv.as_deref() != Some(Path::new("-")) {
+        // `--csv -` is the whole of stdout.
         print!("{}", trend::text(&series));
     }
     if let Some(path) = &a.html {
         crate::views::write(path, &trend::html(&series))?;
+    }
+    if let Some(path) = &a.csv {
+        crate::views::write(path, &trend::csv(&series[0]))?;
     }
     let mut failed = false;
     if a.fail_on_change {
         for s in &series {
             for c in trend::recent_regressions(s, RECENT) {
                 failed = true;
-                eprintln!(
-                    "CHANGE FAILED: {}: {} {} -> {} ({}) from run {} ({}{})",
-                    s.key,
-                    c.metric,
-                    loadcell_report::svg::si(c.before),
-                    loadcell_report::svg::si(c.after),
-                    c.change
-                        .map_or("from 0".into(), |x| format!("{:+.1}%", x * 100.0)),
-                    c.at,
-                    c.first_after,
-                    c.commit
-                        .as_ref()
-                        .map(|x| format!(", commit {x}"))
-                        .unwrap_or_default()
-                );
+                eprintln!("CHANGE FAILED: {}: {}", s.key, change_line(c));
             }
         }
     }

@@ -1,7 +1,8 @@
 //! The HTML report as a person sees it: real result files (a rate-limited
 //! run and a sweep against the in-process `sim://` server) rendered by
 //! `loadcell report --html`, then loaded in headless Chromium (Debian's
-//! `chromium`), whose parsed DOM and screenshot are checked.
+//! `chromium`), whose parsed DOM and screenshot are checked; and the run
+//! history's trend page the same way.
 
 mod common;
 
@@ -76,6 +77,42 @@ fn tags(html: &str, name: &str) -> (usize, usize) {
     (opens, html.matches(&format!("</{name}>")).count())
 }
 
+/// Every element of `names` is balanced in the page as written, and
+/// Chromium's DOM holds exactly those elements: the parser had nothing to
+/// repair (stray or missing end tags, a block inside <p>).
+fn assert_parsed_as_written(html: &str, dom: &str, names: &[&str]) {
+    for name in names {
+        let (opens, closes) = tags(html, name);
+        assert_eq!(opens, closes, "<{name}>: {opens} opened, {closes} closed");
+        assert_eq!(
+            tags(dom, name),
+            (opens, closes),
+            "<{name}> elements changed when Chromium parsed the page"
+        );
+    }
+}
+
+/// A 1280 × `height` screenshot of `page` is a PNG of more than
+/// `min_bytes`: a blank page compresses to a few kilobytes, charts and
+/// tables do not.
+fn assert_not_blank(page: &Path, height: u32, min_bytes: usize) {
+    let shot = page.with_extension("png");
+    chromium(
+        page,
+        &[
+            &format!("--screenshot={}", shot.display()),
+            &format!("--window-size=1280,{height}"),
+        ],
+    );
+    let png = std::fs::read(&shot).expect("chromium wrote the screenshot");
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    assert!(
+        png.len() > min_bytes,
+        "the screenshot is nearly blank: {} bytes",
+        png.len()
+    );
+}
+
 #[test]
 fn the_report_renders_in_chromium_with_every_section() {
     let dir = tempfile::tempdir().unwrap();
@@ -129,39 +166,33 @@ fn the_report_renders_in_chromium_with_every_section() {
 
     let dom = chromium(&page, &["--dump-dom"]);
     assert!(dom.trim_end().ends_with("</html>"), "the page did not load");
-    // No scripts, so no script errors. Balanced markup: the parser had
-    // nothing to repair (stray or missing end tags, a block inside <p>),
-    // so the DOM holds exactly the elements the page was written with.
+    // No scripts, so no script errors.
     assert!(!dom.contains("<script"), "a script in the DOM");
-    for name in [
-        "section",
-        "div",
-        "p",
-        "table",
-        "thead",
-        "tr",
-        "th",
-        "td",
-        "dl",
-        "dt",
-        "dd",
-        "ul",
-        "li",
-        "figure",
-        "figcaption",
-        "pre",
-        "h2",
-        "h3",
-        "svg",
-    ] {
-        let (opens, closes) = tags(&html, name);
-        assert_eq!(opens, closes, "<{name}>: {opens} opened, {closes} closed");
-        assert_eq!(
-            tags(&dom, name),
-            (opens, closes),
-            "<{name}> elements changed when Chromium parsed the page"
-        );
-    }
+    assert_parsed_as_written(
+        &html,
+        &dom,
+        &[
+            "section",
+            "div",
+            "p",
+            "table",
+            "thead",
+            "tr",
+            "th",
+            "td",
+            "dl",
+            "dt",
+            "dd",
+            "ul",
+            "li",
+            "figure",
+            "figcaption",
+            "pre",
+            "h2",
+            "h3",
+            "svg",
+        ],
+    );
     let summary = &dom[dom.find("id=\"summary\"").expect("a summary section")..];
     assert!(
         summary[..summary.find("</section>").unwrap()].contains("<table"),
@@ -186,20 +217,54 @@ fn the_report_renders_in_chromium_with_every_section() {
     let charts = dom.matches("<svg").count();
     assert!(charts >= 10, "only {charts} charts rendered");
 
-    let shot = d.join("shot.png");
-    chromium(
-        &page,
+    assert_not_blank(&page, 2400, 50_000);
+}
+
+#[test]
+fn the_trend_page_renders_in_chromium_with_its_change_marked() {
+    let d = tempfile::tempdir().unwrap();
+    let d = d.path();
+    let run = |target: &str, commit: &str| run_kv_at_commit(d, target, "400ms", commit, &[]);
+    for i in 0..6 {
+        run("sim://?latency=fixed:1ms", &format!("a{i}"));
+    }
+    // No server latency, one worker thread: the client is the limit.
+    run("sim://", "saturated");
+    for i in 0..6 {
+        run("sim://?latency=fixed:1400us", &format!("b{i}"));
+    }
+    let page = d.join("trend.html");
+    ok(loadcell(d, &["trend", "--html", page.to_str().unwrap()]));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        !html.contains("<script") && !html.contains("http://") && !html.contains("https://"),
+        "the page is self-contained"
+    );
+
+    let dom = chromium(&page, &["--dump-dom"]);
+    assert!(dom.trim_end().ends_with("</html>"), "the page did not load");
+    assert_parsed_as_written(
+        &html,
+        &dom,
         &[
-            &format!("--screenshot={}", shot.display()),
-            "--window-size=1280,2400",
+            "section", "p", "table", "tr", "th", "td", "figure", "h2", "svg", "title",
         ],
     );
-    let png = std::fs::read(&shot).expect("chromium wrote the screenshot");
-    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
-    // A blank page compresses to a few kilobytes; charts and tables do not.
-    assert!(
-        png.len() > 50_000,
-        "the screenshot is nearly blank: {} bytes",
-        png.len()
-    );
+    for part in [
+        "loadcell trend",
+        "workload=kv",
+        "throughput over the series' runs",
+        "latency_p50 over the series' runs",
+        "noise band",
+        "regression",
+        // Labels on hover: each point's title, the flagged one's reason.
+        "commit b0",
+        "commit saturated, flagged: client_saturated",
+    ] {
+        assert!(dom.contains(part), "the rendered page has no '{part}'");
+    }
+    let charts = dom.matches("<svg").count();
+    assert!(charts >= 5, "only {charts} charts rendered");
+
+    assert_not_blank(&page, 2000, 30_000);
 }

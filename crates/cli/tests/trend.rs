@@ -3,34 +3,42 @@
 //! in latency is found at its first run with its commit, a saturated
 //! client's run is flagged and left out, `--fail-on-change` exits 3 on a
 //! regression among the newest runs, and runs of one configuration show
-//! no change.
+//! no change. Then the same on a real redis-server, whose writes slow down
+//! when it is told to fsync each one.
+//!
+//! The tests take turns: each one's runs are its series, and another
+//! test's load on the two cores would be a change in them.
 
 mod common;
 
 use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
 
 use common::*;
 use serde_json::Value;
 
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn alone() -> MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn run(dir: &Path, target: &str, commit: &str) {
-    let label = format!("commit={commit}");
-    ok(loadcell(
-        dir,
-        &[
-            "run",
-            "kv",
-            "--target",
-            target,
-            "--time",
-            "500ms",
-            "--clients",
-            "4",
-            "--workers",
-            "1",
-            "--label",
-            &label,
-        ],
-    ));
+    run_with(dir, target, commit, &[]);
+}
+
+fn run_with(dir: &Path, target: &str, commit: &str, extra: &[&str]) {
+    run_kv_at_commit(dir, target, "500ms", commit, extra);
+}
+
+/// The change points of `metric` in the only series.
+fn changes<'a>(t: &'a Value, metric: &str) -> Vec<&'a Value> {
+    t["series"][0]["change_points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["metric"] == metric)
+        .collect()
 }
 
 fn trend(dir: &Path, extra: &[&str]) -> (Option<i32>, Value) {
@@ -42,6 +50,7 @@ fn trend(dir: &Path, extra: &[&str]) -> (Option<i32>, Value) {
 
 #[test]
 fn a_latency_step_is_found_at_its_first_run_and_fails_ci_only_while_it_is_new() {
+    let _alone = alone();
     let dir = tempfile::tempdir().unwrap();
     for i in 0..10 {
         run(dir.path(), "sim://?latency=fixed:1ms", &format!("a{i}"));
@@ -100,6 +109,7 @@ fn a_latency_step_is_found_at_its_first_run_and_fails_ci_only_while_it_is_new() 
 
 #[test]
 fn sixteen_runs_of_one_configuration_show_no_change() {
+    let _alone = alone();
     let dir = tempfile::tempdir().unwrap();
     for i in 0..16 {
         run(dir.path(), "sim://?latency=fixed:1ms", &format!("a{i}"));
@@ -116,5 +126,144 @@ fn sixteen_runs_of_one_configuration_show_no_change() {
         stdout(&o).starts_with("0 runs from 16 files recorded"),
         "{}",
         stdout(&o)
+    );
+}
+
+#[test]
+fn redis_told_to_fsync_every_write_is_a_change_and_ten_unchanged_runs_are_not() {
+    let _alone = alone();
+    let server = loadcell_testkit::redis().expect("Redis starts");
+    let dir = tempfile::tempdir().unwrap();
+    // Open loop, well below what either configuration holds: closed loop,
+    // one worker thread outruns nothing but itself, and its runs are
+    // rightly flagged client_saturated and left out.
+    let writes = ["--ratio", "1:0", "--rate", "2000"];
+    for i in 0..10 {
+        run_with(dir.path(), server.url(), &format!("a{i}"), &writes);
+    }
+    let (code, t) = trend(dir.path(), &["--fail-on-change"]);
+    assert_eq!(t["series"][0]["runs"].as_array().unwrap().len(), 10);
+    // Nothing of loadcell's own measures moved. The server's gauges may:
+    // its memory grows with the keys written, a change but no regression.
+    let moved: Vec<&Value> = t["series"][0]["change_points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| {
+            c["regression"] == true || !c["metric"].as_str().unwrap().starts_with("server.")
+        })
+        .collect();
+    assert!(moved.is_empty(), "nothing changed: {}", t["series"][0]);
+    assert_eq!(code, Some(0));
+
+    for set in [["appendonly", "yes"], ["appendfsync", "always"]] {
+        let reply = loadcell_testkit::redis_cli(server.port, &["CONFIG", "SET", set[0], set[1]]);
+        assert_eq!(reply.unwrap().trim(), "OK");
+    }
+    for i in 0..10 {
+        run_with(dir.path(), server.url(), &format!("b{i}"), &writes);
+    }
+    let (_, t) = trend(dir.path(), &[]);
+    assert_eq!(t["series"].as_array().unwrap().len(), 1, "one series: {t}");
+    let runs = t["series"][0]["runs"].as_array().unwrap();
+    assert!(
+        runs.iter()
+            .all(|r| r["flags"].as_array().unwrap().is_empty()),
+        "every run is trusted: {:?}",
+        runs.iter().map(|r| &r["flags"]).collect::<Vec<_>>()
+    );
+    let found = changes(&t, "latency_p50");
+    let c = found
+        .iter()
+        .find(|c| (9..=11).contains(&c["at"].as_u64().unwrap()))
+        .unwrap_or_else(|| panic!("no latency_p50 change at run 10: {}", t["series"][0]));
+    assert_eq!(c["regression"], true, "{c}");
+    assert!(f(c, "/change") > 0.2, "{c}");
+
+    // The series as CSV, for another change-point tool.
+    let o = ok(loadcell(dir.path(), &["trend", "--csv", "-"]));
+    let csv = stdout(&o);
+    let mut lines = csv.lines();
+    assert!(lines
+        .next()
+        .unwrap()
+        .starts_with("run,started_at,commit,flags,throughput,latency_p50,"));
+    assert_eq!(lines.count(), 20);
+}
+
+#[test]
+fn a_suite_with_history_fails_the_step_whose_series_just_regressed() {
+    let _alone = alone();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("nightly.toml"),
+        r#"
+[vars]
+latency = "1ms"
+
+[targets.sim]
+url = "sim://?latency=fixed:${latency}"
+
+[[step]]
+name = "steady"
+command = "run"
+workload = "kv"
+target = "sim"
+options = { time = "500ms", clients = 4, workers = 1 }
+"#,
+    )
+    .unwrap();
+    let night = |n: usize, latency: &str| {
+        let var = format!("latency={latency}");
+        let out = format!("night-{n}");
+        loadcell(
+            dir.path(),
+            &[
+                "suite",
+                "run",
+                "--history",
+                "nightly.toml",
+                "--var",
+                &var,
+                "--out",
+                &out,
+            ],
+        )
+    };
+    // The simulated server's latency is fixed, so its p50 does not move;
+    // its tail may, with what else this machine runs, and that would be a
+    // change too: only the p50 is held to "no change" here.
+    for n in 0..10 {
+        let o = night(n, "1ms");
+        assert!(
+            matches!(o.status.code(), Some(0 | 3)) && !stdout(&o).contains("latency_p50"),
+            "{}{}",
+            stdout(&o),
+            stderr(&o)
+        );
+    }
+    let record = read_json(&dir.path().join("night-9/suite.json"));
+    let gate = &record["steps"][0]["gates"][0];
+    assert_eq!(gate["gate"], "no change for the worse in the run history");
+    assert!(
+        !gate["measured"].as_str().unwrap().contains("latency_p50"),
+        "{gate}"
+    );
+
+    // The detector calls a change once three runs follow it.
+    let mut last = None;
+    for n in 10..13 {
+        last = Some(night(n, "1400us"));
+    }
+    let o = last.unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains("GATE FAILED"), "{}", stdout(&o));
+    let record = read_json(&dir.path().join("night-12/suite.json"));
+    let gate = &record["steps"][0]["gates"][0];
+    assert_eq!(gate["passed"], false, "{gate}");
+    let measured = gate["measured"].as_str().unwrap();
+    assert!(
+        measured.contains("latency_p50") && measured.contains("from run 10"),
+        "{measured}"
     );
 }

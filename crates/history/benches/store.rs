@@ -58,8 +58,22 @@ fn fill(db: &Path, runs: u64, series: u64) -> Duration {
     let r = &mut sample_run();
     let file = db.with_file_name("run.json");
     let t = Instant::now();
+    let (tps, l) = (r.summary.txn_per_sec, r.summary.latency_ms);
+    let mut x = 7u64;
     for i in 0..runs {
         r.started_at = time(i);
+        // ±1% noise and a 10% step every 1,000 runs of a series, so that
+        // `trend` has change points to find, as in `timing_10k`.
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let noise = 0.02 * ((x >> 11) as f64 / (1u64 << 53) as f64 - 0.5);
+        let f = 1.0 + noise + 0.1 * ((i / series / 1000) % 2) as f64;
+        r.summary.txn_per_sec = tps.map(|t| t / f);
+        r.summary.latency_ms.p50 = l.p50 * f;
+        r.summary.latency_ms.p90 = l.p90 * f;
+        r.summary.latency_ms.p99 = l.p99 * f;
+        r.summary.latency_ms.p999 = l.p999 * f;
         r.labels.insert("series".into(), (i % series).to_string());
         let done = h.record(r, &file, Some("0123abcd")).unwrap();
         assert_eq!(done.added, 1);
@@ -118,9 +132,17 @@ fn main() {
         "each run's histogram: {} bytes encoded",
         sample_run().histograms.response.len()
     );
+    // `LOADCELL_HISTORY_BENCH_KEEP=DIR` keeps the stores (DIR/50-series/
+    // and DIR/1-series/history.sqlite) for timing `loadcell trend` on them.
+    let keep = std::env::var_os("LOADCELL_HISTORY_BENCH_KEEP").map(std::path::PathBuf::from);
     for series in [50, 1] {
-        let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join(FILE_NAME);
+        let temp = tempfile::tempdir().unwrap();
+        let dir = match &keep {
+            Some(k) => k.join(format!("{series}-series")),
+            None => temp.path().to_path_buf(),
+        };
+        std::fs::create_dir_all(&dir).unwrap();
+        let db = dir.join(FILE_NAME);
         let took = fill(&db, runs, series);
         report(&db, runs, series, took);
     }

@@ -67,8 +67,8 @@
 //! - `commit`: the label `commit`, else what the caller passes (the CLI:
 //!   `GIT_COMMIT`, else `git rev-parse HEAD`).
 //! - flags: `partial` (status `partial`), `verification_failed`,
-//!   `rate_not_reached` (open loop, achieved below 95% of the target rate:
-//!   findmax's rule), `client_saturated` (loadcell's CPU at 90% or more of
+//!   `rate_not_reached` (open loop, under 95% of the events that fell due
+//!   were sent: findmax's share, against the schedule), `client_saturated` (loadcell's CPU at 90% or more of
 //!   the cores its worker threads can use:
 //!   `loadcell_analysis::saturation::saturated`'s first rule over
 //!   `loadcell_record::resources::figures`).

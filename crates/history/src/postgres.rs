@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, HashMap};
 use postgres::{Client, NoTls};
 
 use crate::entry::{Entry, Flags, Histogram, Metrics, ThroughputUnit};
-use crate::schema::{self, MIGRATIONS};
+use crate::schema;
 use crate::sqlite::parse_key;
 use crate::store::{epoch_us, Recorded, SeriesFilter, SeriesInfo, Store};
 use crate::Error;
@@ -47,13 +47,7 @@ impl PostgresStore {
             .query_one("SELECT COALESCE(MAX(version), 0) FROM schema_version", &[])?
             .get(0);
         let current = current as u32;
-        if current > schema::latest() {
-            return Err(Error::NewerSchema {
-                found: current,
-                known: schema::latest(),
-            });
-        }
-        for m in MIGRATIONS.iter().filter(|m| m.version > current) {
+        for m in schema::pending(current)? {
             tx.batch_execute(m.postgres)?;
             tx.execute(
                 "INSERT INTO schema_version (version, applied_at) VALUES ($1, $2)",

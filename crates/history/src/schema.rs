@@ -150,6 +150,18 @@ pub fn latest() -> u32 {
     MIGRATIONS.last().map_or(0, |m| m.version)
 }
 
+/// The migrations a store at version `current` still needs, in order; a
+/// store written by a newer build is refused, never written.
+pub fn pending(current: u32) -> Result<impl Iterator<Item = &'static Migration>, crate::Error> {
+    if current > latest() {
+        return Err(crate::Error::NewerSchema {
+            found: current,
+            known: latest(),
+        });
+    }
+    Ok(MIGRATIONS.iter().filter(move |m| m.version > current))
+}
+
 /// The time a migration was applied, as `schema_version` keeps it.
 pub(crate) fn now() -> String {
     humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()

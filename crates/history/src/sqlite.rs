@@ -15,7 +15,7 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use crate::entry::{Entry, Flags, Histogram, Metrics, ThroughputUnit};
 use crate::key::SeriesKey;
-use crate::schema::{self, MIGRATIONS};
+use crate::schema;
 use crate::store::{epoch_us, Recorded, SeriesFilter, SeriesInfo, Store};
 use crate::Error;
 
@@ -59,13 +59,7 @@ impl SqliteStore {
             [],
             |r| r.get(0),
         )?;
-        if current > schema::latest() {
-            return Err(Error::NewerSchema {
-                found: current,
-                known: schema::latest(),
-            });
-        }
-        for m in MIGRATIONS.iter().filter(|m| m.version > current) {
+        for m in schema::pending(current)? {
             tx.execute_batch(m.sqlite)?;
             tx.execute(
                 "INSERT INTO schema_version (version, applied_at) VALUES (?1, ?2)",

@@ -310,6 +310,8 @@ pub fn findmax(rates: &[f64]) -> SweepResult {
             r.config.rate = Some(rate);
             r.summary.schedule.mode = LoopMode::OpenLoop;
             r.summary.schedule.target_rate = Some(rate);
+            // What fell due in its 10 s beyond what the server took.
+            r.summary.schedule.dropped = ((rate - rate.min(4500.0)) * 10.0).round() as u64;
             let runs = vec![r];
             let (mean, spread) = PointStats::mean_and_spread(&runs);
             SweepPoint {

@@ -82,6 +82,19 @@ pub struct SeriesTrend {
     pub change_points: Vec<TrendChange>,
 }
 
+/// Every metric any run carries: the headline metrics first, then the
+/// server's counters.
+fn metric_names(runs: &[TrendRun]) -> Vec<&String> {
+    let mut metrics: Vec<&String> = runs
+        .iter()
+        .flat_map(|r| r.metrics.keys())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    metrics.sort_by_key(|m| (m.starts_with("server."), metric_order(m)));
+    metrics
+}
+
 /// The analysis of one series: every metric its trusted runs all carry.
 pub fn analyse(
     id: &str,
@@ -92,14 +105,7 @@ pub fn analyse(
     let trusted: Vec<usize> = (0..runs.len())
         .filter(|&i| runs[i].flags.is_empty())
         .collect();
-    let mut metrics: Vec<&String> = runs
-        .iter()
-        .flat_map(|r| r.metrics.keys())
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    // The headline metrics first, then the server's counters.
-    metrics.sort_by_key(|m| (m.starts_with("server."), metric_order(m)));
+    let metrics = metric_names(&runs);
     let mut noise = BTreeMap::new();
     let mut found = Vec::new();
     for metric in metrics {
@@ -155,8 +161,17 @@ fn metric_order(m: &str) -> usize {
     ORDER.iter().position(|o| *o == m).unwrap_or(ORDER.len())
 }
 
-/// The regressions whose first run after the change is among the newest
-/// `recent` trusted runs: what `trend --fail-on-change` fails on.
+/// Whether a regression in `metric` fails CI: the system's own numbers
+/// (throughput, latency, errors). Client CPU per operation is shown and
+/// marked, but it measures the load generator, whose share of a machine
+/// moves with whatever else runs there.
+pub fn fails_ci(metric: &str) -> bool {
+    metric != "client_cpu_us_per_op" && better(metric) != Better::Neither
+}
+
+/// The regressions in the metrics that fail CI ([`fails_ci`]) whose first
+/// run after the change is among the newest `recent` trusted runs: what
+/// `trend --fail-on-change` and `suite run --history` fail on.
 pub fn recent_regressions(t: &SeriesTrend, recent: usize) -> Vec<&TrendChange> {
     let trusted: Vec<usize> = (0..t.runs.len())
         .filter(|&i| t.runs[i].flags.is_empty())
@@ -165,7 +180,7 @@ pub fn recent_regressions(t: &SeriesTrend, recent: usize) -> Vec<&TrendChange> {
     let newest: Vec<usize> = trusted[from..].to_vec();
     t.change_points
         .iter()
-        .filter(|c| c.regression && newest.contains(&c.at))
+        .filter(|c| c.regression && fails_ci(&c.metric) && newest.contains(&c.at))
         .collect()
 }
 
@@ -228,6 +243,39 @@ pub fn text(series: &[SeriesTrend]) -> String {
                     .map_or("unknown".into(), |n| format!("±{:.1}%", n * 100.0)),
             );
         }
+    }
+    o
+}
+
+/// One series as CSV, a run per row (RFC 4180, CRLF): `run, started_at,
+/// commit, flags` (`;`-separated, empty when trusted), then every metric any
+/// run carries, in the order `text` shows them. Change-point tools that read
+/// CSV (Apache Otava's `csv` tests) take it as it is: `started_at` is the
+/// time column, `commit` an attribute.
+pub fn csv(s: &SeriesTrend) -> String {
+    use crate::table::csv_field;
+    let metrics = metric_names(&s.runs);
+    let mut o = String::from("run,started_at,commit,flags");
+    for m in &metrics {
+        o.push(',');
+        o.push_str(&csv_field(m));
+    }
+    o.push_str("\r\n");
+    for (i, r) in s.runs.iter().enumerate() {
+        let _ = write!(
+            o,
+            "{i},{},{},{}",
+            csv_field(&r.started_at),
+            csv_field(r.commit.as_deref().unwrap_or("")),
+            csv_field(&r.flags.join(";"))
+        );
+        for m in &metrics {
+            o.push(',');
+            if let Some(v) = r.metrics.get(*m) {
+                let _ = write!(o, "{v}");
+            }
+        }
+        o.push_str("\r\n");
     }
     o
 }
@@ -417,6 +465,17 @@ mod tests {
         );
         assert!(!recent_regressions(&t, 11).is_empty());
         assert!(text(std::slice::from_ref(&t)).contains("REGRESSION latency_p99 at run"));
+        let table = csv(&t);
+        let mut lines = table.split("\r\n");
+        assert_eq!(
+            lines.next(),
+            Some("run,started_at,commit,flags,throughput,latency_p99")
+        );
+        assert!(lines
+            .next()
+            .unwrap()
+            .starts_with("0,2026-11-01T00:00:00Z,c0,,"));
+        assert_eq!(table.matches("\r\n").count(), 21);
         let page = html(&[t]);
         assert!(page.contains("commit c"), "labels on hover");
     }

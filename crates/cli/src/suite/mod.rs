@@ -34,7 +34,7 @@ pub struct SuiteArgs {
 #[derive(Debug, Subcommand)]
 pub enum SuiteCommand {
     /// Check, then run every step of a suite file into one directory.
-    Run(SuiteRunArgs),
+    Run(Box<SuiteRunArgs>),
     /// Write a suite directory's tables again (report.md, report.html),
     /// e.g. after `loadcell merge` of shards' suite directories.
     Report(SuiteReportArgs),
@@ -64,6 +64,12 @@ pub struct SuiteRunArgs {
     /// judges it, fails.
     #[arg(long, value_name = "DIR")]
     pub baseline: Option<PathBuf>,
+    /// Record every run, sweep and findmax step in this run history
+    /// (`--history=URL`; alone, RESULTS_DIR/history.sqlite) and fail a
+    /// step, as `trend --fail-on-change` would, when its series regressed
+    /// at one of its newest runs.
+    #[arg(long, value_name = "URL", num_args = 0..=1, require_equals = true, default_missing_value = "")]
+    pub history: Option<String>,
     /// Run shard I of N of every step (see `run --shard`); give every
     /// shard the same --start-at.
     #[arg(long, value_name = "I/N", requires = "start_at")]
@@ -164,6 +170,7 @@ fn command_line(
     dir: &Path,
     file: Option<&str>,
     shard: Option<(loadcell_engine::Shard, SystemTime)>,
+    history: Option<&str>,
 ) -> anyhow::Result<Vec<String>> {
     let mut argv = vec!["loadcell".to_string(), step.command.clone()];
     let measured = matches!(step.command.as_str(), "run" | "sweep" | "findmax");
@@ -190,6 +197,9 @@ fn command_line(
         }
         if let Some(f) = file {
             argv.extend(["--out".into(), dir.join(f).display().to_string()]);
+        }
+        if let Some(h) = history {
+            argv.extend(["--history".into(), h.to_string()]);
         }
         if let Some((s, at)) = shard {
             argv.extend([
@@ -265,6 +275,7 @@ fn plan_suite(
     overrides: &[(String, String)],
     dir: &Path,
     shard: Option<(loadcell_engine::Shard, SystemTime)>,
+    history: Option<&str>,
 ) -> anyhow::Result<Planned> {
     let suite = file::read(name, text, overrides)?;
     let mut records: Vec<StepRecord> = Vec::new();
@@ -290,6 +301,7 @@ fn plan_suite(
             dir,
             file.as_deref(),
             shard.map(|(s, _)| s).zip(at),
+            history,
         )
         .map_err(|e| anyhow!("{name}:{e}"))?;
         let checked = check::check(&argv).map_err(|e| {
@@ -391,7 +403,15 @@ fn run(a: &SuiteRunArgs) -> anyhow::Result<i32> {
         (None, Some(_)) => bail!("--start-at times a sharded suite: give --shard I/N too"),
         (None, None) => None,
     };
-    let planned = plan_suite(&name, &text, &overrides, &dir, shard)?;
+    // Given alone, the store is named, so the steps and the judging agree.
+    let history = a.history.as_ref().map(|h| {
+        if h.is_empty() {
+            a.results_dir.display().to_string()
+        } else {
+            h.clone()
+        }
+    });
+    let planned = plan_suite(&name, &text, &overrides, &dir, shard, history.as_deref())?;
     let mut records = planned.records;
     if let Some(old) = &old {
         adopt_finished(&mut records, old)?;
@@ -414,6 +434,15 @@ fn run(a: &SuiteRunArgs) -> anyhow::Result<i32> {
     }
     std::fs::create_dir_all(dir.join("steps"))
         .with_context(|| format!("cannot create the suite directory {}", dir.display()))?;
+    if a.history.as_deref() == Some("") {
+        // A directory, so `--history DIR` means its history.sqlite.
+        std::fs::create_dir_all(&a.results_dir).with_context(|| {
+            format!(
+                "cannot create the results directory {}",
+                a.results_dir.display()
+            )
+        })?;
+    }
     if !resuming {
         std::fs::write(dir.join(SOURCE), &text)
             .with_context(|| format!("cannot write {}", dir.join(SOURCE).display()))?;
@@ -448,6 +477,7 @@ fn run(a: &SuiteRunArgs) -> anyhow::Result<i32> {
             &dir,
             record.steps[i].file.as_deref(),
             shard.zip(starts.as_ref()).map(|((s, _), at)| (s, at[i])),
+            history.as_deref(),
         )?;
         let r = &mut record.steps[i];
         r.status = StepStatus::Running;
@@ -484,6 +514,11 @@ fn run(a: &SuiteRunArgs) -> anyhow::Result<i32> {
             r.gates = step_gates(&dir, r)?;
             if let Some((bdir, base)) = &baseline {
                 if let Some(v) = against_baseline(step, r, &dir, bdir, base)? {
+                    r.gates.push(v);
+                }
+            }
+            if let Some(store) = &history {
+                if let Some(v) = against_history(r, &dir, store)? {
                     r.gates.push(v);
                 }
             }
@@ -647,6 +682,30 @@ fn against_baseline(
             measured
         },
         value: worst.map(|o| o.worse_by * 100.0),
+    }))
+}
+
+/// No regression at the newest runs of the step's series in the run
+/// history, judged as `trend --fail-on-change` judges it.
+fn against_history(r: &StepRecord, dir: &Path, store: &str) -> anyhow::Result<Option<GateVerdict>> {
+    let Some(file) = r
+        .file
+        .as_ref()
+        .filter(|_| matches!(r.command.as_str(), "run" | "sweep" | "findmax"))
+    else {
+        return Ok(None);
+    };
+    let regressions = crate::history::recent_regressions_of(store, &dir.join(file))?;
+    Ok(Some(GateVerdict {
+        gate: "no change for the worse in the run history".into(),
+        at: Some(loadcell_core::target::redact_raw(store)),
+        passed: regressions.is_empty(),
+        measured: if regressions.is_empty() {
+            "none among the series' newest runs".into()
+        } else {
+            regressions.join("; ")
+        },
+        value: None,
     }))
 }
 

@@ -279,3 +279,26 @@ pub fn run_and_kill_server(
     assert!(f(&r, "/summary/duration_s") < 20.0);
     (o, r)
 }
+
+/// `loadcell run kv --target TARGET --time TIME --clients 4 --workers 1
+/// --label commit=COMMIT EXTRA…`: one short run of a series the run
+/// history keeps, which must succeed.
+pub fn run_kv_at_commit(dir: &Path, target: &str, time: &str, commit: &str, extra: &[&str]) {
+    let label = format!("commit={commit}");
+    let mut args = vec![
+        "run",
+        "kv",
+        "--target",
+        target,
+        "--time",
+        time,
+        "--clients",
+        "4",
+        "--workers",
+        "1",
+        "--label",
+        &label,
+    ];
+    args.extend_from_slice(extra);
+    ok(loadcell(dir, &args));
+}
