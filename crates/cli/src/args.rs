@@ -447,6 +447,10 @@ pub struct RunArgs {
     /// Keep this run out of the run history (`loadcell trend`).
     #[arg(long)]
     pub no_history: bool,
+    /// Label the run `commit=` the commit checked out here (`git rev-parse
+    /// HEAD`), for the run history; a `--label commit=…` wins.
+    #[arg(long)]
+    pub git_commit: bool,
     /// The run history: a SQLite file or directory, or postgres://…
     /// shared by a team (default: RESULTS_DIR/history.sqlite).
     #[arg(long, value_name = "URL")]

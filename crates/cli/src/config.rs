@@ -39,6 +39,7 @@ pub struct RunConfig {
 impl RunConfig {
     pub fn new(mut args: RunArgs, argv: Vec<String>) -> anyhow::Result<RunConfig> {
         check_server_pid(&args)?;
+        crate::history::label_git_commit(&mut args)?;
         if let Some(g) = args.thresholds.iter().find(|g| g.on_whole_sweep()) {
             bail!(
                 "--threshold '{}' is judged on a sweep or findmax, not on one run: give it to `loadcell sweep` or `loadcell findmax`",

@@ -30,6 +30,28 @@ fn commit_from_env() -> Option<String> {
         .filter(|c| !c.trim().is_empty())
 }
 
+/// With `--git-commit`, labels the run `commit=` the working tree's HEAD,
+/// unless it has a commit label: before any load, so a directory that is
+/// no git checkout is a clear error, not a run recorded without it.
+pub fn label_git_commit(args: &mut RunArgs) -> anyhow::Result<()> {
+    if !args.git_commit || args.labels.iter().any(|(k, _)| k == "commit") {
+        return Ok(());
+    }
+    let out = std::process::Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .output()
+        .map_err(|e| anyhow!("--git-commit: cannot run git: {e}"))?;
+    let head = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if !out.status.success() || head.is_empty() {
+        anyhow::bail!(
+            "--git-commit: this directory is no git checkout with a commit ({}); give --label commit=… instead",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    args.labels.push(("commit".into(), head));
+    Ok(())
+}
+
 /// Records the result (or sweep) file just written, unless
 /// `--no-history`. The result is written already: a store that cannot
 /// take it costs a warning, never the run.

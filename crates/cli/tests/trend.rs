@@ -267,3 +267,39 @@ options = { time = "500ms", clients = 4, workers = 1 }
         "{measured}"
     );
 }
+
+#[test]
+fn git_commit_labels_the_run_with_the_checkouts_head_or_refuses_before_load() {
+    let _alone = alone();
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "run",
+        "kv",
+        "--target",
+        "sim://",
+        "--time",
+        "200ms",
+        "--git-commit",
+    ];
+    let o = loadcell(dir.path(), &args);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("no git checkout"), "{}", stderr(&o));
+    assert!(!dir.path().join("results").exists(), "nothing ran");
+
+    let git = |a: &[&str]| {
+        let o = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(a)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "git {a:?}: {}", stderr(&o));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    git(&["init", "-q"]);
+    git(&["commit", "-q", "--allow-empty", "-m", "x"]);
+    let head = git(&["rev-parse", "HEAD"]);
+    ok(loadcell(dir.path(), &args));
+    let (_, t) = trend(dir.path(), &[]);
+    assert_eq!(t["series"][0]["runs"][0]["commit"], head.trim());
+}

@@ -65,7 +65,7 @@
 //!   unique: recording the same file twice adds nothing.
 //! - `host`: `environment.host.hostname`.
 //! - `commit`: the label `commit`, else what the caller passes (the CLI:
-//!   `GIT_COMMIT`, else `git rev-parse HEAD`).
+//!   `GIT_COMMIT`; `--git-commit` labels a run with `git rev-parse HEAD`).
 //! - flags: `partial` (status `partial`), `verification_failed`,
 //!   `rate_not_reached` (open loop, under 95% of the events that fell due
 //!   were sent: findmax's share, against the schedule), `client_saturated` (loadcell's CPU at 90% or more of
