@@ -303,3 +303,35 @@ fn git_commit_labels_the_run_with_the_checkouts_head_or_refuses_before_load() {
     let (_, t) = trend(dir.path(), &[]);
     assert_eq!(t["series"][0]["runs"][0]["commit"], head.trim());
 }
+
+#[test]
+fn a_dead_history_server_costs_a_warning_never_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let dead = format!(
+        "postgres://bench:hunter2@127.0.0.1:{}/history",
+        loadcell_testkit::closed_port()
+    );
+    let o = loadcell(
+        dir.path(),
+        &[
+            "run",
+            "kv",
+            "--target",
+            "sim://",
+            "--time",
+            "200ms",
+            "--history",
+            &dead,
+            "--out",
+            "r.json",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(dir.path().join("r.json").is_file(), "the result is written");
+    let e = stderr(&o);
+    assert!(
+        e.contains("warning: not recorded in the run history"),
+        "{e}"
+    );
+    assert!(!e.contains("hunter2"), "{e}");
+}

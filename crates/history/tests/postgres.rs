@@ -1,6 +1,7 @@
 //! The PostgreSQL store against a real server (`loadcell_testkit`): the
 //! scenarios the SQLite store passes, a hand-made version 1 schema
-//! migrated, and writers on several connections at once. Each part has a
+//! migrated, writers on several connections at once, and the server
+//! killed under a writer. Each part has a
 //! schema of its own in the server's database (`search_path` through the
 //! URL's `options`).
 
@@ -191,4 +192,48 @@ fn postgres_writers_on_many_connections_lose_nothing() {
     want.sort();
     assert_eq!(times, want);
     assert_eq!(h.schema_version().unwrap(), schema::latest());
+}
+
+/// The server killed while a writer records: the writer gets an error
+/// (no hang, no panic) that shows no password, after every run it was
+/// told was recorded; the store then refuses to open, clearly.
+#[test]
+fn postgres_killed_mid_write_is_an_error_not_a_hang() {
+    let mut pg = server();
+    let url = in_schema(&pg, "dying");
+    let dir = tempfile::tempdir().unwrap();
+    let recorded = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let writer = {
+        let (url, recorded) = (url.clone(), recorded.clone());
+        let dir = dir.path().to_path_buf();
+        std::thread::spawn(move || {
+            let mut h = History::connect(&url).unwrap();
+            // Bounded: the server dies long before this many runs.
+            for i in 0..200_000 {
+                let r = run_at(i);
+                let p = write_run(&dir, "run.json", &r);
+                match h.record(&r, &p, None) {
+                    Ok(_) => recorded.fetch_add(1, std::sync::atomic::Ordering::SeqCst),
+                    Err(e) => return e.to_string(),
+                };
+            }
+            panic!("200,000 runs recorded into a killed server");
+        })
+    };
+    while recorded.load(std::sync::atomic::Ordering::SeqCst) < 5 {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    pg.kill();
+    let error = writer.join().unwrap();
+    assert!(!error.is_empty());
+    eprintln!("the writer was told: {error}");
+    assert!(!error.contains(loadcell_testkit::DB_PASSWORD), "{error}");
+    let reopened = History::connect(&url).err().expect("no server to open");
+    assert!(
+        reopened
+            .to_string()
+            .contains("cannot connect to the history store"),
+        "{reopened}"
+    );
+    assert!(!reopened.to_string().contains(loadcell_testkit::DB_PASSWORD));
 }
