@@ -362,6 +362,13 @@ pub struct RunArgs {
     /// from each event's intended start. Without it, runs closed loop.
     #[arg(long, value_name = "PER_SEC", value_parser = crate::values::positive_f64, allow_negative_numbers = true)]
     pub rate: Option<f64>,
+    /// Shape the open-loop rate over the run, as k6's ramping-arrival-rate:
+    /// 'DUR:RATE,…', each stage moving linearly from the previous target
+    /// (0 before the first) to its own; a 0s stage jumps. Replaces --rate
+    /// and --time; a --warmup runs before it at the first stage's rate.
+    /// E.g. '0s:2000,30s:2000,0s:8000,10s:8000,0s:2000,1m:2000'.
+    #[arg(long, value_name = "STAGES", value_parser = crate::values::stages, conflicts_with_all = ["rate", "time"], allow_hyphen_values = true)]
+    pub stages: Option<loadcell_engine::shape::Shape>,
     /// Arrival process for --rate.
     #[arg(long, value_name = "KIND", default_value = "poisson", value_parser = ["uniform", "poisson"])]
     pub arrival: String,

@@ -40,6 +40,12 @@ impl RunConfig {
     pub fn new(mut args: RunArgs, argv: Vec<String>) -> anyhow::Result<RunConfig> {
         check_server_pid(&args)?;
         crate::history::label_git_commit(&mut args)?;
+        if let Some(shape) = &args.stages {
+            // The stages are the rate and the time: every check of a rate
+            // (a family without one, a shard's share) applies to them.
+            args.rate = Some(shape.total() / shape.duration().as_secs_f64());
+            args.time = Some(shape.duration());
+        }
         if let Some(g) = args.thresholds.iter().find(|g| g.on_whole_sweep()) {
             bail!(
                 "--threshold '{}' is judged on a sweep or findmax, not on one run: give it to `loadcell sweep` or `loadcell findmax`",
@@ -108,6 +114,7 @@ impl RunConfig {
             measures_client_cpu: false,
             shard: None,
             start_at: a.start_at,
+            stages: a.stages.clone(),
         }
     }
 

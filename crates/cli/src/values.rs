@@ -203,6 +203,15 @@ pub fn label(s: &str) -> Result<(String, String), String> {
     }
 }
 
+/// `--stages`: `DUR:RATE,…` with k6's meaning, holding some events.
+pub fn stages(text: &str) -> Result<loadcell_engine::shape::Shape, String> {
+    let shape = loadcell_engine::shape::Shape::new(loadcell_engine::shape::parse(text)?)?;
+    if shape.total() < 1.0 {
+        return Err("the stages hold no events: give a stage a rate above 0".into());
+    }
+    Ok(shape)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,6 +16,7 @@ mod hold;
 pub mod schedule;
 pub mod script;
 mod session;
+pub mod shape;
 pub mod shard;
 mod shared;
 pub mod spec;

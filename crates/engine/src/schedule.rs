@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use rand::rngs::SmallRng;
 use rand::Rng;
 
+use crate::shape::Shape;
 use crate::spec::{Arrival, RateSpec, RunSpec};
 
 pub use loadcell_core::clock::{wait_for_tick, wait_until};
@@ -48,6 +49,53 @@ enum Rate {
         mean_gap_ns: f64,
         next_offset_ns: AtomicU64,
     },
+    /// `--stages`: event `n` is due when the shaped rate's integral
+    /// reaches `n + phase` (uniform), or a unit-rate Poisson process's
+    /// `n`-th arrival (Poisson, in billionths of an event).
+    Shaped {
+        profile: Profile,
+        poisson: bool,
+        phase: f64,
+        next: AtomicU64,
+    },
+}
+
+/// A shaped rate over the run's clock: the warm-up at a constant rate,
+/// then the stages.
+#[derive(Debug)]
+struct Profile {
+    warmup_s: f64,
+    warm_rate: f64,
+    shape: Shape,
+}
+
+/// Billionths of an event: a Poisson arrival's position in event units,
+/// kept in an integer so sessions claim it with one atomic add.
+const EVENT_UNITS: f64 = 1e9;
+
+impl Profile {
+    fn warm_events(&self) -> f64 {
+        self.warm_rate * self.warmup_s
+    }
+
+    /// Seconds from the start at which the integral reaches `n`; `None`
+    /// past the last stage.
+    fn time_of(&self, n: f64) -> Option<f64> {
+        let warm = self.warm_events();
+        if n < warm {
+            return Some(n / self.warm_rate);
+        }
+        self.shape.time_of(n - warm).map(|t| self.warmup_s + t)
+    }
+
+    /// The events due in the first `t_s` seconds.
+    fn count_at(&self, t_s: f64) -> f64 {
+        if t_s < self.warmup_s {
+            t_s * self.warm_rate
+        } else {
+            self.warm_events() + self.shape.count_at(t_s - self.warmup_s)
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -73,6 +121,16 @@ struct Begun {
 impl Schedule {
     pub fn new(spec: &RunSpec) -> Schedule {
         let phase = spec.shard.as_ref().map_or(0.0, |s| s.shard.phase());
+        let shaped = |r: RateSpec, shape: &Shape| Rate::Shaped {
+            profile: Profile {
+                warmup_s: spec.warmup.as_secs_f64(),
+                warm_rate: shape.first_target(),
+                shape: shape.clone(),
+            },
+            poisson: r.arrival == Arrival::Poisson,
+            phase,
+            next: AtomicU64::new(0),
+        };
         let rate = |rate: Option<RateSpec>| match rate {
             None => (Rate::Closed, None),
             Some(r) => {
@@ -97,7 +155,17 @@ impl Schedule {
             time: spec.time,
             events_limit: spec.events,
             measured_claims: AtomicU64::new(0),
-            rates: spec.rates().into_iter().map(rate).collect(),
+            rates: spec
+                .rates()
+                .into_iter()
+                .enumerate()
+                .map(|(group, r)| match (group, r, &spec.stages) {
+                    (0, Some(r), Some(shape)) => {
+                        (shaped(r, shape), r.tick.map(|t| t.as_nanos().max(1) as u64))
+                    }
+                    (_, r, _) => rate(r),
+                })
+                .collect(),
         }
     }
 
@@ -149,6 +217,24 @@ impl Schedule {
         let (rate, tick_ns) = &self.rates[group];
         let offset_ns = match rate {
             Rate::Closed => None,
+            Rate::Shaped {
+                profile,
+                poisson,
+                phase,
+                next,
+            } => {
+                let n = if *poisson {
+                    let gap = exponential(rng, EVENT_UNITS);
+                    next.fetch_add(gap, Ordering::Relaxed) as f64 / EVENT_UNITS
+                } else {
+                    next.fetch_add(1, Ordering::Relaxed) as f64 + phase
+                };
+                match profile.time_of(n) {
+                    Some(t) => Some((t * 1e9) as u64),
+                    // Past the last stage: nothing more is due.
+                    None => return Claim::Stop,
+                }
+            }
             Rate::Uniform {
                 gap_ns,
                 phase,
@@ -218,6 +304,20 @@ impl Schedule {
 fn unclaimed(rate: &Rate, elapsed_ns: f64) -> u64 {
     match rate {
         Rate::Closed => 0,
+        Rate::Shaped {
+            profile,
+            poisson,
+            phase,
+            next,
+        } => {
+            let due = profile.count_at(elapsed_ns / 1e9);
+            let claimed = next.load(Ordering::Relaxed) as f64;
+            if *poisson {
+                (due - claimed / EVENT_UNITS).max(0.0).round() as u64
+            } else {
+                ((due - phase).ceil().max(0.0) as u64).saturating_sub(claimed as u64)
+            }
+        }
         Rate::Uniform {
             gap_ns,
             phase,
@@ -284,6 +384,7 @@ pub(crate) mod tests {
             measures_client_cpu: false,
             shard: None,
             start_at: None,
+            stages: None,
         }
     }
 
@@ -305,6 +406,94 @@ pub(crate) mod tests {
         assert_eq!(dues[1] - dues[0], Duration::from_millis(1));
         assert_eq!(dues[999], Duration::from_millis(999));
         assert_eq!(s.unclaimed_before(start + Duration::from_secs(1)), [0]);
+    }
+
+    fn staged(text: &str, arrival: Arrival) -> RunSpec {
+        let shape = Shape::new(crate::shape::parse(text).unwrap()).unwrap();
+        let rate = RateSpec {
+            per_sec: shape.total() / shape.duration().as_secs_f64(),
+            arrival,
+            tick: None,
+        };
+        let mut s = spec(Some(rate), Some(shape.duration()), None);
+        s.stages = Some(shape);
+        s
+    }
+
+    /// Every due instant of a schedule claimed at its start, in µs.
+    fn dues_us(s: &Schedule, start: Instant) -> Vec<u128> {
+        let mut rng = SmallRng::seed_from_u64(1);
+        let mut dues = Vec::new();
+        while let Claim::Due(d) = s.claim(0, start, &mut rng) {
+            dues.push((d - start).as_micros());
+        }
+        dues
+    }
+
+    #[test]
+    fn staged_uniform_arrivals_follow_the_stages_exactly() {
+        let start = Instant::now();
+        let mut whole = staged("0s:1000,1s:1000,0s:4000,500ms:4000,1s:0", Arrival::Uniform);
+        whole.warmup = Duration::from_millis(500);
+        let s = begun(&whole, start);
+        let dues = dues_us(&s, start);
+        // 500 warm-up events at the first stage's 1000/s, 1000 + 2000 in
+        // the holds, 2000 over the ramp down from 4000/s to 0.
+        assert_eq!(dues.len(), 500 + 1000 + 2000 + 2000);
+        assert_eq!(dues[1] - dues[0], 1000);
+        assert_eq!(dues[1501] - dues[1500], 250, "the spike: 4000/s");
+        let in_first_half_of_ramp = dues
+            .iter()
+            .filter(|&&t| (2_000_000..2_500_000).contains(&t))
+            .count();
+        assert!((1499..=1501).contains(&in_first_half_of_ramp));
+        assert!(*dues.last().unwrap() < 3_000_000);
+        assert_eq!(s.unclaimed_before(start + Duration::from_secs(3)), [0]);
+    }
+
+    #[test]
+    fn staged_shards_together_send_the_whole_shaped_schedule() {
+        let start = Instant::now();
+        let mut whole = staged("1s:900,0s:1800,1s:1800", Arrival::Uniform);
+        whole.threads = 3;
+        let everything = dues_us(&begun(&whole, start), start);
+        let mut dues = Vec::new();
+        for i in 0..3 {
+            let part = crate::Shard::new(i, 3).unwrap().of(&whole).unwrap();
+            dues.extend(dues_us(&begun(&part, start), start));
+        }
+        dues.sort_unstable();
+        assert_eq!(dues.len(), everything.len());
+        for (a, b) in dues.iter().zip(&everything) {
+            assert!(a.abs_diff(*b) <= 1, "{a} vs {b}");
+        }
+    }
+
+    #[test]
+    fn staged_poisson_arrivals_average_the_shaped_rate() {
+        let start = Instant::now();
+        let s = begun(
+            &staged("0s:2000,2s:2000,0s:8000,1s:8000", Arrival::Poisson),
+            start,
+        );
+        let dues = dues_us(&s, start);
+        let hold = dues.iter().filter(|&&t| t < 2_000_000).count() as f64;
+        let spike = dues.len() as f64 - hold;
+        assert!((hold - 4000.0).abs() < 4.0 * 4000f64.sqrt(), "{hold}");
+        assert!((spike - 8000.0).abs() < 4.0 * 8000f64.sqrt(), "{spike}");
+        // Claimed up to 1.5 s only: the rest of the hold and the spike.
+        let s = begun(
+            &staged("0s:2000,2s:2000,0s:8000,1s:8000", Arrival::Poisson),
+            start,
+        );
+        let mut rng = SmallRng::seed_from_u64(2);
+        while let Claim::Due(d) = s.claim(0, start, &mut rng) {
+            if d - start > Duration::from_millis(1500) {
+                break;
+            }
+        }
+        let left = s.unclaimed_before(start + Duration::from_secs(3))[0] as f64;
+        assert!((left - 9000.0).abs() < 4.0 * 9000f64.sqrt(), "{left}");
     }
 
     #[test]

@@ -100,6 +100,9 @@ impl Shard {
             }
         }
         part.rate = spec.rate.map(|r| self.rate_spec(r));
+        // Its share of a shaped rate: with `phase`, the events i, i + N, …
+        // of the whole shape, as with a fixed rate.
+        part.stages = spec.stages.as_ref().map(|s| s.scaled(self.rate(1.0)));
         if let Some(events) = spec.events {
             if events < n as u64 {
                 return Err(format!(

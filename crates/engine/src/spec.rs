@@ -198,6 +198,10 @@ pub struct RunSpec {
     /// When measurement starts on the wall clock (`--start-at`), the same
     /// instant for every shard: the warm-up runs just before it.
     pub start_at: Option<SystemTime>,
+    /// The first group's rate over the measured time (`--stages`); `rate`
+    /// then holds its mean, `time` its length, and the warm-up runs at the
+    /// first stage's target.
+    pub stages: Option<crate::shape::Shape>,
 }
 
 impl RunSpec {
