@@ -5,7 +5,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{watch, Notify};
 
@@ -32,6 +32,34 @@ pub(crate) struct Shared<D, S> {
     /// Workers read answers at their ticks, timed by the kernel (see
     /// [`loadcell_core::receipt`]).
     pub defer_reads: bool,
+    /// Under `--stages`, where measured intervals end (after the measure
+    /// start): every interval mark and every stage's end, so that no
+    /// interval straddles two stages and each stage's numbers are exactly
+    /// those of its intervals.
+    pub stage_cuts: Option<Vec<Duration>>,
+}
+
+/// The measured interval ends of a staged run: multiples of `interval`
+/// and the stages' ends, in order, once each, up to the last stage's end.
+pub(crate) fn stage_cuts(spec: &RunSpec) -> Option<Vec<Duration>> {
+    let shape = spec.stages.as_ref()?;
+    let total = shape.duration();
+    let mut cuts: Vec<Duration> = shape
+        .spans()
+        .iter()
+        .map(|s| Duration::from_secs_f64(s.end_s).min(total))
+        .collect();
+    let mut t = spec.interval;
+    while t < total {
+        cuts.push(t);
+        t += spec.interval;
+    }
+    cuts.push(total);
+    cuts.sort_unstable();
+    // Ends closer than a microsecond are one (float seconds round).
+    cuts.dedup_by(|a, b| a.abs_diff(*b) < Duration::from_micros(1));
+    cuts.retain(|c| !c.is_zero());
+    Some(cuts)
 }
 
 /// Holds the sessions until all of them are connected (or have given up),
@@ -86,6 +114,10 @@ impl<D, S> Shared<D, S> {
             let t = (iv * (k as u32 + 1)).min(warmup);
             return Some((self.schedule.start() + t, Phase::Warmup));
         }
+        if let Some(cuts) = &self.stage_cuts {
+            let end = cuts.get(k - warmup_intervals)?;
+            return Some((self.schedule.measure_start() + *end, Phase::Measure));
+        }
         let j = (k - warmup_intervals) as u32;
         let start = self.schedule.measure_start() + iv * j;
         match self.schedule.deadline() {
@@ -93,5 +125,34 @@ impl<D, S> Shared<D, S> {
             Some(d) => Some(((start + iv).min(d), Phase::Measure)),
             None => Some((start + iv, Phase::Measure)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    #[test]
+    fn a_staged_run_cuts_its_intervals_at_every_stage_end() {
+        let shape = crate::shape::Shape::new(
+            crate::shape::parse("0s:2000,3s:2000,0s:8000,2500ms:8000").unwrap(),
+        )
+        .unwrap();
+        let mut spec = crate::schedule::tests::spec(None, Some(shape.duration()), None);
+        spec.stages = Some(shape);
+        let ms = |v: &[u64]| {
+            v.iter()
+                .map(|&m| Duration::from_millis(m))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            super::stage_cuts(&spec).unwrap(),
+            ms(&[1000, 2000, 3000, 4000, 5000, 5500])
+        );
+        spec.interval = Duration::from_millis(2000);
+        assert_eq!(
+            super::stage_cuts(&spec).unwrap(),
+            ms(&[2000, 3000, 4000, 5500])
+        );
     }
 }

@@ -295,6 +295,7 @@ where
         driver,
         script,
         spec: spec.clone(),
+        stage_cuts: crate::shared::stage_cuts(spec),
         schedule: Schedule::new(spec),
         control: Control::default(),
         gate: Gate::default(),
