@@ -436,6 +436,7 @@ fn run(job: RunJob<'_>, w: &DiskWorkload) -> anyhow::Result<RunResult> {
         resources: Vec::new(),
         bottleneck: None,
         held: None,
+        stages: Vec::new(),
     };
     let ctx = ResultContext {
         argv: &config.argv,

@@ -14,7 +14,8 @@ use loadcell_record::file::Destination;
 use loadcell_record::hist::{self, LatencySummary, Micros};
 use loadcell_record::result::{
     counted_rate, Environment, GroupSummary, Histograms, LoopMode, OpSummary, QueryCounts,
-    Resources, RunConfig, RunResult, Schedule, ServerDescription, ShardConfig, Summary, SCHEMA_ID,
+    Recovery, Resources, RunConfig, RunResult, Schedule, ServerDescription, ShardConfig,
+    StageSummary, Summary, SCHEMA_ID,
 };
 use loadcell_record::OpStats;
 use loadcell_workloads::http::recorded_header;
@@ -103,6 +104,50 @@ fn schedule(
         dropped,
         lag_ms: rate.map(|_| LatencySummary::of(lag)),
     }
+}
+
+/// Each stage's numbers, and after a stage whose target is above the
+/// next one's how long p99 took to come back to the stage before it.
+fn stage_summaries(outcome: &RunOutcome) -> Option<Vec<StageSummary>> {
+    if outcome.stages.is_empty() {
+        return None;
+    }
+    let measured_s = outcome.duration.as_secs_f64();
+    let mut stages: Vec<StageSummary> = outcome
+        .stages
+        .iter()
+        .map(|st| {
+            // A run stopped early measured only part of its last stages.
+            let secs = (st.span.end_s.min(measured_s) - st.span.start_s).max(0.0);
+            let per_sec = |n: u64| if secs > 0.0 { n as f64 / secs } else { 0.0 };
+            let s = &st.stats;
+            StageSummary {
+                start_s: st.span.start_s,
+                duration_s: st.span.end_s - st.span.start_s,
+                target_start: st.span.target_start,
+                target_end: st.span.target_end,
+                events: s.events,
+                ops_per_sec: per_sec(s.ops_total()),
+                events_per_sec: per_sec(s.events),
+                errors: s.op_errors_total(),
+                latency_ms: LatencySummary::of(&s.response),
+                service_time_ms: LatencySummary::of(&s.service),
+                recovery: None,
+            }
+        })
+        .collect();
+    for k in 1..stages.len().saturating_sub(1) {
+        let (before, high, next) = (&stages[k - 1], &stages[k], &stages[k + 1]);
+        if high.target_end > next.target_start && before.events > 0 {
+            let recovery = Recovery::after(
+                high.start_s + high.duration_s,
+                before.latency_ms.p99,
+                &outcome.intervals,
+            );
+            stages[k].recovery = Some(recovery);
+        }
+    }
+    Some(stages)
 }
 
 pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
@@ -197,6 +242,7 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
         groups,
         bytes: None,
         bytes_per_sec: None,
+        stages: stage_summaries(&outcome),
     };
 
     // What a run that held connections found: the engine's hold mode.

@@ -24,7 +24,7 @@ pub mod spec;
 mod tests;
 mod worker;
 
-pub use collector::{IntervalView, Observer, Phase, RunOutcome};
+pub use collector::{IntervalView, Observer, Phase, RunOutcome, StageOutcome};
 pub use control::{Interrupts, StopReason};
 pub use hold::{FirstFailure, HeldOutcome};
 pub use script::{BatchClock, Category, Ctx, OpSpec, Script, SessionInfo, NOT_FOUND};

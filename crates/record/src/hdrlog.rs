@@ -255,6 +255,7 @@ pub fn rebuild(log: &[u8], name: &str) -> Result<RunResult, String> {
             groups: None,
             bytes: None,
             bytes_per_sec: None,
+            stages: None,
         },
         ops: BTreeMap::new(),
         intervals: intervals.into_vec(),

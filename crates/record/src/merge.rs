@@ -147,6 +147,8 @@ pub fn merge(shards: Vec<ShardResult>, allow_partial: bool) -> Result<RunResult,
         groups: None,
         bytes,
         bytes_per_sec,
+        // Stages keep no histograms to add either: left out of a merge.
+        stages: None,
     };
 
     let ops = sum

@@ -407,6 +407,64 @@ pub struct Summary {
     pub bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bytes_per_sec: Option<f64>,
+    /// Under `--stages`: each stage of non-zero length, in order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stages: Option<Vec<StageSummary>>,
+}
+
+/// One stage of a `--stages` run: its targets and what was measured in
+/// it (the events of the intervals inside it: intervals are cut at every
+/// stage's end).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StageSummary {
+    /// Seconds from the start of measurement to the stage's start.
+    pub start_s: f64,
+    pub duration_s: f64,
+    /// The target rate at its start and end (events/s).
+    pub target_start: f64,
+    pub target_end: f64,
+    pub events: u64,
+    pub ops_per_sec: f64,
+    pub events_per_sec: f64,
+    pub errors: u64,
+    pub latency_ms: LatencySummary,
+    pub service_time_ms: LatencySummary,
+    /// After a stage whose target is above the next one's: how long p99
+    /// took to come back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery: Option<Recovery>,
+}
+
+/// How long p99 took to return within [`Recovery::FACTOR`] × its value in
+/// the stage before a high one, after that high stage ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Recovery {
+    /// p99 of the stage before the high one: what "recovered" returns to.
+    pub baseline_p99_ms: f64,
+    /// Seconds from the high stage's end to the end of the first interval
+    /// whose p99 was within the factor of the baseline; absent when none
+    /// was before the run ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery_s: Option<f64>,
+}
+
+impl Recovery {
+    pub const FACTOR: f64 = 1.5;
+
+    /// After the stage that ended `end_s` seconds into measurement, the
+    /// first of `intervals` (in order) ending after it whose p99 is within
+    /// [`Recovery::FACTOR`] × `baseline_p99_ms`.
+    pub fn after(end_s: f64, baseline_p99_ms: f64, intervals: &[Interval]) -> Recovery {
+        let recovery_s = intervals
+            .iter()
+            .filter(|i| i.t_s > end_s + 1e-6 && i.events > 0)
+            .find(|i| i.latency_ms.p99 <= Recovery::FACTOR * baseline_p99_ms)
+            .map(|i| i.t_s - end_s);
+        Recovery {
+            baseline_p99_ms,
+            recovery_s,
+        }
+    }
 }
 
 /// `n` and `n / secs`, when there is something to count: fields that only

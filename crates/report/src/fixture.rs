@@ -211,6 +211,7 @@ pub fn run(threads: usize, tps: f64) -> RunResult {
             groups: None,
             bytes: None,
             bytes_per_sec: None,
+            stages: None,
         },
         ops: ops_map,
         intervals,

@@ -271,6 +271,9 @@ pub fn summary(r: &RunResult, op_order: &[&str]) -> String {
             }
         }
     }
+    if let Some(stages) = &s.stages {
+        stages_table(w, stages);
+    }
     let _ = writeln!(w);
 
     let unnamed = r.ops.keys().map(String::as_str);
@@ -511,6 +514,57 @@ pub fn expectation(e: &IopsExpectation) -> String {
             )
         }
     )
+}
+
+/// `--stages`: each stage's target, rate and latency, then each recovery
+/// in words ("after the spike to 8,000/s, p99 took 4.1 s to recover").
+fn stages_table(w: &mut String, stages: &[loadcell_record::result::StageSummary]) {
+    let _ = writeln!(
+        w,
+        "Stages:   from     to  target/s          achieved/s   p50 ms   p99 ms  service p99  errors"
+    );
+    for st in stages {
+        let target = if st.target_start == st.target_end {
+            crate::table::grouped(st.target_end, 0)
+        } else {
+            format!(
+                "{} -> {}",
+                crate::table::grouped(st.target_start, 0),
+                crate::table::grouped(st.target_end, 0)
+            )
+        };
+        let _ = writeln!(
+            w,
+            "    {:>8.1}s {:>6.1}s  {:<18} {:>10.1}  {:>7.2}  {:>7.2}  {:>11.2}  {:>6}",
+            st.start_s,
+            st.start_s + st.duration_s,
+            target,
+            st.events_per_sec,
+            st.latency_ms.p50,
+            st.latency_ms.p99,
+            st.service_time_ms.p99,
+            st.errors
+        );
+    }
+    for st in stages {
+        if let Some(r) = &st.recovery {
+            let peak = crate::table::grouped(st.target_end, 0);
+            let _ = match r.recovery_s {
+                Some(t) => writeln!(
+                    w,
+                    "    after the stage at {peak}/s, p99 took {t:.1} s to recover (within {}x the {:.2} ms before it)",
+                    loadcell_record::result::Recovery::FACTOR,
+                    r.baseline_p99_ms
+                ),
+                None => writeln!(
+                    w,
+                    "    after the stage at {peak}/s, p99 never recovered within the run (to {}x the {:.2} ms before it)",
+                    loadcell_record::result::Recovery::FACTOR,
+                    r.baseline_p99_ms
+                ),
+            };
+        }
+    }
 }
 
 #[cfg(test)]

@@ -90,6 +90,16 @@ pub struct RunOutcome {
     pub bottleneck: Option<String>,
     /// Under `RunSpec::hold`: the connections held and the first failure.
     pub held: Option<HeldOutcome>,
+    /// Under `--stages`: each stage of non-zero length with the measured
+    /// events of its intervals (none straddles two stages).
+    pub stages: Vec<StageOutcome>,
+}
+
+/// One stage of a staged run and what was measured in it.
+#[derive(Debug)]
+pub struct StageOutcome {
+    pub span: crate::shape::StageSpan,
+    pub stats: Stats,
 }
 
 /// How late past `--start-at` measurement may begin unremarked (a sleep's
@@ -149,6 +159,7 @@ struct Collector<'s, C> {
     run_load: RunLoad,
     warnings: Vec<String>,
     sampling: Sampling<C>,
+    stages: Vec<StageOutcome>,
 }
 
 impl<C> Collector<'_, C> {
@@ -209,6 +220,12 @@ impl<C> Collector<'_, C> {
             );
             interval.connections_held = held_now;
             self.intervals.push(interval);
+            // The stage this interval ends in (its end is a stage's end at
+            // the latest: intervals are cut there).
+            let t = (end - self.measure_start).as_secs_f64() - 1e-6;
+            if let Some(stage) = self.stages.iter_mut().find(|s| t < s.span.end_s) {
+                stage.stats.merge(&self.carry);
+            }
             self.total.merge(&self.carry);
             self.carry.reset();
         }
@@ -363,6 +380,17 @@ where
     let monitor = crate::connect_with_timeout(&*shared.driver, spec.connect_timeout)
         .await
         .ok();
+    let stages = spec.stages.as_ref().map_or_else(Vec::new, |shape| {
+        shape
+            .spans()
+            .into_iter()
+            .filter(|span| span.end_s > span.start_s)
+            .map(|span| StageOutcome {
+                span,
+                stats: total.empty_like(),
+            })
+            .collect()
+    });
     let mut c = Collector {
         spec,
         start,
@@ -376,6 +404,7 @@ where
         run_load: RunLoad::default(),
         warnings: Vec::new(),
         sampling: Sampling::new(spec.server_pid, monitor),
+        stages,
     };
     if let Some(late) = spec
         .start_at
@@ -483,6 +512,7 @@ where
         ended_at: SystemTime::now(),
         duration,
         total: c.total,
+        stages: c.stages,
         intervals: c.intervals.into_vec(),
         open_loop: shared.schedule.is_open_loop(),
         answers_timed_on_receipt: shared.defer_reads,
@@ -537,6 +567,7 @@ mod tests {
             run_load: RunLoad::default(),
             warnings: Vec::new(),
             sampling: Sampling::new(None, None),
+            stages: Vec::new(),
         }
     }
 
