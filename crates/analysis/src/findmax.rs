@@ -7,6 +7,12 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The share of its target a rate must achieve to count as offered:
+/// findmax's default [`Sla::min_achieved`], the engine's "target rate not
+/// reached" warning and the history's `rate_not_reached` flag, and where a
+/// ramp's throughput stopped following its target ([`crate::ramp`]).
+pub const MIN_ACHIEVED: f64 = 0.95;
+
 /// What a rate must hold: a latency percentile under a bound, and most of
 /// the offered rate actually achieved.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

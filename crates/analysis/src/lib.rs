@@ -10,8 +10,12 @@
 //! - [`sweep`]: what a sweep file stores of its points: both knees and the
 //!   USL fit, and for [`findmax`] (the search for the highest rate meeting
 //!   an SLA) the search's answer.
+//! - [`ramp`]: the same two knees read from one run's ramp (`--stages`),
+//!   interval by interval.
 //! - [`saturation`]: which measured resource (client, host or server CPU, a
 //!   disk) ran out where throughput saturated, against explicit thresholds.
+//! - [`steady`]: when a run's warm-up transient has passed (MSER-5), for
+//!   `--warmup auto`.
 //! - [`advise`]: tuning advice, one pure rule per setting, over a server's
 //!   settings and status and a run's figures.
 //! - [`plan`]: nodes and dollars per month needed for a target throughput,
@@ -35,8 +39,10 @@ pub mod findmax;
 pub mod knee;
 mod linalg;
 pub mod plan;
+pub mod ramp;
 pub mod saturation;
 pub mod stats;
+pub mod steady;
 pub mod sweep;
 mod text;
 pub mod usl;

@@ -67,6 +67,17 @@ pub struct SweepSample {
 /// another, on a server with fewer slots than clients).
 const CLIMB: f64 = 1.5;
 
+/// The latency-knee rule a sweep applies (and a ramp, [`crate::ramp`], so
+/// both answer alike): p99 past [`CLIMB`] × its low-load level.
+/// `in_load_order`: the points are in order of the load offered.
+pub(crate) fn latency_options(in_load_order: bool) -> LatencyKneeOptions {
+    LatencyKneeOptions {
+        factor: CLIMB,
+        in_load_order,
+        ..LatencyKneeOptions::default()
+    }
+}
+
 /// Parameters along which throughput is expected to scale (a stream's
 /// partitions: a consumer session and a channel each).
 const CONCURRENCY: &[&str] = &["threads", "clients", "pipeline", "partitions"];
@@ -148,11 +159,7 @@ pub fn analyse(parameter: &str, samples: &[SweepSample]) -> (SweepAnalysis, Vec<
     let mut by_load: Vec<&SweepSample> = samples.iter().collect();
     by_load.sort_by(|a, b| a.value.total_cmp(&b.value));
     let latency: Vec<(f64, f64)> = by_load.iter().map(|s| (s.throughput, s.p99_ms)).collect();
-    let opts = LatencyKneeOptions {
-        factor: CLIMB,
-        in_load_order: concurrency || parameter == "rate",
-        ..LatencyKneeOptions::default()
-    };
+    let opts = latency_options(concurrency || parameter == "rate");
     if let Ok(Some(mut k)) = latency_knee(&latency, &opts) {
         let at = |throughput: f64, p99: f64| {
             by_load

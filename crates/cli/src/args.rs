@@ -355,9 +355,15 @@ pub struct RunArgs {
     /// Stop after this many measured events (transactions).
     #[arg(long, value_name = "N", value_parser = crate::values::positive_u64, allow_negative_numbers = true)]
     pub events: Option<u64>,
-    /// Run this long first, unmeasured.
-    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = crate::values::duration, allow_hyphen_values = true)]
-    pub warmup: Duration,
+    /// Run this long first, unmeasured; or `auto`: until throughput and
+    /// latency have settled (MSER-5 over the intervals), at most
+    /// --warmup-max.
+    #[arg(long, value_name = "DURATION|auto", default_value = "0s", value_parser = crate::values::warmup, allow_hyphen_values = true)]
+    pub warmup: crate::values::Warmup,
+    /// With --warmup auto: the longest warm-up; a run that has not settled
+    /// by then is measured anyway, and says so.
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = crate::values::positive_duration, allow_hyphen_values = true)]
+    pub warmup_max: Duration,
     /// Total target rate in events per second, open loop: latency counts
     /// from each event's intended start. Without it, runs closed loop.
     #[arg(long, value_name = "PER_SEC", value_parser = crate::values::positive_f64, allow_negative_numbers = true)]
@@ -369,6 +375,15 @@ pub struct RunArgs {
     /// E.g. '0s:2000,30s:2000,0s:8000,10s:8000,0s:2000,1m:2000'.
     #[arg(long, value_name = "STAGES", value_parser = crate::values::stages, conflicts_with_all = ["rate", "time"], allow_hyphen_values = true)]
     pub stages: Option<loadcell_engine::shape::Shape>,
+    /// Shape the sessions running events over the run, in closed loop, as
+    /// k6's ramping-vus: 'DUR:SESSIONS,…', each stage moving linearly from
+    /// the previous count (0 before the first) to its own; a 0s stage
+    /// jumps. All of the peak's sessions connect before the run and are
+    /// parked or woken in order, so a ramp measures no connects. Replaces
+    /// --rate, --time, --threads and --clients; a --warmup runs before it
+    /// with the first stage's sessions. E.g. '0s:8,1m:8,2m:64,1m:64'.
+    #[arg(long, value_name = "STAGES", value_parser = crate::values::session_stages, conflicts_with_all = ["rate", "time", "stages", "threads", "clients"], allow_hyphen_values = true)]
+    pub session_stages: Option<loadcell_engine::shape::Shape>,
     /// Arrival process for --rate.
     #[arg(long, value_name = "KIND", default_value = "poisson", value_parser = ["uniform", "poisson"])]
     pub arrival: String,

@@ -9,9 +9,11 @@ use std::time::{Duration, SystemTime};
 use anyhow::{anyhow, bail};
 use loadcell_core::{Family, Target};
 use loadcell_drivers::OpenError;
+use loadcell_engine::shape::{ShapeOf, Stages};
 use loadcell_engine::{RunSpec, Shard};
 
 use crate::args::{RunArgs, TargetArgs};
+use crate::values::Warmup;
 use crate::workload::{families_label, WorkloadArgs, WorkloadSpec};
 
 /// This machine, the machine workloads' target.
@@ -46,6 +48,13 @@ impl RunConfig {
             args.rate = Some(shape.total() / shape.duration().as_secs_f64());
             args.time = Some(shape.duration());
         }
+        if let Some(shape) = &args.session_stages {
+            // Every session of the peak connects first; the shape parks
+            // and wakes them.
+            args.threads = shape.peak() as usize;
+            args.clients = 1;
+            args.time = Some(shape.duration());
+        }
         if let Some(g) = args.thresholds.iter().find(|g| g.on_whole_sweep()) {
             bail!(
                 "--threshold '{}' is judged on a sweep or findmax, not on one run: give it to `loadcell sweep` or `loadcell findmax`",
@@ -55,10 +64,29 @@ impl RunConfig {
         let (mut spec, target, default_target) = resolve(&args.target, &args.workload)?;
         let index = std::env::var(SHARD_INDEX_VAR).ok();
         let shard = resolve_shard(args.shard, args.shard_count, index.as_deref())?;
+        check_stages_fit(&args, &spec)?;
+        // The stages are the rate a family may refuse.
+        let rate_staged = args.stages.is_some();
+        let staged = |e: anyhow::Error| {
+            if rate_staged {
+                anyhow!("--stages shapes the rate: {e}")
+            } else {
+                e
+            }
+        };
         if let Some(own) = spec.own_runner() {
-            own.check(&args, shard)?;
+            own.check(&args, shard).map_err(staged)?;
         }
-        spec.fit_run(&mut args).map_err(|e| anyhow!(e))?;
+        let sessions = args.threads.saturating_mul(args.clients);
+        spec.fit_run(&mut args).map_err(|e| staged(anyhow!(e)))?;
+        if args.session_stages.is_some() && args.threads.saturating_mul(args.clients) != sessions {
+            bail!(
+                "--session-stages does not apply to {}: it sets its own sessions (here {}), \
+                 which the stages cannot park and wake; shape its rate with --stages instead",
+                spec.name(),
+                args.threads.saturating_mul(args.clients)
+            );
+        }
         let other_sessions = spec.groups(&args).map_or(0, |g| g.other_sessions());
         check_workers(&args, other_sessions)?;
         if let Some(shard) = shard {
@@ -99,7 +127,7 @@ impl RunConfig {
                 (None, None) => Some(Duration::from_secs(10)),
             },
             events,
-            warmup: a.warmup,
+            warmup: a.warmup.fixed(),
             rate: a.rate.map(|per_sec| a.rate_at(per_sec)),
             interval: a.report_interval.unwrap_or(Duration::from_secs(1)),
             connect_timeout: a.target.connect_timeout,
@@ -114,7 +142,18 @@ impl RunConfig {
             measures_client_cpu: false,
             shard: None,
             start_at: a.start_at,
-            stages: a.stages.clone(),
+            settle: (a.warmup == Warmup::Auto).then_some(a.warmup_max),
+            stages: match (&a.stages, &a.session_stages) {
+                (Some(shape), _) => Some(Stages {
+                    of: ShapeOf::Rate,
+                    shape: shape.clone(),
+                }),
+                (None, Some(shape)) => Some(Stages {
+                    of: ShapeOf::Sessions,
+                    shape: shape.clone(),
+                }),
+                (None, None) => None,
+            },
         }
     }
 
@@ -263,6 +302,38 @@ fn check_driver(spec: &WorkloadSpec, target: &Target) -> anyhow::Result<()> {
 /// further session groups (`search-mixed`'s queries) included: a worker
 /// thread with no session would only idle (sweep and findmax check it
 /// before their first step, too).
+/// `--session-stages` parks and wakes sessions that run events in
+/// closed loop, and `--warmup auto` judges a run's own intervals: a family
+/// whose sessions hold connections on a ramp of their own, or that runs
+/// without the engine's sessions, has none to shape or judge.
+fn check_stages_fit(args: &RunArgs, spec: &WorkloadSpec) -> anyhow::Result<()> {
+    let no_sessions = spec.own_runner().is_some() || spec.hold(args).is_some();
+    if args.session_stages.is_some() && no_sessions {
+        bail!(
+            "--session-stages does not apply to {}: it has no closed-loop sessions to park and \
+             wake; leave it out",
+            spec.name()
+        );
+    }
+    if args.warmup != Warmup::Auto {
+        return Ok(());
+    }
+    if no_sessions {
+        bail!(
+            "--warmup auto does not apply to {}: it runs no steady load to judge; give a fixed \
+             --warmup",
+            spec.name()
+        );
+    }
+    if args.stages.is_some() || args.session_stages.is_some() {
+        bail!("--warmup auto waits for a steady load, which stages change on purpose: give a fixed --warmup before them");
+    }
+    if args.start_at.is_some() {
+        bail!("--warmup auto cannot end at an instant every shard knows: give a fixed --warmup with --start-at");
+    }
+    Ok(())
+}
+
 fn check_workers(a: &RunArgs, other_sessions: usize) -> anyhow::Result<()> {
     const MAX_SESSIONS: usize = 1_000_000;
     let first = match a.threads.checked_mul(a.clients) {

@@ -437,6 +437,7 @@ fn run(job: RunJob<'_>, w: &DiskWorkload) -> anyhow::Result<RunResult> {
         bottleneck: None,
         held: None,
         stages: Vec::new(),
+        steady_state: None,
     };
     let ctx = ResultContext {
         argv: &config.argv,

@@ -16,6 +16,7 @@ use loadcell_analysis::findmax::{FindmaxPlan, Sla};
 
 use crate::config::RunConfig;
 use crate::run;
+use crate::values::Warmup;
 use crate::{sweep, values};
 
 /// Takes `names` (with their values) out of `raw`; the rest is returned.
@@ -171,7 +172,7 @@ fn step_starts(
         let Some(time) = step.args.time else {
             bail!("a sweep with --start-at needs --time, so that every step starts at an instant all shards know");
         };
-        slot = slot.max(step.args.warmup + time + gap);
+        slot = slot.max(step.args.warmup.fixed() + time + gap);
     }
     Ok(Some((first, slot)))
 }
@@ -262,9 +263,15 @@ impl SweepJob {
     }
 }
 
-/// A run's warm-up and time, when it has a time.
+/// A run's warm-up (its longest, under `--warmup auto`) and time, when it
+/// has a time.
 pub fn run_estimate(config: &RunConfig) -> Option<Duration> {
-    config.args.time.map(|t| t + config.args.warmup)
+    let a = &config.args;
+    let warmup = match a.warmup {
+        Warmup::Auto => a.warmup_max,
+        fixed => fixed.fixed(),
+    };
+    a.time.map(|t| t + warmup)
 }
 
 fn redacted(argv: &[String]) -> Vec<String> {
@@ -316,6 +323,9 @@ impl FindmaxJob {
         };
         let base = RunConfig::parse(&run_argv)?;
         let a = &base.args;
+        if a.stages.is_some() || a.session_stages.is_some() {
+            bail!("findmax probes one fixed rate at a time: leave out --stages and --session-stages (a slow --stages ramp answers the same question in one run)");
+        }
         if a.rate.is_some() {
             bail!("findmax chooses --rate itself; use --start-rate and --max-rate to bound it");
         }

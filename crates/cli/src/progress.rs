@@ -158,11 +158,12 @@ impl Observer for RunObserver {
                 "{}",
                 loadcell_report::live::line(
                     view.elapsed.as_secs_f64(),
-                    self.sessions,
+                    view.sessions,
                     view.duration.as_secs_f64(),
                     view.stats,
                     &self.categories,
                     view.phase == Phase::Warmup,
+                    view.target_per_sec,
                 )
             );
         }

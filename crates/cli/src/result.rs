@@ -5,17 +5,19 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::SystemTime;
 
+use loadcell_analysis::ramp::{self, RampKnee, RampPoint};
 use loadcell_core::{ServerInfo, Target};
 use loadcell_drivers::Family;
+use loadcell_engine::shape::{Shape, StageSpan};
 use loadcell_engine::{Category, OpSpec, RateSpec, RunOutcome, RunSpec};
 use loadcell_record::details::{Details, FirstFailure, HeldConnections};
 use loadcell_record::env::HostInfo;
 use loadcell_record::file::Destination;
 use loadcell_record::hist::{self, LatencySummary, Micros};
 use loadcell_record::result::{
-    counted_rate, Environment, GroupSummary, Histograms, LoopMode, OpSummary, QueryCounts,
-    Recovery, Resources, RunConfig, RunResult, Schedule, ServerDescription, ShardConfig,
-    StageSummary, Summary, SCHEMA_ID,
+    counted_rate, Environment, GroupSummary, Histograms, Interval, LoopMode, OpSummary,
+    QueryCounts, Recovery, Resources, RunConfig, RunResult, Schedule, ServerDescription,
+    ShardConfig, StageSummary, StageTarget, Summary, SCHEMA_ID,
 };
 use loadcell_record::OpStats;
 use loadcell_workloads::http::recorded_header;
@@ -106,12 +108,46 @@ fn schedule(
     }
 }
 
+/// The knees of a stage whose rate rises (a ramp), read from its
+/// intervals, each with its mean target; `None` for any other stage and
+/// for a ramp of fewer than [`ramp::MIN_POINTS`] intervals.
+fn ramp_knee(span: &StageSpan, shape: &Shape, intervals: &[Interval]) -> Option<RampKnee> {
+    if span.target_end <= span.target_start {
+        return None;
+    }
+    // Intervals are cut at stage ends; one merged over a longer run may
+    // straddle two stages, and is left out, as is the stub a run's last
+    // answers make just after its end (its target, past the shape, is 0).
+    const SLACK_S: f64 = 1e-3;
+    let points: Vec<RampPoint> = intervals
+        .iter()
+        .map(|i| (i.t_s - i.duration_s, i))
+        .filter(|(from, i)| {
+            *from >= span.start_s - SLACK_S
+                && *from < span.end_s - SLACK_S
+                && i.t_s <= span.end_s + SLACK_S
+        })
+        .map(|(from, i)| RampPoint {
+            t_s: i.t_s,
+            target: shape.mean_over(from, i.t_s),
+            achieved: i.events_per_sec,
+            p99_ms: i.latency_ms.p99,
+        })
+        .collect();
+    ramp::ramp_knee(&points).ok()
+}
+
 /// Each stage's numbers, and after a stage whose target is above the
-/// next one's how long p99 took to come back to the stage before it.
-fn stage_summaries(outcome: &RunOutcome) -> Option<Vec<StageSummary>> {
+/// next one's how long p99 took to come back to the stage before it; on
+/// a ramp, its knees.
+fn stage_summaries(outcome: &RunOutcome, spec: &RunSpec) -> Option<Vec<StageSummary>> {
     if outcome.stages.is_empty() {
         return None;
     }
+    let target_of = match spec.session_stages() {
+        Some(_) => StageTarget::Sessions,
+        None => StageTarget::Rate,
+    };
     let measured_s = outcome.duration.as_secs_f64();
     let mut stages: Vec<StageSummary> = outcome
         .stages
@@ -124,6 +160,7 @@ fn stage_summaries(outcome: &RunOutcome) -> Option<Vec<StageSummary>> {
             StageSummary {
                 start_s: st.span.start_s,
                 duration_s: st.span.end_s - st.span.start_s,
+                target_of,
                 target_start: st.span.target_start,
                 target_end: st.span.target_end,
                 events: s.events,
@@ -133,6 +170,9 @@ fn stage_summaries(outcome: &RunOutcome) -> Option<Vec<StageSummary>> {
                 latency_ms: LatencySummary::of(&s.response),
                 service_time_ms: LatencySummary::of(&s.service),
                 recovery: None,
+                knee: spec
+                    .rate_shape()
+                    .and_then(|shape| ramp_knee(&st.span, shape, &outcome.intervals)),
             }
         })
         .collect();
@@ -242,7 +282,8 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
         groups,
         bytes: None,
         bytes_per_sec: None,
-        stages: stage_summaries(&outcome),
+        stages: stage_summaries(&outcome, spec),
+        steady_state: outcome.steady_state.clone(),
     };
 
     // What a run that held connections found: the engine's hold mode.
@@ -338,6 +379,39 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A ramp read from its intervals, the stub after the run's end left
+    /// out: its mean target, past the shape, would read as a fall.
+    #[test]
+    fn a_ramp_is_read_from_the_intervals_inside_it() {
+        let shape = Shape::new(loadcell_engine::shape::parse("10s:8000").unwrap()).unwrap();
+        let span = shape.spans()[0];
+        let mut intervals: Vec<Interval> = (1..=10)
+            .map(|t| {
+                let mut stats = loadcell_record::Stats::new(1);
+                let served = (800.0 * (t as f64 - 0.5)).min(4000.0) as u64;
+                for _ in 0..served {
+                    stats.record_event(
+                        std::time::Duration::from_millis(1),
+                        std::time::Duration::from_millis(1),
+                        None,
+                    );
+                }
+                Interval::from_stats(t as f64, 1.0, &stats)
+            })
+            .collect();
+        intervals.push(Interval::from_stats(
+            10.0008,
+            0.0008,
+            &loadcell_record::Stats::new(1),
+        ));
+        let knee = ramp_knee(&span, &shape, &intervals).expect("a ramp of 10 intervals");
+        // 4,000/s is under 95% of the 4,400/s target of the 6th second.
+        let stopped = knee.throughput_stopped_at.unwrap();
+        assert_eq!((stopped.target, stopped.t_s), (4400.0, 6.0));
+        // Fewer than 5 intervals: no reading.
+        assert!(ramp_knee(&span, &shape, &intervals[..4]).is_none());
+    }
 
     #[test]
     fn secret_headers_and_passwords_are_redacted_in_the_recorded_command() {

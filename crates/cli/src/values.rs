@@ -203,11 +203,55 @@ pub fn label(s: &str) -> Result<(String, String), String> {
     }
 }
 
+/// `--warmup`: a duration, or `auto` (until the run settles).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Warmup {
+    For(Duration),
+    Auto,
+}
+
+impl Warmup {
+    /// The fixed warm-up: none under `auto`, whose warm-up is a run of its
+    /// own.
+    pub fn fixed(self) -> Duration {
+        match self {
+            Warmup::For(d) => d,
+            Warmup::Auto => Duration::ZERO,
+        }
+    }
+}
+
+pub fn warmup(text: &str) -> Result<Warmup, String> {
+    if text.trim() == "auto" {
+        return Ok(Warmup::Auto);
+    }
+    duration(text)
+        .map(Warmup::For)
+        .map_err(|e| format!("{e}, or auto (until the run settles)"))
+}
+
 /// `--stages`: `DUR:RATE,…` with k6's meaning, holding some events.
 pub fn stages(text: &str) -> Result<loadcell_engine::shape::Shape, String> {
     let shape = loadcell_engine::shape::Shape::new(loadcell_engine::shape::parse(text)?)?;
     if shape.total() < 1.0 {
         return Err("the stages hold no events: give a stage a rate above 0".into());
+    }
+    Ok(shape)
+}
+
+/// `--session-stages`: `DUR:SESSIONS,…` with k6's meaning, whole
+/// sessions, at least one at the peak.
+pub fn session_stages(text: &str) -> Result<loadcell_engine::shape::Shape, String> {
+    let stages = loadcell_engine::shape::parse(text)?;
+    if let Some(s) = stages.iter().find(|s| s.target.fract() != 0.0) {
+        return Err(format!(
+            "a stage's target is a number of sessions, so a whole number, not {}",
+            s.target
+        ));
+    }
+    let shape = loadcell_engine::shape::Shape::new(stages)?;
+    if shape.peak() < 1.0 {
+        return Err("the stages run no session: give a stage 1 session or more".into());
     }
     Ok(shape)
 }

@@ -41,6 +41,71 @@ fn unknown_workload_lists_the_valid_ones() {
 }
 
 #[test]
+fn stages_that_cannot_run_are_refused_in_one_line() {
+    let kv = |more: &[&'static str]| [&["run", "kv", "--target", "sim://"][..], more].concat();
+    fails_with(&kv(&["--stages", "-1s:100"]), &["cannot be negative"]);
+    fails_with(&kv(&["--stages", "10s:100,5s"]), &["not DURATION:TARGET"]);
+    for (with, value) in [("--rate", "5"), ("--time", "5s")] {
+        fails_with(
+            &kv(&["--stages", "10s:100", with, value]),
+            &["--stages", "cannot be used with", with],
+        );
+        fails_with(
+            &kv(&["--session-stages", "10s:4", with, value]),
+            &["--session-stages", "cannot be used with", with],
+        );
+    }
+    fails_with(
+        &kv(&["--session-stages", "10s:4", "--stages", "10s:100"]),
+        &["cannot be used with"],
+    );
+    fails_with(
+        &kv(&["--session-stages", "10s:4", "--clients", "8"]),
+        &["--session-stages", "cannot be used with", "--clients"],
+    );
+    fails_with(&kv(&["--session-stages", "10s:2.5"]), &["whole number"]);
+    fails_with(
+        &kv(&["--stages", "10s:100", "--warmup", "auto"]),
+        &["--warmup auto waits for a steady load"],
+    );
+    fails_with(&kv(&["--warmup", "soon"]), &["or auto"]);
+    fails_with(
+        &[
+            "findmax",
+            "kv",
+            "--target",
+            "sim://",
+            "--sla",
+            "p99<=10ms",
+            "--stages",
+            "10s:100",
+        ],
+        &["findmax probes one fixed rate at a time"],
+    );
+    fails_with(&kv(&["--session-stages", "10s:0"]), &["run no session"]);
+    // Families without a rate, or without closed-loop sessions.
+    let conns = |more: &[&'static str]| {
+        [
+            &["run", "http-conns", "--target", "http://127.0.0.1:9"][..],
+            more,
+        ]
+        .concat()
+    };
+    fails_with(
+        &conns(&["--stages", "10s:100"]),
+        &["--stages shapes the rate", "does not apply to http-conns"],
+    );
+    fails_with(
+        &conns(&["--session-stages", "10s:4"]),
+        &["--session-stages does not apply to http-conns"],
+    );
+    fails_with(
+        &["run", "disk-randread", "--stages", "10s:100"],
+        &["--stages shapes the rate"],
+    );
+}
+
+#[test]
 fn unknown_option() {
     fails_with(
         &["run", "oltp_read_write", "--thraeds", "4"],

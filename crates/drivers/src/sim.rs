@@ -19,6 +19,11 @@
 //!   `DUR`, the server processes nothing: work that would have run during
 //!   the stall (a request arriving in it, one waiting for a slot, or the
 //!   rest of one in service when it starts) runs after it.
+//! - `slowstart=DUR`: a server still warming up (a JVM compiling its hot
+//!   paths, caches filling): a request arriving at `t` after the epoch,
+//!   `t < DUR`, takes its service time × `1 + (SLOWSTART_FACTOR − 1)(1 −
+//!   t/DUR)`, so service starts 5× slower and falls linearly to its set value
+//!   at `DUR`: a known answer for a steady-state detector (`--warmup auto`).
 //! - `record=FILE`: the server's own account of every request, for checking
 //!   what a client measured against what really happened: one line per
 //!   request, `ARRIVAL COMPLETION` in nanoseconds from the server's epoch,
@@ -83,7 +88,16 @@ pub const INFO: DriverInfo = DriverInfo {
     blocking: false,
 };
 
-const PARAMS: &[&str] = &["latency", "stall", "concurrency", "connect", "record"];
+const PARAMS: &[&str] = &[
+    "latency",
+    "stall",
+    "concurrency",
+    "connect",
+    "record",
+    "slowstart",
+];
+/// Under `slowstart`, how many times slower service is at the epoch.
+pub const SLOWSTART_FACTOR: f64 = 5.0;
 
 const LATENCY_FORMS: &str = "fixed:D, uniform:A:B, lognormal:MEDIAN:SIGMA or bimodal:A:B:P \
      (durations such as 0, 250us, 2ms, 1.5s; P is the probability of B, 0 to 1)";
@@ -285,6 +299,8 @@ struct Config {
     connect_ns: u64,
     /// Where each request's arrival and completion are appended.
     record: Option<PathBuf>,
+    /// How long service stays slowed after the epoch (`slowstart`).
+    slowstart_ns: u64,
 }
 
 fn parse_url(url: &url::Url) -> Result<Config, String> {
@@ -329,6 +345,7 @@ fn parse_url(url: &url::Url) -> Result<Config, String> {
         concurrency,
         connect_ns: query.take_parsed("connect", parse_duration)?.unwrap_or(0),
         record: record.map(PathBuf::from),
+        slowstart_ns: query.take_parsed("slowstart", parse_duration)?.unwrap_or(0),
     })
 }
 
@@ -343,6 +360,7 @@ struct Model {
     stalls: Vec<(u64, u64)>,
     /// With a concurrency limit: when each slot is next free, as a min-heap.
     slots: Option<Mutex<BinaryHeap<Reverse<u64>>>>,
+    slowstart_ns: u64,
 }
 
 impl Model {
@@ -353,12 +371,26 @@ impl Model {
             slots: config
                 .concurrency
                 .map(|n| Mutex::new(std::iter::repeat_n(Reverse(0), n).collect())),
+            slowstart_ns: config.slowstart_ns,
         }
+    }
+
+    /// `service` ns as a request arriving at `arrival` gets it, slowed while
+    /// the server warms up.
+    fn slowed(&self, arrival: u64, service: u64) -> u64 {
+        if arrival >= self.slowstart_ns {
+            return service;
+        }
+        let left = 1.0 - arrival as f64 / self.slowstart_ns as f64;
+        (service as f64 * (1.0 + (SLOWSTART_FACTOR - 1.0) * left)) as u64
     }
 
     /// No latency, no limit, no stall: replies are immediate.
     fn is_trivial(&self) -> bool {
-        self.latency.is_zero() && self.stalls.is_empty() && self.slots.is_none()
+        self.latency.is_zero()
+            && self.stalls.is_empty()
+            && self.slots.is_none()
+            && self.slowstart_ns == 0
     }
 
     /// When work of `service` ns that may start at `t` is done, given that
@@ -610,7 +642,8 @@ impl KvConn for SimConn {
             .as_nanos() as u64;
         self.times.clear();
         for _ in 0..queue.0.len() {
-            self.times.push(model.latency.sample(&mut self.rng));
+            let service = model.latency.sample(&mut self.rng);
+            self.times.push(model.slowed(arrival, service));
         }
         model.admit(arrival, &mut self.times);
         let recording = self.shared.record.is_some();
@@ -685,6 +718,7 @@ mod tests {
             concurrency: None,
             connect_ns: 0,
             record: None,
+            slowstart_ns: 0,
         };
         for url in ["sim://", "sim://?", "sim:", "sim:?", "sim:///"] {
             assert_eq!(config(url).unwrap(), defaults, "{url}");
@@ -702,6 +736,7 @@ mod tests {
                 concurrency: Some(64),
                 connect_ns: 5 * MS,
                 record: None,
+                slowstart_ns: 0,
             }
         );
         let c = config("sim:?record=served.txt").unwrap();
@@ -737,6 +772,16 @@ mod tests {
         let d = SimDriver::from_target(&Target::parse("sim:").unwrap()).unwrap();
         assert!(d.shared.trivial);
         assert_eq!(d.description, "");
+    }
+
+    #[test]
+    fn a_slow_start_falls_linearly_to_the_set_service_time() {
+        let m = model("sim://?latency=fixed:1ms&slowstart=4s");
+        assert_eq!(m.slowed(0, MS), 5 * MS);
+        assert_eq!(m.slowed(2_000 * MS, MS), 3 * MS);
+        assert_eq!(m.slowed(4_000 * MS, MS), MS);
+        assert_eq!(m.slowed(9_000 * MS, MS), MS);
+        assert!(!m.is_trivial());
     }
 
     #[test]

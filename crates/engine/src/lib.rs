@@ -75,6 +75,12 @@ pub(crate) async fn connect_with_timeout<D: Driver>(
 
 /// Runs a whole load phase: blocks the calling thread until the run ends,
 /// reporting intervals to `observer` as they complete.
+///
+/// Under `--warmup auto` ([`RunSpec::settle`]) the warm-up is a run of its
+/// own, all warm-up, that stops once it has settled (or at the cap); the
+/// measured run follows on new connections. Between them the server sees
+/// the sessions reconnect (milliseconds); what warmed up (a JIT's code,
+/// caches, buffer pools) stays warm.
 pub fn run<D, S>(
     driver: Arc<D>,
     script: Arc<S>,
@@ -85,5 +91,42 @@ where
     D: Driver,
     S: Script<D::Conn> + Send + Sync,
 {
-    collector::run(driver, script, spec, observer)
+    let Some(max) = spec.settle else {
+        return collector::run(driver, script, spec, observer);
+    };
+    let settling = RunSpec {
+        warmup: max,
+        time: Some(Duration::ZERO),
+        events: None,
+        ..spec.clone()
+    };
+    let warm = collector::run(
+        Arc::clone(&driver),
+        Arc::clone(&script),
+        &settling,
+        observer,
+    );
+    let steady = warm.steady_state.clone();
+    if warm.stop_reason != StopReason::Completed {
+        // Interrupted or failed while warming up: nothing was measured.
+        return warm;
+    }
+    let measured = RunSpec {
+        settle: None,
+        ..spec.clone()
+    };
+    let mut outcome = collector::run(driver, script, &measured, observer);
+    if let Some(s) = steady.as_ref().filter(|s| !s.settled) {
+        outcome.warnings.insert(
+            0,
+            format!(
+                "The warm-up never settled within --warmup-max {}: throughput or latency was \
+                 still changing ({}), and measurement began at the cap",
+                humantime::format_duration(Duration::from_secs_f64(s.max_s.round())),
+                s.method
+            ),
+        );
+    }
+    outcome.steady_state = steady;
+    outcome
 }

@@ -159,7 +159,7 @@ impl Schedule {
                 .rates()
                 .into_iter()
                 .enumerate()
-                .map(|(group, r)| match (group, r, &spec.stages) {
+                .map(|(group, r)| match (group, r, spec.rate_shape()) {
                     (0, Some(r), Some(shape)) => {
                         (shaped(r, shape), r.tick.map(|t| t.as_nanos().max(1) as u64))
                     }
@@ -384,6 +384,7 @@ pub(crate) mod tests {
             measures_client_cpu: false,
             shard: None,
             start_at: None,
+            settle: None,
             stages: None,
         }
     }
@@ -416,7 +417,10 @@ pub(crate) mod tests {
             tick: None,
         };
         let mut s = spec(Some(rate), Some(shape.duration()), None);
-        s.stages = Some(shape);
+        s.stages = Some(crate::shape::Stages {
+            of: crate::shape::ShapeOf::Rate,
+            shape,
+        });
         s
     }
 

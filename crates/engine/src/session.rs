@@ -12,6 +12,7 @@ use rand::SeedableRng;
 use crate::control::StopReason;
 use crate::schedule::{wait_for_tick, wait_until, Claim};
 use crate::script::{AllWaiting, Ctx, Script, SessionInfo, Sinks};
+use crate::shape::Stages;
 use crate::shared::Shared;
 use crate::spec::Hold;
 
@@ -246,6 +247,43 @@ where
         }
     }
 
+    /// Under `--session-stages`: whether the shape has this session running
+    /// at `now` (see [`RunSpec::wake_rank`](crate::RunSpec::wake_rank)).
+    #[inline]
+    fn runs_now(&self, stages: &Stages, rank: usize, now: Instant) -> bool {
+        stages.active_sessions(self.since_measure(now)) > rank
+    }
+
+    fn since_measure(&self, at: Instant) -> f64 {
+        let measure_start = self.shared.schedule.measure_start();
+        match at.checked_duration_since(measure_start) {
+            Some(d) => d.as_secs_f64(),
+            None => -(measure_start - at).as_secs_f64(),
+        }
+    }
+
+    /// Waits, connected, until the shape has this session running again:
+    /// until the run's deadline when it never does (the run then stops at
+    /// the deadline even if no session is running), or until the run
+    /// stops.
+    async fn park(&self, stages: &Stages, rank: usize, now: Instant) {
+        let schedule = &self.shared.schedule;
+        let wake = match stages.first_time_with(rank + 1, self.since_measure(now)) {
+            Some(at) => Some(schedule.measure_start() + Duration::from_secs_f64(at.max(0.0))),
+            None => schedule.deadline(),
+        };
+        let until_wake = async {
+            match wake {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = until_wake => {}
+            _ = self.shared.control.stopped() => {}
+        }
+    }
+
     async fn run(mut self) {
         let shared = Arc::clone(&self.shared);
         if let Some(hold) = shared.spec.hold {
@@ -272,6 +310,11 @@ where
             return;
         };
         shared.gate.opened().await;
+        let shaped = shared
+            .spec
+            .session_stages()
+            .filter(|_| self.info.group == 0)
+            .map(|stages| (stages, shared.spec.wake_rank(self.info.index)));
         loop {
             // Drivers whose calls never wait (SQLite) would otherwise keep
             // the worker's flusher and other sessions from running.
@@ -280,6 +323,12 @@ where
                 return self.close(opened).await;
             }
             let now = Instant::now();
+            if let Some((stages, rank)) = shaped {
+                if !self.runs_now(stages, rank, now) {
+                    self.park(stages, rank, now).await;
+                    continue;
+                }
+            }
             let due = match shared.schedule.claim(self.info.group, now, &mut rng) {
                 Claim::Stop => {
                     // The deadline or the event limit: whatever is still

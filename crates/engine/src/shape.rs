@@ -114,6 +114,11 @@ impl Shape {
         Duration::from_secs_f64(self.total_s)
     }
 
+    /// The highest target.
+    pub fn peak(&self) -> f64 {
+        self.stages.iter().map(|s| s.target).fold(0.0, f64::max)
+    }
+
     /// The first stage's target: what a warm-up before the stages holds.
     pub fn first_target(&self) -> f64 {
         self.stages[0].target
@@ -166,6 +171,18 @@ impl Shape {
         }
     }
 
+    /// The mean target from `from_s` to `to_s` (a warm-up before 0 holds
+    /// the first stage's target): for a rate, the events due then over the
+    /// time.
+    pub fn mean_over(&self, from_s: f64, to_s: f64) -> f64 {
+        if to_s <= from_s {
+            return self.target_at(to_s.max(0.0));
+        }
+        let warm = (to_s.min(0.0) - from_s).max(0.0) * self.first_target();
+        let staged = self.count_at(to_s.max(0.0)) - self.count_at(from_s.max(0.0));
+        (warm + staged) / (to_s - from_s)
+    }
+
     /// When the integral reaches `n`; `None` when the whole shape holds
     /// less.
     pub fn time_of(&self, n: f64) -> Option<f64> {
@@ -212,6 +229,77 @@ impl Shape {
             })
             .collect();
         Shape::new(stages).expect("scaling keeps a valid shape valid")
+    }
+}
+
+/// What a shape's targets count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShapeOf {
+    /// `--stages`: the open-loop rate, in events per second.
+    Rate,
+    /// `--session-stages`: the sessions running events, in closed loop.
+    Sessions,
+}
+
+impl ShapeOf {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ShapeOf::Rate => "rate",
+            ShapeOf::Sessions => "sessions",
+        }
+    }
+}
+
+/// A run's load over its measured time: a shape of rates or of sessions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stages {
+    pub of: ShapeOf,
+    pub shape: Shape,
+}
+
+impl Stages {
+    /// How many sessions run events at `t_s` seconds into the measurement
+    /// (negative in warm-up, which holds the first stage's target): the
+    /// target rounded down, as a session runs whole or not at all.
+    pub fn active_sessions(&self, t_s: f64) -> usize {
+        let level = if t_s < 0.0 {
+            self.shape.first_target()
+        } else {
+            self.shape.target_at(t_s)
+        };
+        // A ramp that reaches 3 at its end has 3, not 2.999….
+        (level + 1e-9).floor() as usize
+    }
+
+    /// When, at `t_s` or later, at least `sessions` run events; `None`
+    /// when never again within the shape.
+    pub fn first_time_with(&self, sessions: usize, t_s: f64) -> Option<f64> {
+        if self.active_sessions(t_s) >= sessions {
+            return Some(t_s);
+        }
+        let level = sessions as f64 - 1e-9;
+        self.shape
+            .spans()
+            .into_iter()
+            .filter(|s| s.end_s >= t_s.max(0.0))
+            .find_map(|s| {
+                if s.end_s == s.start_s {
+                    // A jump.
+                    return (s.target_end >= level).then_some(s.start_s);
+                }
+                if s.target_end < level {
+                    return None;
+                }
+                // The ramp crosses `level` (it ends at or above it).
+                let at = if s.target_start >= level {
+                    s.start_s
+                } else {
+                    s.start_s
+                        + (sessions as f64 - s.target_start) / (s.target_end - s.target_start)
+                            * (s.end_s - s.start_s)
+                };
+                Some(at.max(t_s))
+            })
     }
 }
 
@@ -274,6 +362,15 @@ mod tests {
     }
 
     #[test]
+    fn the_mean_over_an_interval_is_its_due_events_over_its_time() {
+        let s = shape("0s:1000,2s:1000,2s:3000");
+        assert_eq!(s.mean_over(-1.0, 0.0), 1000.0);
+        assert_eq!(s.mean_over(-1.0, 1.0), 1000.0);
+        assert_eq!(s.mean_over(2.0, 4.0), 2000.0);
+        assert_eq!(s.mean_over(3.0, 3.0), 2000.0);
+    }
+
+    #[test]
     fn a_ramp_from_zero_integrates_to_a_triangle() {
         let s = shape("10s:1000");
         assert!((s.total() - 5000.0).abs() < 1e-9);
@@ -331,5 +428,24 @@ mod tests {
         let s = shape("1s:100,1s:300").scaled(0.25);
         assert_eq!(s.stages()[1].target, 75.0);
         assert_eq!(s.total(), (50.0 + 200.0) * 0.25);
+    }
+
+    #[test]
+    fn sessions_wake_when_the_shape_reaches_them() {
+        let stages = Stages {
+            of: ShapeOf::Sessions,
+            shape: shape("0s:2,4s:2,4s:6,0s:1,2s:1,0s:4,1s:4"),
+        };
+        // Warm-up holds the first target.
+        assert_eq!(stages.active_sessions(-1.0), 2);
+        assert_eq!(stages.active_sessions(5.0), 3);
+        assert_eq!(stages.active_sessions(8.0), 1);
+        // Session 3 (the fourth) runs from t = 6 s on the ramp 2 → 6 over
+        // 4..8 s, stops at the drop to 1 at 8 s, and is back at 10 s.
+        assert_eq!(stages.first_time_with(4, 0.0), Some(6.0));
+        assert_eq!(stages.first_time_with(4, 8.5), Some(10.0));
+        assert_eq!(stages.first_time_with(2, 3.0), Some(3.0));
+        assert_eq!(stages.first_time_with(7, 0.0), None);
+        assert_eq!(stages.first_time_with(5, 10.0), None);
     }
 }

@@ -66,16 +66,7 @@ impl Shard {
                 n.div_ceil(spec.threads)
             ));
         }
-        // Whole threads per shard where there are enough, so each keeps
-        // its --clients; else sessions one per thread.
-        let (threads, clients, first) = if spec.threads >= n {
-            let r = self.range(spec.threads as u64);
-            let threads = (r.end - r.start) as usize;
-            (threads, spec.clients, r.start as usize * spec.clients)
-        } else {
-            let r = self.range(first_sessions as u64);
-            ((r.end - r.start) as usize, 1, r.start as usize)
-        };
+        let (threads, clients, first) = self.first_group(spec.threads, spec.clients);
         (part.threads, part.clients) = (threads, clients);
         let mut spans = vec![SessionSpan {
             first,
@@ -101,8 +92,14 @@ impl Shard {
         }
         part.rate = spec.rate.map(|r| self.rate_spec(r));
         // Its share of a shaped rate: with `phase`, the events i, i + N, …
-        // of the whole shape, as with a fixed rate.
-        part.stages = spec.stages.as_ref().map(|s| s.scaled(self.rate(1.0)));
+        // of the whole shape, as with a fixed rate. Shaped sessions are
+        // numbered among all shards', so each shard runs those of its own
+        // that the whole shape has running, and together they run it.
+        if let Some(s) = &mut part.stages {
+            if s.of == crate::shape::ShapeOf::Rate {
+                s.shape = s.shape.scaled(self.rate(1.0));
+            }
+        }
         if let Some(events) = spec.events {
             if events < n as u64 {
                 return Err(format!(
@@ -113,8 +110,38 @@ impl Shard {
             let r = self.range(events);
             part.events = Some(r.end - r.start);
         }
-        part.shard = Some(ShardPlace { shard: self, spans });
+        let first_group_sessions = (0..n)
+            .map(|j| {
+                let (threads, clients, _) =
+                    Shard { index: j, count: n }.first_group(spec.threads, spec.clients);
+                threads * clients
+            })
+            .collect();
+        part.shard = Some(ShardPlace {
+            shard: self,
+            spans,
+            first_group_sessions,
+        });
         Ok(part)
+    }
+
+    /// This shard's part of the first group's `threads × clients`
+    /// sessions: its threads, its clients per thread, and its first
+    /// session's number among all shards'. Whole threads per shard where
+    /// there are enough, so each keeps its clients; else sessions one per
+    /// thread.
+    fn first_group(self, threads: usize, clients: usize) -> (usize, usize, usize) {
+        if threads >= self.count {
+            let r = self.range(threads as u64);
+            (
+                (r.end - r.start) as usize,
+                clients,
+                r.start as usize * clients,
+            )
+        } else {
+            let r = self.range((threads * clients) as u64);
+            ((r.end - r.start) as usize, 1, r.start as usize)
+        }
     }
 
     fn rate_spec(self, whole: RateSpec) -> RateSpec {
@@ -169,6 +196,23 @@ pub struct SessionSpan {
 pub struct ShardPlace {
     pub shard: Shard,
     pub spans: Vec<SessionSpan>,
+    /// How many sessions of the first group each shard runs.
+    pub first_group_sessions: Vec<usize>,
+}
+
+impl ShardPlace {
+    /// Under `--session-stages`, when the first group's session `index`
+    /// (among all shards') runs: the shards' sessions take turns, the
+    /// first of each shard, then the second of each…, so that every shard
+    /// carries its share of a ramp, not the first shard all of its start.
+    pub fn wake_rank(&self, index: usize) -> usize {
+        let mine = self.shard.index;
+        let local = index - self.spans[0].first;
+        let sizes = &self.first_group_sessions;
+        let earlier_turns: usize = sizes.iter().map(|&size| size.min(local)).sum();
+        let earlier_this_turn = sizes[..mine].iter().filter(|&&size| size > local).count();
+        earlier_turns + earlier_this_turn
+    }
 }
 
 #[cfg(test)]
@@ -192,6 +236,33 @@ mod tests {
 
     fn shards(n: usize) -> impl Iterator<Item = Shard> {
         (0..n).map(move |i| Shard::new(i, n).unwrap())
+    }
+
+    #[test]
+    fn shards_take_turns_waking_their_sessions() {
+        for (sessions, n) in [(5, 2), (7, 3), (12, 4), (3, 3)] {
+            let spec = whole(sessions, 1, None, None);
+            let mut ranks: Vec<(usize, usize)> = Vec::new();
+            for shard in shards(n) {
+                let part = shard.of(&spec).unwrap();
+                let place = part.shard.as_ref().unwrap();
+                for k in 0..part.sessions() {
+                    let index = part.place(k).index;
+                    ranks.push((place.wake_rank(index), shard.index));
+                }
+            }
+            ranks.sort_unstable();
+            // Every rank once: the whole shape's sessions, none left out.
+            let order: Vec<usize> = ranks.iter().map(|r| r.0).collect();
+            assert_eq!(
+                order,
+                (0..sessions).collect::<Vec<_>>(),
+                "{sessions} over {n}"
+            );
+            // The first n to wake are one per shard.
+            let first: std::collections::BTreeSet<usize> = ranks[..n].iter().map(|r| r.1).collect();
+            assert_eq!(first.len(), n, "{ranks:?}");
+        }
     }
 
     #[test]

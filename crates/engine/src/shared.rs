@@ -42,7 +42,7 @@ pub(crate) struct Shared<D, S> {
 /// The measured interval ends of a staged run: multiples of `interval`
 /// and the stages' ends, in order, once each, up to the last stage's end.
 pub(crate) fn stage_cuts(spec: &RunSpec) -> Option<Vec<Duration>> {
-    let shape = spec.stages.as_ref()?;
+    let shape = &spec.stages.as_ref()?.shape;
     let total = shape.duration();
     let mut cuts: Vec<Duration> = shape
         .spans()
@@ -139,7 +139,10 @@ mod tests {
         )
         .unwrap();
         let mut spec = crate::schedule::tests::spec(None, Some(shape.duration()), None);
-        spec.stages = Some(shape);
+        spec.stages = Some(crate::shape::Stages {
+            of: crate::shape::ShapeOf::Rate,
+            shape,
+        });
         let ms = |v: &[u64]| {
             v.iter()
                 .map(|&m| Duration::from_millis(m))

@@ -198,10 +198,16 @@ pub struct RunSpec {
     /// When measurement starts on the wall clock (`--start-at`), the same
     /// instant for every shard: the warm-up runs just before it.
     pub start_at: Option<SystemTime>,
-    /// The first group's rate over the measured time (`--stages`); `rate`
-    /// then holds its mean, `time` its length, and the warm-up runs at the
+    /// The first group's load over the measured time: its rate
+    /// (`--stages`; `rate` then holds its mean) or its running sessions
+    /// (`--session-stages`, in closed loop: `threads × clients` is their
+    /// peak). `time` holds the stages' length; the warm-up runs at the
     /// first stage's target.
-    pub stages: Option<crate::shape::Shape>,
+    pub stages: Option<crate::shape::Stages>,
+    /// `--warmup auto`: warm up until the run settles (see
+    /// [`loadcell_analysis::steady`]), for this long at most; `warmup` is
+    /// then 0.
+    pub settle: Option<Duration>,
 }
 
 impl RunSpec {
@@ -215,6 +221,21 @@ impl RunSpec {
 
     fn others(&self) -> &[SessionGroup] {
         self.groups.as_ref().map_or(&[], |g| &g.others)
+    }
+
+    /// The shaped rate, under `--stages`.
+    pub fn rate_shape(&self) -> Option<&crate::shape::Shape> {
+        self.stages
+            .as_ref()
+            .filter(|s| s.of == crate::shape::ShapeOf::Rate)
+            .map(|s| &s.shape)
+    }
+
+    /// The shaped sessions, under `--session-stages`.
+    pub fn session_stages(&self) -> Option<&crate::shape::Stages> {
+        self.stages
+            .as_ref()
+            .filter(|s| s.of == crate::shape::ShapeOf::Sessions)
     }
 
     /// How many groups: 1 for a run of one kind.
@@ -264,6 +285,15 @@ impl RunSpec {
             })
             .sum();
         before + place.index
+    }
+
+    /// Under `--session-stages`, the turn at which the first group's
+    /// session `index` (among all shards') runs: the shape runs those
+    /// whose turn is below its target. Its number, unless sharded.
+    pub fn wake_rank(&self, index: usize) -> usize {
+        self.shard
+            .as_ref()
+            .map_or(index, |place| place.wake_rank(index))
     }
 
     /// Session group `g`'s name (empty in a run of one group).

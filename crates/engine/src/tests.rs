@@ -120,6 +120,7 @@ pub(crate) fn spec(clients: usize, time: Option<Duration>, events: Option<u64>) 
         measures_client_cpu: false,
         shard: None,
         start_at: None,
+        settle: None,
         stages: None,
     }
 }

@@ -256,6 +256,7 @@ pub fn rebuild(log: &[u8], name: &str) -> Result<RunResult, String> {
             bytes: None,
             bytes_per_sec: None,
             stages: None,
+            steady_state: None,
         },
         ops: BTreeMap::new(),
         intervals: intervals.into_vec(),

@@ -147,8 +147,10 @@ pub fn merge(shards: Vec<ShardResult>, allow_partial: bool) -> Result<RunResult,
         groups: None,
         bytes,
         bytes_per_sec,
-        // Stages keep no histograms to add either: left out of a merge.
+        // Stages keep no histograms to add either, and each shard settled
+        // on its own: left out of a merge.
         stages: None,
+        steady_state: None,
     };
 
     let ops = sum

@@ -410,6 +410,9 @@ pub struct Summary {
     /// Under `--stages`: each stage of non-zero length, in order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stages: Option<Vec<StageSummary>>,
+    /// Under `--warmup auto`: when the warm-up settled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady_state: Option<SteadyState>,
 }
 
 /// One stage of a `--stages` run: its targets and what was measured in
@@ -420,7 +423,11 @@ pub struct StageSummary {
     /// Seconds from the start of measurement to the stage's start.
     pub start_s: f64,
     pub duration_s: f64,
-    /// The target rate at its start and end (events/s).
+    /// What the targets count: a rate (`--stages`) or sessions
+    /// (`--session-stages`).
+    #[serde(default)]
+    pub target_of: StageTarget,
+    /// The target at its start and end: events/s, or sessions running.
     pub target_start: f64,
     pub target_end: f64,
     pub events: u64,
@@ -433,6 +440,58 @@ pub struct StageSummary {
     /// took to come back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recovery: Option<Recovery>,
+    /// On a ramp (a rate rising over the stage, read over at least
+    /// [`loadcell_analysis::ramp::MIN_POINTS`] intervals): where p99 left
+    /// its low-load level and where throughput stopped following the
+    /// target, each absent when not reached within the ramp.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub knee: Option<loadcell_analysis::ramp::RampKnee>,
+}
+
+/// When a `--warmup auto` run settled (`summary.steady_state`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SteadyState {
+    pub method: String,
+    /// Whether both series settled before the cap.
+    pub settled: bool,
+    /// Seconds from the warm-up's start to the end of its transient (the
+    /// truncation point); absent when it never settled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settled_at_s: Option<f64>,
+    /// How long the warm-up ran before measurement started: until the rule
+    /// could tell (about twice the transient), or the cap.
+    pub warmup_s: f64,
+    /// `--warmup-max`.
+    pub max_s: f64,
+}
+
+/// What a stage's targets count.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StageTarget {
+    /// Events per second, open loop.
+    #[default]
+    Rate,
+    /// Sessions running events, closed loop.
+    Sessions,
+}
+
+impl StageTarget {
+    /// A table column's heading for the targets.
+    pub fn heading(self) -> &'static str {
+        match self {
+            StageTarget::Rate => "target/s",
+            StageTarget::Sessions => "sessions",
+        }
+    }
+
+    /// What follows a target in a sentence: "8,000/s", "64 sessions".
+    pub fn suffix(self) -> &'static str {
+        match self {
+            StageTarget::Rate => "/s",
+            StageTarget::Sessions => " sessions",
+        }
+    }
 }
 
 /// How long p99 took to return within [`Recovery::FACTOR`] × its value in

@@ -12,9 +12,9 @@ use loadcell_record::env::{CpuTime, HostInfo};
 use loadcell_record::hist::{self, Micros};
 use loadcell_record::resources::ResourceSample;
 use loadcell_record::result::{
-    Environment, Histograms, Interval, IntervalLatency, LoopMode, OpSummary, QueryCounts,
-    Resources, RunConfig, RunResult, RunStatus, Schedule, ServerDescription, StopReason, Summary,
-    SCHEMA_ID,
+    Environment, Histograms, Interval, IntervalLatency, LoopMode, OpSummary, QueryCounts, Recovery,
+    Resources, RunConfig, RunResult, RunStatus, Schedule, ServerDescription, StageSummary,
+    StageTarget, StopReason, Summary, SCHEMA_ID,
 };
 use loadcell_record::sweep::{PointStats, SweepKind, SweepPoint, SweepResult, SWEEP_SCHEMA_ID};
 use loadcell_record::LatencySummary;
@@ -212,6 +212,7 @@ pub fn run(threads: usize, tps: f64) -> RunResult {
             bytes: None,
             bytes_per_sec: None,
             stages: None,
+            steady_state: None,
         },
         ops: ops_map,
         intervals,
@@ -238,6 +239,75 @@ pub fn run(threads: usize, tps: f64) -> RunResult {
         gates: Vec::new(),
         merge: None,
     }
+}
+
+/// An open-loop key-value run under `--stages 3s:2000,0s:8000,2s:8000,
+/// 0s:2000,8s:2000` against a server that takes 4,000/s: a ramp from 0,
+/// a spike, then a hold while the spike's backlog (8,000 events) drains at
+/// the 2,000/s spare, with p99 high until 10 s in. One-second intervals.
+pub fn staged() -> RunResult {
+    let mut r = run(4, 2000.0);
+    let template = r.intervals[0].clone();
+    // Each second's mean target on the ramp; the server's capacity while
+    // the backlog lasts.
+    let rate = |t: usize| match t {
+        1..=3 => 2000.0 * (2 * t - 1) as f64 / 6.0,
+        4..=9 => 4000.0,
+        _ => 2000.0,
+    };
+    r.intervals = (1..=13)
+        .map(|t| Interval {
+            t_s: t as f64,
+            ops: rate(t).round() as u64,
+            ops_per_sec: rate(t),
+            events: rate(t).round() as u64,
+            events_per_sec: rate(t),
+            latency_ms: IntervalLatency {
+                p99: if (4..=9).contains(&t) { 400.0 } else { 1.0 },
+                ..template.latency_ms
+            },
+            ..template.clone()
+        })
+        .collect();
+    let latency = |p50: f64, p99: f64| LatencySummary {
+        p50,
+        p99,
+        ..r.summary.latency_ms
+    };
+    let stage = |start_s, duration_s, (from, to), events: u64, p50, p99| StageSummary {
+        start_s,
+        duration_s,
+        target_of: StageTarget::Rate,
+        target_start: from,
+        target_end: to,
+        events,
+        ops_per_sec: events as f64 / duration_s,
+        events_per_sec: events as f64 / duration_s,
+        errors: 0,
+        latency_ms: latency(p50, p99),
+        service_time_ms: latency(0.4, 0.8),
+        recovery: None,
+        knee: None,
+    };
+    let mut stages = vec![
+        stage(0.0, 3.0, (0.0, 2000.0), 3000, 0.5, 1.0),
+        stage(3.0, 2.0, (8000.0, 8000.0), 8000, 150.0, 400.0),
+        stage(5.0, 8.0, (2000.0, 2000.0), 24000, 2.0, 350.0),
+    ];
+    stages[1].recovery = Some(Recovery::after(5.0, 1.0, &r.intervals));
+    let (events, secs) = (35_000, 13.0);
+    let s = &mut r.summary;
+    (s.duration_s, s.events, s.ops) = (secs, events, events);
+    (s.events_per_sec, s.ops_per_sec) = (events as f64 / secs, events as f64 / secs);
+    (s.txn_per_sec, s.queries) = (None, None);
+    // The schedule's target is the stages' mean.
+    s.schedule.mode = LoopMode::OpenLoop;
+    s.schedule.target_rate = Some(events as f64 / secs);
+    s.stages = Some(stages);
+    r.config.workload = "kv".into();
+    r.config.time_s = Some(secs);
+    r.config.rate = r.summary.schedule.target_rate;
+    r
 }
 
 /// Throughput that scales linearly to 16 sessions and then flattens.

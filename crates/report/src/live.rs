@@ -7,7 +7,8 @@ use std::fmt::Write as _;
 use loadcell_record::{LatencySummary, Stats};
 
 /// Formats one interval. `categories[i]` is `read`, `write` or `other`
-/// for operation kind `i`.
+/// for operation kind `i`; `sessions`, those running events; under
+/// `--stages`, `target_per_sec` is the interval's target rate.
 pub fn line(
     elapsed_s: f64,
     sessions: usize,
@@ -15,6 +16,7 @@ pub fn line(
     stats: &Stats,
     categories: &[&str],
     warmup: bool,
+    target_per_sec: Option<f64>,
 ) -> String {
     let per_sec = |n: u64| {
         if duration_s > 0.0 {
@@ -56,6 +58,9 @@ pub fn line(
         per_sec(stats.op_errors_total()),
         per_sec(stats.reconnects),
     );
+    if let Some(target) = target_per_sec {
+        let _ = write!(s, " target/s: {target:.0}");
+    }
     s
 }
 
@@ -73,13 +78,22 @@ mod tests {
             st.record_op(2, Duration::from_millis(1), true);
             st.record_event(Duration::from_millis(4), Duration::from_millis(3), None);
         }
-        assert!(line(2.5, 8, 0.5, &st, &["read", "write", "other"], false).starts_with("[ 2.5s ] "));
-        let l = line(10.0, 8, 2.0, &st, &["read", "write", "other"], false);
+        assert!(
+            line(2.5, 8, 0.5, &st, &["read", "write", "other"], false, None)
+                .starts_with("[ 2.5s ] ")
+        );
+        let l = line(10.0, 8, 2.0, &st, &["read", "write", "other"], false, None);
         assert!(
             l.starts_with("[ 10s ] thds: 8 tps: 5.00 qps: 15.00 (r/w/o: 5.00/5.00/5.00)"),
             "{l}"
         );
         assert!(l.contains("lat (ms,95%): 4.00"), "{l}");
-        assert!(line(1.0, 1, 1.0, &st, &[], true).contains("(warm-up)"));
+        assert!(line(1.0, 1, 1.0, &st, &[], true, None).contains("(warm-up)"));
+        // Under --stages, the interval's target follows the rates.
+        let staged = line(3.0, 8, 1.0, &st, &[], false, Some(2500.0));
+        assert!(
+            staged.ends_with("reconn/s: 0.00 target/s: 2500"),
+            "{staged}"
+        );
     }
 }

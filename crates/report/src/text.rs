@@ -271,8 +271,16 @@ pub fn summary(r: &RunResult, op_order: &[&str]) -> String {
             }
         }
     }
+    if let Some(steady) = &s.steady_state {
+        let _ = writeln!(w, "{}", steady_state_line(steady));
+    }
     if let Some(stages) = &s.stages {
         stages_table(w, stages);
+        for st in stages {
+            if let Some(knee) = &st.knee {
+                let _ = writeln!(w, "    {}", ramp_knee_line(st, knee));
+            }
+        }
     }
     let _ = writeln!(w);
 
@@ -516,12 +524,28 @@ pub fn expectation(e: &IopsExpectation) -> String {
     )
 }
 
+/// `--warmup auto`: when the run settled, and what the warm-up cost.
+fn steady_state_line(s: &loadcell_record::result::SteadyState) -> String {
+    match s.settled_at_s {
+        Some(at) => format!(
+            "Warm-up: auto, settled {at:.1} s into it ({}); measured after {:.1} s of warm-up",
+            s.method, s.warmup_s
+        ),
+        None => format!(
+            "Warm-up: auto, NEVER SETTLED within {:.0} s ({}): measured from the cap on, still changing",
+            s.max_s, s.method
+        ),
+    }
+}
+
 /// `--stages`: each stage's target, rate and latency, then each recovery
 /// in words ("after the spike to 8,000/s, p99 took 4.1 s to recover").
 fn stages_table(w: &mut String, stages: &[loadcell_record::result::StageSummary]) {
+    let of = stages.first().map(|s| s.target_of).unwrap_or_default();
     let _ = writeln!(
         w,
-        "Stages:   from     to  target/s          achieved/s   p50 ms   p99 ms  service p99  errors"
+        "Stages:   from     to  {:<18} achieved/s   p50 ms   p99 ms  service p99  errors",
+        of.heading()
     );
     for st in stages {
         let target = if st.target_start == st.target_end {
@@ -548,23 +572,60 @@ fn stages_table(w: &mut String, stages: &[loadcell_record::result::StageSummary]
     }
     for st in stages {
         if let Some(r) = &st.recovery {
-            let peak = crate::table::grouped(st.target_end, 0);
+            let peak = format!(
+                "{}{}",
+                crate::table::grouped(st.target_end, 0),
+                st.target_of.suffix()
+            );
             let _ = match r.recovery_s {
                 Some(t) => writeln!(
                     w,
-                    "    after the stage at {peak}/s, p99 took {t:.1} s to recover (within {}x the {:.2} ms before it)",
+                    "    after the stage at {peak}, p99 took {t:.1} s to recover (within {}x the {:.2} ms before it)",
                     loadcell_record::result::Recovery::FACTOR,
                     r.baseline_p99_ms
                 ),
                 None => writeln!(
                     w,
-                    "    after the stage at {peak}/s, p99 never recovered within the run (to {}x the {:.2} ms before it)",
+                    "    after the stage at {peak}, p99 never recovered within the run (to {}x the {:.2} ms before it)",
                     loadcell_record::result::Recovery::FACTOR,
                     r.baseline_p99_ms
                 ),
             };
         }
     }
+}
+
+/// A ramp's knees in words: "on the ramp 0→8,000/s: latency left its
+/// low-load level (p99 1.00 ms) at ~4,100/s (t=10.5 s); throughput stopped
+/// following the target at ~4,300/s (achieved 4,000/s, t=11.0 s)".
+fn ramp_knee_line(
+    st: &loadcell_record::result::StageSummary,
+    knee: &loadcell_analysis::ramp::RampKnee,
+) -> String {
+    use crate::table::grouped;
+    let latency = match &knee.latency_left_at {
+        Some(l) => format!(
+            "latency left its low-load level (p99 {:.2} ms) at ~{}/s (t={:.1} s)",
+            l.baseline_p99_ms,
+            grouped(l.target, 0),
+            l.t_s
+        ),
+        None => "latency stayed at its low-load level".to_string(),
+    };
+    let throughput = match &knee.throughput_stopped_at {
+        Some(t) => format!(
+            "throughput stopped following the target at ~{}/s (achieved {}/s, t={:.1} s)",
+            grouped(t.target, 0),
+            grouped(t.achieved, 0),
+            t.t_s
+        ),
+        None => "throughput followed the target to its end".to_string(),
+    };
+    format!(
+        "on the ramp {}→{}/s: {latency}; {throughput}",
+        grouped(st.target_start, 0),
+        grouped(st.target_end, 0)
+    )
 }
 
 #[cfg(test)]
@@ -820,5 +881,60 @@ mod tests {
         let server = r.environment.server.as_mut().unwrap();
         server.extras.insert("cluster".into(), "logs-eu".into());
         assert!(summary(&r, &[]).contains("(MariaDB 10.11.6, cluster logs-eu)\n"));
+    }
+
+    #[test]
+    fn a_ramp_says_where_its_knees_are_under_the_stages() {
+        use loadcell_analysis::ramp::{LatencyLeft, RampKnee, ThroughputStopped};
+        use loadcell_record::result::StageSummary;
+        let mut r = fixture::run(4, 1000.0);
+        let ramp = StageSummary {
+            start_s: 0.0,
+            duration_s: 20.0,
+            target_of: Default::default(),
+            target_start: 0.0,
+            target_end: 8000.0,
+            events: 60_000,
+            ops_per_sec: 3000.0,
+            events_per_sec: 3000.0,
+            errors: 0,
+            latency_ms: Default::default(),
+            service_time_ms: Default::default(),
+            recovery: None,
+            knee: Some(RampKnee {
+                latency_left_at: Some(LatencyLeft {
+                    target: 4100.0,
+                    t_s: 10.5,
+                    p99_ms: 12.5,
+                    baseline_p99_ms: 1.0,
+                }),
+                throughput_stopped_at: Some(ThroughputStopped {
+                    target: 4300.0,
+                    achieved: 3998.2,
+                    t_s: 11.0,
+                }),
+            }),
+        };
+        let not_reached = StageSummary {
+            knee: Some(RampKnee::default()),
+            ..ramp.clone()
+        };
+        r.summary.stages = Some(vec![ramp, not_reached]);
+        let text = summary(&r, &[]);
+        assert!(
+            text.contains(
+                "\n    on the ramp 0→8,000/s: latency left its low-load level (p99 1.00 ms) at \
+                 ~4,100/s (t=10.5 s); throughput stopped following the target at ~4,300/s \
+                 (achieved 3,998/s, t=11.0 s)\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "\n    on the ramp 0→8,000/s: latency stayed at its low-load level; throughput \
+                 followed the target to its end\n"
+            ),
+            "{text}"
+        );
     }
 }

@@ -20,12 +20,13 @@ mod sampling;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use loadcell_analysis::steady::{self, Detector};
 use loadcell_core::words::counted;
 use loadcell_core::Driver;
 use loadcell_record::coarse::MAX_POINTS;
 use loadcell_record::env::CpuTime;
 use loadcell_record::resources::{self, ResourceSample};
-use loadcell_record::result::Interval;
+use loadcell_record::result::{Interval, SteadyState};
 use loadcell_record::spill::Spilled;
 use loadcell_record::Stats;
 use tokio::sync::mpsc;
@@ -34,6 +35,7 @@ use crate::control::{Control, Interrupts, StopReason};
 use crate::hold::{HeldGauge, HeldOutcome};
 use crate::schedule::Schedule;
 use crate::script::Script;
+use crate::shape::ShapeOf;
 pub use crate::shared::Phase;
 use crate::shared::{Gate, Shared};
 use crate::spec::RunSpec;
@@ -52,6 +54,11 @@ pub struct IntervalView<'a> {
     pub stats: &'a Stats,
     /// Share of a core each worker thread used in this interval.
     pub worker_cpu: &'a [f64],
+    /// The sessions running events at the interval's end: fewer than the
+    /// run's while `--session-stages` has some parked.
+    pub sessions: usize,
+    /// Under `--stages`, the interval's target rate (its mean).
+    pub target_per_sec: Option<f64>,
 }
 
 /// Receives intervals as they complete (live reporting), and warnings as
@@ -90,6 +97,9 @@ pub struct RunOutcome {
     pub bottleneck: Option<String>,
     /// Under `RunSpec::hold`: the connections held and the first failure.
     pub held: Option<HeldOutcome>,
+    /// Under `--warmup auto`: when the warm-up settled and how long it
+    /// ran, or that it never settled before the cap.
+    pub steady_state: Option<SteadyState>,
     /// Under `--stages`: each stage of non-zero length with the measured
     /// events of its intervals (none straddles two stages).
     pub stages: Vec<StageOutcome>,
@@ -160,6 +170,9 @@ struct Collector<'s, C> {
     warnings: Vec<String>,
     sampling: Sampling<C>,
     stages: Vec<StageOutcome>,
+    /// In a settling run (`--warmup auto`): the detector over its
+    /// intervals, each interval's end, and when it settled once it has.
+    settling: Option<(Detector, Vec<f64>, Option<f64>)>,
 }
 
 impl<C> Collector<'_, C> {
@@ -188,13 +201,32 @@ impl<C> Collector<'_, C> {
             Phase::Warmup => &p.warmup,
             Phase::Measure => &self.carry,
         };
+        if let (Some((detector, ends, settled)), Phase::Warmup) = (&mut self.settling, phase) {
+            let secs = duration.as_secs_f64();
+            if secs > 0.0 && settled.is_none() {
+                let latency_ms = shown.response.mean() / 1000.0;
+                detector.push(shown.events as f64 / secs, latency_ms);
+                ends.push((end - self.start).as_secs_f64());
+                *settled = detector
+                    .settled()
+                    .map(|k| k.checked_sub(1).map_or(0.0, |i| ends[i]));
+            }
+        }
         let elapsed = end - self.start;
+        let (from_s, to_s) = (self.since_measure(end - duration), self.since_measure(end));
+        let (sessions, target_per_sec) = match &spec.stages {
+            Some(s) if s.of == ShapeOf::Sessions => (s.active_sessions(to_s), None),
+            Some(s) => (spec.sessions(), Some(s.shape.mean_over(from_s, to_s))),
+            None => (spec.sessions(), None),
+        };
         observer.interval(&IntervalView {
             phase,
             elapsed,
             duration,
             stats: shown,
             worker_cpu: &self.meter.worker_cpu,
+            sessions,
+            target_per_sec,
         });
         if !spec.measures_client_cpu {
             let watched = Watched {
@@ -380,8 +412,9 @@ where
     let monitor = crate::connect_with_timeout(&*shared.driver, spec.connect_timeout)
         .await
         .ok();
-    let stages = spec.stages.as_ref().map_or_else(Vec::new, |shape| {
-        shape
+    let stages = spec.stages.as_ref().map_or_else(Vec::new, |stages| {
+        stages
+            .shape
             .spans()
             .into_iter()
             .filter(|span| span.end_s > span.start_s)
@@ -405,6 +438,7 @@ where
         warnings: Vec::new(),
         sampling: Sampling::new(spec.server_pid, monitor),
         stages,
+        settling: spec.settle.map(|_| (Detector::new(), Vec::new(), None)),
     };
     if let Some(late) = spec
         .start_at
@@ -454,6 +488,10 @@ where
             let held_now = spec.hold.map(|_| shared.held.now());
             let duration = c.take_interval(&p, end, held_now, observer);
             intake.recycle(p);
+            if matches!(c.settling, Some((_, _, Some(_)))) && !shared.control.is_stopped() {
+                // Settled: the warm-up is over, and the measured run next.
+                shared.control.stop(StopReason::Completed, None);
+            }
             let t_s = c.since_measure(end);
             c.sampling
                 .after_interval(
@@ -513,6 +551,13 @@ where
         duration,
         total: c.total,
         stages: c.stages,
+        steady_state: c.settling.map(|(_, _, settled)| SteadyState {
+            method: steady::METHOD.to_string(),
+            settled: settled.is_some(),
+            settled_at_s: settled,
+            warmup_s: run_end.saturating_duration_since(start).as_secs_f64(),
+            max_s: spec.settle.unwrap_or_default().as_secs_f64(),
+        }),
         intervals: c.intervals.into_vec(),
         open_loop: shared.schedule.is_open_loop(),
         answers_timed_on_receipt: shared.defer_reads,
@@ -568,6 +613,7 @@ mod tests {
             warnings: Vec::new(),
             sampling: Sampling::new(None, None),
             stages: Vec::new(),
+            settling: None,
         }
     }
 

@@ -3,7 +3,7 @@
 use loadcell_record::coarse::Coarsened;
 use loadcell_record::hist::Micros;
 use loadcell_record::resources::ResourceSample;
-use loadcell_record::result::{Interval, Merged};
+use loadcell_record::result::{Interval, Merged, StageSummary, StageTarget};
 
 use super::*;
 use crate::svg::{Axis, Chart, Series};
@@ -128,6 +128,30 @@ pub(super) fn time_axis() -> Axis {
     let mut a = Axis::linear("time (s)");
     a.min = Some(0.0);
     a
+}
+
+/// The target rate of `--stages` as a line over measured time, the same
+/// clock as the intervals': each stage from its starting target to its
+/// ending one, so a jump (a `0s` stage) is two points at one time. None
+/// for `--session-stages`: sessions would need a second y axis, which
+/// [`Chart`] lacks, and the stages table lists them.
+pub(super) fn stage_targets(stages: &[StageSummary]) -> Option<Series> {
+    if stages.is_empty() || stages.iter().any(|s| s.target_of != StageTarget::Rate) {
+        return None;
+    }
+    let mut points: Vec<(f64, f64)> = Vec::new();
+    for st in stages {
+        for p in [
+            (st.start_s, st.target_start),
+            (st.start_s + st.duration_s, st.target_end),
+        ] {
+            // A stage starting where the last one ended adds no point.
+            if points.last() != Some(&p) {
+                points.push(p);
+            }
+        }
+    }
+    Some(Series::new("target", points))
 }
 
 /// Measured samples, less a last one taken a sliver after the one before

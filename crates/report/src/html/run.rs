@@ -4,10 +4,13 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use loadcell_core::words;
 use loadcell_record::hist;
 use loadcell_record::remote::RemoteSample;
 use loadcell_record::resources::ResourceSample;
-use loadcell_record::result::{GroupSummary, Interval, LoopMode, RunResult, RunStatus};
+use loadcell_record::result::{
+    GroupSummary, Interval, LoopMode, Recovery, RunResult, RunStatus, StageSummary,
+};
 use serde_json::Value;
 
 use super::*;
@@ -45,12 +48,16 @@ pub fn time_series_charts(r: &RunResult) -> Vec<Chart> {
         .schedule
         .target_rate
         .filter(|_| r.summary.schedule.mode == LoopMode::OpenLoop);
-    let target_line = |c: Chart| match target {
-        Some(rate) => c.annotate(Annotation::HLine {
+    // Under `--stages` the target moves, and `target_rate` is only its
+    // mean: draw the stages' line instead of a mark at the mean.
+    let staged = r.summary.stages.as_deref().and_then(stage_targets);
+    let target_line = |c: Chart| match (&staged, target) {
+        (Some(line), _) => c.series(line.clone()),
+        (None, Some(rate)) => c.annotate(Annotation::HLine {
             y: rate,
             label: format!("target {}/s", si(rate)),
         }),
-        None => c,
+        (None, None) => c,
     };
     let time = time_axis;
     let mut out = Vec::new();
@@ -227,7 +234,7 @@ pub fn resource_charts(r: &RunResult) -> Vec<Chart> {
     if cores > 0 && peak >= 25.0 * cores as f64 {
         cpu = cpu.annotate(Annotation::HLine {
             y: 100.0 * cores as f64,
-            label: loadcell_core::words::counted(cores as u64, "core"),
+            label: words::counted(cores as u64, "core"),
         });
     }
     let mut out = vec![cpu];
@@ -340,10 +347,18 @@ pub(super) fn run_section(o: &mut String, idx: usize, input: &Input, r: &RunResu
         .as_ref()
         .map(|s| format!(" ({s})"))
         .unwrap_or_default();
+    // A staged run's target rate is the stages' mean.
+    let (staged, at) = match &s.stages {
+        Some(stages) => (
+            format!(" in {}", words::counted(stages.len() as u64, "stage")),
+            "averaging",
+        ),
+        None => (String::new(), "at"),
+    };
     let mode = match s.schedule.mode {
-        LoopMode::ClosedLoop => "closed loop".to_string(),
+        LoopMode::ClosedLoop => format!("closed loop{staged}"),
         LoopMode::OpenLoop => format!(
-            "open loop at {}/s ({}), achieved {}/s",
+            "open loop{staged} {at} {}/s ({}), achieved {}/s",
             si(s.schedule.target_rate.unwrap_or(0.0)),
             r.config.arrival.as_deref().unwrap_or("uniform"),
             si(s.schedule.achieved_rate)
@@ -414,6 +429,9 @@ pub(super) fn run_section(o: &mut String, idx: usize, input: &Input, r: &RunResu
     );
     if let Some(m) = &r.merge {
         shards_table(o, m);
+    }
+    if let Some(stages) = &s.stages {
+        stages_table(o, stages);
     }
 
     o.push_str("<h3>Throughput and latency over time</h3>\n");
@@ -774,6 +792,81 @@ pub(super) fn environment(o: &mut String, r: &RunResult, command: &[String], reb
             "<p>Command line:</p>\n<pre><code>{}</code></pre>",
             h(&shell_join(command))
         );
+    }
+}
+
+/// `--stages` or `--session-stages`: each stage's target beside what it
+/// achieved, then each recovery after a high stage in words.
+fn stages_table(o: &mut String, stages: &[StageSummary]) {
+    let Some(first) = stages.first() else {
+        return;
+    };
+    // The unit (events/s or sessions) is the result's to say.
+    let of = first.target_of;
+    o.push_str("<h3>Stages</h3>\n<div class=\"scroll\"><table><thead><tr>");
+    header_cells(
+        o,
+        [
+            ("from (s)", true),
+            ("to (s)", true),
+            (of.heading(), true),
+            ("events/s", true),
+            ("p50 ms", true),
+            ("p99 ms", true),
+            ("service p99 ms", true),
+            ("errors", true),
+        ],
+    );
+    o.push_str("</tr></thead><tbody>\n");
+    for st in stages {
+        let target = if st.target_start == st.target_end {
+            grouped(st.target_end, 0)
+        } else {
+            format!(
+                "{} → {}",
+                grouped(st.target_start, 0),
+                grouped(st.target_end, 0)
+            )
+        };
+        let cells = [
+            grouped(st.start_s, 1),
+            grouped(st.start_s + st.duration_s, 1),
+            target,
+            grouped(st.events_per_sec, 1),
+            ms(st.latency_ms.p50),
+            ms(st.latency_ms.p99),
+            ms(st.service_time_ms.p99),
+            grouped(st.errors as f64, 0),
+        ];
+        o.push_str("<tr>");
+        for cell in cells {
+            let _ = write!(o, "<td class=\"n\">{cell}</td>");
+        }
+        o.push_str("</tr>\n");
+    }
+    o.push_str("</tbody></table></div>\n");
+    let recoveries: Vec<String> = stages
+        .iter()
+        .filter_map(|st| {
+            let r = st.recovery.as_ref()?;
+            let peak = format!("{}{}", grouped(st.target_end, 0), of.suffix());
+            let took = match r.recovery_s {
+                Some(t) => format!("took {} s to recover", grouped(t, 1)),
+                None => "never recovered within the run".to_string(),
+            };
+            Some(format!(
+                "After the stage at {peak}, p99 {took} (to within {}× the {} ms before it).",
+                Recovery::FACTOR,
+                ms(r.baseline_p99_ms)
+            ))
+        })
+        .collect();
+    if !recoveries.is_empty() {
+        o.push_str("<ul class=\"findings\">\n");
+        for r in recoveries {
+            let _ = writeln!(o, "<li>{r}</li>");
+        }
+        o.push_str("</ul>\n");
     }
 }
 

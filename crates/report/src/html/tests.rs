@@ -223,6 +223,138 @@ fn a_run_of_session_groups_shows_each_group_apart() {
     assert!(html.contains("<tr><td>query</td><td class=\"n\">3</td><td class=\"n\">25.0</td>"));
 }
 
+/// The rows of the table under `<h3>{title}</h3>`, each as its numeric
+/// cells joined by ` | `.
+fn table_rows(html: &str, title: &str) -> Vec<String> {
+    let start = html
+        .find(&format!("<h3>{title}</h3>"))
+        .unwrap_or_else(|| panic!("no {title}"));
+    let body = &html[start..];
+    let body = &body[body.find("<tbody>").unwrap()..body.find("</tbody>").unwrap()];
+    body.split("<tr>")
+        .skip(1)
+        .map(|row| {
+            row.split("<td class=\"n\">")
+                .skip(1)
+                .map(|cell| &cell[..cell.find("</td>").unwrap()])
+                .collect::<Vec<_>>()
+                .join(" | ")
+        })
+        .collect()
+}
+
+#[test]
+fn a_staged_run_lists_each_stage_and_its_recovery_in_words() {
+    let mut r = fixture::staged();
+    let html = render(&[Input::run("staged.json", r.clone())]);
+    check_self_contained(&html);
+    check_balanced(&html);
+    assert!(
+        html.contains("open loop in 3 stages averaging 2692/s (uniform), achieved"),
+        "the schedule's rate is the stages' mean"
+    );
+    assert_eq!(
+        table_rows(&html, "Stages"),
+        [
+            // from, to, target, achieved, p50, p99, service p99, errors
+            "0.0 | 3.0 | 0 → 2,000 | 1,000.0 | 0.50 | 1.00 | 0.80 | 0",
+            "3.0 | 5.0 | 8,000 | 4,000.0 | 150.00 | 400.00 | 0.80 | 0",
+            "5.0 | 13.0 | 2,000 | 3,000.0 | 2.00 | 350.00 | 0.80 | 0",
+        ]
+    );
+    assert!(html.contains("<th scope=\"col\" class=\"n\">target/s</th>"));
+    // p99 is back within 1.5 × 1 ms in the interval ending at 10 s.
+    assert!(html.contains(
+        "<li>After the stage at 8,000/s, p99 took 5.0 s to recover (to within 1.5× the 1.00 ms before it).</li>"
+    ));
+
+    r.summary.stages.as_mut().unwrap()[1]
+        .recovery
+        .as_mut()
+        .unwrap()
+        .recovery_s = None;
+    let html = render(&[Input::run("staged.json", r.clone())]);
+    assert!(html.contains(
+        "<li>After the stage at 8,000/s, p99 never recovered within the run (to within 1.5× the 1.00 ms before it).</li>"
+    ));
+
+    // Without a stage before a lower one there is nothing to recover from.
+    for st in r.summary.stages.as_mut().unwrap() {
+        st.recovery = None;
+    }
+    let html = render(&[Input::run("staged.json", r)]);
+    assert_eq!(table_rows(&html, "Stages").len(), 3);
+    assert!(!html.contains("to recover") && !html.contains("never recovered"));
+}
+
+#[test]
+fn the_throughput_chart_draws_the_stages_target_beside_the_achieved_rate() {
+    let r = fixture::staged();
+    let charts = time_series_charts(&r);
+    let (_, ops) = throughput_names(&r);
+    let with_target: Vec<&Chart> = charts
+        .iter()
+        .filter(|c| c.series.iter().any(|s| s.name == "target"))
+        .collect();
+    let [chart] = with_target[..] else {
+        panic!("the target is drawn once: {}", with_target.len());
+    };
+    assert_eq!(chart.title, "Throughput over time");
+    let series = |name: &str| &chart.series.iter().find(|s| s.name == name).unwrap().points;
+    // The ramp from 0, the jump up at 3 s and down at 5 s (two points at
+    // one time each), the hold to the end.
+    assert_eq!(
+        series("target"),
+        &[
+            (0.0, 0.0),
+            (3.0, 2000.0),
+            (3.0, 8000.0),
+            (5.0, 8000.0),
+            (5.0, 2000.0),
+            (13.0, 2000.0),
+        ]
+    );
+    // On the intervals' clock: both count from the start of measurement,
+    // the warm-up before it drawn by neither, so the last interval ends
+    // where the last stage does.
+    assert_eq!(r.config.warmup_s, 2.0);
+    assert_eq!(series(ops).first(), Some(&(1.0, 2000.0 / 6.0)));
+    assert_eq!(series(ops).last(), Some(&(13.0, 2000.0)));
+    // The line replaces the mark at the stages' mean rate.
+    assert!(chart.annotations.is_empty(), "{:?}", chart.annotations);
+    let html = render(&[Input::run("staged.json", r)]);
+    assert!(html.contains("<g class=\"series\" data-series=\"target\">"));
+    assert!(!html.contains("target 2692/s"));
+}
+
+#[test]
+fn session_stages_are_listed_in_sessions_and_not_drawn_on_the_rate_axis() {
+    let mut r = fixture::staged();
+    r.summary.schedule.mode = LoopMode::ClosedLoop;
+    r.summary.schedule.target_rate = None;
+    r.config.rate = None;
+    for st in r.summary.stages.as_mut().unwrap() {
+        st.target_of = loadcell_record::result::StageTarget::Sessions;
+        st.target_start /= 250.0;
+        st.target_end /= 250.0;
+    }
+    let html = render(&[Input::run("sessions.json", r.clone())]);
+    check_balanced(&html);
+    assert!(html.contains("closed loop in 3 stages"));
+    assert!(html.contains("<th scope=\"col\" class=\"n\">sessions</th>"));
+    let targets: Vec<String> = table_rows(&html, "Stages")
+        .iter()
+        .map(|row| row.split(" | ").nth(2).unwrap().to_string())
+        .collect();
+    assert_eq!(targets, ["0 → 8", "32", "8"]);
+    assert!(html.contains("<li>After the stage at 32 sessions, p99 took 5.0 s to recover"));
+    // Sessions are not events/s: no target on the throughput axis.
+    assert!(time_series_charts(&r)
+        .iter()
+        .all(|c| c.series.iter().all(|s| s.name != "target") && c.annotations.is_empty()));
+    assert!(!html.contains("data-series=\"target\""));
+}
+
 #[test]
 fn a_sampled_gauge_gets_a_chart_of_its_own_only_when_sampled() {
     let mut r = fixture::run(8, 1000.0);
