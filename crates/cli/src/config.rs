@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::{anyhow, bail};
 use loadcell_core::{Family, Target};
 use loadcell_drivers::OpenError;
-use loadcell_engine::shape::{ShapeOf, Stages};
+use loadcell_engine::shape::{StageTarget, Stages};
 use loadcell_engine::{RunSpec, Shard};
 
 use crate::args::{RunArgs, TargetArgs};
@@ -145,11 +145,11 @@ impl RunConfig {
             settle: (a.warmup == Warmup::Auto).then_some(a.warmup_max),
             stages: match (&a.stages, &a.session_stages) {
                 (Some(shape), _) => Some(Stages {
-                    of: ShapeOf::Rate,
+                    of: StageTarget::Rate,
                     shape: shape.clone(),
                 }),
                 (None, Some(shape)) => Some(Stages {
-                    of: ShapeOf::Sessions,
+                    of: StageTarget::Sessions,
                     shape: shape.clone(),
                 }),
                 (None, None) => None,

@@ -144,10 +144,7 @@ fn stage_summaries(outcome: &RunOutcome, spec: &RunSpec) -> Option<Vec<StageSumm
     if outcome.stages.is_empty() {
         return None;
     }
-    let target_of = match spec.session_stages() {
-        Some(_) => StageTarget::Sessions,
-        None => StageTarget::Rate,
-    };
+    let target_of = spec.stages.as_ref().map_or(StageTarget::Rate, |s| s.of);
     let measured_s = outcome.duration.as_secs_f64();
     let mut stages: Vec<StageSummary> = outcome
         .stages

@@ -418,7 +418,7 @@ pub(crate) mod tests {
         };
         let mut s = spec(Some(rate), Some(shape.duration()), None);
         s.stages = Some(crate::shape::Stages {
-            of: crate::shape::ShapeOf::Rate,
+            of: crate::shape::StageTarget::Rate,
             shape,
         });
         s

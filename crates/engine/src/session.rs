@@ -255,11 +255,7 @@ where
     }
 
     fn since_measure(&self, at: Instant) -> f64 {
-        let measure_start = self.shared.schedule.measure_start();
-        match at.checked_duration_since(measure_start) {
-            Some(d) => d.as_secs_f64(),
-            None => -(measure_start - at).as_secs_f64(),
-        }
+        crate::shared::since_measure(self.shared.schedule.measure_start(), at)
     }
 
     /// Waits, connected, until the shape has this session running again:

@@ -15,6 +15,8 @@
 
 use std::time::Duration;
 
+pub use loadcell_record::result::StageTarget;
+
 /// One stage: over `duration`, the target moves linearly from the previous
 /// stage's to `target`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -232,28 +234,11 @@ impl Shape {
     }
 }
 
-/// What a shape's targets count.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ShapeOf {
-    /// `--stages`: the open-loop rate, in events per second.
-    Rate,
-    /// `--session-stages`: the sessions running events, in closed loop.
-    Sessions,
-}
-
-impl ShapeOf {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ShapeOf::Rate => "rate",
-            ShapeOf::Sessions => "sessions",
-        }
-    }
-}
-
-/// A run's load over its measured time: a shape of rates or of sessions.
+/// A run's load over its measured time: a shape of rates (`--stages`) or
+/// of sessions (`--session-stages`), as the result's stages record it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Stages {
-    pub of: ShapeOf,
+    pub of: StageTarget,
     pub shape: Shape,
 }
 
@@ -433,7 +418,7 @@ mod tests {
     #[test]
     fn sessions_wake_when_the_shape_reaches_them() {
         let stages = Stages {
-            of: ShapeOf::Sessions,
+            of: StageTarget::Sessions,
             shape: shape("0s:2,4s:2,4s:6,0s:1,2s:1,0s:4,1s:4"),
         };
         // Warm-up holds the first target.

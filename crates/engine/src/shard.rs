@@ -96,7 +96,7 @@ impl Shard {
         // numbered among all shards', so each shard runs those of its own
         // that the whole shape has running, and together they run it.
         if let Some(s) = &mut part.stages {
-            if s.of == crate::shape::ShapeOf::Rate {
+            if s.of == crate::shape::StageTarget::Rate {
                 s.shape = s.shape.scaled(self.rate(1.0));
             }
         }

@@ -39,6 +39,15 @@ pub(crate) struct Shared<D, S> {
     pub stage_cuts: Option<Vec<Duration>>,
 }
 
+/// Seconds from `measure_start` to `at`, negative in warm-up: the clock a
+/// shape's targets and a result's intervals are read on.
+pub(crate) fn since_measure(measure_start: Instant, at: Instant) -> f64 {
+    match at.checked_duration_since(measure_start) {
+        Some(d) => d.as_secs_f64(),
+        None => -(measure_start - at).as_secs_f64(),
+    }
+}
+
 /// The measured interval ends of a staged run: multiples of `interval`
 /// and the stages' ends, in order, once each, up to the last stage's end.
 pub(crate) fn stage_cuts(spec: &RunSpec) -> Option<Vec<Duration>> {
@@ -140,7 +149,7 @@ mod tests {
         .unwrap();
         let mut spec = crate::schedule::tests::spec(None, Some(shape.duration()), None);
         spec.stages = Some(crate::shape::Stages {
-            of: crate::shape::ShapeOf::Rate,
+            of: crate::shape::StageTarget::Rate,
             shape,
         });
         let ms = |v: &[u64]| {

@@ -227,7 +227,7 @@ impl RunSpec {
     pub fn rate_shape(&self) -> Option<&crate::shape::Shape> {
         self.stages
             .as_ref()
-            .filter(|s| s.of == crate::shape::ShapeOf::Rate)
+            .filter(|s| s.of == crate::shape::StageTarget::Rate)
             .map(|s| &s.shape)
     }
 
@@ -235,7 +235,7 @@ impl RunSpec {
     pub fn session_stages(&self) -> Option<&crate::shape::Stages> {
         self.stages
             .as_ref()
-            .filter(|s| s.of == crate::shape::ShapeOf::Sessions)
+            .filter(|s| s.of == crate::shape::StageTarget::Sessions)
     }
 
     /// How many groups: 1 for a run of one kind.

@@ -35,7 +35,7 @@ use crate::control::{Control, Interrupts, StopReason};
 use crate::hold::{HeldGauge, HeldOutcome};
 use crate::schedule::Schedule;
 use crate::script::Script;
-use crate::shape::ShapeOf;
+use crate::shape::StageTarget;
 pub use crate::shared::Phase;
 use crate::shared::{Gate, Shared};
 use crate::spec::RunSpec;
@@ -215,7 +215,7 @@ impl<C> Collector<'_, C> {
         let elapsed = end - self.start;
         let (from_s, to_s) = (self.since_measure(end - duration), self.since_measure(end));
         let (sessions, target_per_sec) = match &spec.stages {
-            Some(s) if s.of == ShapeOf::Sessions => (s.active_sessions(to_s), None),
+            Some(s) if s.of == StageTarget::Sessions => (s.active_sessions(to_s), None),
             Some(s) => (spec.sessions(), Some(s.shape.mean_over(from_s, to_s))),
             None => (spec.sessions(), None),
         };
@@ -266,11 +266,7 @@ impl<C> Collector<'_, C> {
 
     /// Seconds from the measurement's start to `at`, negative in warm-up.
     fn since_measure(&self, at: Instant) -> f64 {
-        if at >= self.measure_start {
-            (at - self.measure_start).as_secs_f64()
-        } else {
-            -(self.measure_start - at).as_secs_f64()
-        }
+        crate::shared::since_measure(self.measure_start, at)
     }
 
     /// Closes the totals: measured events never carried into an interval
