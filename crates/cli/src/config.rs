@@ -298,10 +298,6 @@ fn check_driver(spec: &WorkloadSpec, target: &Target) -> anyhow::Result<()> {
     }
 }
 
-/// `--workers` is at most the number of sessions, the `other_sessions` of
-/// further session groups (`search-mixed`'s queries) included: a worker
-/// thread with no session would only idle (sweep and findmax check it
-/// before their first step, too).
 /// `--session-stages` parks and wakes sessions that run events in
 /// closed loop, and `--warmup auto` judges a run's own intervals: a family
 /// whose sessions hold connections on a ramp of their own, or that runs
@@ -334,6 +330,10 @@ fn check_stages_fit(args: &RunArgs, spec: &WorkloadSpec) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `--workers` is at most the number of sessions, the `other_sessions` of
+/// further session groups (`search-mixed`'s queries) included: a worker
+/// thread with no session would only idle (sweep and findmax check it
+/// before their first step, too).
 fn check_workers(a: &RunArgs, other_sessions: usize) -> anyhow::Result<()> {
     const MAX_SESSIONS: usize = 1_000_000;
     let first = match a.threads.checked_mul(a.clients) {
