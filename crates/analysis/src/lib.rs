@@ -32,6 +32,7 @@
 //! because JSON has no infinity.
 
 pub mod advise;
+pub mod ceiling;
 pub mod changepoint;
 pub mod compare;
 mod error;

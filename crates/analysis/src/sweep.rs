@@ -34,6 +34,11 @@ pub struct SweepAnalysis {
     /// Where p99 climbed with load.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_knee: Option<LatencyKnee>,
+    /// The client's utilisation of its own ceiling at the knee (the
+    /// higher of the last point that scaled and the first that did not):
+    /// from [`crate::ceiling::AT_CEILING`] on, the knee is the client's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_at_knee: Option<f64>,
     /// A findmax search's answer; its fields sit beside the others.
     #[serde(flatten)]
     pub findmax: Option<FindmaxOutcome>,
@@ -60,6 +65,8 @@ pub struct SweepSample {
     pub p99_ms: f64,
     /// What the run's resource samples averaged to, when it took any.
     pub resources: Option<ResourceFigures>,
+    /// The run's `client.utilisation`, when it has one.
+    pub client_utilisation: Option<f64>,
 }
 
 /// p99 has started to climb once it exceeds its low-load value by half:
@@ -136,6 +143,27 @@ pub fn analyse(parameter: &str, samples: &[SweepSample]) -> (SweepAnalysis, Vec<
                     findings.push(b.sentence(&at));
                     analysis.bottleneck = Some(b);
                 }
+                let utilisation = |value: f64| {
+                    samples
+                        .iter()
+                        .filter(|s| s.value == value)
+                        .filter_map(|s| s.client_utilisation)
+                        .fold(None, |worst: Option<f64>, u| {
+                            Some(worst.map_or(u, |w| w.max(u)))
+                        })
+                };
+                let at_knee = [knee.prev_x, knee.x]
+                    .into_iter()
+                    .filter_map(utilisation)
+                    .reduce(f64::max);
+                if let Some(u) = at_knee.filter(|&u| u >= crate::ceiling::AT_CEILING) {
+                    findings.push(format!(
+                        "this knee is the client's, not the server's: the client was at {:.0}% of its ceiling there \
+                         (give it more --threads if cores are free, or another machine, and sweep again)",
+                        100.0 * u
+                    ));
+                }
+                analysis.client_at_knee = at_knee;
                 analysis.saturation = Some(saturation);
                 analysis.knee = Some(knee);
             }
@@ -222,6 +250,7 @@ mod tests {
             throughput,
             p99_ms,
             resources: None,
+            client_utilisation: None,
         }
     }
 
@@ -308,6 +337,33 @@ mod tests {
             Some((8.0, None))
         );
         assert!(findings[1].starts_with("nothing measured saturated at 8 clients per thread, just past the knee (client CPU 5% of 100%"));
+        assert!(a.client_at_knee.is_none(), "no client ceiling recorded");
+    }
+
+    #[test]
+    fn a_knee_where_the_client_was_at_its_ceiling_is_the_clients() {
+        let at = |utilisation: [f64; 5]| {
+            let samples: Vec<SweepSample> = concurrency_four()
+                .into_iter()
+                .zip(utilisation)
+                .map(|(s, u)| SweepSample {
+                    client_utilisation: Some(u),
+                    ..s
+                })
+                .collect();
+            analyse("clients", &samples)
+        };
+        let (a, findings) = at([0.3, 0.5, 0.96, 0.99, 0.99]);
+        assert_eq!(a.client_at_knee, Some(0.99));
+        assert!(findings.iter().any(|f| f.starts_with(
+            "this knee is the client's, not the server's: the client was at 99% of its ceiling there"
+        )), "{findings:?}");
+        let (a, findings) = at([0.1, 0.2, 0.3, 0.3, 0.3]);
+        assert_eq!(a.client_at_knee, Some(0.3));
+        assert!(
+            !findings.iter().any(|f| f.contains("client's")),
+            "{findings:?}"
+        );
     }
 
     #[test]
@@ -396,6 +452,10 @@ mod tests {
                 best_rate: None,
                 lowest_failing_rate: Some(500.0),
                 probes: 3,
+                ci95: None,
+                ci95_width: None,
+                precision: Some(0.05),
+                ended: Some(crate::findmax::FindmaxEnd::NothingPassed),
             }),
             ..SweepAnalysis::default()
         };
@@ -404,7 +464,8 @@ mod tests {
             v,
             serde_json::json!({
                 "sla": {"percentile": 99.0, "bound_ms": 10.0, "min_achieved": 0.95},
-                "best_rate": null, "lowest_failing_rate": 500.0, "probes": 3
+                "best_rate": null, "lowest_failing_rate": 500.0, "probes": 3,
+                "precision": 0.05, "ended": "nothing_passed"
             })
         );
         assert_eq!(

@@ -176,6 +176,7 @@ pub fn merge_sweeps(
             mean,
             spread,
             passed: point.passed,
+            verdicts: point.verdicts.clone(),
             runs,
         });
     }

@@ -298,6 +298,20 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
             }),
         });
     }
+    let host = HostInfo::collect();
+    // A machine baseline measures the client itself: it has no ceiling
+    // apart from what it measured.
+    let client = (ctx.family != Family::MACHINE)
+        .then(|| {
+            loadcell_analysis::ceiling::from_run_cpu(
+                summary.ops,
+                secs,
+                summary.client_cpu.user_s + summary.client_cpu.sys_s,
+                spec.workers,
+                host.cpus,
+            )
+        })
+        .flatten();
     RunResult {
         schema: SCHEMA_ID.to_string(),
         loadcell_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -334,7 +348,7 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
             start_at: spec.start_at.map(rfc3339),
         },
         environment: Environment {
-            host: HostInfo::collect(),
+            host,
             server: ctx.server.as_ref().map(|s| ServerDescription {
                 product: s.product.clone(),
                 version: s.version.clone(),
@@ -370,6 +384,7 @@ pub fn build(ctx: &ResultContext<'_>, outcome: RunOutcome) -> RunResult {
         exports: Vec::new(),
         gates: Vec::new(),
         merge: None,
+        client,
     }
 }
 

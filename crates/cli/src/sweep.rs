@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use anyhow::bail;
-use loadcell_analysis::findmax::{FindmaxPlan, FindmaxSearch, Sla};
+use loadcell_analysis::findmax::{FindmaxPlan, FindmaxSearch, ProbeFigures, Sla};
 use loadcell_record::result::{RunResult, StopReason};
 use loadcell_record::sweep::{PointStats, SweepKind, SweepPoint, SweepResult, SWEEP_SCHEMA_ID};
 
@@ -179,6 +179,7 @@ pub fn sweep(
                 mean,
                 spread,
                 passed: None,
+                verdicts: Vec::new(),
                 runs,
             });
         }
@@ -213,12 +214,23 @@ pub fn latency_ms(sla: &Sla, r: &RunResult) -> f64 {
         .unwrap_or(f64::INFINITY)
 }
 
-/// Whether run `r` at target `rate` met the SLA, and why not.
-fn verdict(sla: &Sla, r: &RunResult, rate: f64) -> Result<(), String> {
+/// Whether run `r` at target `rate` met the SLA: why it passed, or why not.
+fn verdict(sla: &Sla, r: &RunResult, rate: f64) -> Result<String, String> {
     if r.stop_reason != StopReason::Completed {
         return Err("the run did not complete".into());
     }
-    sla.check(rate, r.summary.schedule.achieved_rate, latency_ms(sla, r))
+    let s = &r.summary;
+    let due = s.events + s.schedule.dropped;
+    sla.check(&ProbeFigures {
+        target_rate: rate,
+        achieved_rate: s.schedule.achieved_rate,
+        sent_share: if due > 0 {
+            s.events as f64 / due as f64
+        } else {
+            0.0
+        },
+        latency_ms: latency_ms(sla, r),
+    })
 }
 
 /// Runs the probes `loadcell_analysis::findmax` asks for (doubling, then
@@ -251,23 +263,32 @@ pub fn findmax(
             }
         };
         let verdict = verdict(sla, &r, rate);
-        eprintln!(
-            "[probe {probe}] {}: {}",
-            step_line(&r),
-            match &verdict {
-                Ok(()) => "pass".to_string(),
-                Err(why) => format!("fail ({why})"),
-            }
-        );
+        let said = match &verdict {
+            Ok(why) => format!("pass: {why}"),
+            Err(why) => format!("fail: {why}"),
+        };
+        eprintln!("[probe {probe}] {}: {said}", step_line(&r));
         let cut_short = r.stop_reason != StopReason::Completed;
-        let (mean, spread) = PointStats::mean_and_spread(std::slice::from_ref(&r));
-        points.push(SweepPoint {
-            value: rate,
-            mean,
-            spread,
-            passed: Some(verdict.is_ok()),
-            runs: vec![r],
-        });
+        // Repeats at one rate are one point: their spread is the answer's.
+        let at = match points.iter().position(|p| p.value == rate) {
+            Some(k) => k,
+            None => {
+                points.push(SweepPoint {
+                    value: rate,
+                    mean: PointStats::default(),
+                    spread: PointStats::default(),
+                    passed: Some(true),
+                    verdicts: Vec::new(),
+                    runs: Vec::new(),
+                });
+                points.len() - 1
+            }
+        };
+        let point = &mut points[at];
+        point.runs.push(r);
+        point.verdicts.push(said);
+        point.passed = Some(point.passed == Some(true) && verdict.is_ok());
+        (point.mean, point.spread) = PointStats::mean_and_spread(&point.runs);
         if cut_short {
             complete = false;
             search.record_cut_short();
@@ -299,6 +320,7 @@ pub fn findmax(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use loadcell_analysis::findmax::FindmaxEnd;
 
     fn argv(s: &str) -> Vec<String> {
         s.split_whitespace().map(str::to_string).collect()
@@ -363,9 +385,14 @@ mod tests {
 
     #[test]
     fn findmax_runs_the_probes_analysis_asks_for_and_stores_its_answer() {
-        // A system that keeps up with at most 5000 events/s: 5250/s still
-        // achieves 95% of its target.
-        let mut step = |rate: f64| Ok(loadcell_report::fixture::run(4, rate.min(5000.0)));
+        // A system that keeps up with at most 5000 events/s: up to 5263/s
+        // it still sends 95% of the events due.
+        let mut step = |rate: f64| {
+            let mut r = loadcell_report::fixture::run(4, rate.min(5000.0));
+            let s = &mut r.summary;
+            s.schedule.dropped = ((rate - s.events_per_sec).max(0.0) * s.duration_s) as u64;
+            Ok(r)
+        };
         let sla = Sla {
             percentile: 99.0,
             bound_ms: 60_000.0,
@@ -381,13 +408,29 @@ mod tests {
         let rates: Vec<f64> = r.points.iter().map(|p| p.value).collect();
         assert_eq!(
             rates,
-            [1000.0, 2000.0, 4000.0, 5000.0, 5250.0, 5500.0, 6000.0, 8000.0]
+            [1000.0, 2000.0, 4000.0, 5000.0, 5250.0, 5375.0, 5500.0, 6000.0, 8000.0]
         );
         let outcome = r.analysis.findmax.as_ref().unwrap();
         assert_eq!(outcome.best_rate, Some(5250.0));
-        assert_eq!(outcome.lowest_failing_rate, Some(5500.0));
-        assert_eq!(outcome.probes, r.points.len());
+        assert_eq!(outcome.lowest_failing_rate, Some(5375.0));
+        assert_eq!(outcome.ended, Some(FindmaxEnd::Precise));
+        // Both ends repeated: one point each, three runs and verdicts.
+        let at = |rate: f64| r.points.iter().find(|p| p.value == rate).unwrap();
+        assert_eq!((at(5250.0).runs.len(), at(5375.0).verdicts.len()), (3, 3));
+        assert!(at(5375.0).verdicts[0].starts_with("fail: rate not achieved"));
+        assert_eq!(outcome.probes, 13);
         assert!(r.complete);
-        assert!(r.findings[0].starts_with("highest rate meeting p99 <= 60000 ms: 5250 events/s"));
+        assert!(
+            r.findings[0].starts_with(
+                "highest rate meeting p99 <= 60000 ms: 5250 events/s (3 of 3 probes passed); the SLA's edge lies in 5"
+            ),
+            "{}",
+            r.findings[0]
+        );
+        assert!(
+            r.findings[1].starts_with("at 5250/s over 3 probe(s): achieved 5000.0 ± 0.0/s"),
+            "{}",
+            r.findings[1]
+        );
     }
 }

@@ -231,6 +231,14 @@ fn shards_in_their_own_namespaces_send_the_whole_run_and_merge_exactly() {
     assert_eq!(m["aligned"], true, "{m}");
     assert_eq!(m["shards"].as_array().unwrap().len(), SHARDS);
     assert_eq!(u(&merged, "/config/threads"), 3);
+    // Each shard keeps its own client ceiling; the merge keeps the worst.
+    let worst = m["shards"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| f(s, "/client/utilisation"))
+        .fold(0.0, f64::max);
+    assert_eq!(f(&merged, "/client/utilisation"), worst);
 
     // report reads the shards as one run.
     let report = ok(loadcell(

@@ -1333,3 +1333,100 @@ fn an_automatic_warmup_ends_when_a_slow_start_has_passed() {
         "{warned:?}"
     );
 }
+
+/// The client's own ceiling, from the run's CPU per operation: one worker
+/// thread pipelining against a sim that answers at once is the whole
+/// limit; four sessions waiting 5 ms each use a sliver of it.
+#[test]
+fn the_client_ceiling_tells_a_busy_client_from_an_idle_one() {
+    let _machine = alone();
+    let dir = tempfile::tempdir().unwrap();
+    let busy = run_kv(
+        dir.path(),
+        &[
+            "--target",
+            "sim://",
+            "--threads",
+            "1",
+            "--clients",
+            "4",
+            "--pipeline",
+            "16",
+            "--workers",
+            "1",
+            "--time",
+            "2s",
+            "--warmup",
+            "500ms",
+        ],
+    );
+    let utilisation = f(&busy, "/client/utilisation");
+    assert!(utilisation >= 0.8, "busy client at {utilisation}");
+    assert_eq!(busy["client"]["at_ceiling"], utilisation >= 0.9);
+    assert_eq!(s(&busy, "/client/method"), "run-cpu");
+    assert_eq!(u(&busy, "/client/cores"), 1);
+    let ceiling = f(&busy, "/client/ceiling_ops_per_sec");
+    let ops = f(&busy, "/summary/ops_per_sec");
+    assert!(
+        (ceiling * utilisation - ops).abs() <= 1e-6 * ops,
+        "{ceiling} × {utilisation} vs {ops}"
+    );
+    let idle = run_kv(
+        dir.path(),
+        &[
+            "--target",
+            "sim://?latency=fixed:5ms",
+            "--threads",
+            "1",
+            "--clients",
+            "4",
+            "--time",
+            "2s",
+            "--warmup",
+            "500ms",
+        ],
+    );
+    let utilisation = f(&idle, "/client/utilisation");
+    assert!(utilisation <= 0.3, "idle client at {utilisation}");
+    assert!(s(&idle, "/client/sentence").ends_with("these figures are the server's"));
+}
+
+/// A sweep that would scale (each session waits 1 ms on the sim, so 2,048
+/// sessions could do 2M/s) held on one worker thread: throughput stops at
+/// that thread's ceiling, and the knee says it is the client's.
+#[test]
+fn a_sweep_on_one_worker_says_its_knee_is_the_clients() {
+    let _machine = alone();
+    let dir = tempfile::tempdir().unwrap();
+    ok(loadcell(
+        dir.path(),
+        &[
+            "sweep",
+            "kv",
+            "--target",
+            "sim://?latency=fixed:1ms",
+            "--threads",
+            "1",
+            "--workers",
+            "1",
+            "--clients",
+            "32,128,512,2048",
+            "--time",
+            "1s",
+            "--warmup",
+            "500ms",
+            "--out",
+            "sweep.json",
+        ],
+    ));
+    let sweep = read_json(&dir.path().join("sweep.json"));
+    let at_knee = f(&sweep, "/analysis/client_at_knee");
+    assert!(at_knee >= 0.9, "client at {at_knee} at the knee");
+    let findings = sweep["findings"].as_array().unwrap();
+    assert!(
+        findings
+            .iter()
+            .any(|f| f.as_str().unwrap().starts_with("this knee is the client's")),
+        "{findings:?}"
+    );
+}

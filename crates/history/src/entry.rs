@@ -48,10 +48,10 @@ pub struct Flags {
     /// Open loop (`--rate`): fewer than [`MIN_ACHIEVED`] of the events
     /// that fell due were sent (the rest were dropped, unsent at the end).
     pub rate_not_reached: bool,
-    /// loadcell's own CPU averaged at least 90% of the cores its worker
-    /// threads can use (`loadcell_analysis::saturation`'s first rule): the
-    /// client, not the system, may have been the limit. False when the
-    /// run has no resource samples.
+    /// The client was at or above 90% of its own ceiling
+    /// (`client.at_ceiling`; in files from before it, loadcell's own CPU
+    /// averaged at least 90% of the cores its worker threads can use): the
+    /// client, not the system, may have been the limit.
     pub client_saturated: bool,
 }
 
@@ -214,8 +214,13 @@ pub fn flags(r: &RunResult) -> Flags {
             let due = r.summary.events + schedule.dropped;
             (r.summary.events as f64) < MIN_ACHIEVED * due as f64
         },
-        client_saturated: loadcell_record::resources::figures(&r.resources.samples, workers)
-            .is_some_and(|f| saturated(&f) == Some(Resource::ClientCpu)),
+        // The run's own client ceiling; files from before it, their
+        // resource samples.
+        client_saturated: match &r.client {
+            Some(c) => c.at_ceiling,
+            None => loadcell_record::resources::figures(&r.resources.samples, workers)
+                .is_some_and(|f| saturated(&f) == Some(Resource::ClientCpu)),
+        },
     }
 }
 

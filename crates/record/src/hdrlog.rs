@@ -277,6 +277,7 @@ pub fn rebuild(log: &[u8], name: &str) -> Result<RunResult, String> {
         exports: Vec::new(),
         gates: Vec::new(),
         merge: None,
+        client: None,
     })
 }
 

@@ -216,6 +216,7 @@ pub fn merge(shards: Vec<ShardResult>, allow_partial: bool) -> Result<RunResult,
                 host: r.environment.host.clone(),
                 resources: r.resources.clone(),
                 verification: r.verification.clone(),
+                client: r.client.clone(),
             }
         })
         .collect();
@@ -277,6 +278,8 @@ pub fn merge(shards: Vec<ShardResult>, allow_partial: bool) -> Result<RunResult,
         hdr_log: None,
         exports: Vec::new(),
         gates: Vec::new(),
+        client: loadcell_analysis::ceiling::worst(runs.iter().filter_map(|r| r.client.as_ref()))
+            .cloned(),
         merge: Some(MergeSection {
             shards: merged_shards,
             missing,

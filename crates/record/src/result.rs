@@ -92,6 +92,10 @@ pub struct RunResult {
     /// figures and resource samples, and the spread between them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merge: Option<MergeSection>,
+    /// The client's own ceiling and how near it the run came; a merge
+    /// keeps its shards' worst.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<loadcell_analysis::ceiling::ClientCeiling>,
 }
 
 /// A gate (`--threshold`, a suite's `gates`) judged on a result.
@@ -150,6 +154,9 @@ pub struct MergedShard {
     /// the counts are not added.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verification: Option<Verification>,
+    /// Its own client ceiling.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<loadcell_analysis::ceiling::ClientCeiling>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

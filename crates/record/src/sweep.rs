@@ -99,9 +99,13 @@ pub struct SweepPoint {
     pub mean: PointStats,
     /// Standard deviation over repeats (zero for a single run).
     pub spread: PointStats,
-    /// For findmax: whether this probe met the SLA.
+    /// For findmax: whether every probe at this rate met the SLA.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub passed: Option<bool>,
+    /// For findmax: each probe's verdict and why, in the order of `runs`
+    /// ("pass: achieved …", "fail: latency bound broken: …").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub verdicts: Vec<String>,
     pub runs: Vec<RunResult>,
 }
 
@@ -123,6 +127,11 @@ impl SweepPoint {
             throughput: self.mean.events_per_sec,
             p99_ms: self.mean.p99_ms,
             resources: ResourceFigures::mean(&figures),
+            client_utilisation: self
+                .runs
+                .iter()
+                .filter_map(|r| r.client.as_ref().map(|c| c.utilisation))
+                .reduce(f64::max),
         }
     }
 }

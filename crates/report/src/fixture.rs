@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use loadcell_analysis::findmax::{FindmaxOutcome, Sla};
+use loadcell_analysis::findmax::{FindmaxEnd, FindmaxOutcome, Sla};
 use loadcell_analysis::sweep::{analyse, SweepAnalysis, SweepSample};
 use loadcell_record::env::{CpuTime, HostInfo};
 use loadcell_record::hist::{self, Micros};
@@ -238,6 +238,7 @@ pub fn run(threads: usize, tps: f64) -> RunResult {
         exports: Vec::new(),
         gates: Vec::new(),
         merge: None,
+        client: None,
     }
 }
 
@@ -336,6 +337,7 @@ pub fn sweep(values: &[f64], repeat: usize) -> SweepResult {
                 mean,
                 spread,
                 passed: None,
+                verdicts: Vec::new(),
                 runs,
             }
         })
@@ -390,6 +392,7 @@ pub fn findmax(rates: &[f64]) -> SweepResult {
                 mean,
                 spread,
                 passed: Some(rate <= 4000.0),
+                verdicts: vec![if rate <= 4000.0 { "pass" } else { "fail" }.to_string()],
                 runs,
             }
         })
@@ -409,6 +412,10 @@ pub fn findmax(rates: &[f64]) -> SweepResult {
                 best_rate: Some(4000.0),
                 lowest_failing_rate: Some(5000.0),
                 probes: rates.len(),
+                ci95: Some([4010.0, 4990.0]),
+                ci95_width: Some(0.245),
+                precision: Some(0.05),
+                ended: Some(FindmaxEnd::OutOfProbes),
             }),
             ..SweepAnalysis::default()
         },

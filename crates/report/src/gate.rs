@@ -29,6 +29,8 @@ enum Metric {
     ErrorRate,
     Errors,
     PerSec(PerSec),
+    /// `client.utilisation`: how near its own ceiling the client ran.
+    ClientUtilisation,
     VerificationOk,
     /// The sweep's knee: the first value that no longer scaled.
     Knee,
@@ -150,7 +152,7 @@ impl Gate {
         let metric = metric(name).ok_or_else(|| bad(&format!("unknown measure '{name}'")))?;
         let bound = match &metric {
             Metric::Latency { .. } => duration_ms(value),
-            Metric::ErrorRate => fraction(value),
+            Metric::ErrorRate | Metric::ClientUtilisation => fraction(value),
             Metric::Errors | Metric::Knee => plain(value),
             Metric::PerSec(_) | Metric::Rate => count(value),
             Metric::VerificationOk => unreachable!("parsed above"),
@@ -220,6 +222,7 @@ impl Gate {
             Metric::PerSec(PerSec::Events) => Some(s.events_per_sec),
             Metric::PerSec(PerSec::Txn) => s.txn_per_sec,
             Metric::PerSec(PerSec::Items) => s.items_per_sec,
+            Metric::ClientUtilisation => r.client.as_ref().map(|c| c.utilisation),
             Metric::Knee | Metric::Rate => {
                 return self.verdict(at, false, "judged on a sweep, not on one run".into())
             }
@@ -313,6 +316,7 @@ impl Gate {
         match self.metric {
             Metric::Latency { .. } => format!("{value:.3} ms"),
             Metric::ErrorRate => format!("{:.4}%", value * 100.0),
+            Metric::ClientUtilisation => format!("{:.0}%", value * 100.0),
             Metric::PerSec(_) | Metric::Rate => format!("{value:.1}/s"),
             _ => format!("{value}"),
         }
@@ -328,6 +332,7 @@ fn metric(name: &str) -> Option<Metric> {
         "events_per_sec" | "events" => Some(Metric::PerSec(PerSec::Events)),
         "txn_per_sec" | "tps" => Some(Metric::PerSec(PerSec::Txn)),
         "items_per_sec" | "items" => Some(Metric::PerSec(PerSec::Items)),
+        "client_utilisation" | "client" => Some(Metric::ClientUtilisation),
         "knee" => Some(Metric::Knee),
         "rate" => Some(Metric::Rate),
         _ => None,
@@ -449,6 +454,15 @@ mod tests {
         assert_eq!(
             failures(&[judged("error_rate < 0.1%", &r)]),
             ["GATE FAILED: error_rate < 0.1%: measured 0.2000%"]
+        );
+        assert!(
+            !judged("client_utilisation < 90%", &r).passed,
+            "no ceiling recorded"
+        );
+        r.client = loadcell_analysis::ceiling::from_run_cpu(10_000, 10.0, 9.6, 1, 2);
+        assert_eq!(
+            failures(&[judged("client_utilisation < 90%", &r)]),
+            ["GATE FAILED: client_utilisation < 90%: measured 96%"]
         );
     }
 

@@ -98,6 +98,41 @@ impl Stat {
     }
 }
 
+/// What makes a cell's figures doubtful.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Doubts {
+    /// A run cut short went into it.
+    partial: bool,
+    /// A run's client was at its own ceiling (`client.at_ceiling`).
+    client_bound: bool,
+}
+
+impl Doubts {
+    fn of_runs<'a>(runs: impl IntoIterator<Item = &'a RunResult>) -> Doubts {
+        runs.into_iter().fold(Doubts::default(), |d, r| Doubts {
+            partial: d.partial || r.status != RunStatus::Complete,
+            client_bound: d.client_bound || r.client.as_ref().is_some_and(|c| c.at_ceiling),
+        })
+    }
+
+    fn or(self, other: Doubts) -> Doubts {
+        Doubts {
+            partial: self.partial || other.partial,
+            client_bound: self.client_bound || other.client_bound,
+        }
+    }
+
+    /// What the cell says of them: " (partial)", " (client-bound)".
+    fn words(self) -> impl Iterator<Item = &'static str> {
+        [
+            (self.partial, "partial"),
+            (self.client_bound, "client-bound"),
+        ]
+        .into_iter()
+        .filter_map(|(on, word)| on.then_some(word))
+    }
+}
+
 /// One step's (or one sweep point's) figures for a cell, before repeats
 /// are averaged.
 #[derive(Debug, Clone)]
@@ -105,7 +140,7 @@ enum Entry {
     Measured {
         tps: Stat,
         p99: Stat,
-        partial: bool,
+        doubts: Doubts,
     },
     /// No figure to show: why (a findmax none of whose probes met the SLA).
     Note(String),
@@ -117,8 +152,7 @@ enum Cell {
     Measured {
         tps: Stat,
         p99: Stat,
-        /// A run cut short went into it.
-        partial: bool,
+        doubts: Doubts,
     },
     Note(String),
 }
@@ -127,10 +161,10 @@ impl Cell {
     /// One entry as it is (a sweep point keeps its own spread); several
     /// (repeats) averaged, with the standard deviation between them.
     fn of(entries: &[Entry]) -> Cell {
-        let measured: Vec<(Stat, Stat, bool)> = entries
+        let measured: Vec<(Stat, Stat, Doubts)> = entries
             .iter()
             .filter_map(|e| match e {
-                Entry::Measured { tps, p99, partial } => Some((*tps, *p99, *partial)),
+                Entry::Measured { tps, p99, doubts } => Some((*tps, *p99, *doubts)),
                 Entry::Note(_) => None,
             })
             .collect();
@@ -144,15 +178,15 @@ impl Cell {
                     })
                     .unwrap_or_default(),
             ),
-            [(tps, p99, partial)] => Cell::Measured {
+            [(tps, p99, doubts)] => Cell::Measured {
                 tps: *tps,
                 p99: *p99,
-                partial: *partial,
+                doubts: *doubts,
             },
             many => Cell::Measured {
                 tps: Stat::of(&many.iter().map(|m| m.0.mean).collect::<Vec<_>>()),
                 p99: Stat::of(&many.iter().map(|m| m.1.mean).collect::<Vec<_>>()),
-                partial: many.iter().any(|m| m.2),
+                doubts: many.iter().fold(Doubts::default(), |d, m| d.or(m.2)),
             },
         }
     }
@@ -182,10 +216,12 @@ impl Table<'_> {
         })
     }
 
-    fn partial(&self) -> bool {
-        self.cells
-            .values()
-            .any(|c| matches!(c, Cell::Measured { partial: true, .. }))
+    /// Every doubt any cell has.
+    fn doubts(&self) -> Doubts {
+        self.cells.values().fold(Doubts::default(), |d, c| match c {
+            Cell::Measured { doubts, .. } => d.or(*doubts),
+            Cell::Note(_) => d,
+        })
     }
 
     fn numeric_rows(&self) -> bool {
@@ -269,7 +305,7 @@ fn run_entry(r: &RunResult, unit: Unit, rebuilt: bool) -> Entry {
     Entry::Measured {
         tps: Stat::one(tps),
         p99: Stat::one(s.latency_ms.p99),
-        partial: r.status != RunStatus::Complete,
+        doubts: Doubts::of_runs([r]),
     }
 }
 
@@ -298,7 +334,7 @@ fn point_entry(p: &SweepPoint, unit: Unit) -> Entry {
             mean: p.mean.p99_ms,
             sd: p.spread.p99_ms,
         },
-        partial: p.runs.iter().any(|r| r.status != RunStatus::Complete),
+        doubts: Doubts::of_runs(&p.runs),
     }
 }
 
@@ -647,8 +683,8 @@ fn missing_error(m: &Missing) -> String {
 #[derive(Debug, Clone)]
 enum Out {
     Text(String),
-    /// A mean with its spread, and whether a run cut short went into it.
-    Figure(Stat, bool),
+    /// A mean with its spread, and what makes it doubtful.
+    Figure(Stat, Doubts),
     /// A figure's place holding a word instead (`none met the SLA`).
     Muted(String),
 }
@@ -724,8 +760,8 @@ fn measure_blocks(t: &Table, out: &mut Vec<Block>) {
                     Some(Cell::Measured {
                         tps,
                         p99: l,
-                        partial,
-                    }) => Out::Figure(if what == p99 { *l } else { *tps }, *partial),
+                        doubts,
+                    }) => Out::Figure(if what == p99 { *l } else { *tps }, *doubts),
                 }));
                 cells
             })
@@ -741,8 +777,12 @@ fn measure_blocks(t: &Table, out: &mut Vec<Block>) {
     if t.repeats() {
         notes.push("Mean ± standard deviation over repeats.");
     }
-    if t.partial() {
+    let doubts = t.doubts();
+    if doubts.partial {
         notes.push("Partial: a run was cut short; its rates cover less than asked.");
+    }
+    if doubts.client_bound {
+        notes.push("Client-bound: a run's client was at 90% or more of its own ceiling; that figure is loadcell's limit, not the system's.");
     }
     if !notes.is_empty() {
         out.push(Block::Note(notes.join(" ")));
@@ -929,13 +969,13 @@ fn md_cell(s: &str) -> String {
 fn md_out(c: &Out) -> String {
     match c {
         Out::Text(s) | Out::Muted(s) => md_cell(s),
-        Out::Figure(s, partial) => {
+        Out::Figure(s, doubts) => {
             let mut v = grouped(s.mean, 2);
             if s.sd > 0.0 {
                 let _ = write!(v, " ± {}", grouped(s.sd, 2));
             }
-            if *partial {
-                v.push_str(" (partial)");
+            for word in doubts.words() {
+                let _ = write!(v, " ({word})");
             }
             v
         }
@@ -990,7 +1030,7 @@ fn html_out(c: &Out) -> String {
     match c {
         Out::Text(s) => h(s),
         Out::Muted(s) => format!("<span class=\"muted\">{}</span>", h(s)),
-        Out::Figure(s, partial) => {
+        Out::Figure(s, doubts) => {
             let mut v = grouped(s.mean, 2);
             if s.sd > 0.0 {
                 let _ = write!(
@@ -999,8 +1039,8 @@ fn html_out(c: &Out) -> String {
                     grouped(s.sd, 2)
                 );
             }
-            if *partial {
-                v.push_str("<br><span class=\"badge partial\">partial</span>");
+            for word in doubts.words() {
+                let _ = write!(v, "<br><span class=\"badge partial\">{word}</span>");
             }
             v
         }
@@ -1086,6 +1126,20 @@ mod tests {
 
     use super::*;
     use crate::fixture;
+
+    #[test]
+    fn a_figure_from_a_client_at_its_ceiling_says_so() {
+        let idle = fixture::run(4, 1000.0);
+        let mut bound = idle.clone();
+        bound.client = loadcell_analysis::ceiling::from_run_cpu(10_000, 10.0, 9.6, 1, 2);
+        assert_eq!(Doubts::of_runs([&idle]), Doubts::default());
+        let doubts = Doubts::of_runs([&idle, &bound]);
+        assert!(doubts.client_bound && !doubts.partial);
+        assert_eq!(
+            md_out(&Out::Figure(Stat::one(1000.0), doubts)),
+            "1,000.00 (client-bound)"
+        );
+    }
 
     struct Step<'a> {
         id: &'a str,
@@ -1204,7 +1258,9 @@ mod tests {
                 .parse()
                 .unwrap_or_else(|_| panic!("a number: {c}"))
         };
-        let c = c.trim_end_matches(" (partial)");
+        let c = c
+            .trim_end_matches(" (client-bound)")
+            .trim_end_matches(" (partial)");
         match c.split_once(" ± ") {
             Some((m, sd)) => (n(m), n(sd)),
             None => (n(c), 0.0),

@@ -49,6 +49,9 @@ pub struct Row {
     pub complete: bool,
     /// For a findmax probe: whether it met the SLA.
     pub passed: Option<bool>,
+    /// For a findmax rate probed more than once: how many of its probes
+    /// met the SLA, of how many.
+    pub probes_met: Option<(usize, usize)>,
     /// For a sweep point: whether throughput saturates here (the last
     /// point that still scaled, as the findings and charts name it).
     pub saturates: bool,
@@ -91,12 +94,24 @@ impl Row {
             errors: s.errors as f64,
             complete: r.status == RunStatus::Complete,
             passed: None,
+            probes_met: None,
             saturates: false,
             transactional: s.txn_per_sec.is_some(),
             sql: s.queries.is_some(),
             events: s.events,
             duration_s: s.duration_s,
             rebuilt: false,
+        }
+    }
+
+    /// The SLA column: "met", "missed", or "2 of 3 met" for a rate
+    /// probed more than once.
+    pub fn sla_cell(&self) -> String {
+        match (self.probes_met, self.passed) {
+            (Some((met, of)), _) => format!("{met} of {of} met"),
+            (None, Some(true)) => "met".into(),
+            (None, Some(false)) => "missed".into(),
+            (None, None) => String::new(),
         }
     }
 
@@ -128,6 +143,10 @@ impl Row {
             errors: p.mean.errors,
             complete: !p.runs.is_empty() && p.runs.iter().all(|r| r.status == RunStatus::Complete),
             passed: p.passed,
+            probes_met: (p.verdicts.len() > 1).then(|| {
+                let met = p.verdicts.iter().filter(|v| v.starts_with("pass")).count();
+                (met, p.verdicts.len())
+            }),
             saturates: sweep.analysis.saturation_x() == Some(p.value),
             transactional: first.is_some_and(|r| r.summary.txn_per_sec.is_some()),
             sql: first.is_some_and(|r| r.summary.queries.is_some()),
@@ -447,11 +466,7 @@ pub fn markdown(inputs: &[Input]) -> String {
                 cells.push(r.known(number_short(r.errors)));
             }
             if sla {
-                cells.push(match r.passed {
-                    Some(true) => "met".into(),
-                    Some(false) => "missed".into(),
-                    None => String::new(),
-                });
+                cells.push(r.sla_cell());
             }
             if knee {
                 cells.push(knee_cell(r).into());
@@ -619,11 +634,7 @@ pub fn csv(inputs: &[Input]) -> String {
                 cells.push(format!("{:.2}", r.qps_sd));
             }
             if sla {
-                cells.push(match r.passed {
-                    Some(true) => "met".into(),
-                    Some(false) => "missed".into(),
-                    None => String::new(),
-                });
+                cells.push(r.sla_cell());
             }
             if knee {
                 cells.push(knee_cell(r).into());

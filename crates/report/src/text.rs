@@ -320,6 +320,10 @@ pub fn summary(r: &RunResult, op_order: &[&str]) -> String {
         "Client CPU: {:.2}s user, {:.2}s sys ({per_event_us:.1} µs per event)",
         cpu.user_s, cpu.sys_s
     );
+    if let Some(c) = &r.client {
+        let mark = if c.at_ceiling { "WARNING: " } else { "" };
+        let _ = writeln!(w, "Client ceiling: {mark}{}", c.sentence);
+    }
     if let Some(server) = &r.environment.server {
         // A request the run's options did not ask for, said where it shows.
         let probe = r.config.workload_options.get("server_probe");

@@ -435,15 +435,7 @@ pub(super) fn sweep_section(o: &mut String, idx: usize, name: &str, s: &SweepRes
             grouped(r.errors, if r.errors.fract() == 0.0 { 0 } else { 2 })
         );
         if findmax {
-            let _ = write!(
-                o,
-                "<td>{}</td>",
-                match r.passed {
-                    Some(true) => "met",
-                    Some(false) => "missed",
-                    None => "",
-                }
-            );
+            let _ = write!(o, "<td>{}</td>", r.sla_cell());
         }
         let _ = writeln!(o, "<td>{}</td></tr>", status_badge(r.complete));
     }
