@@ -68,12 +68,7 @@ fn the_interval_brackets_a_known_capacity_and_is_narrow() {
     assert_eq!(s(&fm, "/analysis/ended"), "precise");
     // Every probe says why it passed or failed, and the answer's rate was
     // probed three times over.
-    let points = fm["points"].as_array().unwrap();
-    let runs: usize = points
-        .iter()
-        .map(|p| p["runs"].as_array().unwrap().len())
-        .sum();
-    assert_eq!(runs as u64, u(&fm, "/analysis/probes"));
+    let points = every_probe_recorded(&fm);
     for p in points {
         let verdicts = p["verdicts"].as_array().unwrap();
         assert_eq!(verdicts.len(), p["runs"].as_array().unwrap().len());

@@ -332,12 +332,7 @@ fn findmax_against_memcached_brackets_the_connections_capacity() {
 
     // Every probe is recorded, each with its verdict, and the verdicts
     // agree with the runs.
-    let points = fm["points"].as_array().unwrap();
-    let runs: usize = points
-        .iter()
-        .map(|p| p["runs"].as_array().unwrap().len())
-        .sum();
-    assert_eq!(runs as u64, u(&fm, "/analysis/probes"));
+    let points = every_probe_recorded(&fm);
     for p in points {
         let rate = f(p, "/value");
         for (run, verdict) in p["runs"]

@@ -146,7 +146,7 @@ impl Schedule {
                         next_offset_ns: AtomicU64::new(0),
                     },
                 };
-                (arrivals, r.tick.map(|t| t.as_nanos().max(1) as u64))
+                (arrivals, r.tick_ns())
             }
         };
         Schedule {
@@ -160,9 +160,7 @@ impl Schedule {
                 .into_iter()
                 .enumerate()
                 .map(|(group, r)| match (group, r, spec.rate_shape()) {
-                    (0, Some(r), Some(shape)) => {
-                        (shaped(r, shape), r.tick.map(|t| t.as_nanos().max(1) as u64))
-                    }
+                    (0, Some(r), Some(shape)) => (shaped(r, shape), r.tick_ns()),
                     (_, r, _) => rate(r),
                 })
                 .collect(),

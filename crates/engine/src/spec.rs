@@ -37,6 +37,13 @@ pub struct RateSpec {
     pub tick: Option<Duration>,
 }
 
+impl RateSpec {
+    /// The tick in nanoseconds, at least 1.
+    pub fn tick_ns(&self) -> Option<u64> {
+        self.tick.map(|t| t.as_nanos().max(1) as u64)
+    }
+}
+
 /// When a session opens a new connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ConnectionPolicy {

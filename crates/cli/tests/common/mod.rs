@@ -302,3 +302,15 @@ pub fn run_kv_at_commit(dir: &Path, target: &str, time: &str, commit: &str, extr
     args.extend_from_slice(extra);
     ok(loadcell(dir, &args));
 }
+
+/// A findmax file's points, checked to hold one run per probe it counts
+/// (a rate's repeats are one point).
+pub fn every_probe_recorded(fm: &Value) -> &Vec<Value> {
+    let points = fm["points"].as_array().expect("points");
+    let runs: usize = points
+        .iter()
+        .map(|p| p["runs"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(runs as u64, u(fm, "/analysis/probes"));
+    points
+}
