@@ -221,6 +221,18 @@ pub fn sweep_charts(s: &SweepResult) -> Vec<Chart> {
                 label: format!("max meeting SLA: {}/s", compact(best)),
             });
         }
+        // Where the SLA's edge lies, 95%: its two ends.
+        if let Some([low, high]) = s.analysis.findmax.as_ref().and_then(|f| f.ci95) {
+            thr = thr
+                .annotate(Annotation::VLine {
+                    x: low,
+                    label: format!("SLA edge (95%) from {}/s", compact(low.round())),
+                })
+                .annotate(Annotation::VLine {
+                    x: high,
+                    label: format!("to {}/s", compact(high.round())),
+                });
+        }
     } else {
         if let Some(m) = s.analysis.usl.as_ref().map(UslFit::model) {
             let (lo, hi) = (

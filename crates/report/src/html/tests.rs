@@ -544,6 +544,11 @@ fn renders_findmax_with_sla_and_best_rate() {
     check_balanced(&html);
     assert!(html.contains("findmax over rate"));
     assert!(html.contains("max meeting SLA: 4000/s"));
+    assert!(
+        html.contains("SLA edge (95%) from 4010/s"),
+        "the interval's ends"
+    );
+    assert!(html.contains("to 4990/s"));
     assert!(html.contains("SLA p99 ≤ 10 ms"));
     assert!(html.contains("SLA missed"));
     assert!(
