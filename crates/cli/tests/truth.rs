@@ -1391,8 +1391,8 @@ fn the_client_ceiling_tells_a_busy_client_from_an_idle_one() {
     assert!(s(&idle, "/client/sentence").ends_with("these figures are the server's"));
 }
 
-/// A sweep that would scale (each session waits 1 ms on the sim, so 2,048
-/// sessions could do 2M/s) held on one worker thread: throughput stops at
+/// A sweep that would scale (each session waits 1 ms on the sim, so 4,096
+/// sessions could do 4M/s) held on one worker thread: throughput stops at
 /// that thread's ceiling, and the knee says it is the client's.
 #[test]
 fn a_sweep_on_one_worker_says_its_knee_is_the_clients() {
@@ -1410,7 +1410,7 @@ fn a_sweep_on_one_worker_says_its_knee_is_the_clients() {
             "--workers",
             "1",
             "--clients",
-            "32,128,512,2048",
+            "64,256,1024,4096",
             "--time",
             "1s",
             "--warmup",
