@@ -13,6 +13,7 @@ pub mod family;
 pub mod http;
 pub mod kv;
 pub mod machine;
+pub mod mqtt;
 pub mod park;
 pub mod receipt;
 pub mod search;

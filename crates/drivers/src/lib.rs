@@ -14,6 +14,7 @@ pub mod http;
 pub mod kafka;
 pub mod local;
 pub mod memcached;
+pub mod mqtt;
 pub mod mysql;
 pub mod postgres;
 pub mod redis;
@@ -135,6 +136,7 @@ registry! { $
     stream: stream::StreamConn, family::StreamFamily => [kafka::KafkaDriver, pgstream::PgStreamDriver, redis_streams::RedisDriver];
     wide: wide::WideConn, family::WideColumnFamily => [cql::CqlDriver, hbase::HbaseDriver];
     machine: machine::MachineConn, family::MachineFamily => [local::LocalDriver];
+    mqtt: mqtt::MqttConn, mqtt::MqttFamily => [mqtt::MqttDriver];
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

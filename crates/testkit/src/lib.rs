@@ -29,6 +29,7 @@ mod kafka;
 mod keeper;
 mod mariadb;
 mod memcached;
+mod mosquitto;
 mod netns;
 mod nginx;
 mod postgres;
@@ -46,6 +47,7 @@ pub use hbase::{hbase, HbaseServer};
 pub use kafka::{kafka, kafka_lib};
 pub use mariadb::{mariadb, mariadb_on_every_address, mariadb_tls, mariadb_with};
 pub use memcached::memcached;
+pub use mosquitto::{mosquitto, mosquitto_with, Mosquitto};
 pub use netns::ClientNamespaces;
 pub use nginx::{nginx, nginx_basic_auth_proxy, nginx_tls, ECHO_LOG, INDEX_BYTES};
 use postgres::hard_kill_postgres;
@@ -106,6 +108,7 @@ pub enum ServerKind {
     VictoriaMetrics,
     QuestDb,
     ShardingProxy,
+    Mosquitto,
 }
 
 /// A running server owned by the test. Stopped and cleaned up on drop.
@@ -180,7 +183,8 @@ impl TestServer {
             | ServerKind::NodeExporter
             | ServerKind::VictoriaMetrics
             | ServerKind::QuestDb
-            | ServerKind::ShardingProxy => {
+            | ServerKind::ShardingProxy
+            | ServerKind::Mosquitto => {
                 let _ = child.kill();
                 let _ = child.wait();
             }
@@ -208,7 +212,8 @@ impl TestServer {
             | ServerKind::NodeExporter
             | ServerKind::VictoriaMetrics
             | ServerKind::QuestDb
-            | ServerKind::ShardingProxy => self.kill(),
+            | ServerKind::ShardingProxy
+            | ServerKind::Mosquitto => self.kill(),
             ServerKind::Postgres => {
                 let Some(mut child) = self.child.take() else {
                     return;

@@ -11,6 +11,7 @@
 
 pub mod connections;
 pub mod disk;
+pub mod mqtt;
 pub mod stream;
 
 use std::collections::BTreeMap;
@@ -21,6 +22,7 @@ use serde_json::Value;
 
 pub use connections::{FirstFailure, HeldConnections};
 pub use disk::{DeviceUtil, DiskRun, Filesystem, IopsExpectation};
+pub use mqtt::{MqttDelivery, SubscriberDelivery};
 pub use stream::StreamCompleteness;
 
 /// One family's section of a result.

@@ -1,0 +1,59 @@
+//! The MQTT family's section, inside `verification`: what each
+//! subscriber (or shared group) was owed by the run's publishers, and what
+//! it received.
+
+use serde::{Deserialize, Serialize};
+
+use super::Detail;
+
+/// Where an `mqtt-pubsub` run's messages went.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MqttDelivery {
+    /// The QoS messages were published and subscribed at (0, 1 or 2).
+    pub qos: u8,
+    /// Messages the broker acknowledged (QoS 0: written), all publishers.
+    pub published: u64,
+    /// Messages refused by the broker (an MQTT 5 reason code ≥ 0x80).
+    pub refused: u64,
+    /// QoS 2 messages the broker answered with PUBACK (taken at QoS 1).
+    pub downgraded: u64,
+    /// Deliveries owed: for each subscriber (or shared group), the
+    /// messages published to topics its filter matches.
+    pub expected: u64,
+    /// Distinct messages of this run received, per subscriber (or group)
+    /// and publisher, summed.
+    pub received: u64,
+    /// Deliveries owed and never received, after the drain.
+    pub missing: u64,
+    /// Messages received again by the same subscriber (or group).
+    pub duplicates: u64,
+    /// Messages that came after a later one of the same publisher.
+    pub reorders: u64,
+    /// Retained messages sent on subscribing: not live deliveries, left
+    /// out of the counts.
+    pub retained_replayed: u64,
+    /// Messages of other runs or other publishers, not counted or timed.
+    pub foreign: u64,
+    /// Shared subscription group, when the subscribers were one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared_group: Option<String>,
+    /// Each subscriber's (or the group's) owed and received counts.
+    pub subscribers: Vec<SubscriberDelivery>,
+    /// `missing ÷ expected`, percent: what QoS 0 lost.
+    pub loss_pct: f64,
+}
+
+/// One subscriber's (or one shared group's) delivery.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SubscriberDelivery {
+    /// The subscriber's number, or the group's name.
+    pub name: String,
+    pub filter: String,
+    pub expected: u64,
+    pub received: u64,
+    pub missing: u64,
+}
+
+impl Detail for MqttDelivery {
+    const KEY: &'static str = "mqtt";
+}
