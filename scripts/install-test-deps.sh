@@ -11,6 +11,7 @@ PACKAGES=(
   fio
   redis-server redis-tools
   memcached
+  mosquitto
   nginx-light haproxy
   wrk apache2-utils
   procps

@@ -406,6 +406,10 @@ pub struct RunArgs {
     /// Give up on a lost server after failing to reconnect for this long.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::values::positive_duration)]
     pub reconnect_timeout: Duration,
+    /// How long sessions may finish after the run is told to stop; a
+    /// workload that drains after its run raises it (`FamilySpec::fit_run`).
+    #[arg(skip)]
+    pub drain_timeout: Option<Duration>,
     /// Result file (default: RESULTS_DIR/<UTC time>-<workload>.json).
     #[arg(long, value_name = "PATH")]
     pub out: Option<PathBuf>,

@@ -20,7 +20,7 @@ use crate::workload::{families_label, WorkloadArgs, WorkloadSpec};
 pub(crate) const LOCAL: &str = "local:";
 
 /// How long in-flight events may finish once the run is told to stop.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The variable a Kubernetes Indexed Job sets to each pod's index.
 pub const SHARD_INDEX_VAR: &str = "JOB_COMPLETION_INDEX";
@@ -135,7 +135,7 @@ impl RunConfig {
             hold: self.spec.hold(a),
             groups: self.spec.groups(a),
             reconnect_timeout: a.reconnect_timeout,
-            drain_timeout: DRAIN_TIMEOUT,
+            drain_timeout: a.drain_timeout.unwrap_or(DRAIN_TIMEOUT),
             seed,
             server_pid: None,
             server_metrics: None,

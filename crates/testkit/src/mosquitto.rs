@@ -6,8 +6,8 @@
 //! drops QoS 1 messages a slow subscriber has not taken yet, which a test
 //! of delivery must not confuse with loss), and `user root` so that it
 //! reads its temp dir. URL `mqtt://127.0.0.1:P`. [`Mosquitto`] adds a
-//! password file, TLS (`mqtts://localhost:P?sslrootcert=CA`) or
-//! `max_connections`.
+//! password file, TLS (`mqtts://localhost:P?sslrootcert=CA`),
+//! `max_connections`, or a queue small enough to drop messages.
 
 use std::fs;
 use std::io::{Read, Write};
@@ -29,6 +29,9 @@ pub struct Mosquitto {
     pub tls: bool,
     /// Connections the listener accepts, at most.
     pub max_connections: Option<usize>,
+    /// QoS 1 and 2 messages queued for a client, at most, with one in
+    /// flight: a broker that drops what a subscriber has not yet taken.
+    pub max_queued: Option<usize>,
 }
 
 /// Start a private Mosquitto that anyone may connect to.
@@ -72,6 +75,10 @@ pub fn mosquitto_with(options: &Mosquitto) -> Result<TestServer, String> {
         );
     }
     let max = options.max_connections.map_or(-1, |n| n as i64);
+    match options.max_queued {
+        Some(n) => extra += &format!("max_queued_messages {n}\nmax_inflight_messages 1\n"),
+        None => extra += "max_queued_messages 100000\n",
+    }
     let mut port = free_port();
     for attempt in 0..=PORT_RETRIES {
         let conf = root.join("mosquitto.conf");
@@ -79,7 +86,7 @@ pub fn mosquitto_with(options: &Mosquitto) -> Result<TestServer, String> {
             &conf,
             format!(
                 "per_listener_settings false\nlistener {port} 127.0.0.1\nmax_connections {max}\n\
-                 {extra}persistence false\nsys_interval 1\nmax_queued_messages 100000\n\
+                 {extra}persistence false\nsys_interval 1\n\
                  set_tcp_nodelay true\nuser root\nlog_dest stderr\nlog_type error\n\
                  log_type warning\nlog_type notice\nconnection_messages true\n"
             ),

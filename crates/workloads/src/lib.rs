@@ -14,6 +14,7 @@ mod failures;
 pub mod http;
 pub mod http_conns;
 pub mod kv;
+pub mod mqtt;
 pub mod oltp;
 pub mod prepare;
 #[cfg(test)]

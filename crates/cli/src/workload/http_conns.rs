@@ -188,7 +188,7 @@ crate::launch::runs_on!(HttpConnectionsWorkload: http);
 const SPARE_FDS: u64 = 64;
 
 /// Raises the soft limit on open files to the hard one; the limit now.
-fn raise_fd_limit() -> u64 {
+pub(super) fn raise_fd_limit() -> u64 {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -213,7 +213,7 @@ fn raise_fd_limit() -> u64 {
 
 /// More connections than open files allowed is the client's limit: said
 /// before any load rather than found as EMFILE halfway through.
-fn check_fd_limit(connections: usize, limit: u64) -> Result<(), String> {
+pub(super) fn check_fd_limit(connections: usize, limit: u64) -> Result<(), String> {
     if connections as u64 + SPARE_FDS > limit {
         return Err(format!(
             "--connections {connections} needs as many file descriptors, but this process may \

@@ -99,6 +99,8 @@ pub struct RunShape {
     /// `--report-interval`, when given.
     pub report_interval: Option<Duration>,
     pub connect_timeout: Duration,
+    /// How long sessions may finish after the run is told to stop.
+    pub drain_timeout: Duration,
     /// How the run's events arrive (`--arrival`, `--rate-tick`), for a
     /// session group's own rate.
     arrivals: RateSpec,
@@ -113,6 +115,7 @@ impl RunShape {
             connection_policy: args.connection_policy,
             report_interval: args.report_interval,
             connect_timeout: args.target.connect_timeout,
+            drain_timeout: args.drain_timeout.unwrap_or(crate::config::DRAIN_TIMEOUT),
             arrivals: args.rate_at(0.0),
         }
     }
@@ -123,6 +126,7 @@ impl RunShape {
         args.clients = self.clients;
         args.rate = self.rate;
         args.connection_policy = self.connection_policy;
+        args.drain_timeout = Some(self.drain_timeout);
     }
 
     /// A closed-loop run of `threads × clients` sessions, for tests.
@@ -135,6 +139,7 @@ impl RunShape {
             connection_policy: ConnectionPolicy::Persistent,
             report_interval: None,
             connect_timeout: Duration::from_secs(5),
+            drain_timeout: crate::config::DRAIN_TIMEOUT,
             arrivals: RateSpec {
                 per_sec: 0.0,
                 arrival: loadcell_engine::Arrival::Uniform,
@@ -252,6 +257,7 @@ cli_families! {
     Stream stream: StreamArgs;
     Wide wide: WideArgs;
     Script script: ScriptArgs;
+    Mqtt mqtt: MqttArgs;
 }
 
 /// Family `F`'s workload `name`, once the options of the families it does

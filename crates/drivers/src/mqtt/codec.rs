@@ -442,7 +442,7 @@ mod tests {
     fn a_v5_connack_says_whether_shared_subscriptions_are_available() {
         // Session present; properties: receive maximum 20, a reason
         // string, shared subscriptions not available.
-        let body = [1, 0, 11, 0x21, 0, 20, 0x1F, 0, 2, b'o', b'k', 0x2A, 0];
+        let body = [1, 0, 10, 0x21, 0, 20, 0x1F, 0, 2, b'o', b'k', 0x2A, 0];
         let ack = connack(&body, Version::V5).unwrap().unwrap();
         assert!(ack.session_present);
         assert_eq!(ack.shared_subscriptions, Some(false));
@@ -467,7 +467,7 @@ mod tests {
         );
         assert_eq!(
             out,
-            [0x82, 12, 0, 9, 0, 0, 3, b'a', b'/', b'+', 1, 0, 1, b'b', 2]
+            [0x82, 13, 0, 9, 0, 0, 3, b'a', b'/', b'+', 1, 0, 1, b'b', 2]
         );
         let (pkid, granted) = suback(&[0, 9, 0, 1, 0x80], Version::V5).unwrap();
         assert_eq!((pkid, granted), (9, vec![Some(QoS::AtLeastOnce), None]));

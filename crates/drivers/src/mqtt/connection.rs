@@ -413,7 +413,8 @@ impl MqttConn for MqttConnection {
         on: &mut dyn FnMut(Message<'_>),
     ) -> Result<u64, DriverError> {
         let mut handed = 0;
-        if self.rbuf.is_empty() {
+        // A packet cut short by the last read is completed by the next.
+        if self.parsed_frame()?.is_none() {
             // Nothing came within the wait: an empty poll, not an error.
             if let Ok(read) = tokio::time::timeout(wait, self.read_more()).await {
                 read?;

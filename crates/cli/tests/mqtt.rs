@@ -1,0 +1,232 @@
+//! `mqtt-pubsub` and `mqtt-conns` against a real Mosquitto (one per test,
+//! from loadcell-testkit): delivery proven message by message, a shared
+//! group, a broker that drops messages caught, the listener's connection
+//! limit found, and bad options refused before any load.
+
+mod common;
+
+use common::*;
+use loadcell_testkit::{mosquitto, mosquitto_with, Mosquitto};
+use serde_json::Value;
+
+fn op<'a>(r: &'a Value, name: &str) -> &'a Value {
+    r["ops"]
+        .get(name)
+        .unwrap_or_else(|| panic!("no operation {name}: {:#}", r["ops"]))
+}
+
+#[test]
+fn telemetry_reaches_every_subscriber_and_is_timed_end_to_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = mosquitto().expect("mosquitto starts");
+    let r = run_json(
+        dir.path(),
+        "mqtt-pubsub",
+        server.url(),
+        &[
+            "--topic",
+            "vehicles/%i/telemetry",
+            "--publishers",
+            "4",
+            "--subscribers",
+            "2",
+            "--rate",
+            "800",
+            "--time",
+            "2s",
+            "--warmup",
+            "500ms",
+            "--report-interval",
+            "500ms",
+        ],
+    );
+    let v = &r["verification"];
+    assert!(v["ok"].as_bool().unwrap(), "{v:#}");
+    let m = &v["mqtt"];
+    let published = u(m, "/published");
+    // 800/s for 2.5 s, give or take the schedule's first and last.
+    assert!((1800..=2100).contains(&published), "{m:#}");
+    assert_eq!(u(m, "/expected"), 2 * published, "{m:#}");
+    assert_eq!(u(m, "/received"), 2 * published, "{m:#}");
+    assert_eq!(
+        u(m, "/missing") + u(m, "/duplicates") + u(m, "/reorders"),
+        0
+    );
+    assert_eq!(s(m, "/subscribers/0/filter"), "vehicles/+/telemetry");
+    assert_eq!(u(v, "/found"), u(v, "/expected"));
+    // Measured after the warm-up: about 1,600 publishes, each delivered
+    // twice and timed end to end.
+    let publishes = u(op(&r, "publish"), "/count");
+    assert!((1500..=1700).contains(&publishes), "{publishes}");
+    let e2e = u(op(&r, "end_to_end"), "/count");
+    assert!(e2e >= 2 * publishes - 100, "{e2e} of {publishes}");
+    assert!(f(op(&r, "end_to_end"), "/latency_ms/p50") < 50.0);
+    assert_eq!(s(&r, "/environment/server/product"), "mosquitto");
+    assert_server_counter(&r, "mosquitto_publish_received");
+}
+
+#[test]
+fn a_shared_group_over_mqtt_5_gets_each_message_once_at_qos_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = mosquitto().expect("mosquitto starts");
+    let url = format!("{}?version=5", server.url());
+    let r = run_json(
+        dir.path(),
+        "mqtt-pubsub",
+        &url,
+        &[
+            "--publishers",
+            "3",
+            "--subscribers",
+            "3",
+            "--shared",
+            "backend",
+            "--qos",
+            "2",
+            "--rate",
+            "600",
+            "--time",
+            "1s",
+            "--warmup",
+            "0s",
+        ],
+    );
+    let m = &r["verification"]["mqtt"];
+    assert!(r["verification"]["ok"].as_bool().unwrap(), "{m:#}");
+    let published = u(m, "/published");
+    assert!(published >= 500, "{m:#}");
+    // The group as a whole is owed each message once.
+    assert_eq!(u(m, "/expected"), published);
+    assert_eq!(u(m, "/received"), published);
+    assert_eq!(u(m, "/duplicates"), 0);
+    assert_eq!(s(m, "/shared_group"), "backend");
+    assert_eq!(s(m, "/subscribers/0/filter"), "$share/backend/loadcell/+");
+    assert_eq!(u(m, "/qos"), 2);
+}
+
+/// A broker that queues two messages per subscriber drops the rest of
+/// what closed-loop publishers send: the run says what went missing and
+/// exits 3.
+#[test]
+fn a_broker_that_drops_messages_fails_the_verification() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = mosquitto_with(&Mosquitto {
+        max_queued: Some(2),
+        ..Mosquitto::default()
+    })
+    .expect("mosquitto starts");
+    let out = dir.path().join("dropped.json");
+    let o = loadcell(
+        dir.path(),
+        &[
+            "run",
+            "mqtt-pubsub",
+            "--target",
+            server.url(),
+            "--publishers",
+            "8",
+            "--subscribers",
+            "2",
+            "--time",
+            "1s",
+            "--warmup",
+            "0s",
+            "--drain-timeout",
+            "2s",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(stdout(&o).contains("VERIFICATION FAILED"), "{}", stdout(&o));
+    let r = read_json(&out);
+    assert_valid_result(&r);
+    let m = &r["verification"]["mqtt"];
+    assert!(u(m, "/missing") > 0, "{m:#}");
+    assert_eq!(
+        u(m, "/received") + u(m, "/missing"),
+        u(m, "/expected"),
+        "{m:#}"
+    );
+}
+
+#[test]
+fn held_connections_stop_at_the_listeners_limit_and_say_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = mosquitto_with(&Mosquitto {
+        max_connections: Some(40),
+        ..Mosquitto::default()
+    })
+    .expect("mosquitto starts");
+    let r = run_json(
+        dir.path(),
+        "mqtt-conns",
+        server.url(),
+        &[
+            "--connections",
+            "60",
+            "--ramp-rate",
+            "300",
+            "--keepalive-interval",
+            "300ms",
+            "--connect-timeout",
+            "1s",
+            "--time",
+            "2s",
+        ],
+    );
+    let held = &r["connections"];
+    assert_eq!(u(held, "/requested"), 60);
+    // Mosquitto's count is off by the run's monitoring connection and its
+    // own readiness probes: a few either side of 40.
+    let max = u(held, "/held_max");
+    assert!((36..=44).contains(&max), "{held:#}");
+    let first = &held["first_failure"];
+    assert!((36..=44).contains(&u(first, "/held")), "{first:#}");
+    assert!(!first["client_limit"].as_bool().unwrap(), "{first:#}");
+    assert!(u(op(&r, "ping"), "/count") > 100, "{:#}", r["ops"]);
+}
+
+#[test]
+fn mqtt_workloads_refuse_options_that_do_not_apply_before_any_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = format!("mqtt://127.0.0.1:{}", loadcell_testkit::closed_port());
+    for (args, expected) in [
+        (
+            vec!["mqtt-pubsub", "--payload-size", "10"],
+            "--payload-size 10 is too small",
+        ),
+        (vec!["mqtt-pubsub", "--qos", "3"], "MQTT has QoS 0, 1 and 2"),
+        (
+            vec!["mqtt-pubsub", "--topic", "cars/+"],
+            "wildcards go in --sub-topic",
+        ),
+        (
+            vec!["mqtt-pubsub", "--connections", "5"],
+            "--connections is not an option of workload mqtt-pubsub (it is mqtt-conns's)",
+        ),
+        (
+            vec!["mqtt-pubsub", "--partitions", "4"],
+            "--partitions is not an option of workload mqtt-pubsub",
+        ),
+        (vec!["mqtt-pubsub", "--threads", "2"], "leave out --threads"),
+        (vec!["mqtt-conns", "--qos", "1"], "--qos is mqtt-pubsub's"),
+        (
+            vec!["mqtt-conns", "--rate", "10"],
+            "--rate does not apply to mqtt-conns",
+        ),
+        (
+            vec!["mqtt-pubsub", "--ratio", "1:1"],
+            "workload mqtt-pubsub does not take it",
+        ),
+    ] {
+        let mut all = vec!["run"];
+        all.extend(&args);
+        all.extend(["--target", &target]);
+        let o = loadcell(dir.path(), &all);
+        assert!(!o.status.success(), "{args:?}");
+        let err = stderr(&o);
+        assert!(err.contains(expected), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+}

@@ -1,0 +1,457 @@
+//! The `mqtt-pubsub` run's sessions: publishers (the first session group,
+//! at `--rate` in all) and subscribers (closed loop), and the count after
+//! the run of what each subscriber was owed against what it received.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use loadcell_core::mqtt::{Acked, MqttConn, Publish, QoS, Stamp};
+use loadcell_core::DriverError;
+use loadcell_engine::{Category, Ctx, OpSpec, Script, SessionInfo};
+use loadcell_record::details::{MqttDelivery, SubscriberDelivery};
+use loadcell_record::result::Verification;
+
+use super::delivery::{matches, Arrival, Seen};
+use super::MqttOptions;
+
+/// The operation kinds, by index.
+const PUBLISH: usize = 0;
+const RECEIVE: usize = 1;
+const END_TO_END: usize = 2;
+
+/// How long a subscriber's poll waits for a message in the drain.
+const DRAIN_POLL: Duration = Duration::from_millis(20);
+
+fn now_ns() -> i64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
+}
+
+#[derive(Default)]
+#[repr(align(64))]
+struct Padded(AtomicU64);
+
+/// What the sessions share while they run, and hand over as they end.
+#[derive(Default)]
+struct Board {
+    /// The next message number of each publisher (it survives the
+    /// publisher's reconnects).
+    seqs: Box<[Padded]>,
+    /// Messages the broker acknowledged (QoS 0: written), per publisher.
+    published: Box<[Padded]>,
+    /// Distinct messages received so far, per subscriber: when the drain
+    /// may stop.
+    received: Box<[Padded]>,
+    /// Publisher sessions that may still publish.
+    live_publishers: AtomicUsize,
+    refused: AtomicU64,
+    downgraded: AtomicU64,
+    retained: AtomicU64,
+    foreign: AtomicU64,
+    /// Subscriptions granted a lower QoS than asked.
+    granted_lower: AtomicU64,
+    /// What each subscriber session received, by subscriber, handed over
+    /// when the session ends (also on a reconnect).
+    seen: Mutex<Vec<(usize, Seen)>>,
+}
+
+pub struct PubSubScript {
+    ops: [OpSpec; 3],
+    opts: MqttOptions,
+    origin: u64,
+    /// Each publisher's topic.
+    topics: Vec<String>,
+    /// The publishers whose topics the subscribers' filter matches.
+    matched: Vec<usize>,
+    board: Arc<Board>,
+}
+
+pub enum PubSubSession {
+    Publisher(Publisher),
+    Subscriber(Subscriber),
+}
+
+pub struct Publisher {
+    index: usize,
+    payload: Vec<u8>,
+    downgrade_said: bool,
+    board: Arc<Board>,
+}
+
+impl Drop for Publisher {
+    fn drop(&mut self) {
+        self.board.live_publishers.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+pub struct Subscriber {
+    index: usize,
+    seen: Seen,
+    /// This poll's end-to-end latencies, recorded after it.
+    end_to_end_ns: Vec<u64>,
+    board: Arc<Board>,
+}
+
+impl Drop for Subscriber {
+    fn drop(&mut self) {
+        let seen = std::mem::take(&mut self.seen);
+        let mut all = self.board.seen.lock().unwrap_or_else(|e| e.into_inner());
+        all.push((self.index, seen));
+    }
+}
+
+impl PubSubScript {
+    pub(super) fn new(opts: &MqttOptions, origin: u64) -> PubSubScript {
+        let topics: Vec<String> = (0..opts.publishers).map(|i| opts.topic_of(i)).collect();
+        let filter = opts.filter();
+        let matched = (0..opts.publishers)
+            .filter(|&p| matches(&filter, &topics[p]))
+            .collect();
+        let padded = |n: usize| (0..n).map(|_| Padded::default()).collect();
+        PubSubScript {
+            ops: [
+                OpSpec {
+                    name: "publish",
+                    category: Category::Write,
+                },
+                OpSpec {
+                    name: "receive",
+                    category: Category::Read,
+                },
+                OpSpec {
+                    name: "end_to_end",
+                    category: Category::Read,
+                },
+            ],
+            opts: opts.clone(),
+            origin,
+            topics,
+            matched,
+            board: Arc::new(Board {
+                seqs: padded(opts.publishers),
+                published: padded(opts.publishers),
+                received: padded(opts.subscribers),
+                ..Board::default()
+            }),
+        }
+    }
+
+    async fn publish<C: MqttConn>(
+        &self,
+        conn: &mut C,
+        p: &mut Publisher,
+        ctx: &mut Ctx,
+    ) -> Result<(), DriverError> {
+        let b = &self.board;
+        Stamp {
+            origin: self.origin,
+            publisher: p.index as u32,
+            seq: b.seqs[p.index].0.fetch_add(1, Ordering::Relaxed),
+            sent_ns: now_ns(),
+        }
+        .encode(&mut p.payload);
+        let message = Publish {
+            topic: &self.topics[p.index],
+            qos: self.opts.qos,
+            retain: self.opts.retain,
+            payload: &p.payload,
+        };
+        match ctx.op(PUBLISH, conn.publish(&message)).await? {
+            Acked::Written | Acked::Acknowledged => {}
+            Acked::Downgraded => {
+                b.downgraded.fetch_add(1, Ordering::Relaxed);
+                if !p.downgrade_said {
+                    p.downgrade_said = true;
+                    ctx.failed(
+                        PUBLISH,
+                        "qos downgraded",
+                        "the broker answered a QoS 2 PUBLISH with PUBACK: it took it at QoS 1 \
+                         (RabbitMQ does not do QoS 2)",
+                    );
+                }
+            }
+            Acked::Refused { reason } => {
+                b.refused.fetch_add(1, Ordering::Relaxed);
+                ctx.failed(
+                    PUBLISH,
+                    "refused",
+                    &format!("the broker refused a PUBLISH: reason code {reason:#04x}"),
+                );
+                return Ok(());
+            }
+        }
+        b.published[p.index].0.fetch_add(1, Ordering::Relaxed);
+        ctx.items(PUBLISH, 1);
+        Ok(())
+    }
+
+    /// Polls once, noting each message; with `ctx`, times this run's own
+    /// end to end and records what the poll found.
+    async fn receive<C: MqttConn>(
+        &self,
+        conn: &mut C,
+        s: &mut Subscriber,
+        wait: Duration,
+    ) -> Result<u64, DriverError> {
+        let b = &self.board;
+        let Subscriber {
+            seen,
+            end_to_end_ns,
+            ..
+        } = s;
+        let before = seen.distinct;
+        let mut received_ns = 0;
+        let publishers = self.opts.publishers;
+        let polled = conn
+            .poll(self.opts.poll_max, wait, &mut |m| {
+                if m.retain {
+                    b.retained.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+                let stamp = Stamp::decode(m.payload)
+                    .filter(|s| s.origin == self.origin && (s.publisher as usize) < publishers);
+                let Some(stamp) = stamp else {
+                    b.foreign.fetch_add(1, Ordering::Relaxed);
+                    return;
+                };
+                // One clock reading per poll: its messages came together.
+                if received_ns == 0 {
+                    received_ns = now_ns();
+                }
+                if seen.mark(stamp.publisher as usize, stamp.seq) != Arrival::Duplicate {
+                    end_to_end_ns.push(received_ns.saturating_sub(stamp.sent_ns).max(0) as u64);
+                }
+            })
+            .await;
+        b.received[s.index]
+            .0
+            .fetch_add(s.seen.distinct - before, Ordering::Relaxed);
+        polled
+    }
+
+    async fn subscribe<C: MqttConn>(&self, conn: &mut C) -> Result<(), DriverError> {
+        let o = &self.opts;
+        if o.shared.is_some() && conn.connack().shared_subscriptions == Some(false) {
+            return Err(DriverError::fatal(
+                "the broker says it has no shared subscriptions (CONNACK): leave out --shared",
+            ));
+        }
+        let filter = o.subscription();
+        let granted = conn.subscribe(&[(&filter, o.qos)]).await?;
+        match granted.first().copied().flatten() {
+            None => Err(DriverError::fatal(format!(
+                "the broker refused the subscription to '{filter}'"
+            ))),
+            Some(qos) => {
+                if qos < o.qos {
+                    self.board.granted_lower.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Deliveries each subscriber is owed now: what was published to the
+    /// topics its filter matches.
+    fn owed(&self) -> u64 {
+        self.matched
+            .iter()
+            .map(|&p| self.board.published[p].0.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Whether subscriber `index` (or its group) has all it is owed, once
+    /// no publisher can publish any more.
+    fn drained(&self, index: usize) -> bool {
+        let b = &self.board;
+        if b.live_publishers.load(Ordering::Relaxed) > 0 {
+            return false;
+        }
+        let have = if self.opts.shared.is_some() {
+            b.received.iter().map(|r| r.0.load(Ordering::Relaxed)).sum()
+        } else {
+            b.received[index].0.load(Ordering::Relaxed)
+        };
+        have >= self.owed()
+    }
+
+    /// After the run: each subscriber (or the group) against what it was
+    /// owed.
+    pub(super) fn verify(&self) -> Option<Verification> {
+        let o = &self.opts;
+        if o.subscribers == 0 {
+            return None;
+        }
+        let b = &self.board;
+        let published: Vec<u64> = b
+            .published
+            .iter()
+            .map(|p| p.0.load(Ordering::Relaxed))
+            .collect();
+        let mut by_subscriber = vec![Seen::new(o.publishers); o.subscribers];
+        for (index, seen) in b.seen.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            by_subscriber[*index].merge(seen);
+        }
+        let filter = o.subscription();
+        let account = |name: String, seen: &Seen| {
+            let (mut expected, mut received, mut missing) = (0, 0, 0);
+            for &p in &self.matched {
+                let got = seen.of(p);
+                expected += published[p];
+                received += got;
+                missing += published[p].saturating_sub(got);
+            }
+            SubscriberDelivery {
+                name,
+                filter: filter.clone(),
+                expected,
+                received,
+                missing,
+            }
+        };
+        let (subscribers, duplicates, reorders) = match &o.shared {
+            Some(group) => {
+                let mut all = Seen::new(o.publishers);
+                for seen in &by_subscriber {
+                    all.merge(seen);
+                }
+                (
+                    vec![account(group.clone(), &all)],
+                    all.duplicates,
+                    all.reorders,
+                )
+            }
+            None => (
+                by_subscriber
+                    .iter()
+                    .enumerate()
+                    .map(|(i, seen)| account(i.to_string(), seen))
+                    .collect(),
+                by_subscriber.iter().map(|s| s.duplicates).sum(),
+                by_subscriber.iter().map(|s| s.reorders).sum(),
+            ),
+        };
+        let sum = |f: fn(&SubscriberDelivery) -> u64| subscribers.iter().map(f).sum::<u64>();
+        let (expected, received, missing) =
+            (sum(|s| s.expected), sum(|s| s.received), sum(|s| s.missing));
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let delivery = MqttDelivery {
+            qos: o.qos.level(),
+            published: published.iter().sum(),
+            refused: load(&b.refused),
+            downgraded: load(&b.downgraded),
+            expected,
+            received,
+            missing,
+            duplicates,
+            reorders,
+            retained_replayed: load(&b.retained),
+            foreign: load(&b.foreign),
+            shared_group: o.shared.clone(),
+            subscribers,
+            loss_pct: if expected > 0 {
+                100.0 * missing as f64 / expected as f64
+            } else {
+                0.0
+            },
+        };
+        let mut how = format!(
+            "messages each {} was owed (published to topics '{filter}' matches, as the broker \
+             acknowledged them) against the distinct messages of this run it received, after \
+             draining for up to {:.1}s",
+            if o.shared.is_some() {
+                "shared group"
+            } else {
+                "subscriber"
+            },
+            o.drain_timeout.as_secs_f64()
+        );
+        if o.qos == QoS::AtMostOnce {
+            how += &format!(
+                "; at QoS 0 the broker may drop messages, so loss ({:.3}%) is reported, not failed",
+                delivery.loss_pct
+            );
+        }
+        let lower = load(&b.granted_lower);
+        if lower > 0 {
+            how += &format!("; {lower} subscription(s) were granted a lower QoS than asked");
+        }
+        if delivery.reorders > 0 {
+            how += &format!("; {} message(s) came out of order", delivery.reorders);
+        }
+        let ok = (o.qos == QoS::AtMostOnce || missing == 0) && delivery.reorders == 0;
+        let mut verification = Verification::new(expected, received, ok, how);
+        verification.details.insert(&delivery);
+        Some(verification)
+    }
+}
+
+impl<C: MqttConn> Script<C> for PubSubScript {
+    type Session = PubSubSession;
+
+    fn ops(&self) -> &[OpSpec] {
+        &self.ops
+    }
+
+    fn transactional(&self) -> bool {
+        false
+    }
+
+    async fn open(&self, conn: &mut C, info: SessionInfo) -> Result<PubSubSession, DriverError> {
+        let b = Arc::clone(&self.board);
+        if info.group == 0 {
+            b.live_publishers.fetch_add(1, Ordering::Relaxed);
+            return Ok(PubSubSession::Publisher(Publisher {
+                index: info.index,
+                payload: self.opts.filler(),
+                downgrade_said: false,
+                board: b,
+            }));
+        }
+        self.subscribe(conn).await?;
+        Ok(PubSubSession::Subscriber(Subscriber {
+            index: info.index,
+            seen: Seen::new(self.opts.publishers),
+            end_to_end_ns: Vec::with_capacity(self.opts.poll_max),
+            board: b,
+        }))
+    }
+
+    async fn event(
+        &self,
+        conn: &mut C,
+        session: &mut PubSubSession,
+        ctx: &mut Ctx,
+    ) -> Result<(), DriverError> {
+        match session {
+            PubSubSession::Publisher(p) => self.publish(conn, p, ctx).await,
+            PubSubSession::Subscriber(s) => {
+                let wait = self.opts.poll_wait;
+                let n = ctx.op(RECEIVE, self.receive(conn, s, wait)).await?;
+                ctx.items(RECEIVE, n);
+                for ns in s.end_to_end_ns.drain(..) {
+                    ctx.record(END_TO_END, Duration::from_nanos(ns), true);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// A subscriber keeps receiving until it has every message it is owed
+    /// (all publishers done) or `--drain-timeout` passes: a clean session
+    /// loses what is queued for it once it disconnects.
+    async fn close(&self, conn: &mut C, session: &mut PubSubSession) {
+        if let PubSubSession::Subscriber(s) = session {
+            let deadline = Instant::now() + self.opts.drain_timeout;
+            while !self.drained(s.index) && Instant::now() < deadline {
+                if self.receive(conn, s, DRAIN_POLL).await.is_err() {
+                    return;
+                }
+                s.end_to_end_ns.clear();
+            }
+        }
+        conn.disconnect().await;
+    }
+}
