@@ -31,6 +31,9 @@ enum Metric {
     PerSec(PerSec),
     /// `client.utilisation`: how near its own ceiling the client ran.
     ClientUtilisation,
+    /// Of what the run's check expected, the share it did not find: an
+    /// MQTT QoS 0 run's lost messages (its verification passes).
+    Loss,
     VerificationOk,
     /// The sweep's knee: the first value that no longer scaled.
     Knee,
@@ -120,7 +123,7 @@ impl Stat {
 
 const HELP: &str = "e.g. 'p99 <= 2ms', 'service.p999 < 10ms', 'read.p99 <= 1ms', \
                     'error_rate < 0.1%', 'ops_per_sec >= 50k', 'verification ok', \
-                    'knee >= 32' (sweep), 'rate >= 10k' (findmax)";
+                    'loss < 0.1%', 'knee >= 32' (sweep), 'rate >= 10k' (findmax)";
 
 impl Gate {
     /// Parses a gate, or says in one line what is wrong with it.
@@ -152,7 +155,7 @@ impl Gate {
         let metric = metric(name).ok_or_else(|| bad(&format!("unknown measure '{name}'")))?;
         let bound = match &metric {
             Metric::Latency { .. } => duration_ms(value),
-            Metric::ErrorRate | Metric::ClientUtilisation => fraction(value),
+            Metric::ErrorRate | Metric::ClientUtilisation | Metric::Loss => fraction(value),
             Metric::Errors | Metric::Knee => plain(value),
             Metric::PerSec(_) | Metric::Rate => count(value),
             Metric::VerificationOk => unreachable!("parsed above"),
@@ -223,6 +226,13 @@ impl Gate {
             Metric::PerSec(PerSec::Txn) => s.txn_per_sec,
             Metric::PerSec(PerSec::Items) => s.items_per_sec,
             Metric::ClientUtilisation => r.client.as_ref().map(|c| c.utilisation),
+            Metric::Loss => r.verification.as_ref().map(|v| {
+                if v.expected == 0 {
+                    0.0
+                } else {
+                    v.expected.saturating_sub(v.found) as f64 / v.expected as f64
+                }
+            }),
             Metric::Knee | Metric::Rate => {
                 return self.verdict(at, false, "judged on a sweep, not on one run".into())
             }
@@ -315,7 +325,7 @@ impl Gate {
     fn show(&self, value: f64) -> String {
         match self.metric {
             Metric::Latency { .. } => format!("{value:.3} ms"),
-            Metric::ErrorRate => format!("{:.4}%", value * 100.0),
+            Metric::ErrorRate | Metric::Loss => format!("{:.4}%", value * 100.0),
             Metric::ClientUtilisation => format!("{:.0}%", value * 100.0),
             Metric::PerSec(_) | Metric::Rate => format!("{value:.1}/s"),
             _ => format!("{value}"),
@@ -333,6 +343,7 @@ fn metric(name: &str) -> Option<Metric> {
         "txn_per_sec" | "tps" => Some(Metric::PerSec(PerSec::Txn)),
         "items_per_sec" | "items" => Some(Metric::PerSec(PerSec::Items)),
         "client_utilisation" | "client" => Some(Metric::ClientUtilisation),
+        "loss" | "loss_rate" => Some(Metric::Loss),
         "knee" => Some(Metric::Knee),
         "rate" => Some(Metric::Rate),
         _ => None,
@@ -484,6 +495,18 @@ mod tests {
             "count".into(),
         ));
         assert!(judged("verification   ok", &checked).passed);
+        assert!(!judged("loss < 1%", &r).passed, "no check, no loss measured");
+        checked.verification = Some(loadcell_record::result::Verification::new(
+            1000,
+            995,
+            true,
+            "QoS 0".into(),
+        ));
+        assert!(judged("loss <= 0.5%", &checked).passed);
+        assert_eq!(
+            failures(&[judged("loss < 0.1%", &checked)]),
+            ["GATE FAILED: loss < 0.1%: measured 0.5000%"]
+        );
     }
 
     #[test]
