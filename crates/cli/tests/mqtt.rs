@@ -187,6 +187,90 @@ fn held_connections_stop_at_the_listeners_limit_and_say_so() {
     assert!(u(op(&r, "ping"), "/count") > 100, "{:#}", r["ops"]);
 }
 
+/// 2,000 vehicles connect on a ramp and hold, as the broker's own count
+/// says; then every connection drops and comes back at once.
+#[test]
+fn a_fleet_of_two_thousand_is_held_and_comes_back_from_a_reconnect_storm() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = mosquitto().expect("mosquitto starts");
+    let r = run_json(
+        dir.path(),
+        "mqtt-conns",
+        server.url(),
+        &[
+            "--connections",
+            "2000",
+            "--ramp-rate",
+            "4000",
+            "--keepalive-interval",
+            "500ms",
+            "--reconnect-storm",
+            "2s",
+            "--time",
+            "4s",
+            "--warmup",
+            "0s",
+        ],
+    );
+    let held = &r["connections"];
+    assert_eq!(u(held, "/held_max"), 2000, "{held:#}");
+    // Mosquitto's count: the 2,000 and the run's monitoring connection.
+    let samples = r["resources"]["samples"].as_array().unwrap();
+    let broker_max = samples
+        .iter()
+        .filter_map(|s| s["server"]["mosquitto_clients_connected"].as_f64())
+        .fold(0.0, f64::max);
+    assert!((2000.0..=2001.0).contains(&broker_max), "{broker_max}");
+    let v = &r["verification"];
+    assert!(v["ok"].as_bool().unwrap(), "{v:#}");
+    let storm = &v["mqtt_storm"];
+    assert_eq!(u(storm, "/reconnected"), 2000, "{storm:#}");
+    assert!(f(storm, "/recovery_s") < 2.0, "{storm:#}");
+    assert_eq!(u(op(&r, "reconnect"), "/count"), 2000);
+}
+
+#[test]
+fn a_wrong_password_is_one_line_before_any_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = mosquitto_with(&Mosquitto {
+        password: Some(("car".into(), "s3cret".into())),
+        ..Mosquitto::default()
+    })
+    .expect("mosquitto starts");
+    let target = format!("mqtt://car:guess@127.0.0.1:{}", server.port);
+    let o = loadcell(
+        dir.path(),
+        &["run", "mqtt-pubsub", "--target", &target, "--time", "1s"],
+    );
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(err.contains("not authorized"), "{err}");
+    assert!(!err.contains("guess"), "no secret printed: {err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
+
+#[test]
+fn a_killed_broker_still_leaves_a_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = mosquitto().expect("mosquitto starts");
+    let url = server.url().to_string();
+    let (_, r) = run_and_kill_server(
+        dir.path(),
+        &[
+            "mqtt-pubsub",
+            "--target",
+            &url,
+            "--publishers",
+            "2",
+            "--rate",
+            "200",
+        ],
+        || server.kill(),
+        std::time::Duration::from_millis(1500),
+    );
+    assert!(u(op(&r, "publish"), "/count") > 100, "{:#}", r["ops"]);
+}
+
 #[test]
 fn mqtt_workloads_refuse_options_that_do_not_apply_before_any_load() {
     let dir = tempfile::tempdir().unwrap();

@@ -110,6 +110,12 @@ pub trait MqttConn {
     /// PINGREQ, and waits for its PINGRESP.
     async fn ping(&mut self) -> Result<(), DriverError>;
 
+    /// Connects again under the same client id, until the CONNACK, and
+    /// drops the old connection without a DISCONNECT: what a client does
+    /// after a network outage its broker has not noticed yet (the broker
+    /// closes the old connection as taken over).
+    async fn reconnect(&mut self) -> Result<(), DriverError>;
+
     /// DISCONNECT: the client leaves as it should (no will published, no
     /// lost client counted); the socket closes when the connection drops.
     async fn disconnect(&mut self);

@@ -495,7 +495,10 @@ mod tests {
             "count".into(),
         ));
         assert!(judged("verification   ok", &checked).passed);
-        assert!(!judged("loss < 1%", &r).passed, "no check, no loss measured");
+        assert!(
+            !judged("loss < 1%", &r).passed,
+            "no check, no loss measured"
+        );
         checked.verification = Some(loadcell_record::result::Verification::new(
             1000,
             995,

@@ -54,6 +54,9 @@ pub struct MqttArgs {
     /// mqtt-pubsub: the subscribers form this shared subscription group ($share/GROUP/FILTER): each message reaches one of them.
     #[arg(long, value_name = "GROUP")]
     pub shared: Option<String>,
+    /// mqtt-conns: this long into the run every held connection drops and connects again under its client id (at its next ping): how long the fleet takes to be back.
+    #[arg(long, value_name = "DURATION", value_parser = crate::values::positive_duration)]
+    pub reconnect_storm: Option<Duration>,
 }
 
 /// `mqtt-pubsub` or `mqtt-conns`.
@@ -62,6 +65,9 @@ pub enum MqttSpec {
     PubSub(MqttPubSub),
     Conns(MqttConns),
 }
+
+/// The one MQTT option of `mqtt-conns`.
+const STORM: &str = "--reconnect-storm";
 
 /// The stream workload's options `mqtt-pubsub` takes.
 const FROM_STREAM: &[&str] = &["--drain-timeout", "--poll-max", "--poll-wait"];
@@ -121,7 +127,7 @@ impl CliFamily for MqttArgs {
             ));
         }
         if name == "mqtt-conns" {
-            if let Some(flag) = given.first() {
+            if let Some(flag) = given.iter().find(|f| *f != STORM) {
                 return Err(format!(
                     "{flag} is mqtt-pubsub's; mqtt-conns holds connections (--connections, \
                      --ramp-rate, --keepalive-interval)"
@@ -132,7 +138,13 @@ impl CliFamily for MqttArgs {
                 connections: a.connections.unwrap_or(1000),
                 ramp_rate: a.ramp_rate.unwrap_or(1000.0),
                 keepalive: a.keepalive_interval.unwrap_or(Duration::from_secs(1)),
+                storm_at: all.mqtt.reconnect_storm,
             }));
+        }
+        if given.iter().any(|f| f == STORM) {
+            return Err(format!(
+                "{STORM} is mqtt-conns's: it drops and reconnects held connections"
+            ));
         }
         let a = &all.mqtt;
         let s = &all.stream;

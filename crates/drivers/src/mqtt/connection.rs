@@ -29,6 +29,7 @@ pub struct MqttConnection {
     owed: Vec<u8>,
     shared: Arc<Shared>,
     host: usize,
+    client_id: String,
     connack: ConnAck,
     next_pkid: u16,
     /// When the connection last sent anything: the broker drops a client
@@ -78,6 +79,7 @@ impl MqttConnection {
             owed: Vec::new(),
             shared,
             host,
+            client_id: client_id.to_string(),
             connack: ConnAck::default(),
             next_pkid: 0,
             last_sent: Instant::now(),
@@ -432,6 +434,12 @@ impl MqttConn for MqttConnection {
         }
         self.pay().await?;
         Ok(handed)
+    }
+
+    async fn reconnect(&mut self) -> Result<(), DriverError> {
+        let shared = Arc::clone(&self.shared);
+        *self = MqttConnection::open(shared, self.host, &self.client_id).await?;
+        Ok(())
     }
 
     async fn disconnect(&mut self) {

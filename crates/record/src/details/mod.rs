@@ -22,7 +22,7 @@ use serde_json::Value;
 
 pub use connections::{FirstFailure, HeldConnections};
 pub use disk::{DeviceUtil, DiskRun, Filesystem, IopsExpectation};
-pub use mqtt::{MqttDelivery, SubscriberDelivery};
+pub use mqtt::{MqttDelivery, MqttStorm, SubscriberDelivery};
 pub use stream::StreamCompleteness;
 
 /// One family's section of a result.

@@ -57,3 +57,22 @@ pub struct SubscriberDelivery {
 impl Detail for MqttDelivery {
     const KEY: &'static str = "mqtt";
 }
+
+/// How an `mqtt-conns` fleet came back from its reconnect storm.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MqttStorm {
+    /// When the storm began, seconds into the run.
+    pub at_s: f64,
+    /// Connections that connected again under their client ids.
+    pub reconnected: u64,
+    /// Connections whose reconnect failed.
+    pub failed: u64,
+    /// Connections not held when the storm came.
+    pub not_held: u64,
+    /// From the storm's start to the last connection back, seconds.
+    pub recovery_s: f64,
+}
+
+impl Detail for MqttStorm {
+    const KEY: &'static str = "mqtt_storm";
+}

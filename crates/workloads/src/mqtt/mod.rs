@@ -20,11 +20,13 @@ mod delivery;
 mod pubsub;
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use loadcell_core::mqtt::{MqttConn, MqttFamily, QoS, Stamp, FAMILY};
 use loadcell_core::{Driver, DriverError, DriverInfo, Family};
 use loadcell_engine::{Category, Ctx, OpSpec, Script, SessionInfo};
+use loadcell_record::details::MqttStorm;
 use loadcell_record::result::Verification;
 use serde_json::{json, Value};
 
@@ -209,12 +211,15 @@ fn origin(seed: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-/// `mqtt-conns`: held connections, each pinging every `keepalive`.
+/// `mqtt-conns`: held connections, each pinging every `keepalive`; with
+/// `storm_at`, each drops and reconnects at its first ping past that
+/// time into the run (a reconnect storm, spread over one `keepalive`).
 #[derive(Debug, Clone)]
 pub struct MqttConns {
     pub connections: usize,
     pub ramp_rate: f64,
     pub keepalive: Duration,
+    pub storm_at: Option<Duration>,
 }
 
 impl Workload for MqttConns {
@@ -227,24 +232,47 @@ impl Workload for MqttConns {
     }
 
     fn options(&self) -> BTreeMap<String, Value> {
-        BTreeMap::from([
+        let mut map = BTreeMap::from([
             ("connections".to_string(), json!(self.connections)),
             ("ramp_rate".to_string(), json!(self.ramp_rate)),
             (
                 "keepalive_interval_s".to_string(),
                 json!(self.keepalive.as_secs_f64()),
             ),
-        ])
+        ]);
+        if let Some(at) = self.storm_at {
+            map.insert("reconnect_storm_s".to_string(), json!(at.as_secs_f64()));
+        }
+        map
     }
 }
 
-/// A held connection's event: PINGREQ, timed to its PINGRESP.
+/// The operation kinds of a held connection, by index.
+const PING: usize = 0;
+const RECONNECT: usize = 1;
+
+/// A held connection's event: PINGREQ, timed to its PINGRESP; or, once
+/// past the storm's time, a reconnect.
 pub struct PingScript {
-    ops: [OpSpec; 1],
+    ops: [OpSpec; 2],
+    storm: Option<Storm>,
+}
+
+/// The reconnect storm: when, and how the fleet came back.
+struct Storm {
+    at: Instant,
+    after: Duration,
+    /// Per session: it has reconnected (or tried).
+    stormed: Box<[AtomicBool]>,
+    reconnected: AtomicU64,
+    failed: AtomicU64,
+    /// The last reconnect's end, in ns after `at`.
+    last_back_ns: AtomicU64,
 }
 
 impl<C: MqttConn> Script<C> for PingScript {
-    type Session = ();
+    /// The session's number.
+    type Session = usize;
 
     fn ops(&self) -> &[OpSpec] {
         &self.ops
@@ -254,16 +282,70 @@ impl<C: MqttConn> Script<C> for PingScript {
         false
     }
 
-    async fn open(&self, _conn: &mut C, _session: SessionInfo) -> Result<(), DriverError> {
-        Ok(())
+    async fn open(&self, _conn: &mut C, session: SessionInfo) -> Result<usize, DriverError> {
+        Ok(session.index)
     }
 
-    async fn event(&self, conn: &mut C, _: &mut (), ctx: &mut Ctx) -> Result<(), DriverError> {
-        ctx.op(0, conn.ping()).await
+    async fn event(
+        &self,
+        conn: &mut C,
+        index: &mut usize,
+        ctx: &mut Ctx,
+    ) -> Result<(), DriverError> {
+        if let Some(storm) = &self.storm {
+            let now = Instant::now();
+            if now >= storm.at && !storm.stormed[*index].swap(true, Ordering::Relaxed) {
+                let result = ctx.op(RECONNECT, conn.reconnect()).await;
+                let counter = match result {
+                    Ok(()) => &storm.reconnected,
+                    Err(_) => &storm.failed,
+                };
+                counter.fetch_add(1, Ordering::Relaxed);
+                if result.is_ok() {
+                    let back = storm.at.elapsed().as_nanos() as u64;
+                    storm.last_back_ns.fetch_max(back, Ordering::Relaxed);
+                }
+                return result;
+            }
+        }
+        ctx.op(PING, conn.ping()).await
     }
 
-    async fn close(&self, conn: &mut C, _: &mut ()) {
+    async fn close(&self, conn: &mut C, _: &mut usize) {
         conn.disconnect().await;
+    }
+}
+
+impl PingScript {
+    /// Whether the whole fleet came back after the storm, and how fast.
+    fn verify(&self, connections: usize) -> Option<Verification> {
+        let storm = self.storm.as_ref()?;
+        let reconnected = storm.reconnected.load(Ordering::Relaxed);
+        let failed = storm.failed.load(Ordering::Relaxed);
+        let untouched = connections as u64 - reconnected - failed;
+        let back_s = storm.last_back_ns.load(Ordering::Relaxed) as f64 / 1e9;
+        let how = format!(
+            "connections that dropped and connected again under their client ids at the \
+             reconnect storm ({:.1}s into the run) against those held: {reconnected} came \
+             back, the last {back_s:.3}s after the storm began; {failed} failed to \
+             reconnect; {untouched} were not held when it came",
+            storm.after.as_secs_f64()
+        );
+        let detail = MqttStorm {
+            at_s: storm.after.as_secs_f64(),
+            reconnected,
+            failed,
+            not_held: untouched,
+            recovery_s: back_s,
+        };
+        let mut v = Verification::new(
+            connections as u64,
+            reconnected,
+            reconnected == connections as u64,
+            how,
+        );
+        v.details.insert(&detail);
+        Some(v)
     }
 }
 
@@ -272,11 +354,40 @@ impl<C: MqttConn> Lifecycle<C, MqttFamily> for MqttConns {
 
     fn script(&self, _seed: u64, _driver: &DriverInfo) -> PingScript {
         PingScript {
-            ops: [OpSpec {
-                name: "ping",
-                category: Category::Other,
-            }],
+            ops: [
+                OpSpec {
+                    name: "ping",
+                    category: Category::Other,
+                },
+                OpSpec {
+                    name: "reconnect",
+                    category: Category::Other,
+                },
+            ],
+            storm: self.storm_at.map(|after| Storm {
+                at: Instant::now() + after,
+                after,
+                stormed: (0..self.connections)
+                    .map(|_| AtomicBool::new(false))
+                    .collect(),
+                reconnected: AtomicU64::new(0),
+                failed: AtomicU64::new(0),
+                last_back_ns: AtomicU64::new(0),
+            }),
         }
+    }
+
+    /// After a reconnect storm: whether every connection came back.
+    async fn verify<D>(
+        &self,
+        script: &PingScript,
+        _driver: &D,
+        _connect_timeout: Duration,
+    ) -> Result<Option<Verification>, DriverError>
+    where
+        D: Driver<Conn = C>,
+    {
+        Ok(script.verify(self.connections))
     }
 }
 
