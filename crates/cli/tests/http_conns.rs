@@ -225,28 +225,23 @@ fn held_connections_top_out_at_haproxys_maxconn_and_say_when_it_stopped() {
 fn connection_workloads_refuse_options_that_do_not_apply_before_any_load() {
     let dir = tempfile::tempdir().unwrap();
     let target = format!("http://127.0.0.1:{}", loadcell_testkit::closed_port());
-    for (args, expected) in [
-        (
-            vec!["http-conns", "--rate", "100"],
-            "--rate does not apply to http-conns",
-        ),
-        (
-            vec!["http-cps", "--connections", "10"],
-            "--connections is for http-conns",
-        ),
-        (
-            vec!["http-conns", "--connection-policy", "per-event"],
-            "leave out --connection-policy",
-        ),
-        (vec!["http-conns", "--threads", "4"], "give --connections"),
-    ] {
-        let mut all = vec!["run"];
-        all.extend(&args);
-        all.extend(["--target", &target]);
-        let o = loadcell(dir.path(), &all);
-        assert!(!o.status.success(), "{args:?}");
-        let err = stderr(&o);
-        assert!(err.contains(expected), "{args:?}: {err}");
-        assert_eq!(err.trim().lines().count(), 1, "{err}");
-    }
+    each_refused_in_one_line(
+        dir.path(),
+        &target,
+        &[
+            (
+                vec!["http-conns", "--rate", "100"],
+                "--rate does not apply to http-conns",
+            ),
+            (
+                vec!["http-cps", "--connections", "10"],
+                "--connections is for http-conns",
+            ),
+            (
+                vec!["http-conns", "--connection-policy", "per-event"],
+                "leave out --connection-policy",
+            ),
+            (vec!["http-conns", "--threads", "4"], "give --connections"),
+        ],
+    );
 }

@@ -275,42 +275,37 @@ fn a_killed_broker_still_leaves_a_result() {
 fn mqtt_workloads_refuse_options_that_do_not_apply_before_any_load() {
     let dir = tempfile::tempdir().unwrap();
     let target = format!("mqtt://127.0.0.1:{}", loadcell_testkit::closed_port());
-    for (args, expected) in [
-        (
-            vec!["mqtt-pubsub", "--payload-size", "10"],
-            "--payload-size 10 is too small",
-        ),
-        (vec!["mqtt-pubsub", "--qos", "3"], "MQTT has QoS 0, 1 and 2"),
-        (
-            vec!["mqtt-pubsub", "--topic", "cars/+"],
-            "wildcards go in --sub-topic",
-        ),
-        (
-            vec!["mqtt-pubsub", "--connections", "5"],
-            "--connections is not an option of workload mqtt-pubsub (it is mqtt-conns's)",
-        ),
-        (
-            vec!["mqtt-pubsub", "--partitions", "4"],
-            "--partitions is not an option of workload mqtt-pubsub",
-        ),
-        (vec!["mqtt-pubsub", "--threads", "2"], "leave out --threads"),
-        (vec!["mqtt-conns", "--qos", "1"], "--qos is mqtt-pubsub's"),
-        (
-            vec!["mqtt-conns", "--rate", "10"],
-            "--rate does not apply to mqtt-conns",
-        ),
-        (
-            vec!["mqtt-pubsub", "--ratio", "1:1"],
-            "workload mqtt-pubsub does not take it",
-        ),
-    ] {
-        let mut all = vec!["run"];
-        all.extend(&args);
-        all.extend(["--target", &target]);
-        let o = loadcell(dir.path(), &all);
-        assert!(!o.status.success(), "{args:?}");
-        let err = stderr(&o);
-        assert!(err.contains(expected), "{args:?}: {err}");
-        assert_eq!(err.trim().lines().count(), 1, "{err}");
-    }
+    each_refused_in_one_line(
+        dir.path(),
+        &target,
+        &[
+            (
+                vec!["mqtt-pubsub", "--payload-size", "10"],
+                "--payload-size 10 is too small",
+            ),
+            (vec!["mqtt-pubsub", "--qos", "3"], "MQTT has QoS 0, 1 and 2"),
+            (
+                vec!["mqtt-pubsub", "--topic", "cars/+"],
+                "wildcards go in --sub-topic",
+            ),
+            (
+                vec!["mqtt-pubsub", "--connections", "5"],
+                "--connections is not an option of workload mqtt-pubsub (it is mqtt-conns's)",
+            ),
+            (
+                vec!["mqtt-pubsub", "--partitions", "4"],
+                "--partitions is not an option of workload mqtt-pubsub",
+            ),
+            (vec!["mqtt-pubsub", "--threads", "2"], "leave out --threads"),
+            (vec!["mqtt-conns", "--qos", "1"], "--qos is mqtt-pubsub's"),
+            (
+                vec!["mqtt-conns", "--rate", "10"],
+                "--rate does not apply to mqtt-conns",
+            ),
+            (
+                vec!["mqtt-pubsub", "--ratio", "1:1"],
+                "workload mqtt-pubsub does not take it",
+            ),
+        ],
+    );
 }

@@ -314,3 +314,18 @@ pub fn every_probe_recorded(fm: &Value) -> &Vec<Value> {
     assert_eq!(runs as u64, u(fm, "/analysis/probes"));
     points
 }
+
+/// Each `run WORKLOAD ARGS… --target TARGET` of `cases` fails before any
+/// load with one line on stderr holding the case's words.
+pub fn each_refused_in_one_line(dir: &Path, target: &str, cases: &[(Vec<&str>, &str)]) {
+    for (args, expected) in cases {
+        let mut all = vec!["run"];
+        all.extend(args);
+        all.extend(["--target", target]);
+        let o = loadcell(dir, &all);
+        assert!(!o.status.success(), "{args:?}");
+        let err = stderr(&o);
+        assert!(err.contains(expected), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+}
