@@ -139,6 +139,10 @@ pub struct TrendArgs {
     /// first run after the change among the newest 5 trusted ones).
     #[arg(long)]
     pub fail_on_change: bool,
+    /// With --fail-on-change: the smallest regression that fails, e.g. 5%
+    /// (smaller steps are shown, not failed on).
+    #[arg(long, value_name = "PERCENT", default_value = "2%", value_parser = crate::values::threshold)]
+    pub min_change: f64,
 }
 
 /// How many of the newest trusted runs `--fail-on-change` looks at: the
@@ -227,7 +231,7 @@ pub fn recent_regressions_of(location: &str, file: &Path) -> anyhow::Result<Vec<
     let mut lines = Vec::new();
     for (id, key) in ids {
         let t = series_trend(&mut h, &id, &key)?;
-        for c in trend::recent_regressions(&t, RECENT) {
+        for c in trend::recent_regressions(&t, RECENT, trend::CI_MIN_CHANGE) {
             lines.push(change_line(c));
         }
     }
@@ -279,7 +283,7 @@ pub fn trend(a: &TrendArgs) -> anyhow::Result<i32> {
     let mut failed = false;
     if a.fail_on_change {
         for s in &series {
-            for c in trend::recent_regressions(s, RECENT) {
+            for c in trend::recent_regressions(s, RECENT, a.min_change) {
                 failed = true;
                 eprintln!("CHANGE FAILED: {}: {}", s.key, change_line(c));
             }
