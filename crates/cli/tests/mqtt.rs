@@ -107,6 +107,50 @@ fn a_shared_group_over_mqtt_5_gets_each_message_once_at_qos_2() {
 /// A broker that queues two messages per subscriber drops the rest of
 /// what closed-loop publishers send: the run says what went missing and
 /// exits 3.
+/// Subscribers that go offline mid-run: on persistent sessions the broker
+/// queues what comes meanwhile and they get all of it when they come back;
+/// on clean sessions what came meanwhile is missing, and the run says so.
+#[test]
+fn persistent_subscribers_get_what_was_queued_while_they_were_offline() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = mosquitto().expect("mosquitto starts");
+    let outage = [
+        "--publishers",
+        "2",
+        "--subscribers",
+        "2",
+        "--rate",
+        "400",
+        "--time",
+        "3s",
+        "--warmup",
+        "0s",
+        "--subscriber-outage",
+        "1s:1s",
+        "--drain-timeout",
+        "5s",
+    ];
+    let mut persistent = outage.to_vec();
+    persistent.extend(["--session", "persistent"]);
+    let r = run_json(dir.path(), "mqtt-pubsub", server.url(), &persistent);
+    let m = &r["verification"]["mqtt"];
+    assert!(r["verification"]["ok"].as_bool().unwrap(), "{m:#}");
+    assert_eq!(u(m, "/missing"), 0, "{m:#}");
+    assert_eq!(u(m, "/received"), 2 * u(m, "/published"), "{m:#}");
+    assert_eq!(u(op(&r, "rejoin"), "/count"), 2);
+
+    let out = dir.path().join("clean.json");
+    let mut clean = vec!["run", "mqtt-pubsub", "--target", server.url()];
+    clean.extend(outage);
+    clean.extend(["--out", out.to_str().unwrap()]);
+    let o = loadcell(dir.path(), &clean);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let r = read_json(&out);
+    let m = &r["verification"]["mqtt"];
+    // About a second of 400/s lost to each of the two.
+    assert!((400..=1200).contains(&u(m, "/missing")), "{m:#}");
+}
+
 #[test]
 fn a_broker_that_drops_messages_fails_the_verification() {
     let dir = tempfile::tempdir().unwrap();

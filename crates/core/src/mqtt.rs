@@ -116,6 +116,11 @@ pub trait MqttConn {
     /// closes the old connection as taken over).
     async fn reconnect(&mut self) -> Result<(), DriverError>;
 
+    /// Connects again as `client_id`, with a clean session or resuming
+    /// the one the broker kept (`ConnAck::session_present` says whether
+    /// it had one), and drops the old connection.
+    async fn rejoin(&mut self, client_id: &str, clean: bool) -> Result<ConnAck, DriverError>;
+
     /// DISCONNECT: the client leaves as it should (no will published, no
     /// lost client counted); the socket closes when the connection drops.
     async fn disconnect(&mut self);

@@ -54,6 +54,12 @@ pub struct MqttArgs {
     /// mqtt-pubsub: the subscribers form this shared subscription group ($share/GROUP/FILTER): each message reaches one of them.
     #[arg(long, value_name = "GROUP")]
     pub shared: Option<String>,
+    /// mqtt-pubsub: clean, or persistent: subscribers keep their sessions (and their queues) while away (default clean).
+    #[arg(long, value_name = "clean|persistent")]
+    pub session: Option<String>,
+    /// mqtt-pubsub: AT:FOR, e.g. 2s:1s: each subscriber goes offline AT into the run and comes back FOR later.
+    #[arg(long, value_name = "AT:FOR", value_parser = outage)]
+    pub subscriber_outage: Option<(Duration, Duration)>,
     /// mqtt-conns: this long into the run every held connection drops and connects again under its client id (at its next ping): how long the fleet takes to be back.
     #[arg(long, value_name = "DURATION", value_parser = crate::values::positive_duration)]
     pub reconnect_storm: Option<Duration>,
@@ -165,13 +171,38 @@ impl CliFamily for MqttArgs {
             poll_max: s.poll_max,
             poll_wait: s.poll_wait,
             drain_timeout: s.drain_timeout,
+            persistent: match a.session.as_deref() {
+                None | Some("clean") => false,
+                Some("persistent") => true,
+                Some(other) => {
+                    return Err(format!(
+                        "--session {other}: use clean (the default) or persistent"
+                    ))
+                }
+            },
+            outage: a.subscriber_outage,
         };
         opts.check()?;
+        if opts.outage.is_some() && opts.subscribers == 0 {
+            return Err("--subscriber-outage takes subscribers offline: give --subscribers".to_string());
+        }
         if opts.shared.is_some() && opts.subscribers == 0 {
             return Err("--shared makes the subscribers one group: give --subscribers".to_string());
         }
         Ok(MqttSpec::PubSub(MqttPubSub { opts }))
     }
+}
+
+/// `AT:FOR`: when an outage begins, and how long it lasts.
+fn outage(text: &str) -> Result<(Duration, Duration), String> {
+    let bad = || format!("'{text}' is not AT:FOR, e.g. 2s:1s (offline 2s into the run, for 1s)");
+    let (at, length) = text.split_once(':').ok_or_else(bad)?;
+    let at = humantime::parse_duration(at.trim()).map_err(|_| bad())?;
+    let length = humantime::parse_duration(length.trim()).map_err(|_| bad())?;
+    if length.is_zero() {
+        return Err(bad());
+    }
+    Ok((at, length))
 }
 
 fn other_workload(name: &str) -> &'static str {

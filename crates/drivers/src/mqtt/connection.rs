@@ -19,6 +19,10 @@ use crate::transport::stream::{connect_tcp, Stream, TlsStartError};
 
 const READ_BUF: usize = 16 * 1024;
 
+/// How long an MQTT 5 broker keeps a persistent session after its client
+/// left: longer than any outage a run makes.
+const PERSISTENT_SESSION_EXPIRY_S: u32 = 3600;
+
 pub struct MqttConnection {
     stream: Stream,
     rbuf: ReadBuffer,
@@ -30,6 +34,8 @@ pub struct MqttConnection {
     shared: Arc<Shared>,
     host: usize,
     client_id: String,
+    /// Whether the broker drops the client's session when it leaves.
+    clean: bool,
     connack: ConnAck,
     next_pkid: u16,
     /// When the connection last sent anything: the broker drops a client
@@ -55,6 +61,7 @@ impl MqttConnection {
         shared: Arc<Shared>,
         host: usize,
         client_id: &str,
+        clean: bool,
     ) -> Result<MqttConnection, DriverError> {
         let (name, port) = &shared.hosts[host];
         let endpoint = &shared.endpoints[host];
@@ -80,12 +87,13 @@ impl MqttConnection {
             shared,
             host,
             client_id: client_id.to_string(),
+            clean,
             connack: ConnAck::default(),
             next_pkid: 0,
             last_sent: Instant::now(),
             sys: None,
         };
-        conn.handshake(client_id).await?;
+        conn.handshake().await?;
         Ok(conn)
     }
 
@@ -102,16 +110,18 @@ impl MqttConnection {
         self.shared.version
     }
 
-    async fn handshake(&mut self, client_id: &str) -> Result<(), DriverError> {
+    async fn handshake(&mut self) -> Result<(), DriverError> {
         let s = &self.shared;
         codec::connect(
             &mut self.wbuf,
             &codec::Connect {
                 version: s.version,
-                client_id,
+                client_id: &self.client_id,
                 keepalive_s: s.keepalive.as_secs() as u16,
-                clean: true,
-                session_expiry_s: None,
+                clean: self.clean,
+                // MQTT 5 ends a session when its connection does unless
+                // it is given an expiry.
+                session_expiry_s: (!self.clean).then_some(PERSISTENT_SESSION_EXPIRY_S),
                 credentials: s
                     .credentials
                     .as_ref()
@@ -438,8 +448,14 @@ impl MqttConn for MqttConnection {
 
     async fn reconnect(&mut self) -> Result<(), DriverError> {
         let shared = Arc::clone(&self.shared);
-        *self = MqttConnection::open(shared, self.host, &self.client_id).await?;
+        *self = MqttConnection::open(shared, self.host, &self.client_id, self.clean).await?;
         Ok(())
+    }
+
+    async fn rejoin(&mut self, client_id: &str, clean: bool) -> Result<ConnAck, DriverError> {
+        let shared = Arc::clone(&self.shared);
+        *self = MqttConnection::open(shared, self.host, client_id, clean).await?;
+        Ok(self.connack)
     }
 
     async fn disconnect(&mut self) {

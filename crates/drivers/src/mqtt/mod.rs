@@ -177,7 +177,7 @@ impl Driver for MqttDriver {
         let n = self.next_client.fetch_add(1, Ordering::Relaxed);
         let mut id = itoa::Buffer::new();
         let client_id = [self.client_prefix.as_str(), id.format(n)].concat();
-        MqttConnection::open(Arc::clone(&self.shared), host, &client_id).await
+        MqttConnection::open(Arc::clone(&self.shared), host, &client_id, true).await
     }
 
     /// Without TLS a connection reads its answers from the socket itself,

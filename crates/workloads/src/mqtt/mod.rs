@@ -58,6 +58,11 @@ pub struct MqttOptions {
     /// How long subscribers keep receiving after the run for what they
     /// are owed.
     pub drain_timeout: Duration,
+    /// Subscribers keep their sessions when they leave (clean session
+    /// off), under client ids of their own for the run.
+    pub persistent: bool,
+    /// Each subscriber goes offline this long into the run, for this long.
+    pub outage: Option<(Duration, Duration)>,
 }
 
 impl MqttOptions {
@@ -151,6 +156,20 @@ impl MqttOptions {
         ]);
         if let Some(group) = &self.shared {
             map.insert("shared".to_string(), json!(group));
+        }
+        map.insert(
+            "session".to_string(),
+            json!(if self.persistent {
+                "persistent"
+            } else {
+                "clean"
+            }),
+        );
+        if let Some((at, length)) = self.outage {
+            map.insert(
+                "subscriber_outage_s".to_string(),
+                json!([at.as_secs_f64(), length.as_secs_f64()]),
+            );
         }
         map
     }
@@ -408,6 +427,8 @@ mod tests {
             poll_max: 100,
             poll_wait: Duration::from_millis(100),
             drain_timeout: Duration::from_secs(5),
+            persistent: false,
+            outage: None,
         }
     }
 

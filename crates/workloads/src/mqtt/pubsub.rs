@@ -2,7 +2,7 @@
 //! at `--rate` in all) and subscribers (closed loop), and the count after
 //! the run of what each subscriber was owed against what it received.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -19,6 +19,7 @@ use super::MqttOptions;
 const PUBLISH: usize = 0;
 const RECEIVE: usize = 1;
 const END_TO_END: usize = 2;
+const REJOIN: usize = 3;
 
 /// How long a subscriber's poll waits for a message in the drain.
 const DRAIN_POLL: Duration = Duration::from_millis(20);
@@ -52,15 +53,19 @@ struct Board {
     foreign: AtomicU64,
     /// Subscriptions granted a lower QoS than asked.
     granted_lower: AtomicU64,
+    /// Per subscriber: its outage has begun.
+    went_offline: Box<[AtomicBool]>,
     /// What each subscriber session received, by subscriber, handed over
     /// when the session ends (also on a reconnect).
     seen: Mutex<Vec<(usize, Seen)>>,
 }
 
 pub struct PubSubScript {
-    ops: [OpSpec; 3],
+    ops: [OpSpec; 4],
     opts: MqttOptions,
     origin: u64,
+    /// When the subscribers' outage begins.
+    outage_at: Option<Instant>,
     /// Each publisher's topic.
     topics: Vec<String>,
     /// The publishers whose topics the subscribers' filter matches.
@@ -88,6 +93,11 @@ impl Drop for Publisher {
 
 pub struct Subscriber {
     index: usize,
+    /// Its client id, when its session is persistent (the same on every
+    /// connection of the run).
+    client_id: Option<String>,
+    /// While it is offline: until when.
+    offline_until: Option<Instant>,
     seen: Seen,
     /// This poll's end-to-end latencies, recorded after it.
     end_to_end_ns: Vec<u64>,
@@ -124,15 +134,23 @@ impl PubSubScript {
                     name: "end_to_end",
                     category: Category::Read,
                 },
+                OpSpec {
+                    name: "rejoin",
+                    category: Category::Other,
+                },
             ],
             opts: opts.clone(),
             origin,
+            outage_at: opts.outage.map(|(at, _)| Instant::now() + at),
             topics,
             matched,
             board: Arc::new(Board {
                 seqs: padded(opts.publishers),
                 published: padded(opts.publishers),
                 received: padded(opts.subscribers),
+                went_offline: (0..opts.subscribers)
+                    .map(|_| AtomicBool::new(false))
+                    .collect(),
                 ..Board::default()
             }),
         }
@@ -277,6 +295,67 @@ impl PubSubScript {
         have >= self.owed()
     }
 
+    /// The subscriber's outage: it leaves (DISCONNECT) at the outage's
+    /// time, stays away, polling nothing, for its length, then comes back
+    /// on a new connection, to the session the broker kept for it when it
+    /// is persistent (a clean one subscribes again, and what came meanwhile
+    /// is missing). Whether this event was spent offline.
+    async fn offline<C: MqttConn>(
+        &self,
+        conn: &mut C,
+        s: &mut Subscriber,
+        ctx: &mut Ctx,
+    ) -> Result<bool, DriverError> {
+        let (Some(at), Some((_, length))) = (self.outage_at, self.opts.outage) else {
+            return Ok(false);
+        };
+        let now = Instant::now();
+        match s.offline_until {
+            None if now >= at
+                && !self.board.went_offline[s.index].swap(true, Ordering::Relaxed) =>
+            {
+                conn.disconnect().await;
+                s.offline_until = Some(now + length);
+                Ok(true)
+            }
+            None => Ok(false),
+            Some(until) if now < until => {
+                let wake = until.min(now + self.opts.poll_wait);
+                tokio::time::sleep_until(wake.into()).await;
+                Ok(true)
+            }
+            Some(_) => {
+                s.offline_until = None;
+                ctx.op(REJOIN, self.come_back(conn, s)).await?;
+                Ok(false)
+            }
+        }
+    }
+
+    /// A subscriber back from its outage on a new connection: to the
+    /// session the broker kept, or to a clean one, subscribed again.
+    async fn come_back<C: MqttConn>(
+        &self,
+        conn: &mut C,
+        s: &Subscriber,
+    ) -> Result<(), DriverError> {
+        match &s.client_id {
+            Some(id) => {
+                if !conn.rejoin(id, false).await?.session_present {
+                    return Err(DriverError::fatal(format!(
+                        "the broker kept no session for {id} while it was offline: \
+                         persistent sessions need a broker that keeps them"
+                    )));
+                }
+                Ok(())
+            }
+            None => {
+                conn.reconnect().await?;
+                self.subscribe(conn).await
+            }
+        }
+    }
+
     /// After the run: each subscriber (or the group) against what it was
     /// owed.
     pub(super) fn verify(&self) -> Option<Verification> {
@@ -374,6 +453,18 @@ impl PubSubScript {
                 delivery.loss_pct
             );
         }
+        if let Some((at, length)) = o.outage {
+            how += &format!(
+                "; each subscriber went offline {:.1}s into the run for {:.1}s, {}",
+                at.as_secs_f64(),
+                length.as_secs_f64(),
+                if o.persistent {
+                    "its persistent session queued on the broker meanwhile"
+                } else {
+                    "on a clean session, so what came meanwhile was lost to it"
+                }
+            );
+        }
         let lower = load(&b.granted_lower);
         if lower > 0 {
             how += &format!("; {lower} subscription(s) were granted a lower QoS than asked");
@@ -410,9 +501,20 @@ impl<C: MqttConn> Script<C> for PubSubScript {
                 board: b,
             }));
         }
+        let client_id = self
+            .opts
+            .persistent
+            .then(|| format!("loadcell-{:016x}-sub-{}", self.origin, info.index));
+        if let Some(id) = &client_id {
+            // The same session on every connection of the run: what was
+            // queued while it was away comes now.
+            conn.rejoin(id, false).await?;
+        }
         self.subscribe(conn).await?;
         Ok(PubSubSession::Subscriber(Subscriber {
             index: info.index,
+            client_id,
+            offline_until: None,
             seen: Seen::new(self.opts.publishers),
             end_to_end_ns: Vec::with_capacity(self.opts.poll_max),
             board: b,
@@ -428,6 +530,9 @@ impl<C: MqttConn> Script<C> for PubSubScript {
         match session {
             PubSubSession::Publisher(p) => self.publish(conn, p, ctx).await,
             PubSubSession::Subscriber(s) => {
+                if self.offline(conn, s, ctx).await? {
+                    return Ok(());
+                }
                 let wait = self.opts.poll_wait;
                 let n = ctx.op(RECEIVE, self.receive(conn, s, wait)).await?;
                 ctx.items(RECEIVE, n);
@@ -444,12 +549,23 @@ impl<C: MqttConn> Script<C> for PubSubScript {
     /// loses what is queued for it once it disconnects.
     async fn close(&self, conn: &mut C, session: &mut PubSubSession) {
         if let PubSubSession::Subscriber(s) = session {
+            // Still away when the run ended: back for the drain.
+            if s.offline_until.take().is_some() && self.come_back(conn, s).await.is_err() {
+                return;
+            }
             let deadline = Instant::now() + self.opts.drain_timeout;
             while !self.drained(s.index) && Instant::now() < deadline {
                 if self.receive(conn, s, DRAIN_POLL).await.is_err() {
                     return;
                 }
                 s.end_to_end_ns.clear();
+            }
+            // A clean session in place of the persistent one: nothing of
+            // this run is left queued on the broker.
+            if let Some(id) = &s.client_id {
+                if conn.rejoin(id, true).await.is_err() {
+                    return;
+                }
             }
         }
         conn.disconnect().await;
