@@ -213,8 +213,9 @@ impl FindmaxSearch {
     /// Doubling while every probe passed (up to the maximum rate); then
     /// bisection until pass and fail are within half the precision — or,
     /// when nothing passed, until the failing rate is 64 times below the
-    /// start; then the end of the gap the interval reaches furthest beyond
-    /// again, until the interval is within the precision.
+    /// start; then, until the interval is within the precision, the answer
+    /// again when the interval reaches furthest below it, or the interval's
+    /// upper end when it reaches furthest above the lowest failure.
     fn after(&self) -> Option<f64> {
         match (self.best(), self.lowest_fail()) {
             (Some(b), None) => match self.plan.max_rate {
@@ -235,10 +236,14 @@ impl FindmaxSearch {
                 if (high - low) / b <= self.plan.precision {
                     return None;
                 }
+                // The wider side is narrowed where it is unsure: below, by
+                // repeating the answer (a probe under it that failed would
+                // drop the answer for one unlucky second); above, at the
+                // interval's end, where a failure rules out the most.
                 Some(if (b - low) / b >= (high - f) / f {
                     b
                 } else {
-                    f
+                    high
                 })
             }
             (None, None) => unreachable!("called after a verdict"),
