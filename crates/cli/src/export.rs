@@ -14,7 +14,8 @@
 //!   `--server-metrics` host): [`RESOURCE_FIELDS`];
 //! - `loadcell_server`, by `host`: the server's own counters as sampled.
 
-use std::time::{Duration, SystemTime};
+use loadcell_core::clock::wall_ns;
+use std::time::Duration;
 
 use anyhow::anyhow;
 use loadcell_core::ts::TsConn;
@@ -180,12 +181,6 @@ struct Tally {
     last_error: Option<String>,
 }
 
-fn now_ns() -> i64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i64)
-}
-
 impl Exporter {
     /// Connects and writes the run's first point (`loadcell_sessions`,
     /// at the start): a target that refuses it is an error before any load.
@@ -280,7 +275,7 @@ impl Exporter {
             })
             .collect();
         self.offer(Message::Interval {
-            at_ns: now_ns(),
+            at_ns: wall_ns(),
             values,
             ops,
         });
@@ -288,7 +283,7 @@ impl Exporter {
 
     pub fn resources(&mut self, sample: &ResourceSample) {
         self.offer(Message::Resources {
-            at_ns: now_ns(),
+            at_ns: wall_ns(),
             sample: Box::new(sample.clone()),
         });
     }
@@ -345,7 +340,7 @@ where
     let first = write(&driver, &mut conn, &mut tally, |c| {
         begin(c, "loadcell", &labels, None);
         c.field("sessions", sessions as f64);
-        c.end_point(now_ns());
+        c.end_point(wall_ns());
     })
     .await;
     let _ = started.send(first);

@@ -22,6 +22,14 @@ use std::time::{Duration, Instant};
 
 use tokio::io::unix::AsyncFd;
 
+/// Nanoseconds since the Unix epoch on the wall clock: the one clock that
+/// means the same in a publisher, a subscriber and a server (0 before it).
+pub fn wall_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
+}
+
 /// How far ahead of a due time [`wait_until`] has the timer wake it, to
 /// yield through the rest: about what a wake-up takes on a VM.
 const SPIN_WINDOW: Duration = Duration::from_micros(50);

@@ -16,6 +16,7 @@ pub mod http_conns;
 pub mod kv;
 pub mod mqtt;
 pub mod oltp;
+mod origin;
 pub mod prepare;
 #[cfg(test)]
 mod recorder;

@@ -137,7 +137,7 @@ impl MqttDriver {
         } else {
             None
         };
-        let run = std::process::id() as u64 ^ clock_salt();
+        let run = std::process::id() as u64 ^ loadcell_core::clock::wall_ns() as u64;
         Ok(MqttDriver {
             shared: Arc::new(Shared {
                 endpoints: hosts
@@ -155,14 +155,6 @@ impl MqttDriver {
             next_client: AtomicU64::new(0),
         })
     }
-}
-
-/// Nanoseconds of the wall clock, to tell runs of the same process id
-/// apart in client ids.
-fn clock_salt() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 impl Driver for MqttDriver {

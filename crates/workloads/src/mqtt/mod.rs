@@ -199,7 +199,7 @@ impl<C: MqttConn> Lifecycle<C, MqttFamily> for MqttPubSub {
     type Script = PubSubScript;
 
     fn script(&self, seed: u64, _driver: &DriverInfo) -> PubSubScript {
-        PubSubScript::new(&self.opts, origin(seed))
+        PubSubScript::new(&self.opts, crate::origin::origin(seed))
     }
 
     /// What each subscriber was owed against what it received; counted
@@ -215,19 +215,6 @@ impl<C: MqttConn> Lifecycle<C, MqttFamily> for MqttPubSub {
     {
         Ok(script.verify())
     }
-}
-
-/// Which run on which machine: this process, the wall clock and `seed`;
-/// messages of any other origin are not this run's.
-fn origin(seed: u64) -> u64 {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    let mut x = seed ^ now.rotate_left(17) ^ u64::from(std::process::id()) << 40;
-    // splitmix64's finaliser: every input bit moves every output bit.
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
 }
 
 /// `mqtt-conns`: held connections, each pinging every `keepalive`; with

@@ -2,9 +2,11 @@
 //! at `--rate` in all) and subscribers (closed loop), and the count after
 //! the run of what each subscriber was owed against what it received.
 
+use crate::origin::Padded;
+use loadcell_core::clock::wall_ns;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use loadcell_core::mqtt::{Acked, MqttConn, Publish, QoS, Stamp};
 use loadcell_core::DriverError;
@@ -23,16 +25,6 @@ const REJOIN: usize = 3;
 
 /// How long a subscriber's poll waits for a message in the drain.
 const DRAIN_POLL: Duration = Duration::from_millis(20);
-
-fn now_ns() -> i64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i64)
-}
-
-#[derive(Default)]
-#[repr(align(64))]
-struct Padded(AtomicU64);
 
 /// What the sessions share while they run, and hand over as they end.
 #[derive(Default)]
@@ -167,7 +159,7 @@ impl PubSubScript {
             origin: self.origin,
             publisher: p.index as u32,
             seq: b.seqs[p.index].0.fetch_add(1, Ordering::Relaxed),
-            sent_ns: now_ns(),
+            sent_ns: wall_ns(),
         }
         .encode(&mut p.payload);
         let message = Publish {
@@ -236,7 +228,7 @@ impl PubSubScript {
                 };
                 // One clock reading per poll: its messages came together.
                 if received_ns == 0 {
-                    received_ns = now_ns();
+                    received_ns = wall_ns();
                 }
                 if seen.mark(stamp.publisher as usize, stamp.seq) != Arrival::Duplicate {
                     end_to_end_ns.push(received_ns.saturating_sub(stamp.sent_ns).max(0) as u64);

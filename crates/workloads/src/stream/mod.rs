@@ -404,9 +404,9 @@ impl<C: StreamConn> Lifecycle<C, StreamFamily> for StreamWorkload {
 /// `--backlog` rows, round the channels, `--batch` a request, numbered
 /// per channel from 0 under an origin of their own.
 async fn load_backlog<C: StreamConn>(conn: &mut C, o: &StreamOptions) -> Result<(), DriverError> {
-    let origin = script::origin(rows::mix(o.backlog));
+    let origin = crate::origin::origin(rows::mix(o.backlog));
     let mut maker = rows::RowMaker::new(origin, o.row_size);
-    let produced_ns = script::now_ns();
+    let produced_ns = loadcell_core::clock::wall_ns();
     let mut failure = None;
     for first in (0..o.backlog).step_by(o.batch) {
         for n in first..(first + o.batch as u64).min(o.backlog) {

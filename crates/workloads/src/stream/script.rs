@@ -2,8 +2,10 @@
 //! `--produce-rate`) and consumers (closed loop), and the check after the
 //! run.
 
+use crate::origin::{origin, Padded};
+use loadcell_core::clock::wall_ns;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use loadcell_core::stream::{ChannelPosition, PollOutcome, StreamConn, StreamRow};
 use loadcell_core::DriverError;
@@ -24,19 +26,6 @@ const END_TO_END: usize = 3;
 
 /// The class of a row the server did not store.
 pub const ROW_FAILED: &str = "row failed";
-
-pub(super) fn now_ns() -> i64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i64)
-}
-
-/// Which run on which machine: the host's name, this process and `salt`.
-pub(super) fn origin(salt: u64) -> u64 {
-    let host = std::fs::read("/proc/sys/kernel/hostname").unwrap_or_default();
-    let host = host.iter().fold(0, |h, &b| mix(h ^ u64::from(b)));
-    mix(host ^ mix(u64::from(std::process::id()) ^ mix(salt ^ now_ns() as u64)))
-}
 
 /// What the run's rows became, across sessions: one add per request.
 #[derive(Debug, Default)]
@@ -81,10 +70,6 @@ pub struct StreamScript {
     received_upto: Box<[Padded]>,
     tally: Tally,
 }
-
-#[derive(Default)]
-#[repr(align(64))]
-struct Padded(AtomicU64);
 
 pub enum StreamSession {
     Producer(Producer),
@@ -243,7 +228,7 @@ impl StreamScript {
             maker,
             failures,
         } = session;
-        let produced_ns = now_ns();
+        let produced_ns = wall_ns();
         for _ in 0..self.opts.batch {
             let made = maker.next_row();
             let channel = owned[(made.hash % owned.len() as u64) as usize];
@@ -286,7 +271,7 @@ impl StreamScript {
         let mut on_row = |row: StreamRow<'_>| {
             // One clock reading per poll: its rows arrived together.
             if received_ns == 0 {
-                received_ns = now_ns();
+                received_ns = wall_ns();
             }
             receiver.row(&row, self.received_before(&row));
             if row.origin == origin {

@@ -8,8 +8,9 @@
 //! series' points go out in time order, as Prometheus requires. A group's round count is
 //! all `verify` needs to know what each of its series was sent.
 
+use loadcell_core::clock::wall_ns;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use loadcell_core::ts::{Series, StoredPoints, TimeRange, TsConn};
 use loadcell_core::DriverError;
@@ -126,12 +127,6 @@ pub struct IngestSession {
     failures: Failures,
 }
 
-fn now_ns() -> i64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i64)
-}
-
 /// The class of a failed point's error.
 pub const POINT_FAILED: &str = "point failed";
 /// The counter of points written over a transport that acknowledges none
@@ -145,7 +140,7 @@ impl IngestScript {
         let (points_per_series, start_ns) = match opts.timing {
             Timing::BackFill { start_ns, .. } => (opts.points_per_series(), start_ns),
             // Real-time points are all later than this.
-            Timing::RealTime => (None, now_ns() / MS * MS),
+            Timing::RealTime => (None, wall_ns() / MS * MS),
         };
         IngestScript {
             ops: [OpSpec {
@@ -223,7 +218,7 @@ impl IngestScript {
         if self.points_per_series.is_some() {
             return self.start_ns + round as i64 * self.interval_ns;
         }
-        let at = (now_ns() / MS * MS).max(group.last_ns.load(Ordering::Relaxed) + MS);
+        let at = (wall_ns() / MS * MS).max(group.last_ns.load(Ordering::Relaxed) + MS);
         group.last_ns.store(at, Ordering::Relaxed);
         at
     }
@@ -407,7 +402,7 @@ impl IngestScript {
             },
             None => TimeRange {
                 start_ns: self.start_ns,
-                end_ns: now_ns() + 60_000 * MS,
+                end_ns: wall_ns() + 60_000 * MS,
             },
         }
     }
