@@ -5,29 +5,6 @@ mod common;
 
 use common::*;
 
-fn fails_with(args: &[&str], expected: &[&str]) {
-    let dir = tempfile::tempdir().unwrap();
-    let o = loadcell(dir.path(), args);
-    assert!(!o.status.success(), "{args:?} should fail");
-    let err = stderr(&o);
-    assert_eq!(
-        err.trim().lines().count(),
-        1,
-        "one line for {args:?}: {err}"
-    );
-    for e in expected {
-        assert!(err.contains(e), "{args:?}: expected '{e}' in: {err}");
-    }
-    assert!(stdout(&o).is_empty(), "{args:?}: {}", stdout(&o));
-    let wrote_result = std::fs::read_dir(dir.path().join("results"))
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .any(|e| e.path().extension().is_some_and(|x| x == "json"))
-        })
-        .unwrap_or(false);
-    assert!(!wrote_result, "{args:?} wrote a result");
-}
-
 #[test]
 fn unknown_workload_lists_the_valid_ones() {
     fails_with(

@@ -112,14 +112,10 @@ impl CliFamily for MqttArgs {
         } else {
             (FROM_HTTP_CONNS, FROM_STREAM)
         };
-        let borrowed = [
-            <StreamArgs as CliFamily>::WHAT,
-            <HttpConnsArgs as CliFamily>::WHAT,
-        ];
         if let Some(flag) = all
             .given_by_family()
             .into_iter()
-            .filter(|(what, _)| borrowed.contains(what))
+            .filter(|(what, _)| Self::takes_also().contains(what))
             .flat_map(|(_, flags)| flags)
             .find(|flag| !takes.contains(&flag.as_str()))
         {

@@ -315,17 +315,43 @@ pub fn every_probe_recorded(fm: &Value) -> &Vec<Value> {
     points
 }
 
-/// Each `run WORKLOAD ARGS… --target TARGET` of `cases` fails before any
-/// load with one line on stderr holding the case's words.
+/// `args` fails before any load: one line on stderr holding every one of
+/// `expected`, nothing on stdout and no result file in `dir`.
+pub fn refused_in_one_line(dir: &Path, args: &[&str], expected: &[&str]) {
+    let o = loadcell(dir, args);
+    assert!(!o.status.success(), "{args:?} should fail");
+    let err = stderr(&o);
+    assert_eq!(
+        err.trim().lines().count(),
+        1,
+        "one line for {args:?}: {err}"
+    );
+    for e in expected {
+        assert!(err.contains(e), "{args:?}: expected '{e}' in: {err}");
+    }
+    assert!(stdout(&o).is_empty(), "{args:?}: {}", stdout(&o));
+    let wrote_result = std::fs::read_dir(dir.join("results"))
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .any(|e| e.path().extension().is_some_and(|x| x == "json"))
+        })
+        .unwrap_or(false);
+    assert!(!wrote_result, "{args:?} wrote a result");
+}
+
+/// [`refused_in_one_line`] in a directory of its own.
+pub fn fails_with(args: &[&str], expected: &[&str]) {
+    let dir = tempfile::tempdir().unwrap();
+    refused_in_one_line(dir.path(), args, expected);
+}
+
+/// Each `run WORKLOAD ARGS… --target TARGET` of `cases` is
+/// [`refused_in_one_line`] with the case's words.
 pub fn each_refused_in_one_line(dir: &Path, target: &str, cases: &[(Vec<&str>, &str)]) {
     for (args, expected) in cases {
         let mut all = vec!["run"];
         all.extend(args);
         all.extend(["--target", target]);
-        let o = loadcell(dir, &all);
-        assert!(!o.status.success(), "{args:?}");
-        let err = stderr(&o);
-        assert!(err.contains(expected), "{args:?}: {err}");
-        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        refused_in_one_line(dir, &all, &[expected]);
     }
 }

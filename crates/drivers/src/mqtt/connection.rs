@@ -335,9 +335,13 @@ impl MqttConnection {
     }
 }
 
-/// A reason code a broker refuses with.
-fn refused(reason: u8) -> bool {
-    reason >= 0x80
+/// What an acknowledgement's reason code says: codes from 0x80 on refuse.
+fn acked(reason: u8) -> Acked {
+    if reason >= 0x80 {
+        Acked::Refused { reason }
+    } else {
+        Acked::Acknowledged
+    }
 }
 
 impl MqttConn for MqttConnection {
@@ -369,25 +373,21 @@ impl MqttConn for MqttConnection {
             QoS::AtLeastOnce => {
                 self.send_for_answer().await?;
                 let reason = self.await_ack(codec::PUBACK, pkid).await?;
-                Ok(match reason {
-                    Ok(r) if refused(r) => Acked::Refused { reason: r },
-                    _ => Acked::Acknowledged,
-                })
+                Ok(reason.map_or(Acked::Acknowledged, acked))
             }
             QoS::ExactlyOnce => {
                 self.send_for_answer().await?;
                 match self.await_ack(codec::PUBREC, pkid).await? {
                     Err(()) => return Ok(Acked::Downgraded),
-                    Ok(r) if refused(r) => return Ok(Acked::Refused { reason: r }),
-                    Ok(_) => {}
+                    Ok(r) => match acked(r) {
+                        Acked::Acknowledged => {}
+                        refused => return Ok(refused),
+                    },
                 }
                 codec::ack(&mut self.wbuf, codec::PUBREL, pkid);
                 self.send_for_answer().await?;
                 let reason = self.await_ack(codec::PUBCOMP, pkid).await?;
-                Ok(match reason {
-                    Ok(r) if refused(r) => Acked::Refused { reason: r },
-                    _ => Acked::Acknowledged,
-                })
+                Ok(reason.map_or(Acked::Acknowledged, acked))
             }
         }
     }
