@@ -134,6 +134,18 @@ def measure(argv: list[str], timeout: float | None = None, env: dict | None = No
         )
 
 
+def run_log(outdir, rows: list[dict]):
+    """A recorder of a benchmark's runs: each row gets the 1-minute load
+    average, joins `rows` and is appended to OUTDIR/runs.jsonl."""
+    def keep(row: dict) -> dict:
+        row["load1"] = os.getloadavg()[0]
+        rows.append(row)
+        with open(os.path.join(outdir, "runs.jsonl"), "a") as f:
+            f.write(json.dumps(row) + "\n")
+        return row
+    return keep
+
+
 def _by_name(seen: dict[str, tuple[str, int]]) -> dict[str, float]:
     out: dict[str, float] = {}
     for name, ns in seen.values():

@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from measure import measure  # noqa: E402
+from measure import measure, run_log  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -61,11 +61,10 @@ def main() -> None:
     total = a.clients * a.messages
     rows: list[dict] = []
 
+    keep = run_log(a.outdir, rows)
+
     def record(row: dict) -> None:
-        row["load1"] = float(Path("/proc/loadavg").read_text().split()[0])
-        rows.append(row)
-        with open(a.outdir / "runs.jsonl", "a") as f:
-            f.write(json.dumps(row) + "\n")
+        keep(row)
         log(f"  {row['tool']} qos{row['qos']}: {row['msgs_per_s']:,.0f} msg/s, "
             f"{row['cpu_us_per_msg']:.2f} us CPU/msg, broker {row['broker_us_per_msg']:.2f}, "
             f"load {row['load1']}")

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from measure import measure  # noqa: E402
+from measure import measure, run_log  # noqa: E402
 
 RECORD = 220
 
@@ -63,11 +63,10 @@ def main() -> None:
     target = a.url + "?" + "&".join(f"{k}={v}" for k, v in producer_props.items())
     rows: list[dict] = []
 
+    keep = run_log(a.outdir, rows)
+
     def record(row: dict) -> None:
-        row["load1"] = float(Path("/proc/loadavg").read_text().split()[0])
-        rows.append(row)
-        with open(a.outdir / "runs.jsonl", "a") as f:
-            f.write(json.dumps(row) + "\n")
+        keep(row)
         log(f"  {row['tool']} {row['phase']} p{row['partitions']}: {row['rows_per_s']:,.0f} rows/s, "
             f"{row['cpu_us_per_row']:.3f} us CPU/row, load {row['load1']}")
 
