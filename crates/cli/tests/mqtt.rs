@@ -104,6 +104,61 @@ fn a_shared_group_over_mqtt_5_gets_each_message_once_at_qos_2() {
     assert_eq!(u(m, "/qos"), 2);
 }
 
+/// Command fan-out: each of 50 vehicles subscribes to its own topic and is
+/// owed exactly the messages addressed to it, dealt out evenly; nothing
+/// reaches a vehicle it was not for.
+#[test]
+fn fanout_owes_each_vehicle_its_own_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = mosquitto().expect("mosquitto starts");
+    let r = run_json(
+        dir.path(),
+        "mqtt-pubsub",
+        server.url(),
+        &[
+            "--topic",
+            "vehicles/%i/commands",
+            "--fanout",
+            "--publishers",
+            "2",
+            "--subscribers",
+            "50",
+            "--rate",
+            "1000",
+            "--time",
+            "2s",
+            "--warmup",
+            "0s",
+        ],
+    );
+    let v = &r["verification"];
+    assert!(v["ok"].as_bool().unwrap(), "{v:#}");
+    let m = &v["mqtt"];
+    let published = u(m, "/published");
+    assert!(published >= 1800, "{m:#}");
+    assert_eq!(u(m, "/expected"), published, "each message owed once");
+    assert_eq!(u(m, "/received"), published);
+    assert_eq!(u(m, "/misdelivered") + u(m, "/duplicates"), 0);
+    let vehicles = m["subscribers"].as_array().unwrap();
+    assert_eq!(vehicles.len(), 50);
+    for (i, vehicle) in vehicles.iter().enumerate() {
+        assert_eq!(s(vehicle, "/filter"), format!("vehicles/{i}/commands"));
+        assert_eq!(u(vehicle, "/received"), u(vehicle, "/expected"));
+        // Each publisher deals to every other vehicle in turn; the two
+        // publishers' counts differ by a few messages at most.
+        let share = published as f64 / 50.0;
+        let owed = u(vehicle, "/expected") as f64;
+        assert!(
+            (owed - share).abs() <= share * 0.1 + 2.0,
+            "{vehicle} of {share}"
+        );
+    }
+    assert_eq!(
+        s(&r, "/config/workload_options/filter"),
+        "vehicles/%i/commands"
+    );
+}
+
 /// A broker that queues two messages per subscriber drops the rest of
 /// what closed-loop publishers send: the run says what went missing and
 /// exits 3.
@@ -341,6 +396,14 @@ fn mqtt_workloads_refuse_options_that_do_not_apply_before_any_load() {
                 "--partitions is not an option of workload mqtt-pubsub",
             ),
             (vec!["mqtt-pubsub", "--threads", "2"], "leave out --threads"),
+            (
+                vec!["mqtt-pubsub", "--fanout", "--topic", "commands"],
+                "put %i (the subscriber's number) in --topic",
+            ),
+            (
+                vec!["mqtt-pubsub", "--fanout", "--shared", "g"],
+                "--fanout subscribes each subscriber to its own topic",
+            ),
             (vec!["mqtt-conns", "--qos", "1"], "--qos is mqtt-pubsub's"),
             (
                 vec!["mqtt-conns", "--rate", "10"],

@@ -156,7 +156,7 @@ impl FamilySpec for HttpConnectionsWorkload {
                          --connections, not --threads or --clients"
                         .to_string());
                 }
-                check_fd_limit(connections, raise_fd_limit())?;
+                check_fd_limit(connections, &format!("--connections {connections}"), raise_fd_limit())?;
                 run.clients = connections;
                 Ok(())
             }
@@ -213,12 +213,12 @@ pub(super) fn raise_fd_limit() -> u64 {
 
 /// More connections than open files allowed is the client's limit: said
 /// before any load rather than found as EMFILE halfway through.
-pub(super) fn check_fd_limit(connections: usize, limit: u64) -> Result<(), String> {
+pub(super) fn check_fd_limit(connections: usize, asked: &str, limit: u64) -> Result<(), String> {
     if connections as u64 + SPARE_FDS > limit {
         return Err(format!(
-            "--connections {connections} needs as many file descriptors, but this process may \
-             open {limit} (`ulimit -Hn`): a client-side limit; raise the hard limit or spread \
-             the connections over several loadcell processes"
+            "{asked} needs {connections} connections, as many file descriptors, but this \
+             process may open {limit} (`ulimit -Hn`): a client-side limit; raise the hard limit \
+             or spread the connections over several loadcell processes"
         ));
     }
     Ok(())
@@ -264,10 +264,10 @@ mod tests {
 
     #[test]
     fn more_connections_than_descriptors_is_named_as_the_clients_limit() {
-        let err = check_fd_limit(20_000, 20_000).unwrap_err();
+        let err = check_fd_limit(20_000, "--connections 20000", 20_000).unwrap_err();
         assert!(err.contains("a client-side limit"), "{err}");
         assert!(!err.contains('\n'));
-        assert!(check_fd_limit(10_000, 20_000).is_ok());
+        assert!(check_fd_limit(10_000, "--connections 10000", 20_000).is_ok());
         assert!(raise_fd_limit() >= 1024);
     }
 }

@@ -54,6 +54,9 @@ pub struct MqttArgs {
     /// mqtt-pubsub: the subscribers form this shared subscription group ($share/GROUP/FILTER): each message reaches one of them.
     #[arg(long, value_name = "GROUP")]
     pub shared: Option<String>,
+    /// mqtt-pubsub: command fan-out: %i in --topic is a subscriber's number, each subscriber subscribes to its own topic, and each message goes to one of them in turn.
+    #[arg(long)]
+    pub fanout: bool,
     /// mqtt-pubsub: clean, or persistent: subscribers keep their sessions (and their queues) while away (default clean).
     #[arg(long, value_name = "clean|persistent")]
     pub session: Option<String>,
@@ -89,7 +92,7 @@ impl CliFamily for MqttArgs {
             (
                 "mqtt-pubsub",
                 &[FAMILY],
-                "telemetry fan-in: --publishers publish to --topic (%i: the publisher) at --rate in all, --subscribers receive through --sub-topic (alone or --shared); publish latency to PUBACK/PUBCOMP, end to end, and every message each subscriber was owed against what it received",
+                "telemetry fan-in: --publishers publish to --topic (%i: the publisher) at --rate in all, --subscribers receive through --sub-topic (alone or --shared); command fan-out with --fanout (%i: the subscriber, each message to one); publish latency to PUBACK/PUBCOMP, end to end, and every message each subscriber was owed against what it received",
             ),
             (
                 "mqtt-conns",
@@ -177,6 +180,7 @@ impl CliFamily for MqttArgs {
                 }
             },
             outage: a.subscriber_outage,
+            fanout: a.fanout,
         };
         opts.check()?;
         if opts.outage.is_some() && opts.subscribers == 0 {
@@ -238,6 +242,12 @@ impl FamilySpec for MqttSpec {
         }
         match self {
             MqttSpec::PubSub(w) => {
+                let o = &w.opts;
+                check_fd_limit(
+                    o.publishers + o.subscribers,
+                    &format!("--publishers {} and --subscribers {}", o.publishers, o.subscribers),
+                    raise_fd_limit(),
+                )?;
                 run.threads = w.opts.publishers;
                 run.drain_timeout = w.opts.drain_timeout + DRAIN_SLACK;
             }
@@ -249,7 +259,11 @@ impl FamilySpec for MqttSpec {
                             .to_string(),
                     );
                 }
-                check_fd_limit(w.connections, raise_fd_limit())?;
+                check_fd_limit(
+                    w.connections,
+                    &format!("--connections {}", w.connections),
+                    raise_fd_limit(),
+                )?;
                 run.clients = w.connections;
             }
         }

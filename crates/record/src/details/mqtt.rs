@@ -34,6 +34,11 @@ pub struct MqttDelivery {
     pub retained_replayed: u64,
     /// Messages of other runs or other publishers, not counted or timed.
     pub foreign: u64,
+    /// Messages of this run that reached a subscriber they were not for
+    /// (another vehicle's under `--fanout`, or a topic its filter does
+    /// not match): a broker's routing error, failing the verification.
+    #[serde(default)]
+    pub misdelivered: u64,
     /// Shared subscription group, when the subscribers were one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shared_group: Option<String>,

@@ -9,7 +9,11 @@
 //!   sent), so publish latency (to PUBACK or PUBCOMP), end-to-end latency
 //!   (one machine's clock) and, after the run, delivery are measured:
 //!   what each subscriber (or the group) was owed, message by message,
-//!   against what it received (`pubsub`, `delivery`).
+//!   against what it received (`pubsub`, `delivery`). With `--fanout`
+//!   the direction turns: `%i` is a subscriber's (a vehicle's) number,
+//!   each subscriber subscribes to its own topic, and each message goes to
+//!   one vehicle's topic, the vehicles in turn (command fan-out), so each
+//!   is owed exactly the messages addressed to it.
 //! - `mqtt-conns`: the fleet at rest and the connection storm:
 //!   `--connections` opened at `--ramp-rate` and held, each sending a
 //!   PINGREQ every `--keepalive-interval` (the engine's held sessions, as
@@ -63,10 +67,13 @@ pub struct MqttOptions {
     pub persistent: bool,
     /// Each subscriber goes offline this long into the run, for this long.
     pub outage: Option<(Duration, Duration)>,
+    /// Command fan-out: `%i` in the topic is a subscriber's number, and
+    /// each message goes to one subscriber's topic.
+    pub fanout: bool,
 }
 
 impl MqttOptions {
-    /// Publisher `i`'s topic.
+    /// Publisher `i`'s topic (with `fanout`, subscriber `i`'s).
     pub fn topic_of(&self, i: usize) -> String {
         self.topic.replace(PUBLISHER_NUMBER, &i.to_string())
     }
@@ -78,12 +85,21 @@ impl MqttOptions {
             .unwrap_or_else(|| self.topic.replace(PUBLISHER_NUMBER, "+"))
     }
 
-    /// What the subscribers subscribe to: the filter, in its group.
-    pub fn subscription(&self) -> String {
+    /// What subscriber `i` subscribes to: the filter, in its group; with
+    /// `fanout`, its own topic.
+    pub fn subscription(&self, i: usize) -> String {
         match &self.shared {
+            _ if self.fanout => self.topic_of(i),
             Some(group) => format!("$share/{group}/{}", self.filter()),
             None => self.filter(),
         }
+    }
+
+    /// The subscriber message `seq` of `publisher` is addressed to under
+    /// `fanout`: each publisher's messages go to the vehicles in turn,
+    /// the publishers interleaved, so all are addressed evenly.
+    pub fn addressee(&self, publisher: usize, seq: u64) -> usize {
+        ((publisher as u64 + seq * self.publishers as u64) % self.subscribers as u64) as usize
     }
 
     /// A payload of the size asked: room for the stamp, then filler.
@@ -116,6 +132,25 @@ impl MqttOptions {
                 self.topic
             ));
         }
+        if self.fanout {
+            if !self.topic.contains(PUBLISHER_NUMBER) {
+                return Err(format!(
+                    "--fanout sends each message to one subscriber's topic: put %i (the \
+                     subscriber's number) in --topic '{}', e.g. vehicles/%i/commands",
+                    self.topic
+                ));
+            }
+            if self.sub_topic.is_some() || self.shared.is_some() {
+                return Err(
+                    "--fanout subscribes each subscriber to its own topic (--topic with its \
+                     number): leave out --sub-topic and --shared"
+                        .to_string(),
+                );
+            }
+            if self.subscribers == 0 {
+                return Err("--fanout sends to subscribers: give --subscribers".to_string());
+            }
+        }
         if let Some(group) = &self.shared {
             if group.is_empty() || group.contains(['/', '+', '#']) {
                 return Err(format!(
@@ -142,7 +177,14 @@ impl MqttOptions {
     fn to_map(&self) -> BTreeMap<String, Value> {
         let mut map = BTreeMap::from([
             ("topic".to_string(), json!(self.topic)),
-            ("filter".to_string(), json!(self.filter())),
+            (
+                "filter".to_string(),
+                json!(if self.fanout {
+                    self.topic.clone()
+                } else {
+                    self.filter()
+                }),
+            ),
             ("payload_size".to_string(), json!(self.payload_size)),
             ("qos".to_string(), json!(self.qos.level())),
             ("retain".to_string(), json!(self.retain)),
@@ -165,6 +207,9 @@ impl MqttOptions {
                 "clean"
             }),
         );
+        if self.fanout {
+            map.insert("fanout".to_string(), json!(true));
+        }
         if let Some((at, length)) = self.outage {
             map.insert(
                 "subscriber_outage_s".to_string(),
@@ -416,6 +461,7 @@ mod tests {
             drain_timeout: Duration::from_secs(5),
             persistent: false,
             outage: None,
+            fanout: false,
         }
     }
 
@@ -423,11 +469,11 @@ mod tests {
     fn topics_and_filters_follow_the_publishers_number() {
         let mut o = opts();
         assert_eq!(o.topic_of(7), "vehicles/7/telemetry");
-        assert_eq!(o.subscription(), "vehicles/+/telemetry");
+        assert_eq!(o.subscription(0), "vehicles/+/telemetry");
         o.shared = Some("backend".into());
-        assert_eq!(o.subscription(), "$share/backend/vehicles/+/telemetry");
+        assert_eq!(o.subscription(0), "$share/backend/vehicles/+/telemetry");
         o.sub_topic = Some("vehicles/#".into());
-        assert_eq!(o.subscription(), "$share/backend/vehicles/#");
+        assert_eq!(o.subscription(0), "$share/backend/vehicles/#");
         assert!(o.check().is_ok());
     }
 
@@ -443,6 +489,39 @@ mod tests {
         assert!(err(|o| o.sub_topic = Some("a/#/b".into())).contains("not a topic filter"));
         assert!(err(|o| o.sub_topic = Some("a/b+".into())).contains("not a topic filter"));
         assert!(err(|o| o.shared = Some("a/b".into())).contains("one level"));
+        let fanout = |change: fn(&mut MqttOptions)| {
+            let mut o = MqttOptions {
+                fanout: true,
+                ..opts()
+            };
+            change(&mut o);
+            o.check().unwrap_err()
+        };
+        assert!(fanout(|o| o.topic = "commands".into()).contains("put %i"));
+        assert!(fanout(|o| o.shared = Some("g".into())).contains("leave out --sub-topic"));
+        assert!(fanout(|o| o.subscribers = 0).contains("give --subscribers"));
+    }
+
+    /// Each vehicle its own topic, and the publishers' messages dealt out
+    /// evenly among the vehicles, whatever the two counts share.
+    #[test]
+    fn fanout_addresses_every_vehicle_evenly() {
+        let o = MqttOptions {
+            topic: "vehicles/%i/commands".into(),
+            fanout: true,
+            publishers: 4,
+            subscribers: 6,
+            ..opts()
+        };
+        assert_eq!(o.subscription(5), "vehicles/5/commands");
+        assert!(o.check().is_ok());
+        let mut each = [0; 6];
+        for p in 0..4 {
+            for seq in 0..30 {
+                each[o.addressee(p, seq)] += 1;
+            }
+        }
+        assert_eq!(each, [20; 6]);
     }
 
     #[test]

@@ -37,12 +37,18 @@ struct Board {
     /// Distinct messages received so far, per subscriber: when the drain
     /// may stop.
     received: Box<[Padded]>,
+    /// With `--fanout`: messages acknowledged per subscriber they were
+    /// addressed to.
+    addressed: Box<[Padded]>,
     /// Publisher sessions that may still publish.
     live_publishers: AtomicUsize,
     refused: AtomicU64,
     downgraded: AtomicU64,
     retained: AtomicU64,
     foreign: AtomicU64,
+    /// Messages of this run a subscriber received that were not for it:
+    /// another vehicle's, or from a topic its filter does not match.
+    misdelivered: AtomicU64,
     /// Subscriptions granted a lower QoS than asked.
     granted_lower: AtomicU64,
     /// Per subscriber: its outage has begun.
@@ -58,10 +64,13 @@ pub struct PubSubScript {
     origin: u64,
     /// When the subscribers' outage begins.
     outage_at: Option<Instant>,
-    /// Each publisher's topic.
+    /// Each publisher's topic (with `--fanout`, each subscriber's).
     topics: Vec<String>,
-    /// The publishers whose topics the subscribers' filter matches.
+    /// The publishers whose topics the subscribers' filter matches (with
+    /// `--fanout`, all).
     matched: Vec<usize>,
+    /// Per publisher: whether it is in `matched`.
+    is_matched: Vec<bool>,
     board: Arc<Board>,
 }
 
@@ -106,11 +115,18 @@ impl Drop for Subscriber {
 
 impl PubSubScript {
     pub(super) fn new(opts: &MqttOptions, origin: u64) -> PubSubScript {
-        let topics: Vec<String> = (0..opts.publishers).map(|i| opts.topic_of(i)).collect();
-        let filter = opts.filter();
-        let matched = (0..opts.publishers)
-            .filter(|&p| matches(&filter, &topics[p]))
+        let topics: Vec<String> = (0..if opts.fanout {
+            opts.subscribers
+        } else {
+            opts.publishers
+        })
+            .map(|i| opts.topic_of(i))
             .collect();
+        let filter = opts.filter();
+        let is_matched: Vec<bool> = (0..opts.publishers)
+            .map(|p| opts.fanout || matches(&filter, &topics[p]))
+            .collect();
+        let matched = (0..opts.publishers).filter(|&p| is_matched[p]).collect();
         let padded = |n: usize| (0..n).map(|_| Padded::default()).collect();
         PubSubScript {
             ops: [
@@ -136,10 +152,12 @@ impl PubSubScript {
             outage_at: opts.outage.map(|(at, _)| Instant::now() + at),
             topics,
             matched,
+            is_matched,
             board: Arc::new(Board {
                 seqs: padded(opts.publishers),
                 published: padded(opts.publishers),
                 received: padded(opts.subscribers),
+                addressed: padded(if opts.fanout { opts.subscribers } else { 0 }),
                 went_offline: (0..opts.subscribers)
                     .map(|_| AtomicBool::new(false))
                     .collect(),
@@ -155,15 +173,17 @@ impl PubSubScript {
         ctx: &mut Ctx,
     ) -> Result<(), DriverError> {
         let b = &self.board;
+        let seq = b.seqs[p.index].0.fetch_add(1, Ordering::Relaxed);
         Stamp {
             origin: self.origin,
             publisher: p.index as u32,
-            seq: b.seqs[p.index].0.fetch_add(1, Ordering::Relaxed),
+            seq,
             sent_ns: wall_ns(),
         }
         .encode(&mut p.payload);
+        let addressee = self.opts.fanout.then(|| self.opts.addressee(p.index, seq));
         let message = Publish {
-            topic: &self.topics[p.index],
+            topic: &self.topics[addressee.unwrap_or(p.index)],
             qos: self.opts.qos,
             retain: self.opts.retain,
             payload: &p.payload,
@@ -193,6 +213,9 @@ impl PubSubScript {
             }
         }
         b.published[p.index].0.fetch_add(1, Ordering::Relaxed);
+        if let Some(a) = addressee {
+            b.addressed[a].0.fetch_add(1, Ordering::Relaxed);
+        }
         ctx.items(PUBLISH, 1);
         Ok(())
     }
@@ -213,7 +236,7 @@ impl PubSubScript {
         } = s;
         let before = seen.distinct;
         let mut received_ns = 0;
-        let publishers = self.opts.publishers;
+        let (publishers, index) = (self.opts.publishers, s.index);
         let polled = conn
             .poll(self.opts.poll_max, wait, &mut |m| {
                 if m.retain {
@@ -226,6 +249,10 @@ impl PubSubScript {
                     b.foreign.fetch_add(1, Ordering::Relaxed);
                     return;
                 };
+                if !self.owes(index, &stamp) {
+                    b.misdelivered.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
                 // One clock reading per poll: its messages came together.
                 if received_ns == 0 {
                     received_ns = wall_ns();
@@ -241,14 +268,24 @@ impl PubSubScript {
         polled
     }
 
-    async fn subscribe<C: MqttConn>(&self, conn: &mut C) -> Result<(), DriverError> {
+    /// Whether subscriber `index` should have the message `stamp` stamps.
+    fn owes(&self, index: usize, stamp: &Stamp) -> bool {
+        let publisher = stamp.publisher as usize;
+        if self.opts.fanout {
+            self.opts.addressee(publisher, stamp.seq) == index
+        } else {
+            self.is_matched[publisher]
+        }
+    }
+
+    async fn subscribe<C: MqttConn>(&self, conn: &mut C, index: usize) -> Result<(), DriverError> {
         let o = &self.opts;
         if o.shared.is_some() && conn.connack().shared_subscriptions == Some(false) {
             return Err(DriverError::fatal(
                 "the broker says it has no shared subscriptions (CONNACK): leave out --shared",
             ));
         }
-        let filter = o.subscription();
+        let filter = o.subscription(index);
         let granted = conn.subscribe(&[(&filter, o.qos)]).await?;
         match granted.first().copied().flatten() {
             None => Err(DriverError::fatal(format!(
@@ -263,12 +300,17 @@ impl PubSubScript {
         }
     }
 
-    /// Deliveries each subscriber is owed now: what was published to the
-    /// topics its filter matches.
-    fn owed(&self) -> u64 {
+    /// Deliveries subscriber `index` (or its group) is owed now: what was
+    /// published to the topics its filter matches, or with `--fanout`,
+    /// addressed to it.
+    fn owed(&self, index: usize) -> u64 {
+        let b = &self.board;
+        if self.opts.fanout {
+            return b.addressed[index].0.load(Ordering::Relaxed);
+        }
         self.matched
             .iter()
-            .map(|&p| self.board.published[p].0.load(Ordering::Relaxed))
+            .map(|&p| b.published[p].0.load(Ordering::Relaxed))
             .sum()
     }
 
@@ -284,7 +326,7 @@ impl PubSubScript {
         } else {
             b.received[index].0.load(Ordering::Relaxed)
         };
-        have >= self.owed()
+        have >= self.owed(index)
     }
 
     /// The subscriber's outage: it leaves (DISCONNECT) at the outage's
@@ -343,7 +385,7 @@ impl PubSubScript {
             }
             None => {
                 conn.reconnect().await?;
-                self.subscribe(conn).await
+                self.subscribe(conn, s.index).await
             }
         }
     }
@@ -365,18 +407,27 @@ impl PubSubScript {
         for (index, seen) in b.seen.lock().unwrap_or_else(|e| e.into_inner()).iter() {
             by_subscriber[*index].merge(seen);
         }
-        let filter = o.subscription();
-        let account = |name: String, seen: &Seen| {
+        let addressed = |i: usize| b.addressed[i].0.load(Ordering::Relaxed);
+        // What subscriber `index` (any member, for a group) was owed and got.
+        let account = |name: String, index: usize, seen: &Seen| {
             let (mut expected, mut received, mut missing) = (0, 0, 0);
-            for &p in &self.matched {
-                let got = seen.of(p);
-                expected += published[p];
-                received += got;
-                missing += published[p].saturating_sub(got);
+            if o.fanout {
+                // Counted per vehicle, not per publisher as well: a fleet
+                // of vehicles × publishers counters would cost more than
+                // the exactness of a lost acknowledgement is worth.
+                (expected, received) = (addressed(index), seen.distinct);
+                missing = expected.saturating_sub(received);
+            } else {
+                for &p in &self.matched {
+                    let got = seen.of(p);
+                    expected += published[p];
+                    received += got;
+                    missing += published[p].saturating_sub(got);
+                }
             }
             SubscriberDelivery {
                 name,
-                filter: filter.clone(),
+                filter: o.subscription(index),
                 expected,
                 received,
                 missing,
@@ -389,7 +440,7 @@ impl PubSubScript {
                     all.merge(seen);
                 }
                 (
-                    vec![account(group.clone(), &all)],
+                    vec![account(group.clone(), 0, &all)],
                     all.duplicates,
                     all.reorders,
                 )
@@ -398,7 +449,7 @@ impl PubSubScript {
                 by_subscriber
                     .iter()
                     .enumerate()
-                    .map(|(i, seen)| account(i.to_string(), seen))
+                    .map(|(i, seen)| account(i.to_string(), i, seen))
                     .collect(),
                 by_subscriber.iter().map(|s| s.duplicates).sum(),
                 by_subscriber.iter().map(|s| s.reorders).sum(),
@@ -420,6 +471,7 @@ impl PubSubScript {
             reorders,
             retained_replayed: load(&b.retained),
             foreign: load(&b.foreign),
+            misdelivered: load(&b.misdelivered),
             shared_group: o.shared.clone(),
             subscribers,
             loss_pct: if expected > 0 {
@@ -428,10 +480,17 @@ impl PubSubScript {
                 0.0
             },
         };
+        let owed = if o.fanout {
+            format!(
+                "addressed to its own topic ('{}' with its number), the vehicles in turn",
+                o.topic
+            )
+        } else {
+            format!("published to topics '{}' matches", o.subscription(0))
+        };
         let mut how = format!(
-            "messages each {} was owed (published to topics '{filter}' matches, as the broker \
-             acknowledged them) against the distinct messages of this run it received, after \
-             draining for up to {:.1}s",
+            "messages each {} was owed ({owed}, as the broker acknowledged them) against the \
+             distinct messages of this run it received, after draining for up to {:.1}s",
             if o.shared.is_some() {
                 "shared group"
             } else {
@@ -464,7 +523,15 @@ impl PubSubScript {
         if delivery.reorders > 0 {
             how += &format!("; {} message(s) came out of order", delivery.reorders);
         }
-        let ok = (o.qos == QoS::AtMostOnce || missing == 0) && delivery.reorders == 0;
+        if delivery.misdelivered > 0 {
+            how += &format!(
+                "; {} message(s) reached a subscriber they were not for",
+                delivery.misdelivered
+            );
+        }
+        let ok = (o.qos == QoS::AtMostOnce || missing == 0)
+            && delivery.reorders == 0
+            && delivery.misdelivered == 0;
         let mut verification = Verification::new(expected, received, ok, how);
         verification.details.insert(&delivery);
         Some(verification)
@@ -502,7 +569,7 @@ impl<C: MqttConn> Script<C> for PubSubScript {
             // queued while it was away comes now.
             conn.rejoin(id, false).await?;
         }
-        self.subscribe(conn).await?;
+        self.subscribe(conn, info.index).await?;
         Ok(PubSubSession::Subscriber(Subscriber {
             index: info.index,
             client_id,
