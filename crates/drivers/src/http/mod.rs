@@ -22,7 +22,7 @@
 
 mod client;
 mod http2;
-mod status;
+pub(crate) mod status;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
@@ -127,7 +127,9 @@ pub(crate) fn parse_target(target: &Target, form: &TargetForm) -> Result<Setting
     let sslrootcert = tls::take_root_cert(&mut query)?;
     let insecure = query.take_flag("insecure")?.unwrap_or(false);
     let http2 = query.take_flag("http2")?.unwrap_or(false);
-    let status = query.take_parsed("status", status_page)?;
+    let status = query.take_parsed("status", |v| {
+        status::page_url("status", v, "http://127.0.0.1:8404/stats;csv")
+    })?;
     let tls = match query.take_flag("tls")? {
         Some(false) if https => return Err("tls=false contradicts an https:// target".to_string()),
         given => given.unwrap_or(https),
@@ -177,29 +179,6 @@ pub(crate) fn parse_target(target: &Target, form: &TargetForm) -> Result<Setting
         http2,
         own: query,
     })
-}
-
-/// `status=http://HOST:PORT/PATH`: where the server's own numbers are.
-fn status_page(value: &str) -> Result<(String, u16, String), String> {
-    let bad =
-        |why: &str| format!("status={value}: {why}, e.g. status=http://127.0.0.1:8404/stats;csv");
-    let url = url::Url::parse(value).map_err(|e| bad(&e.to_string()))?;
-    if url.scheme() != "http" {
-        return Err(bad("the status page is fetched over plain http://"));
-    }
-    let host = url
-        .host_str()
-        .filter(|h| !h.is_empty())
-        .ok_or_else(|| bad("no host"))?;
-    let path = match url.query() {
-        Some(q) => format!("{}?{q}", url.path()),
-        None => url.path().to_string(),
-    };
-    let host = host
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_string();
-    Ok((host, url.port().unwrap_or(80), path))
 }
 
 /// The rustls configuration an `https://` target asks for: the chain and
@@ -288,8 +267,8 @@ pub struct HttpDriver {
     shared: Arc<Shared>,
     next_host: AtomicUsize,
     endpoint: String,
-    /// The status page's host and its path, when the target names one.
-    status: Option<(Arc<Shared>, Vec<u8>)>,
+    /// The status page, when the target names one.
+    status: Option<status::StatusPage>,
 }
 
 impl std::fmt::Debug for HttpDriver {
@@ -308,10 +287,7 @@ impl HttpDriver {
             shared: Arc::new(shared(&settings)?),
             next_host: AtomicUsize::new(0),
             endpoint: url_text::endpoints(&settings.hosts),
-            status: settings.status.map(|(host, port, path)| {
-                let page = Shared::plain(Origin::new(&host, port, false, None));
-                (Arc::new(page), path.into_bytes())
-            }),
+            status: settings.status.map(status::StatusPage::new),
         })
     }
 }
@@ -367,23 +343,10 @@ impl Driver for HttpDriver {
         &self,
         _conn: &mut HttpConnection,
     ) -> Result<Vec<(String, f64)>, DriverError> {
-        let Some((page, path)) = &self.status else {
+        let Some(page) = &self.status else {
             return Ok(Vec::new());
         };
-        let mut conn = Http1Connection::open(Arc::clone(page), 0).await?;
-        let request = Request {
-            method: "GET",
-            path,
-            headers: b"Connection: close\r\n",
-            body: b"",
-        };
-        let Response { status, body } = conn.request(&request).await?;
-        if status != 200 {
-            return Err(DriverError::connection(format!(
-                "the status page answered HTTP {status}"
-            )));
-        }
-        status::counters(&String::from_utf8_lossy(body)).map_err(DriverError::fatal)
+        status::counters(&page.fetch().await?).map_err(DriverError::fatal)
     }
 }
 

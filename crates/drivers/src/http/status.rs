@@ -1,12 +1,100 @@
-//! The server side of an HTTP run: a status page named by the target's
-//! `status=URL` parameter, fetched once per interval, its numbers turned
-//! into server counters (monotonic ones named `_total`, reported as rates).
+//! The server side of a run seen over plain HTTP: a page of the server's
+//! own numbers named by a target's parameter ([`StatusPage`]: `status=` on
+//! HTTP targets, `metrics=` on MQTT ones), fetched once per interval on a
+//! connection of its own, its numbers turned into server counters
+//! (monotonic ones named `_total`, reported as rates).
 //!
 //! - nginx's `stub_status`: active, reading, writing and waiting
 //!   connections; accepted and handled connections and requests, totals.
 //! - haproxy's stats CSV (`/stats;csv`): per frontend, backend and server,
 //!   sessions current/max/limit, session and connection rates, the queue,
 //!   and totals of sessions, requests, denials, errors and 5xx responses.
+//! - Prometheus text ([`prometheus_text`]): chosen samples, summed over
+//!   their labels.
+
+use std::sync::Arc;
+
+use loadcell_core::http::{HttpConn, Request, Response};
+use loadcell_core::DriverError;
+
+use super::{Http1Connection, Origin, Shared};
+
+/// A page of the server's numbers at `http://HOST:PORT/PATH`.
+pub(crate) struct StatusPage {
+    page: Arc<Shared>,
+    path: Vec<u8>,
+}
+
+/// `param=value` of a target, a page's URL: its host, port and path with
+/// query. `example` completes the error's hint.
+pub(crate) fn page_url(
+    param: &str,
+    value: &str,
+    example: &str,
+) -> Result<(String, u16, String), String> {
+    let bad = |why: &str| format!("{param}={value}: {why}, e.g. {param}={example}");
+    let url = url::Url::parse(value).map_err(|e| bad(&e.to_string()))?;
+    if url.scheme() != "http" {
+        return Err(bad("the page is fetched over plain http://"));
+    }
+    let host = url
+        .host_str()
+        .filter(|h| !h.is_empty())
+        .ok_or_else(|| bad("no host"))?;
+    let path = match url.query() {
+        Some(q) => format!("{}?{q}", url.path()),
+        None => url.path().to_string(),
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    Ok((host.to_string(), url.port().unwrap_or(80), path))
+}
+
+impl StatusPage {
+    pub(crate) fn new((host, port, path): (String, u16, String)) -> StatusPage {
+        StatusPage {
+            page: Arc::new(Shared::plain(Origin::new(&host, port, false, None))),
+            path: path.into_bytes(),
+        }
+    }
+
+    /// The page, on a connection of its own (so that the server counts it
+    /// once and the run's connections are left alone).
+    pub(crate) async fn fetch(&self) -> Result<String, DriverError> {
+        let mut conn = Http1Connection::open(Arc::clone(&self.page), 0).await?;
+        let request = Request {
+            method: "GET",
+            path: &self.path,
+            headers: b"Connection: close\r\n",
+            body: b"",
+        };
+        let Response { status, body } = conn.request(&request).await?;
+        if status != 200 {
+            return Err(DriverError::connection(format!(
+                "the status page answered HTTP {status}"
+            )));
+        }
+        Ok(String::from_utf8_lossy(body).into_owned())
+    }
+}
+
+/// The Prometheus text format's samples of each `(metric, name)` in
+/// `wanted`, summed over their labels, as `name`.
+pub(crate) fn prometheus_text(text: &str, wanted: &[(&str, &str)]) -> Vec<(String, f64)> {
+    let mut sums = vec![0.0; wanted.len()];
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let metric = line.split(['{', ' ']).next().unwrap_or_default();
+        let Some(i) = wanted.iter().position(|(m, _)| *m == metric) else {
+            continue;
+        };
+        let value = line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok());
+        sums[i] += value.unwrap_or(0.0);
+    }
+    wanted
+        .iter()
+        .zip(sums)
+        .map(|((_, name), v)| (name.to_string(), v))
+        .collect()
+}
 
 /// haproxy columns kept as they are (gauges).
 const HAPROXY_GAUGES: &[&str] = &[

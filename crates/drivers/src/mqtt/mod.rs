@@ -13,10 +13,15 @@
 //! - `keepalive=SECONDS`: the keep-alive each connection announces
 //!   (default 60); a connection sends a PINGREQ when it has been silent
 //!   for half of it;
-//! - `sslrootcert=PATH`, `insecure=true`: as for `https://`.
+//! - `sslrootcert=PATH`, `insecure=true`: as for `https://`;
+//! - `metrics=http://HOST:PORT/PATH`: the broker's Prometheus page
+//!   (RabbitMQ's `rabbitmq_prometheus`, port 15692, `/metrics`), sampled
+//!   every interval.
 //!
 //! The broker's own counters are its `$SYS/broker/…` topics (Mosquitto),
-//! read on the monitoring connection every interval.
+//! read on the monitoring connection every interval, and the `metrics`
+//! page's (RabbitMQ: connections, messages received, routed, delivered
+//! and dropped, messages in queues, memory).
 
 mod codec;
 mod connection;
@@ -34,6 +39,7 @@ use rustls::ClientConfig;
 
 pub use connection::MqttConnection;
 
+use crate::http::status::{self, prometheus_text, StatusPage};
 use crate::transport::target_url::{Query, UrlParts};
 use crate::transport::tls::{self, SslMode};
 use crate::transport::url_text;
@@ -44,7 +50,7 @@ pub const INFO: DriverInfo = DriverInfo {
     name: "mqtt",
     schemes: &["mqtt", "mqtts"],
     family: FAMILY,
-    url_form: "mqtt(s)://[user:pass@]host[:port][,host2…][?version=5][&client_id=PREFIX][&keepalive=SECONDS][&sslrootcert=PATH|insecure=true]",
+    url_form: "mqtt(s)://[user:pass@]host[:port][,host2…][?version=5][&client_id=PREFIX][&keepalive=SECONDS][&sslrootcert=PATH|insecure=true][&metrics=http://HOST:PORT/metrics]",
     about: "MQTT 3.1.1 and 5.0 brokers (Mosquitto, RabbitMQ, EMQX, HiveMQ): QoS 0/1/2, TLS, round-robin hosts",
     kv: KvCapabilities::NONE,
     blocking: false,
@@ -56,6 +62,34 @@ const PARAMS: &[&str] = &[
     "keepalive",
     "sslrootcert",
     "insecure",
+    "metrics",
+];
+
+/// RabbitMQ's Prometheus samples kept as server counters (3.10 counts MQTT
+/// messages under the AMQP protocol label; each is summed over labels).
+const RABBITMQ_COUNTERS: &[(&str, &str)] = &[
+    ("rabbitmq_connections", "rabbitmq_connections"),
+    (
+        "rabbitmq_global_messages_received_total",
+        "rabbitmq_messages_received_total",
+    ),
+    (
+        "rabbitmq_global_messages_routed_total",
+        "rabbitmq_messages_routed_total",
+    ),
+    (
+        "rabbitmq_global_messages_delivered_total",
+        "rabbitmq_messages_delivered_total",
+    ),
+    (
+        "rabbitmq_global_messages_unroutable_dropped_total",
+        "rabbitmq_messages_dropped_total",
+    ),
+    ("rabbitmq_queue_messages", "rabbitmq_queue_messages"),
+    (
+        "rabbitmq_process_resident_memory_bytes",
+        "rabbitmq_resident_bytes",
+    ),
 ];
 
 /// How long `server_info` waits for the broker's retained version.
@@ -78,6 +112,8 @@ pub struct MqttDriver {
     /// Client ids: the prefix, then a number per connection.
     client_prefix: String,
     next_client: AtomicU64,
+    /// The broker's Prometheus page, when the target names one.
+    metrics: Option<StatusPage>,
 }
 
 impl std::fmt::Debug for MqttDriver {
@@ -111,6 +147,9 @@ impl MqttDriver {
         let prefix = query.take_nonempty("client_id", "a client id prefix")?;
         let sslrootcert: Option<PathBuf> = tls::take_root_cert(&mut query)?;
         let insecure = query.take_flag("insecure")?.unwrap_or(false);
+        let metrics = query.take_parsed("metrics", |v| {
+            status::page_url("metrics", v, "http://127.0.0.1:15692/metrics")
+        })?;
         if !tls && (sslrootcert.is_some() || insecure) {
             return Err("sslrootcert and insecure are for mqtts:// targets".to_string());
         }
@@ -153,6 +192,7 @@ impl MqttDriver {
             next_host: AtomicUsize::new(0),
             client_prefix: prefix.unwrap_or_else(|| format!("loadcell-{:08x}-", run as u32)),
             next_client: AtomicU64::new(0),
+            metrics: metrics.map(StatusPage::new),
         })
     }
 }
@@ -200,7 +240,13 @@ impl Driver for MqttDriver {
                 Some((product, number)) => ServerInfo::new(product, number),
                 None => ServerInfo::new(v, ""),
             },
-            None => ServerInfo::new("MQTT broker", ""),
+            None => match &self.metrics {
+                Some(page) => match rabbitmq_version(&page.fetch().await?) {
+                    Some(v) => ServerInfo::new("RabbitMQ", v),
+                    None => ServerInfo::new("MQTT broker", ""),
+                },
+                None => ServerInfo::new("MQTT broker", ""),
+            },
         };
         Ok(info.with_extra("mqtt_protocol", protocol))
     }
@@ -238,8 +284,22 @@ impl Driver for MqttDriver {
         }
         let sys = conn.sys_counters().get_or_insert_with(BTreeMap::new);
         sys.extend(seen);
-        Ok(sys.iter().map(|(k, v)| (k.to_string(), *v)).collect())
+        let mut counters: Vec<(String, f64)> =
+            sys.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        if let Some(page) = &self.metrics {
+            counters.extend(prometheus_text(&page.fetch().await?, RABBITMQ_COUNTERS));
+        }
+        Ok(counters)
     }
+}
+
+/// The version in RabbitMQ's `rabbitmq_build_info{…rabbitmq_version="3.10.8"…} 1`.
+fn rabbitmq_version(page: &str) -> Option<&str> {
+    let line = page
+        .lines()
+        .find(|l| l.starts_with("rabbitmq_build_info{"))?;
+    let (_, rest) = line.split_once("rabbitmq_version=\"")?;
+    rest.split('"').next()
 }
 
 /// A `$SYS` topic's counter name (`_total` where it only grows).
@@ -296,6 +356,18 @@ mod tests {
         assert!(err("mqtt://h?insecure=true").contains("for mqtts://"));
         assert!(err("mqtt://h/topic").contains("no path"));
         assert!(err("mqtt://h?qos=1").starts_with("unknown parameter 'qos'"));
+        assert!(err("mqtt://h?metrics=https://h:15692/metrics").contains("plain http://"));
+        assert!(driver("mqtt://h?metrics=http://127.0.0.1:15692/metrics")
+            .unwrap()
+            .metrics
+            .is_some());
+    }
+
+    #[test]
+    fn rabbitmq_says_its_version_in_its_build_info() {
+        let page = "# TYPE rabbitmq_build_info untyped\nrabbitmq_build_info{rabbitmq_version=\"3.10.8\",prometheus_plugin_version=\"3.10.8\",erlang_version=\"25.2.3\"} 1\n";
+        assert_eq!(rabbitmq_version(page), Some("3.10.8"));
+        assert_eq!(rabbitmq_version("rabbitmq_connections 3\n"), None);
     }
 
     #[test]

@@ -12,6 +12,7 @@ use loadcell_core::http::{HttpConn, Request};
 use loadcell_core::DriverError;
 use serde_json::Value;
 
+use crate::http::status::prometheus_text;
 use crate::http::Http1Connection;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -153,7 +154,7 @@ pub(crate) fn counters(product: Product, body: &[u8]) -> Result<Vec<(String, f64
     match product {
         Product::InfluxDb => influxdb_counters(body),
         Product::Prometheus => Ok(prometheus_text(
-            body,
+            &String::from_utf8_lossy(body),
             &[
                 ("process_cpu_seconds_total", "ts_cpu_seconds_total"),
                 ("process_resident_memory_bytes", "ts_resident_bytes"),
@@ -165,7 +166,7 @@ pub(crate) fn counters(product: Product, body: &[u8]) -> Result<Vec<(String, f64
             ],
         )),
         Product::VictoriaMetrics => Ok(prometheus_text(
-            body,
+            &String::from_utf8_lossy(body),
             &[
                 ("process_cpu_seconds_total", "ts_cpu_seconds_total"),
                 ("process_resident_memory_bytes", "ts_resident_bytes"),
@@ -202,26 +203,6 @@ fn influxdb_counters(body: &[u8]) -> Result<Vec<(String, f64)>, String> {
         ),
         ("ts_heap_inuse_bytes".into(), num("/memstats/HeapInuse")),
     ])
-}
-
-/// The Prometheus text format's samples of each `(metric, name)` in
-/// `wanted`, summed over their labels, as `name`.
-fn prometheus_text(body: &[u8], wanted: &[(&str, &str)]) -> Vec<(String, f64)> {
-    let text = String::from_utf8_lossy(body);
-    let mut sums = vec![0.0; wanted.len()];
-    for line in text.lines().filter(|l| !l.starts_with('#')) {
-        let metric = line.split(['{', ' ']).next().unwrap_or_default();
-        let Some(i) = wanted.iter().position(|(m, _)| *m == metric) else {
-            continue;
-        };
-        let value = line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok());
-        sums[i] += value.unwrap_or(0.0);
-    }
-    wanted
-        .iter()
-        .zip(sums)
-        .map(|((_, name), v)| (name.to_string(), v))
-        .collect()
 }
 
 #[cfg(test)]
