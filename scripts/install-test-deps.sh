@@ -11,7 +11,7 @@ PACKAGES=(
   fio
   redis-server redis-tools
   memcached
-  mosquitto
+  mosquitto rabbitmq-server
   nginx-light haproxy
   wrk apache2-utils
   procps

@@ -159,9 +159,6 @@ fn fanout_owes_each_vehicle_its_own_commands() {
     );
 }
 
-/// A broker that queues two messages per subscriber drops the rest of
-/// what closed-loop publishers send: the run says what went missing and
-/// exits 3.
 /// Subscribers that go offline mid-run: on persistent sessions the broker
 /// queues what comes meanwhile and they get all of it when they come back;
 /// on clean sessions what came meanwhile is missing, and the run says so.
@@ -206,6 +203,9 @@ fn persistent_subscribers_get_what_was_queued_while_they_were_offline() {
     assert!((400..=1200).contains(&u(m, "/missing")), "{m:#}");
 }
 
+/// A broker that queues two messages per subscriber drops the rest of
+/// what closed-loop publishers send: the run says what went missing and
+/// exits 3.
 #[test]
 fn a_broker_that_drops_messages_fails_the_verification() {
     let dir = tempfile::tempdir().unwrap();

@@ -135,9 +135,11 @@ fn start_once(java: &Path, lib: &Path) -> Result<SharedServer, Start> {
         url: format!("kafka://127.0.0.1:{port}"),
         port,
         pid: child.id(),
+        group: child.id(),
         log_path,
         dir,
         child: Mutex::new(Some(child)),
+        helpers: Mutex::default(),
     };
     match wait_ready(&server) {
         Ok(()) => Ok(server),

@@ -34,6 +34,7 @@ mod netns;
 mod nginx;
 mod postgres;
 mod process;
+mod rabbitmq;
 mod redis;
 mod search;
 mod sharding_proxy;
@@ -57,6 +58,7 @@ use process::{
     is_root, lookup_user, make_dir, proc_state, run_cmd, signal, signal_group, spawn_server, tail,
     temp_root, wait_ready, wait_timeout, Account, StartError,
 };
+pub use rabbitmq::rabbitmq;
 pub use redis::{
     redis, redis_cli, redis_cluster, redis_tls, redis_with, redis_with_password, TestCluster,
 };

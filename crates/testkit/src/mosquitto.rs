@@ -130,7 +130,7 @@ pub fn mosquitto_with(options: &Mosquitto) -> Result<TestServer, String> {
 /// An MQTT 3.1.1 CONNECT (empty client id, clean session) is answered
 /// with a CONNACK; a broker with a password file refuses it with code 5,
 /// which still says it is up.
-fn answers_connack(port: u16) -> bool {
+pub(crate) fn answers_connack(port: u16) -> bool {
     let Ok(mut s) = TcpStream::connect((Ipv4Addr::LOCALHOST, port)) else {
         return false;
     };

@@ -218,9 +218,11 @@ fn start_once(
         url: format!("http://127.0.0.1:{http_port}"),
         port: http_port,
         pid: child.id(),
+        group: child.id(),
         log_path,
         dir,
         child: Mutex::new(Some(child)),
+        helpers: Mutex::default(),
     };
     match wait_green(&server) {
         Ok(()) => Ok(server),

@@ -1,5 +1,5 @@
-//! A JVM server shared by every test of one binary (OpenSearch,
-//! Elasticsearch, Kafka), kept by
+//! A slow server shared by every test of one binary (OpenSearch,
+//! Elasticsearch, Kafka, RabbitMQ), kept by
 //! [`super::keeper`]: stopped (its process group killed, its temp dir
 //! removed) when the binary exits, and killed by the kernel (parent-death
 //! signal) if the binary is killed.
@@ -18,12 +18,17 @@ pub struct SharedServer {
     /// `http://127.0.0.1:P` (search servers), `kafka://127.0.0.1:P`.
     pub url: String,
     pub port: u16,
-    /// PID of the JVM, the leader of its process group.
+    /// PID of the server (the JVM, the Erlang VM).
     pub pid: u32,
+    /// The process group killed with it: the server's own, or that of a
+    /// helper it needs (RabbitMQ's epmd) which it joined.
+    pub(crate) group: u32,
     /// The server's stdout and stderr (its log).
     pub log_path: PathBuf,
     pub(crate) dir: PathBuf,
     pub(crate) child: Mutex<Option<Child>>,
+    /// Helpers in its process group, waited for once it is killed.
+    pub(crate) helpers: Mutex<Vec<Child>>,
 }
 
 impl SharedServer {
@@ -37,7 +42,7 @@ impl SharedServer {
     /// Other tests of the binary lose it too: such a test needs a binary
     /// of its own.
     pub fn kill(&self) {
-        signal_group(self.pid, libc::SIGKILL);
+        signal_group(self.group, libc::SIGKILL);
     }
 
     /// The exit status, once the process has ended.
@@ -51,13 +56,22 @@ impl SharedServer {
 }
 
 impl Kept for SharedServer {
-    /// Kills the process group, waits for the JVM and removes the temp dir.
+    /// Kills the process group, waits for the server and its helpers and
+    /// removes the temp dir.
     fn stop(&self) {
         let Some(mut child) = self.child.lock().unwrap_or_else(|e| e.into_inner()).take() else {
             return;
         };
-        signal_group(self.pid, libc::SIGKILL);
+        signal_group(self.group, libc::SIGKILL);
         let _ = child.wait();
+        for mut helper in self
+            .helpers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+        {
+            let _ = helper.wait();
+        }
         let _ = fs::remove_dir_all(&self.dir);
     }
 }

@@ -206,7 +206,7 @@ impl PubSubScript {
                 b.refused.fetch_add(1, Ordering::Relaxed);
                 ctx.failed(
                     PUBLISH,
-                    "refused",
+                    "publish refused",
                     &format!("the broker refused a PUBLISH: reason code {reason:#04x}"),
                 );
                 return Ok(());
