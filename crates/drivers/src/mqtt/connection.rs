@@ -128,10 +128,21 @@ impl MqttConnection {
                     .map(|(u, p)| (u.as_str(), p.as_str())),
             },
         );
-        self.write().await?;
-        let frame = match self.next_frame().await {
+        // The broker ending the connection before a byte of its CONNACK:
+        // an EOF, or a reset (Mosquitto's max_connections), which can come
+        // as early as the write.
+        let ended = |e: &DriverError| {
+            ["closed the connection", "connection reset"]
+                .iter()
+                .any(|m| e.message.contains(m))
+        };
+        let answered = match self.write().await {
+            Ok(()) => self.next_frame().await,
+            Err(e) => Err(e),
+        };
+        let frame = match answered {
             Ok(frame) => frame,
-            Err(e) if self.rbuf.is_empty() && e.message.contains("closed the connection") => {
+            Err(e) if self.rbuf.is_empty() && ended(&e) => {
                 return Err(DriverError::connection(format!(
                     "{} closed the connection before its CONNACK (a listener's max_connections, \
                      or a broker that does not speak MQTT {}?)",
