@@ -13,7 +13,12 @@
 # docs/BENCHMARKS.md for the steps. Environment (defaults in brackets):
 #   BENCH_CLIENTS [50]  BENCH_MESSAGES per client [4000]  BENCH_QOS [0,1]
 #   BENCH_REPS [3]  BENCH_SIZE payload bytes [256]
+# A connection storm: BENCH_MESSAGES=1 (and e.g. BENCH_CLIENTS=2000
+# BENCH_QOS=1): connects/s, CPU and memory per connection, the fixed cost
+# read from a run of BENCH_BASELINE [10] clients.
 set -euo pipefail
+# Every client is a socket, in the tools and in the broker.
+ulimit -n "$(ulimit -Hn)"
 cd "$(dirname "$0")/.."
 
 LOADCELL=target/release/loadcell
@@ -48,5 +53,6 @@ cat "$out/host.txt" >&2
 python3 bench/mqtt_bench.py --outdir "$out" --url "$URL" --server-pid "$SERVER_PID" \
     --loadcell "$out/loadcell" --peer "$(command -v "$PEER")" \
     --clients "${BENCH_CLIENTS:-50}" --messages "${BENCH_MESSAGES:-4000}" \
-    --qos "${BENCH_QOS:-0,1}" --size "${BENCH_SIZE:-256}" --reps "${BENCH_REPS:-3}"
+    --qos "${BENCH_QOS:-0,1}" --size "${BENCH_SIZE:-256}" --reps "${BENCH_REPS:-3}" \
+    --baseline-clients "${BENCH_BASELINE:-10}"
 echo "results: $out" >&2

@@ -70,10 +70,15 @@ where
     D: Driver,
     S: Script<D::Conn> + Send + Sync,
 {
+    /// Connects outside an event, [`crate::shared::OPENING_AT_ONCE`] at a time, then
+    /// opens the script's session.
     async fn open(&self) -> Result<(D::Conn, S::Session), DriverError> {
         let shared = &self.shared;
-        let conn =
-            crate::connect_with_timeout(&*shared.driver, shared.spec.connect_timeout).await?;
+        let conn = {
+            // Never closed, so acquiring cannot fail.
+            let _turn = shared.opening.acquire().await;
+            crate::connect_with_timeout(&*shared.driver, shared.spec.connect_timeout).await?
+        };
         self.start(conn).await
     }
 

@@ -13,11 +13,15 @@ use crate::{
 };
 
 /// A driver whose connections are nothing but a count of connects,
-/// refused past `accepts` of them when it is set (a server at its limit).
+/// refused past `accepts` of them when it is set (a server at its limit);
+/// each takes `connect_takes`, and the most in flight at once is kept.
 #[derive(Default)]
 struct Counting {
     connects: AtomicU64,
     accepts: Option<u64>,
+    connect_takes: Duration,
+    in_flight: AtomicU64,
+    most_in_flight: AtomicU64,
 }
 
 impl Driver for Counting {
@@ -28,6 +32,12 @@ impl Driver for Counting {
     }
 
     async fn connect(&self) -> Result<(), DriverError> {
+        if !self.connect_takes.is_zero() {
+            let now = self.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
+            self.most_in_flight.fetch_max(now, Ordering::Relaxed);
+            tokio::time::sleep(self.connect_takes).await;
+            self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        }
         let made = self.connects.fetch_add(1, Ordering::Relaxed) + 1;
         match self.accepts {
             Some(limit) if made > limit => Err(DriverError::connection("connection refused")),
@@ -134,6 +144,34 @@ fn run_counting(spec: &RunSpec, seen: &mut Seen) -> (RunOutcome, u64) {
     let driver = Arc::new(Counting::default());
     let outcome = crate::run(Arc::clone(&driver), Arc::new(Bulk), spec, seen);
     (outcome, driver.connects.load(Ordering::Relaxed))
+}
+
+/// 300 sessions on two workers open their connections a bounded number
+/// at a time (a server's listen backlog drops the SYNs of a burst), yet
+/// many at once.
+#[test]
+fn sessions_open_their_connections_a_bounded_number_at_a_time() {
+    let driver = Arc::new(Counting {
+        connect_takes: Duration::from_millis(5),
+        ..Counting::default()
+    });
+    let spec = RunSpec {
+        workers: 2,
+        ..spec(300, None, Some(300))
+    };
+    let outcome = crate::run(
+        Arc::clone(&driver),
+        Arc::new(Bulk),
+        &spec,
+        &mut Seen::default(),
+    );
+    assert_eq!(outcome.total.events, 300);
+    assert!(driver.connects.load(Ordering::Relaxed) >= 300);
+    let most = driver.most_in_flight.load(Ordering::Relaxed) as usize;
+    assert!(
+        (crate::shared::OPENING_AT_ONCE / 2..=crate::shared::OPENING_AT_ONCE).contains(&most),
+        "{most} connects at once"
+    );
 }
 
 #[test]

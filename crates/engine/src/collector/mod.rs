@@ -345,6 +345,7 @@ where
         control: Control::default(),
         gate: Gate::default(),
         held: HeldGauge::default(),
+        opening: tokio::sync::Semaphore::new(crate::shared::OPENING_AT_ONCE),
     });
 
     let (tx, mut rx) = mpsc::unbounded_channel();
