@@ -111,11 +111,15 @@ fn a_shared_group_over_mqtt_5_gets_each_message_once_at_qos_2() {
 fn fanout_owes_each_vehicle_its_own_commands() {
     let dir = tempfile::tempdir().unwrap();
     let server = mosquitto().expect("mosquitto starts");
-    let r = run_json(
+    let o = ok(loadcell(
         dir.path(),
-        "mqtt-pubsub",
-        server.url(),
         &[
+            "run",
+            "mqtt-pubsub",
+            "--target",
+            server.url(),
+            "--out",
+            "fanout.json",
             "--topic",
             "vehicles/%i/commands",
             "--fanout",
@@ -130,7 +134,9 @@ fn fanout_owes_each_vehicle_its_own_commands() {
             "--warmup",
             "0s",
         ],
-    );
+    ));
+    let r = read_json(&dir.path().join("fanout.json"));
+    assert_valid_result(&r);
     let v = &r["verification"];
     assert!(v["ok"].as_bool().unwrap(), "{v:#}");
     let m = &v["mqtt"];
@@ -157,6 +163,22 @@ fn fanout_owes_each_vehicle_its_own_commands() {
         s(&r, "/config/workload_options/filter"),
         "vehicles/%i/commands"
     );
+    // The summary and the HTML report list the vehicles, those missing
+    // most first.
+    let text = stdout(&o);
+    assert!(text.contains("MQTT delivery (QoS 1): published"), "{text}");
+    assert!(text.contains("vehicles/0/commands"), "{text}");
+    assert!(
+        text.contains("… 38 more subscribers, none missing a message"),
+        "{text}"
+    );
+    ok(loadcell(
+        dir.path(),
+        &["report", "fanout.json", "--html", "fanout.html"],
+    ));
+    let html = std::fs::read_to_string(dir.path().join("fanout.html")).unwrap();
+    assert!(html.contains("<th>subscriber</th><th>filter</th>"));
+    assert!(html.contains("38 more subscribers, 0 messages missing among them"));
 }
 
 /// Subscribers that go offline mid-run: on persistent sessions the broker

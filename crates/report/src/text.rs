@@ -6,7 +6,9 @@
 use std::fmt::Write as _;
 
 use loadcell_core::words::counted;
-use loadcell_record::details::{DiskRun, HeldConnections, IopsExpectation, StreamCompleteness};
+use loadcell_record::details::{
+    DiskRun, HeldConnections, IopsExpectation, MqttDelivery, StreamCompleteness, SubscriberDelivery,
+};
 use loadcell_record::result::{
     GateVerdict, GroupSummary, LoopMode, RunResult, RunStatus, Verification,
 };
@@ -344,6 +346,9 @@ pub fn summary(r: &RunResult, op_order: &[&str]) -> String {
         if let Some(s) = v.details.get::<StreamCompleteness>() {
             let _ = writeln!(w, "{}", stream_rows(&s));
         }
+        if let Some(d) = v.details.get::<MqttDelivery>() {
+            let _ = write!(w, "{}", mqtt_delivery(&d));
+        }
     }
     if !r.gates.is_empty() {
         let _ = writeln!(w, "{}", gates(&r.gates));
@@ -506,6 +511,82 @@ pub fn stream_rows(s: &StreamCompleteness) -> String {
         );
     }
     line
+}
+
+/// The most subscribers a delivery table lists.
+const DELIVERY_ROWS: usize = 12;
+
+/// The subscribers (or the group) a delivery table lists: the ones
+/// missing most first, at most [`DELIVERY_ROWS`]; then how many more
+/// there were and what they missed in all.
+pub fn listed_subscribers(d: &MqttDelivery) -> (Vec<&SubscriberDelivery>, usize, u64) {
+    let mut all: Vec<&SubscriberDelivery> = d.subscribers.iter().collect();
+    all.sort_by_key(|s| std::cmp::Reverse(s.missing));
+    let rest = all.split_off(all.len().min(DELIVERY_ROWS));
+    let rest_missing = rest.iter().map(|s| s.missing).sum();
+    (all, rest.len(), rest_missing)
+}
+
+/// What the run's MQTT messages became, then each subscriber's (or the
+/// group's) share: a line, a small table, a line for the rest.
+pub fn mqtt_delivery(d: &MqttDelivery) -> String {
+    let mut text = format!(
+        "MQTT delivery (QoS {}): published {}, owed {}, received {}, missing {} ({:.3}% lost), \
+         duplicates {}, reorders {}, misdelivered {}",
+        d.qos,
+        d.published,
+        d.expected,
+        d.received,
+        d.missing,
+        d.loss_pct,
+        d.duplicates,
+        d.reorders,
+        d.misdelivered
+    );
+    for (n, what) in [
+        (d.refused, "refused by the broker"),
+        (d.downgraded, "taken at QoS 1 (PUBACK to a QoS 2 PUBLISH)"),
+        (d.retained_replayed, "retained replays not counted"),
+        (d.foreign, "of other runs not counted"),
+    ] {
+        if n > 0 {
+            text += &format!("; {n} {what}");
+        }
+    }
+    text += "\n";
+    let (listed, rest, rest_missing) = listed_subscribers(d);
+    let _ = writeln!(
+        text,
+        "    {:<14} {:<32} {:>10} {:>10} {:>9}",
+        if d.shared_group.is_some() {
+            "group"
+        } else {
+            "subscriber"
+        },
+        "filter",
+        "owed",
+        "received",
+        "missing"
+    );
+    for s in listed {
+        let _ = writeln!(
+            text,
+            "    {:<14} {:<32} {:>10} {:>10} {:>9}",
+            s.name, s.filter, s.expected, s.received, s.missing
+        );
+    }
+    if rest > 0 {
+        let _ = writeln!(
+            text,
+            "    … {rest} more subscribers, {}",
+            if rest_missing == 0 {
+                "none missing a message".to_string()
+            } else {
+                format!("{rest_missing} messages missing among them")
+            }
+        );
+    }
+    text
 }
 
 /// How far the measured IOPS are from `--expect-iops`'s, in one line.
@@ -753,6 +834,57 @@ mod tests {
         let at = |op: &str| text.find(&format!("\n    {op:<18} ")).unwrap();
         assert!(
             at("point_select") < at("commit") && at("commit") < at("connect"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn an_mqtt_run_lists_the_subscribers_missing_most_first() {
+        let vehicle = |i: usize, missing: u64| SubscriberDelivery {
+            name: i.to_string(),
+            filter: format!("vehicles/{i}/commands"),
+            expected: 40,
+            received: 40 - missing,
+            missing,
+        };
+        let mut subscribers: Vec<_> = (0..20).map(|i| vehicle(i, 0)).collect();
+        subscribers[17] = vehicle(17, 3);
+        subscribers[19] = vehicle(19, 1);
+        let d = MqttDelivery {
+            qos: 1,
+            published: 800,
+            refused: 0,
+            downgraded: 0,
+            expected: 800,
+            received: 796,
+            missing: 4,
+            duplicates: 0,
+            reorders: 0,
+            retained_replayed: 0,
+            foreign: 2,
+            misdelivered: 0,
+            shared_group: None,
+            subscribers,
+            loss_pct: 0.5,
+        };
+        let text = mqtt_delivery(&d);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            lines[0].starts_with("MQTT delivery (QoS 1): published 800, owed 800, received 796, missing 4 (0.500% lost)"),
+            "{text}"
+        );
+        assert!(
+            lines[0].ends_with("; 2 of other runs not counted"),
+            "{text}"
+        );
+        assert!(lines[2].trim_start().starts_with("17 "), "{text}");
+        assert!(lines[3].trim_start().starts_with("19 "), "{text}");
+        assert_eq!(lines.len(), 2 + DELIVERY_ROWS + 1, "{text}");
+        assert!(
+            lines
+                .last()
+                .unwrap()
+                .ends_with("… 8 more subscribers, none missing a message"),
             "{text}"
         );
     }

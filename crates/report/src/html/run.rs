@@ -427,6 +427,13 @@ pub(super) fn run_section(o: &mut String, idx: usize, input: &Input, r: &RunResu
         known(s.retries.to_string()),
         known(s.reconnects.to_string())
     );
+    if let Some(v) = &r.verification {
+        let class = if v.ok { "" } else { " class=\"note\"" };
+        let _ = writeln!(o, "<p{class}>{}</p>", h(&crate::text::verification(v)));
+        if let Some(d) = v.details.get::<loadcell_record::details::MqttDelivery>() {
+            delivery_table(o, &d);
+        }
+    }
     if let Some(m) = &r.merge {
         shards_table(o, m);
     }
@@ -625,6 +632,41 @@ fn worst_intervals(o: &mut String, input: &Input) {
         o.push_str("</tbody></table></div>\n");
     }
     o.push_str("</div>\n");
+}
+
+/// Each MQTT subscriber's (or the group's) delivery, those missing most
+/// first.
+fn delivery_table(o: &mut String, d: &loadcell_record::details::MqttDelivery) {
+    let (listed, rest, rest_missing) = crate::text::listed_subscribers(d);
+    let who = if d.shared_group.is_some() {
+        "group"
+    } else {
+        "subscriber"
+    };
+    let _ = writeln!(
+        o,
+        "<table><thead><tr><th>{who}</th><th>filter</th><th class=\"num\">owed</th>\
+         <th class=\"num\">received</th><th class=\"num\">missing</th></tr></thead><tbody>"
+    );
+    for s in listed {
+        let _ = writeln!(
+            o,
+            "<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+             <td class=\"num\">{}</td></tr>",
+            h(&s.name),
+            h(&s.filter),
+            s.expected,
+            s.received,
+            s.missing
+        );
+    }
+    o.push_str("</tbody></table>\n");
+    if rest > 0 {
+        let _ = writeln!(
+            o,
+            "<p class=\"meta\">{rest} more subscribers, {rest_missing} messages missing among them</p>"
+        );
+    }
 }
 
 fn shards_table(o: &mut String, m: &loadcell_record::result::MergeSection) {
