@@ -419,7 +419,35 @@ pub fn remote_means(samples: &[ResourceSample]) -> Vec<RemoteSample> {
 /// none reached them.
 pub fn diagnose(samples: &[ResourceSample], client_cores: usize) -> Option<String> {
     let f = figures(samples, client_cores)?;
-    saturated(&f).map(|r| r.describe(&f))
+    let ran_out = saturated(&f).map(|r| r.describe(&f));
+    match (ran_out, dropped(samples)) {
+        (Some(r), Some(d)) => Some(format!("{r}; {d}")),
+        (r, d) => r.or(d),
+    }
+}
+
+/// What the server said it dropped in the measured samples: each of its
+/// counters named `…_dropped_total` that rose (a broker's full queues, a
+/// database's rejected points), as a mean rate. Its own count, whatever
+/// the client saw.
+fn dropped(samples: &[ResourceSample]) -> Option<String> {
+    let measured: Vec<&ResourceSample> = samples.iter().filter(|s| s.t_s > 0.0).collect();
+    let mut rates: BTreeMap<&str, f64> = BTreeMap::new();
+    for s in &measured {
+        for (name, v) in s
+            .server
+            .iter()
+            .filter(|(n, _)| n.ends_with("_dropped_per_s"))
+        {
+            *rates.entry(name.trim_end_matches("_per_s")).or_default() += v / measured.len() as f64;
+        }
+    }
+    let rose: Vec<String> = rates
+        .into_iter()
+        .filter(|(_, rate)| *rate > 0.0)
+        .map(|(name, rate)| format!("{name} {rate:.1}/s"))
+        .collect();
+    (!rose.is_empty()).then(|| format!("the server counted what it dropped: {}", rose.join(", ")))
 }
 
 #[cfg(test)]
@@ -469,6 +497,27 @@ mod tests {
             server_cpu_pct: server,
             ..ResourceSample::default()
         }
+    }
+
+    #[test]
+    fn what_the_server_dropped_is_named_by_its_own_counter() {
+        let with = |t: f64, dropped: f64| ResourceSample {
+            server: BTreeMap::from([
+                ("mosquitto_publish_dropped_per_s".to_string(), dropped),
+                ("mosquitto_publish_sent_per_s".to_string(), 900.0),
+            ]),
+            ..at(t, 10.0, 20.0, Some(10.0))
+        };
+        let samples = vec![with(-1.0, 500.0), with(1.0, 0.0), with(2.0, 250.0)];
+        assert_eq!(
+            diagnose(&samples, 1).unwrap(),
+            "the server counted what it dropped: mosquitto_publish_dropped 125.0/s"
+        );
+        assert_eq!(
+            diagnose(&samples[..2], 1),
+            None,
+            "warm-up drops and zeros say nothing"
+        );
     }
 
     #[test]
