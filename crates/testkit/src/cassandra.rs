@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use super::keeper::{die_with_parent, shared, Kept};
 use super::{
-    excerpt, free_port, install_once, run_cmd, signal_group, tail, temp_root, PORT_RETRIES,
+    excerpt, free_port, install_once, on_free_ports, run_cmd, signal_group, tail, temp_root, Start,
 };
 
 const VERSION: &str = "4.1.10";
@@ -91,23 +91,7 @@ pub fn cassandra() -> Result<&'static CassandraServer, String> {
 
 fn start() -> Result<CassandraServer, String> {
     let home = install()?;
-    let mut last = String::new();
-    for _ in 0..=PORT_RETRIES {
-        match start_once(&home) {
-            Ok(server) => return Ok(server),
-            Err(Start::PortInUse(log)) => last = log,
-            Err(Start::Failed(e)) => return Err(format!("cassandra: {e}")),
-        }
-    }
-    Err(format!(
-        "cassandra: ports still taken after {} attempts:\n{last}",
-        PORT_RETRIES + 1
-    ))
-}
-
-enum Start {
-    PortInUse(String),
-    Failed(String),
+    on_free_ports("cassandra", || start_once(&home))
 }
 
 fn start_once(home: &Path) -> Result<CassandraServer, Start> {

@@ -27,7 +27,8 @@ use std::time::{Duration, Instant};
 
 use super::keeper::{die_with_parent, shared, Kept};
 use super::{
-    excerpt, free_port, install_once, run_cmd, signal_group, tcp_accepts, temp_root, PORT_RETRIES,
+    excerpt, free_port, install_once, on_free_ports, run_cmd, signal_group, tcp_accepts, temp_root,
+    Start,
 };
 
 const VERSION: &str = "2.5.8";
@@ -115,23 +116,7 @@ pub fn hbase() -> Result<&'static HbaseServer, String> {
 
 fn start() -> Result<HbaseServer, String> {
     let home = install()?;
-    let mut last = String::new();
-    for _ in 0..=PORT_RETRIES {
-        match start_once(&home) {
-            Ok(server) => return Ok(server),
-            Err(Start::PortInUse(log)) => last = log,
-            Err(Start::Failed(e)) => return Err(e),
-        }
-    }
-    Err(format!(
-        "hbase: ports still taken after {} attempts:\n{last}",
-        PORT_RETRIES + 1
-    ))
-}
-
-enum Start {
-    PortInUse(String),
-    Failed(String),
+    on_free_ports("hbase", || start_once(&home))
 }
 
 fn start_once(home: &Path) -> Result<HbaseServer, Start> {

@@ -18,12 +18,11 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Mutex, OnceLock};
-use std::thread::sleep;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::keeper::{die_with_parent, shared, Kept};
 use super::shared::SharedServer;
-use super::{excerpt, find_bin, free_port, install_once, run_cmd, temp_root, PORT_RETRIES};
+use super::{find_bin, free_port, install_once, on_free_ports, run_cmd, temp_root, Start};
 
 const VERSION: &str = "3.9.2";
 const POM: &str = include_str!("kafka-pom.xml");
@@ -74,23 +73,7 @@ pub fn kafka_lib() -> Result<PathBuf, String> {
 fn start() -> Result<SharedServer, String> {
     let lib = kafka_lib()?;
     let java = find_bin("java", &[])?;
-    let mut last = String::new();
-    for _ in 0..=PORT_RETRIES {
-        match start_once(&java, &lib) {
-            Ok(server) => return Ok(server),
-            Err(Start::PortInUse(log)) => last = log,
-            Err(Start::Failed(e)) => return Err(format!("kafka: {e}")),
-        }
-    }
-    Err(format!(
-        "kafka: ports still taken after {} attempts:\n{last}",
-        PORT_RETRIES + 1
-    ))
-}
-
-enum Start {
-    PortInUse(String),
-    Failed(String),
+    on_free_ports("kafka", || start_once(&java, &lib))
 }
 
 fn start_once(java: &Path, lib: &Path) -> Result<SharedServer, Start> {
@@ -179,36 +162,14 @@ fn write_config(dir: &Path, port: u16, controller_port: u16) -> Result<(), Strin
     Ok(())
 }
 
-/// Polls with a metadata request until the broker names itself, or says
-/// why not with the log.
+/// Ready once a metadata request names the broker itself.
 fn wait_ready(server: &SharedServer) -> Result<(), Start> {
-    let start = Instant::now();
-    loop {
-        if let Some(status) = server.exited() {
-            let log = excerpt(&server.log_path, 30);
-            return Err(if log.contains("Address already in use") {
-                Start::PortInUse(log)
-            } else {
-                Start::Failed(format!(
-                    "exited ({status}) before it served; tail of {}:\n{log}",
-                    server.log_path.display()
-                ))
-            });
-        }
-        if brokers_in_metadata(server.port).is_some_and(|n| n > 0) {
-            return Ok(());
-        }
-        if start.elapsed() > READY_TIMEOUT {
-            return Err(Start::Failed(format!(
-                "(pid {}) no metadata from 127.0.0.1:{} after {READY_TIMEOUT:?}; tail of {}:\n{}",
-                server.pid,
-                server.port,
-                server.log_path.display(),
-                excerpt(&server.log_path, 30)
-            )));
-        }
-        sleep(Duration::from_millis(200));
-    }
+    server.wait_until(
+        "answering metadata",
+        READY_TIMEOUT,
+        "Address already in use",
+        |s| brokers_in_metadata(s.port).is_some_and(|n| n > 0),
+    )
 }
 
 /// How many brokers a Metadata v0 request for no topics lists.

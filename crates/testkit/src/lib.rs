@@ -55,8 +55,8 @@ use postgres::hard_kill_postgres;
 pub use postgres::{postgres, postgres_logical, postgres_tls, postgres_with};
 use process::{
     as_user, children_of, excerpt, find_bin, http_get, install_once, is_executable, is_live,
-    is_root, lookup_user, make_dir, proc_state, run_cmd, signal, signal_group, spawn_server, tail,
-    temp_root, wait_ready, wait_timeout, Account, StartError,
+    is_root, lookup_user, make_dir, on_free_ports, proc_state, run_cmd, signal, signal_group,
+    spawn_server, tail, temp_root, wait_ready, wait_timeout, Account, Start, StartError,
 };
 pub use rabbitmq::rabbitmq;
 pub use redis::{

@@ -18,6 +18,36 @@ pub(crate) enum StartError {
     Failed(String),
 }
 
+/// Why one attempt at starting a slow server (one that takes several
+/// ports) failed: a port was taken (its log, which says so), or anything
+/// else.
+pub(crate) enum Start {
+    PortInUse(String),
+    Failed(String),
+}
+
+/// Runs `attempt` (each picks free ports of its own) until one is not
+/// refused its ports, at most `PORT_RETRIES + 1` times. Its errors are
+/// named `what: …` (once).
+pub(crate) fn on_free_ports<S>(
+    what: &str,
+    mut attempt: impl FnMut() -> Result<S, Start>,
+) -> Result<S, String> {
+    let mut last = String::new();
+    for _ in 0..=super::PORT_RETRIES {
+        match attempt() {
+            Ok(server) => return Ok(server),
+            Err(Start::PortInUse(log)) => last = log,
+            Err(Start::Failed(e)) if e.starts_with(&format!("{what}:")) => return Err(e),
+            Err(Start::Failed(e)) => return Err(format!("{what}: {e}")),
+        }
+    }
+    Err(format!(
+        "{what}: ports still taken after {} attempts:\n{last}",
+        super::PORT_RETRIES + 1
+    ))
+}
+
 pub(crate) fn spawn_server(
     server: &mut TestServer,
     mut cmd: Command,

@@ -17,13 +17,12 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, OnceLock};
-use std::thread::sleep;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::keeper::{die_with_parent, shared, Kept};
 use super::mosquitto::answers_connack;
 use super::shared::SharedServer;
-use super::{excerpt, find_bin, free_port, temp_root, PORT_RETRIES};
+use super::{find_bin, free_port, on_free_ports, temp_root, Start};
 
 const USER: &str = "lc";
 const PASSWORD: &str = "lcpass";
@@ -45,18 +44,7 @@ fn start() -> Result<SharedServer, String> {
     }
     let plugins = plugins_dir()?;
     let epmd = find_bin("epmd", &[])?;
-    let mut last = String::new();
-    for _ in 0..=PORT_RETRIES {
-        match start_once(&epmd, &plugins) {
-            Ok(server) => return Ok(server),
-            Err(Start::PortInUse(log)) => last = log,
-            Err(Start::Failed(e)) => return Err(format!("rabbitmq: {e}")),
-        }
-    }
-    Err(format!(
-        "rabbitmq: ports still taken after {} attempts:\n{last}",
-        PORT_RETRIES + 1
-    ))
+    on_free_ports("rabbitmq", || start_once(&epmd, &plugins))
 }
 
 /// `/usr/lib/rabbitmq/lib/rabbitmq_server-VERSION/plugins`.
@@ -67,11 +55,6 @@ fn plugins_dir() -> Result<PathBuf, String> {
         .map(|e| e.path().join("plugins"))
         .find(|p| p.is_dir())
         .ok_or_else(|| "rabbitmq: no plugins dir under /usr/lib/rabbitmq/lib".to_string())
-}
-
-enum Start {
-    PortInUse(String),
-    Failed(String),
 }
 
 struct Ports {
@@ -205,34 +188,10 @@ fn write_config(dir: &Path, p: &Ports) -> Result<(), String> {
     Ok(())
 }
 
-/// Polls until the MQTT listener answers a CONNECT (refused: no
-/// credentials, but up), or says why not with the log.
+/// Ready once the MQTT listener answers a CONNECT (refused: no
+/// credentials, but up).
 fn wait_ready(server: &SharedServer) -> Result<(), Start> {
-    let start = Instant::now();
-    loop {
-        if let Some(status) = server.exited() {
-            let log = excerpt(&server.log_path, 40);
-            return Err(if log.contains("eaddrinuse") {
-                Start::PortInUse(log)
-            } else {
-                Start::Failed(format!(
-                    "exited ({status}) before it served; tail of {}:\n{log}",
-                    server.log_path.display()
-                ))
-            });
-        }
-        if answers_connack(server.port) {
-            return Ok(());
-        }
-        if start.elapsed() > READY_TIMEOUT {
-            return Err(Start::Failed(format!(
-                "(pid {}) no CONNACK from 127.0.0.1:{} after {READY_TIMEOUT:?}; tail of {}:\n{}",
-                server.pid,
-                server.port,
-                server.log_path.display(),
-                excerpt(&server.log_path, 40)
-            )));
-        }
-        sleep(Duration::from_millis(200));
-    }
+    server.wait_until("answering MQTT", READY_TIMEOUT, "eaddrinuse", |s| {
+        answers_connack(s.port)
+    })
 }

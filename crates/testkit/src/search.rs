@@ -26,14 +26,13 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Mutex, OnceLock};
-use std::thread::sleep;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::keeper::{die_with_parent, shared, Kept};
 use super::shared::SharedServer;
 use super::{
-    excerpt, free_port, http_get, install_once, is_root, lookup_user, run_cmd, temp_root, Account,
-    PORT_RETRIES,
+    free_port, http_get, install_once, is_root, lookup_user, on_free_ports, run_cmd, temp_root,
+    Account, Start,
 };
 
 /// How long a search server may take to report a green cluster: a JVM
@@ -155,24 +154,9 @@ fn start(product: &Product) -> Result<SharedServer, String> {
     } else {
         None
     };
-    let mut last = String::new();
-    for _ in 0..=PORT_RETRIES {
-        match start_once(product, &home, &java_home, owner) {
-            Ok(server) => return Ok(server),
-            Err(Start::PortInUse(log)) => last = log,
-            Err(Start::Failed(e)) => return Err(e),
-        }
-    }
-    Err(format!(
-        "{}: ports still taken after {} attempts:\n{last}",
-        product.name,
-        PORT_RETRIES + 1
-    ))
-}
-
-enum Start {
-    PortInUse(String),
-    Failed(String),
+    on_free_ports(product.name, || {
+        start_once(product, &home, &java_home, owner)
+    })
 }
 
 fn start_once(
@@ -233,45 +217,12 @@ fn start_once(
     }
 }
 
-/// Polls `_cluster/health` until green, or says why not with the log.
+/// Ready once `_cluster/health` says green.
 fn wait_green(server: &SharedServer) -> Result<(), Start> {
-    let start = Instant::now();
-    loop {
-        let exited = server
-            .child
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_mut()
-            .and_then(|c| c.try_wait().ok().flatten());
-        if let Some(status) = exited {
-            let log = excerpt(&server.log_path, 30);
-            return Err(if log.contains("BindException") {
-                Start::PortInUse(log)
-            } else {
-                Start::Failed(format!(
-                    "exited ({status}) before its cluster was green; tail of {}:\n{log}",
-                    server.log_path.display()
-                ))
-            });
-        }
-        let health = http_get(
-            server.port,
-            "/_cluster/health?wait_for_status=green&timeout=1s",
-        );
-        if health.is_some_and(|h| h.contains("\"status\":\"green\"")) {
-            return Ok(());
-        }
-        if start.elapsed() > GREEN_TIMEOUT {
-            return Err(Start::Failed(format!(
-                "(pid {}) not green on 127.0.0.1:{} after {GREEN_TIMEOUT:?}; tail of {}:\n{}",
-                server.pid,
-                server.port,
-                server.log_path.display(),
-                excerpt(&server.log_path, 30)
-            )));
-        }
-        sleep(Duration::from_millis(200));
-    }
+    server.wait_until("green", GREEN_TIMEOUT, "BindException", |s| {
+        http_get(s.port, "/_cluster/health?wait_for_status=green&timeout=1s")
+            .is_some_and(|h| h.contains("\"status\":\"green\""))
+    })
 }
 
 /// The product's config dir in `dir`, from the distribution's: heap and

@@ -9,8 +9,11 @@ use std::path::PathBuf;
 use std::process::Child;
 use std::sync::Mutex;
 
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
 use super::keeper::Kept;
-use super::{signal_group, tail};
+use super::{excerpt, signal_group, tail, Start};
 
 /// A running server shared by the tests of one binary.
 #[derive(Debug)]
@@ -43,6 +46,45 @@ impl SharedServer {
     /// of its own.
     pub fn kill(&self) {
         signal_group(self.group, libc::SIGKILL);
+    }
+
+    /// Polls `ready` every 200 ms until it says yes, or says why not: the
+    /// server exited (its ports taken when its log holds `port_taken`), or
+    /// it was not `state` ("green", "answering metadata") within `timeout`.
+    pub(crate) fn wait_until(
+        &self,
+        state: &str,
+        timeout: Duration,
+        port_taken: &str,
+        ready: impl Fn(&SharedServer) -> bool,
+    ) -> Result<(), Start> {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.exited() {
+                let log = excerpt(&self.log_path, 30);
+                return Err(if log.contains(port_taken) {
+                    Start::PortInUse(log)
+                } else {
+                    Start::Failed(format!(
+                        "exited ({status}) before it was {state}; tail of {}:\n{log}",
+                        self.log_path.display()
+                    ))
+                });
+            }
+            if ready(self) {
+                return Ok(());
+            }
+            if start.elapsed() > timeout {
+                return Err(Start::Failed(format!(
+                    "(pid {}) not {state} on 127.0.0.1:{} after {timeout:?}; tail of {}:\n{}",
+                    self.pid,
+                    self.port,
+                    self.log_path.display(),
+                    excerpt(&self.log_path, 30)
+                )));
+            }
+            sleep(Duration::from_millis(200));
+        }
     }
 
     /// The exit status, once the process has ended.
