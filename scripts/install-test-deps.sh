@@ -12,6 +12,8 @@ PACKAGES=(
   redis-server redis-tools
   memcached
   mosquitto rabbitmq-server
+  # Builds and runs the image (deploy/image) in the container tests.
+  docker.io
   nginx-light haproxy
   wrk apache2-utils
   procps

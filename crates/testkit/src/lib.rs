@@ -23,6 +23,7 @@
 //! run as the current user.
 
 mod cassandra;
+mod docker;
 mod haproxy;
 mod hbase;
 mod kafka;
@@ -43,6 +44,7 @@ mod tls;
 mod ts;
 
 pub use cassandra::{cassandra, CassandraServer};
+pub use docker::{docker_engine, DockerEngine};
 pub use haproxy::{haproxy, LoadBalancer};
 pub use hbase::{hbase, HbaseServer};
 pub use kafka::{kafka, kafka_lib};
