@@ -10,12 +10,12 @@
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::{Mutex, OnceLock};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use super::keeper::{die_with_parent, shared, Kept};
+use super::keeper::{shared, spawn_kept, Kept};
 use super::shared::SharedServer;
 use super::{find_bin, signal, temp_root, Start, SBIN_DIRS};
 
@@ -61,9 +61,6 @@ fn start() -> Result<DockerEngine, String> {
         .map_err(|e| format!("{e} (scripts/install-test-deps.sh installs docker.io)"))?;
     let dir = temp_root("loadcell-docker-")?.keep();
     let socket = dir.join("docker.sock");
-    let log_path = dir.join("dockerd.log");
-    let log = std::fs::File::create(&log_path).map_err(|e| format!("create log: {e}"))?;
-    let log2 = log.try_clone().map_err(|e| format!("dup log: {e}"))?;
     let mut cmd = Command::new(dockerd);
     cmd.arg("--bridge=none")
         .arg("--iptables=false")
@@ -76,21 +73,14 @@ fn start() -> Result<DockerEngine, String> {
         .arg(dir.join("docker.pid"))
         .arg("-H")
         .arg(format!("unix://{}", socket.display()))
-        .current_dir(&dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(log))
-        .stderr(Stdio::from(log2))
         .process_group(0);
-    die_with_parent(&mut cmd);
-    let child = cmd
-        .spawn()
-        .map_err(|e| format!("could not start dockerd: {e}"))?;
+    let child = spawn_kept(cmd, &dir, "dockerd")?;
     let server = SharedServer {
         url: format!("unix://{}", socket.display()),
         port: 0,
         pid: child.id(),
         group: child.id(),
-        log_path,
+        log_path: dir.join("dockerd.log"),
         dir,
         child: Mutex::new(Some(child)),
         helpers: Mutex::default(),

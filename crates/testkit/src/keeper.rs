@@ -2,8 +2,10 @@
 //! start, half a gigabyte or more each): started at the first call from a
 //! thread that never ends, and stopped when the binary exits.
 
+use std::fs;
 use std::os::unix::process::CommandExt;
-use std::process::Command;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::sync::{Mutex, OnceLock};
 
@@ -91,4 +93,22 @@ pub(crate) fn die_with_parent(cmd: &mut Command) {
             Ok(())
         });
     }
+}
+
+/// Starts `cmd` in `dir` with its output in `DIR/what.log`, dying with
+/// the test binary (from a keeper thread, see [`die_with_parent`]).
+pub(crate) fn spawn_kept(mut cmd: Command, dir: &Path, what: &str) -> Result<Child, String> {
+    let log_path = dir.join(format!("{what}.log"));
+    let log =
+        fs::File::create(&log_path).map_err(|e| format!("create {}: {e}", log_path.display()))?;
+    let log2 = log
+        .try_clone()
+        .map_err(|e| format!("dup {}: {e}", log_path.display()))?;
+    cmd.current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(log))
+        .stderr(Stdio::from(log2));
+    die_with_parent(&mut cmd);
+    cmd.spawn()
+        .map_err(|e| format!("could not start {what} ({:?}): {e}", cmd.get_program()))
 }

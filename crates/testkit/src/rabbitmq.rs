@@ -15,11 +15,11 @@
 use std::fs;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use super::keeper::{die_with_parent, shared, Kept};
+use super::keeper::{shared, spawn_kept, Kept};
 use super::mosquitto::answers_connack;
 use super::shared::SharedServer;
 use super::{find_bin, free_port, on_free_ports, temp_root, Start};
@@ -84,7 +84,7 @@ fn start_once(epmd: &Path, plugins: &Path) -> Result<SharedServer, Start> {
         .arg("-address")
         .arg("127.0.0.1")
         .process_group(0);
-    let mapper = spawn(mapper, &dir, "epmd").map_err(Start::Failed)?;
+    let mapper = spawn_kept(mapper, &dir, "epmd").map_err(Start::Failed)?;
     let group = mapper.id();
 
     let mut node = Command::new(SERVER);
@@ -113,7 +113,7 @@ fn start_once(epmd: &Path, plugins: &Path) -> Result<SharedServer, Start> {
             "-noinput -kernel inet_dist_use_interface {127,0,0,1}",
         )
         .process_group(group as i32);
-    let child = match spawn(node, &dir, "server") {
+    let child = match spawn_kept(node, &dir, "server") {
         Ok(child) => child,
         Err(e) => {
             super::signal_group(group, libc::SIGKILL);
@@ -140,23 +140,6 @@ fn start_once(epmd: &Path, plugins: &Path) -> Result<SharedServer, Start> {
             Err(e)
         }
     }
-}
-
-/// `what` with its output in `DIR/what.log`, dying with the test binary.
-fn spawn(mut cmd: Command, dir: &Path, what: &str) -> Result<Child, String> {
-    let log_path = dir.join(format!("{what}.log"));
-    let log =
-        fs::File::create(&log_path).map_err(|e| format!("create {}: {e}", log_path.display()))?;
-    let log2 = log
-        .try_clone()
-        .map_err(|e| format!("dup {}: {e}", log_path.display()))?;
-    cmd.current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(log))
-        .stderr(Stdio::from(log2));
-    die_with_parent(&mut cmd);
-    cmd.spawn()
-        .map_err(|e| format!("could not start {what} ({:?}): {e}", cmd.get_program()))
 }
 
 fn write_config(dir: &Path, p: &Ports) -> Result<(), String> {
