@@ -92,6 +92,11 @@ pub enum Command {
     /// throughput over the window every shard measured.
     #[command(help_template = MERGE_HELP)]
     Merge(MergeArgs),
+    /// One live view of a run's shards (each given --watch URL): merged
+    /// lines with exact percentiles, /metrics and a live page; at the end
+    /// the shards' results merged and --threshold gates judged.
+    #[command(help_template = WATCH_HELP)]
+    Watch(crate::watch::WatchArgs),
     /// Nodes and dollars a month for a target throughput, per instance
     /// type, from results labelled instance=NAME and nodes=N.
     #[command(
@@ -116,6 +121,13 @@ pub enum Command {
     /// The run history: `history import DIR` records files written before.
     History(crate::history::HistoryArgs),
 }
+
+const WATCH_HELP: &str = help_then_verbatim!(
+    "\
+Examples:
+  loadcell watch --listen 0.0.0.0:9750 --out merged.json --threshold 'p99 <= 5ms'
+  loadcell run kv --target redis://cache:6379 --shard 0/3 --start-at +30s --watch http://watcher:9750"
+);
 
 const ADVISE_HELP: &str = help_then_verbatim!(
     "\
@@ -440,6 +452,11 @@ pub struct RunArgs {
     /// influxdb=URL/DB (e.g. http://influx:8086/loadcell).
     #[arg(long, value_name = "KIND=URL", value_parser = crate::export::parse_output)]
     pub export: Vec<crate::export::Output>,
+    /// Post each interval's histograms, and the result at the end, to a
+    /// `loadcell watch` at this URL (http://HOST:PORT), for one live view
+    /// of every shard. The run never waits on it.
+    #[arg(long, value_name = "URL", value_parser = crate::watch::feed::parse_url)]
+    pub watch: Option<crate::watch::feed::WatchUrl>,
     /// The server's process on this host, for its CPU and memory samples
     /// (default: the process listening on the target's loopback port).
     #[arg(long, value_name = "PID")]

@@ -136,6 +136,13 @@ fn check(args: &RunArgs, w: &DiskWorkload) -> anyhow::Result<()> {
     if args.events.is_some() {
         bail!("--events does not apply to {}: give --time", w.name);
     }
+    if args.watch.is_some() {
+        bail!(
+            "--watch does not apply to {}: fio reports once, at its end; merge the shards' \
+             results with `loadcell merge`",
+            w.name
+        );
+    }
     if args.threads != 1 || args.clients != 1 {
         bail!(
             "--threads and --clients do not apply to {}: fio's --numjobs sets its jobs",

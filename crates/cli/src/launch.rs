@@ -19,6 +19,8 @@ use crate::config::RunConfig;
 use crate::export::{Exporter, Labels};
 use crate::progress::{HdrLog, Metrics, PrepareProgress, RunObserver};
 use crate::result::{self, ResultContext};
+use crate::watch::feed::Feed;
+use crate::watch::wire::Origin;
 use crate::workload::WorkloadSpec;
 
 /// A job (prepare, run, cleanup): one generic path for any driver and any
@@ -307,9 +309,13 @@ impl Job for RunJob<'_> {
             }
             Ok::<ServerInfo, anyhow::Error>(server)
         })?;
-        let (result, ops) =
+        let (result, ops, watch) =
             self.execute(info, Arc::clone(&driver), Arc::clone(&script), server, seed)?;
-        let result = self.verify(workload, &*driver, &script, result);
+        let mut result = self.verify(workload, &*driver, &script, result);
+        // The watcher gets the result as checked, before its own gates.
+        if let Some(feed) = watch {
+            result.warnings.extend(feed.finish(&result));
+        }
         self.publish(result, &ops)
     }
 }
@@ -400,7 +406,7 @@ impl RunJob<'_> {
         script: Arc<S>,
         server: ServerInfo,
         seed: u64,
-    ) -> anyhow::Result<(RunResult, Vec<OpSpec>)>
+    ) -> anyhow::Result<(RunResult, Vec<OpSpec>, Option<Feed>)>
     where
         D: Driver,
         S: Script<D::Conn> + Send + Sync,
@@ -436,6 +442,24 @@ impl RunJob<'_> {
             .iter()
             .map(|output| Exporter::start(output, labels.clone(), spec.sessions()))
             .collect::<anyhow::Result<Vec<_>>>()?;
+        let watch = match &self.config.args.watch {
+            Some(url) => {
+                let shard = spec.shard.as_ref().map(|p| p.shard);
+                Some(Feed::start(
+                    url,
+                    Origin {
+                        shard: shard.map_or(0, |s| s.index),
+                        shards: shard.map_or(1, |s| s.count),
+                        host: loadcell_record::env::hostname(),
+                        pid: std::process::id(),
+                        workload: labels.workload.clone(),
+                        target: labels.target.clone(),
+                        interval_s: spec.interval.as_secs_f64(),
+                    },
+                )?)
+            }
+            None => None,
+        };
         let mut live = RunObserver {
             live_lines: self.config.args.report_interval.is_some(),
             sessions: spec.sessions(),
@@ -444,6 +468,7 @@ impl RunJob<'_> {
             hdr_log,
             metrics,
             exports,
+            watch,
         };
         eprintln!(
             "Running {} on {} ({} {}): {}",
@@ -490,7 +515,7 @@ impl RunJob<'_> {
         let mut result = result::build(&ctx, outcome);
         result.hdr_log = live.hdr_log.map(|log| log.path.display().to_string());
         result.exports = live.exports.into_iter().map(Exporter::finish).collect();
-        Ok((result, ops.to_vec()))
+        Ok((result, ops.to_vec(), live.watch))
     }
 
     /// Writes the result file and prints the summary (or the JSON), unless

@@ -23,6 +23,7 @@ mod suite;
 mod sweep;
 mod values;
 mod views;
+mod watch;
 mod workload;
 
 use std::process::ExitCode;
@@ -160,6 +161,7 @@ fn dispatch(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
             merge::run(&a)?;
             Ok(0)
         }
+        Command::Watch(a) => watch::command(&a),
         Command::Plan(a) => {
             plan::run(&a)?;
             Ok(0)

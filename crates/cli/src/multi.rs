@@ -204,6 +204,9 @@ impl SweepJob {
         if first.out.is_some() || first.json {
             bail!("--out and --json of a sweep apply to the sweep file; give them once, outside the run options");
         }
+        if first.watch.is_some() {
+            bail!("--watch follows one run's shards: give it to `loadcell run`, not to a sweep");
+        }
         step_starts(&steps, gap)?;
         Ok(SweepJob {
             gates,
@@ -331,6 +334,9 @@ impl FindmaxJob {
         }
         if a.out.is_some() || a.json {
             bail!("--out and --json of findmax apply to the findmax file; give them once, outside the run options");
+        }
+        if a.watch.is_some() {
+            bail!("--watch follows one run's shards: give it to `loadcell run`, not to findmax");
         }
         Ok(FindmaxJob {
             gates,

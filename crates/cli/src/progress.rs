@@ -67,6 +67,7 @@ pub struct RunObserver {
     pub hdr_log: Option<HdrLog>,
     pub metrics: Option<Metrics>,
     pub exports: Vec<Exporter>,
+    pub watch: Option<crate::watch::feed::Feed>,
 }
 
 pub struct HdrLog {
@@ -177,6 +178,9 @@ impl Observer for RunObserver {
                 );
                 self.hdr_log = None;
             }
+        }
+        if let Some(feed) = &mut self.watch {
+            feed.interval(view);
         }
         if view.phase == Phase::Measure {
             for export in &mut self.exports {

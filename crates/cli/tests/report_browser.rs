@@ -7,13 +7,9 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, Instant};
 
 use common::*;
-
-const CHROMIUM: &str = "/usr/bin/chromium";
 
 /// The tests take turns: each one's runs are on the in-process server, and
 /// the other's load would change what they show (the bottleneck hint).
@@ -22,58 +18,9 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 fn alone() -> MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
 }
-const BROWSER_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Runs headless Chromium on `page` with `args`; returns its stdout. Kills
-/// it (by its PID) if it outlives [`BROWSER_TIMEOUT`].
-fn chromium(page: &Path, args: &[&str]) -> String {
-    assert!(
-        Path::new(CHROMIUM).exists(),
-        "{CHROMIUM} is missing: run scripts/install-test-deps.sh (it installs Debian's chromium)"
-    );
-    let profile = tempfile::tempdir().unwrap();
-    // A file, not a pipe: the DOM is larger than a pipe's buffer, and the
-    // loop below waits for the exit without reading.
-    let stdout_path = profile.path().join("stdout");
-    let stdout_file = std::fs::File::create(&stdout_path).unwrap();
-    let stderr_path = profile.path().join("stderr");
-    let stderr_file = std::fs::File::create(&stderr_path).unwrap();
-    // Root, no sandbox; the network is closed, so nothing in the background.
-    let mut child = Command::new(CHROMIUM)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--hide-scrollbars",
-        ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .args(args)
-        .arg(format!("file://{}", page.display()))
-        .stdout(stdout_file)
-        .stderr(stderr_file)
-        .spawn()
-        .expect("chromium starts");
-    let started = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if started.elapsed() > BROWSER_TIMEOUT {
-            child.kill().unwrap();
-            child.wait().unwrap();
-            panic!("chromium did not finish within {BROWSER_TIMEOUT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let status = child.wait().unwrap();
-    assert!(
-        status.success(),
-        "chromium failed: {status:?}\n{}",
-        std::fs::read_to_string(&stderr_path).unwrap_or_default()
-    );
-    std::fs::read_to_string(&stdout_path).unwrap()
+fn file_url(page: &Path) -> String {
+    format!("file://{}", page.display())
 }
 
 /// Opening and closing tags of element `name` in `html`.
@@ -107,7 +54,7 @@ fn assert_parsed_as_written(html: &str, dom: &str, names: &[&str]) {
 fn assert_not_blank(page: &Path, height: u32, min_bytes: usize) {
     let shot = page.with_extension("png");
     chromium(
-        page,
+        &file_url(page),
         &[
             &format!("--screenshot={}", shot.display()),
             &format!("--window-size=1280,{height}"),
@@ -174,7 +121,7 @@ fn the_report_renders_in_chromium_with_every_section() {
         "the report is self-contained: no scripts, nothing fetched"
     );
 
-    let dom = chromium(&page, &["--dump-dom"]);
+    let dom = chromium(&file_url(&page), &["--dump-dom"]);
     assert!(dom.trim_end().ends_with("</html>"), "the page did not load");
     // No scripts, so no script errors.
     assert!(!dom.contains("<script"), "a script in the DOM");
@@ -269,7 +216,7 @@ fn the_trend_page_renders_in_chromium_with_its_change_marked() {
         "the page is self-contained"
     );
 
-    let dom = chromium(&page, &["--dump-dom"]);
+    let dom = chromium(&file_url(&page), &["--dump-dom"]);
     assert!(dom.trim_end().ends_with("</html>"), "the page did not load");
     assert_parsed_as_written(
         &html,

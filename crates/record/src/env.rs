@@ -17,6 +17,11 @@ fn read(path: &str) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
 }
 
+/// This machine's name.
+pub fn hostname() -> String {
+    read("/proc/sys/kernel/hostname").trim().to_string()
+}
+
 impl HostInfo {
     pub fn collect() -> HostInfo {
         let cpuinfo = read("/proc/cpuinfo");
@@ -38,7 +43,7 @@ impl HostInfo {
             .map(|v| v.trim_matches('"').to_string())
             .unwrap_or_else(|| std::env::consts::OS.to_string());
         HostInfo {
-            hostname: read("/proc/sys/kernel/hostname").trim().to_string(),
+            hostname: hostname(),
             os,
             kernel: read("/proc/sys/kernel/osrelease").trim().to_string(),
             arch: std::env::consts::ARCH.to_string(),

@@ -174,6 +174,103 @@ pub fn render(stats: &Stats, ops: &[&str], workload: &str, target: &str) -> Stri
     o
 }
 
+/// What `loadcell watch` serves: the shards' measured work merged.
+pub struct WatchFigures<'a> {
+    pub workload: &'a str,
+    pub target: &'a str,
+    /// Shards by state (`reporting`, `ended`, `silent`, `never_reported`).
+    pub shards: &'a [(&'a str, usize)],
+    pub ops: u64,
+    pub events: u64,
+    pub errors: u64,
+    /// Reports the shards sent that never arrived.
+    pub lost_reports: u64,
+    /// The measured response times of every shard, added.
+    pub response: &'a Micros,
+    /// The latest merged interval's throughput and p99, once there is one.
+    pub latest: Option<(f64, f64)>,
+}
+
+/// Renders `loadcell watch`'s `/metrics`: the same response-time buckets
+/// as a run's own endpoint, over every shard's intervals.
+pub fn render_watch(f: &WatchFigures) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "# HELP loadcell_watch_info The run being watched.");
+    let _ = writeln!(o, "# TYPE loadcell_watch_info gauge");
+    let _ = writeln!(
+        o,
+        "loadcell_watch_info{{workload=\"{}\",target=\"{}\"}} 1",
+        label(f.workload),
+        label(f.target)
+    );
+    let _ = writeln!(
+        o,
+        "# HELP loadcell_watch_shards The run's shards, by state."
+    );
+    let _ = writeln!(o, "# TYPE loadcell_watch_shards gauge");
+    for (state, n) in f.shards {
+        let _ = writeln!(o, "loadcell_watch_shards{{state=\"{state}\"}} {n}");
+    }
+    let counters = [
+        (
+            "loadcell_watch_ops_total",
+            "Measured operations, every shard's.",
+            f.ops,
+        ),
+        (
+            "loadcell_watch_events_total",
+            "Measured events, every shard's.",
+            f.events,
+        ),
+        (
+            "loadcell_watch_errors_total",
+            "Measured failed operations, every shard's.",
+            f.errors,
+        ),
+        (
+            "loadcell_watch_lost_reports_total",
+            "Reports shards sent that never arrived.",
+            f.lost_reports,
+        ),
+    ];
+    for (name, help, value) in counters {
+        let _ = writeln!(o, "# HELP {name} {help}");
+        let _ = writeln!(o, "# TYPE {name} counter");
+        let _ = writeln!(o, "{name} {value}");
+    }
+    if let Some((ops_per_sec, p99_ms)) = f.latest {
+        let gauges = [
+            (
+                "loadcell_watch_interval_ops_per_second",
+                "The latest merged interval's throughput.",
+                ops_per_sec,
+            ),
+            (
+                "loadcell_watch_interval_p99_seconds",
+                "The latest merged interval's 99th percentile response time.",
+                p99_ms / 1000.0,
+            ),
+        ];
+        for (name, help, value) in gauges {
+            let _ = writeln!(o, "# HELP {name} {help}");
+            let _ = writeln!(o, "# TYPE {name} gauge");
+            let _ = writeln!(o, "{name} {value}");
+        }
+    }
+    let _ = writeln!(
+        o,
+        "# HELP loadcell_watch_response_time_seconds Measured response time, every shard's histograms added."
+    );
+    let _ = writeln!(o, "# TYPE loadcell_watch_response_time_seconds histogram");
+    histogram(
+        &mut o,
+        "loadcell_watch_response_time_seconds",
+        "",
+        f.response,
+    );
+    o
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

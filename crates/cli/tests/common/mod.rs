@@ -355,3 +355,59 @@ pub fn each_refused_in_one_line(dir: &Path, target: &str, cases: &[(Vec<&str>, &
         refused_in_one_line(dir, &all, &[expected]);
     }
 }
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+const BROWSER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Runs headless Chromium (Debian's `chromium`) on `url` with `args`;
+/// returns its stdout. Kills it (by its PID) if it outlives
+/// [`BROWSER_TIMEOUT`].
+pub fn chromium(url: &str, args: &[&str]) -> String {
+    assert!(
+        Path::new(CHROMIUM).exists(),
+        "{CHROMIUM} is missing: run scripts/install-test-deps.sh (it installs Debian's chromium)"
+    );
+    let profile = tempfile::tempdir().unwrap();
+    // A file, not a pipe: the DOM is larger than a pipe's buffer, and the
+    // loop below waits for the exit without reading.
+    let stdout_path = profile.path().join("stdout");
+    let stdout_file = std::fs::File::create(&stdout_path).unwrap();
+    let stderr_path = profile.path().join("stderr");
+    let stderr_file = std::fs::File::create(&stderr_path).unwrap();
+    // Root, no sandbox; the network is closed, so nothing in the background.
+    let mut child = Command::new(CHROMIUM)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .args(args)
+        .arg(url)
+        .stdout(stdout_file)
+        .stderr(stderr_file)
+        .spawn()
+        .expect("chromium starts");
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > BROWSER_TIMEOUT {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("chromium did not finish within {BROWSER_TIMEOUT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let status = child.wait().unwrap();
+    assert!(
+        status.success(),
+        "chromium failed: {status:?}\n{}",
+        std::fs::read_to_string(&stderr_path).unwrap_or_default()
+    );
+    std::fs::read_to_string(&stdout_path).unwrap()
+}
