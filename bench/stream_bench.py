@@ -132,10 +132,11 @@ def main() -> None:
         consumed = r["verification"]["stream"]["consumed"]
         if consumed != produced or not r["verification"]["ok"]:
             raise RuntimeError(f"loadcell consumed {consumed} of {produced}: {r['verification']}")
-        busy = [i for i in r["intervals"] if i.get("items")]
-        busy_s = sum(i["duration_s"] for i in busy)
+        # Rows over the time they flowed, first row to last (not whole
+        # report intervals that carried rows).
+        flow = r["verification"]["stream"]["consume_flow"]
         record({"tool": "loadcell", "phase": "consume", "partitions": partitions, "rep": rep,
-                "rows": consumed, "rows_per_s": sum(i["items"] for i in busy) / busy_s,
+                "rows": consumed, "rows_per_s": flow["per_sec"],
                 "wall_s": m.wall_s, "cpu_us_per_row": m.cpu_s * 1e6 / consumed})
         # The consume run's group members may still be in the group until
         # the broker's session timeout (10 s): cleanup refuses a non-empty group.

@@ -36,6 +36,61 @@ fn finished(dir: &Path, child: Child, out: &str) -> Value {
     r
 }
 
+/// A short run's rows/s is the rows over the time they flowed, first row
+/// to last, not a count of whole report intervals that carried rows.
+#[test]
+fn a_short_runs_rows_per_second_is_taken_from_the_first_row_to_the_last() {
+    let server = redis();
+    let dir = tempfile::tempdir().unwrap();
+    let url = server.url.as_str();
+    ok(loadcell(
+        dir.path(),
+        &["prepare", "stream", "--target", url, "--partitions", "2"],
+    ));
+    let r = run_json(
+        dir.path(),
+        "stream",
+        url,
+        &[
+            "--partitions",
+            "2",
+            "--produce-rate",
+            "4000",
+            "--time",
+            "1200ms",
+            "--report-interval",
+            "500ms",
+        ],
+    );
+    assert_eq!(r["verification"]["ok"], true, "{}", r["verification"]);
+    // The run's own rows: what the drain after it took is not in the flow.
+    let consumed = u(&r, "/ops/poll/items");
+    let produced = u(&r, "/verification/stream/produced");
+    for (flow, rows) in [("consume_flow", consumed), ("produce_flow", produced)] {
+        let at = |field: &str| format!("/verification/stream/{flow}/{field}");
+        assert_eq!(u(&r, &at("rows")), rows, "{flow}");
+        let (over_s, per_sec) = (f(&r, &at("over_s")), f(&r, &at("per_sec")));
+        assert!(
+            (per_sec - rows as f64 / over_s).abs() < 1e-6 * per_sec,
+            "{flow}"
+        );
+        assert!(
+            over_s > 0.9 && over_s <= f(&r, "/summary/duration_s") + 0.1,
+            "{flow}: {over_s}"
+        );
+    }
+    // The rows came as fast as they were produced, whatever the intervals
+    // (1.2 s in 500 ms intervals).
+    let rate = |flow: &str| f(&r, &format!("/verification/stream/{flow}/per_sec"));
+    let sent = f(&r, "/ops/produce/items_per_sec");
+    assert!((rate("produce_flow") / sent - 1.0).abs() < 0.05, "{sent}");
+    assert!(
+        (rate("consume_flow") / rate("produce_flow") - 1.0).abs() < 0.1,
+        "{}",
+        r["verification"]["stream"]
+    );
+}
+
 #[test]
 fn rows_produced_on_8_partitions_are_all_consumed_in_order_then_cleaned_up() {
     let server = redis();

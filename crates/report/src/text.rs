@@ -501,6 +501,15 @@ pub fn stream_rows(s: &StreamCompleteness) -> String {
         };
         line += &format!("; lag at most {} {unit} in the run", grouped(max as f64, 0));
     }
+    for (what, flow) in [("produced", s.produce_flow), ("consumed", s.consume_flow)] {
+        if let Some(f) = flow {
+            line += &format!(
+                "; {what} {} rows/s over the {:.3}s from the first row to the last",
+                grouped(f.per_sec, 0),
+                f.over_s
+            );
+        }
+    }
     if let Some(us) = s.poll_us_per_1000_rows {
         line += &format!("; {us:.1} µs per 1000 rows in polls that brought rows");
     }
@@ -717,6 +726,7 @@ fn ramp_knee_line(
 mod tests {
     use super::*;
     use crate::fixture;
+    use loadcell_record::details::Flow;
     use loadcell_record::result::Schedule;
 
     #[test]
@@ -905,6 +915,8 @@ mod tests {
             poll_us_per_1000_rows: Some(412.5),
             lag_max: Some(12_500),
             lag_unit: Some("rows".to_string()),
+            consume_flow: None,
+            produce_flow: None,
         };
         let mut verified = Verification::new(900, 900, true, "acknowledged".to_string());
         verified.details.insert(&rows);
@@ -930,12 +942,25 @@ mod tests {
             redelivered: 10,
             ..rows.clone()
         });
-        let untimed = stream_rows(&StreamCompleteness { untimed: 7, ..rows });
+        let untimed = stream_rows(&StreamCompleteness {
+            untimed: 7,
+            ..rows.clone()
+        });
         assert!(
             again.contains("; 10 rows delivered again after a rebalance (at-least-once)"),
             "{again}"
         );
         assert!(untimed.ends_with("; 7 rows of other runs or hosts not timed end to end"));
+        let flowing = stream_rows(&StreamCompleteness {
+            consume_flow: Flow::of(910, 0.25),
+            ..rows
+        });
+        assert!(
+            flowing.contains(
+                "; consumed 3,640 rows/s over the 0.250s from the first row to the last;"
+            ),
+            "{flowing}"
+        );
     }
 
     #[test]

@@ -23,7 +23,7 @@ use serde_json::Value;
 pub use connections::{FirstFailure, HeldConnections};
 pub use disk::{DeviceUtil, DiskRun, Filesystem, IopsExpectation};
 pub use mqtt::{MqttDelivery, MqttStorm, SubscriberDelivery};
-pub use stream::StreamCompleteness;
+pub use stream::{Flow, StreamCompleteness};
 
 /// One family's section of a result.
 pub trait Detail: Serialize + DeserializeOwned {

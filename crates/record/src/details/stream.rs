@@ -49,6 +49,37 @@ pub struct StreamCompleteness {
     /// group's slots).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lag_unit: Option<String>,
+    /// How fast this run's consumers received rows while rows came.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consume_flow: Option<Flow>,
+    /// How fast this run's producers had rows acknowledged while they sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub produce_flow: Option<Flow>,
+}
+
+/// Rows over the time they flowed, from the first row to the last (for
+/// consumers, the first poll that brought rows to the last; for
+/// producers, the first batch sent to the last acknowledged). The run's
+/// interval rates also hold the time before the first row (a group's
+/// join) and after the last, and move in steps of whole intervals: a short
+/// run's true rate is this one.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Flow {
+    pub rows: u64,
+    pub over_s: f64,
+    pub per_sec: f64,
+}
+
+impl Flow {
+    /// `rows` over `over_s`; none when the rows did not span any time
+    /// (one poll, or none).
+    pub fn of(rows: u64, over_s: f64) -> Option<Flow> {
+        (rows > 0 && over_s > 0.0).then(|| Flow {
+            rows,
+            over_s,
+            per_sec: rows as f64 / over_s,
+        })
+    }
 }
 
 impl Detail for StreamCompleteness {

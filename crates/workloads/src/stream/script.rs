@@ -4,13 +4,13 @@
 
 use crate::origin::{origin, Padded};
 use loadcell_core::clock::wall_ns;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use loadcell_core::stream::{ChannelPosition, PollOutcome, StreamConn, StreamRow};
 use loadcell_core::DriverError;
 use loadcell_engine::{Category, Ctx, OpSpec, Script, SessionInfo};
-use loadcell_record::details::StreamCompleteness;
+use loadcell_record::details::{Flow, StreamCompleteness};
 use loadcell_record::result::Verification;
 
 use super::order::{OrderChecker, Verdict};
@@ -26,6 +26,40 @@ const END_TO_END: usize = 3;
 
 /// The class of a row the server did not store.
 pub const ROW_FAILED: &str = "row failed";
+
+/// When rows flowed, on the wall clock: the earliest and the latest
+/// moment noted, once per poll or batch, by any session.
+#[derive(Debug)]
+struct Span {
+    first_ns: AtomicI64,
+    last_ns: AtomicI64,
+}
+
+impl Default for Span {
+    fn default() -> Span {
+        Span {
+            first_ns: AtomicI64::new(i64::MAX),
+            last_ns: AtomicI64::new(i64::MIN),
+        }
+    }
+}
+
+impl Span {
+    fn note(&self, first_ns: i64, last_ns: i64) {
+        self.first_ns.fetch_min(first_ns, Ordering::Relaxed);
+        self.last_ns.fetch_max(last_ns, Ordering::Relaxed);
+    }
+
+    /// `rows` over the span, once it spans some time.
+    fn flow(&self, rows: u64) -> Option<Flow> {
+        let (first, last) = (
+            self.first_ns.load(Ordering::Relaxed),
+            self.last_ns.load(Ordering::Relaxed),
+        );
+        (last > first).then_some(())?;
+        Flow::of(rows, (last - first) as f64 / 1e9)
+    }
+}
 
 /// What the run's rows became, across sessions: one add per request.
 #[derive(Debug, Default)]
@@ -50,6 +84,10 @@ pub(super) struct Tally {
     lag_samples: AtomicU64,
     /// Rows the stream held when the run was checked.
     held_before: AtomicU64,
+    /// From the first poll that brought rows to the last.
+    consumed_span: Span,
+    /// From the first batch sent to the last acknowledged.
+    produced_span: Span,
 }
 
 pub struct StreamScript {
@@ -247,6 +285,9 @@ impl StreamScript {
             .await?;
         let stored = outcome.rows - outcome.failed;
         self.tally.produced.fetch_add(stored, Ordering::Relaxed);
+        if stored > 0 {
+            self.tally.produced_span.note(produced_ns, wall_ns());
+        }
         ctx.items(PRODUCE, stored);
         failures.record(ctx, PRODUCE, |_| ROW_FAILED);
         Ok(())
@@ -287,6 +328,7 @@ impl StreamScript {
         if outcome.rows > 0 {
             t.poll_ns
                 .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            t.consumed_span.note(received_ns, received_ns);
         }
         if outcome.reassigned {
             receiver.reassigned(before);
@@ -408,6 +450,8 @@ impl StreamScript {
             poll_us_per_1000_rows,
             lag_max,
             lag_unit: lag_max.map(|_| C::LAG_UNIT.as_str().to_string()),
+            consume_flow: t.consumed_span.flow(run_consumed),
+            produce_flow: t.produced_span.flow(t.produced.load(Ordering::Relaxed)),
         };
         let c = &completeness;
         let mut how = format!(
@@ -465,6 +509,8 @@ impl StreamScript {
             poll_us_per_1000_rows: None,
             lag_max: None,
             lag_unit: None,
+            consume_flow: None,
+            produce_flow: t.produced_span.flow(produced),
         };
         let mut verification = Verification::new(
             produced,
