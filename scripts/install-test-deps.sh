@@ -12,8 +12,9 @@ PACKAGES=(
   redis-server redis-tools
   memcached
   mosquitto rabbitmq-server
-  # Builds and runs the image (deploy/image) in the container tests.
-  docker.io
+  # Builds and runs the image (deploy/image) in the container tests; the
+  # image's entry-point script runs on busybox-static's shell.
+  docker.io busybox-static
   nginx-light haproxy
   wrk apache2-utils
   procps

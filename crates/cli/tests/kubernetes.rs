@@ -41,8 +41,18 @@ fn the_kustomize_base_is_a_valid_indexed_job_of_as_many_pods_as_shards() {
     assert_eq!(field(&built, "completions"), shards);
     assert_eq!(field(&built, "parallelism"), shards);
     assert_eq!(field(&built, "clusterIP"), ["None"]);
+    // The pods run the image's shard entry point (Swarm's too), with every
+    // variable it reads from the ConfigMap.
     assert!(
-        built.contains("--shard-count \"$SHARDS\"") && built.contains("--start-at \"$START_AT\"")
+        built.contains("- command:\n        - /usr/local/bin/loadcell-shard\n"),
+        "{built}"
+    );
+    for var in ["SHARDS", "WORKLOAD", "TARGET", "OPTIONS", "START_AT"] {
+        assert_eq!(field(&built, var).len(), 1, "{var} in the ConfigMap");
+    }
+    let script = std::fs::read_to_string(base().join("../image/loadcell-shard")).unwrap();
+    assert!(
+        script.contains("--shard-count \"$SHARDS\"") && script.contains("--start-at \"$START_AT\"")
     );
 
     let dir = tempfile::tempdir().unwrap();
