@@ -19,6 +19,13 @@ fn label(v: &str) -> String {
         .replace('\n', "\\n")
 }
 
+/// One unlabelled sample with its help and type lines.
+fn metric(o: &mut String, kind: &str, name: &str, help: &str, value: impl std::fmt::Display) {
+    let _ = writeln!(o, "# HELP {name} {help}");
+    let _ = writeln!(o, "# TYPE {name} {kind}");
+    let _ = writeln!(o, "{name} {value}");
+}
+
 fn histogram(o: &mut String, name: &str, labels: &str, h: &Micros) {
     let sep = if labels.is_empty() { "" } else { "," };
     for le in BUCKETS {
@@ -92,9 +99,7 @@ pub fn render(stats: &Stats, ops: &[&str], workload: &str, target: &str) -> Stri
         ),
     ];
     for (name, help, value) in counters {
-        let _ = writeln!(o, "# HELP {name} {help}");
-        let _ = writeln!(o, "# TYPE {name} counter");
-        let _ = writeln!(o, "{name} {value}");
+        metric(&mut o, "counter", name, help, value);
     }
     let _ = writeln!(
         o,
@@ -234,9 +239,7 @@ pub fn render_watch(f: &WatchFigures) -> String {
         ),
     ];
     for (name, help, value) in counters {
-        let _ = writeln!(o, "# HELP {name} {help}");
-        let _ = writeln!(o, "# TYPE {name} counter");
-        let _ = writeln!(o, "{name} {value}");
+        metric(&mut o, "counter", name, help, value);
     }
     if let Some((ops_per_sec, p99_ms)) = f.latest {
         let gauges = [
@@ -252,9 +255,7 @@ pub fn render_watch(f: &WatchFigures) -> String {
             ),
         ];
         for (name, help, value) in gauges {
-            let _ = writeln!(o, "# HELP {name} {help}");
-            let _ = writeln!(o, "# TYPE {name} gauge");
-            let _ = writeln!(o, "{name} {value}");
+            metric(&mut o, "gauge", name, help, value);
         }
     }
     let _ = writeln!(
