@@ -26,8 +26,11 @@ docker service create --quiet --detach --name "$service" \
     --env-file "$env_file" --env 'SWARM_TASK_SLOT={{.Task.Slot}}' \
     --entrypoint /usr/local/bin/loadcell-shard "$image" >/dev/null
 echo "run.sh: service $service: $shards shards" >&2
-# Until every task completed, or one was rejected (the image missing on a
-# node): what there is is gathered either way.
+# Until every task completed, or one stopped: rejected (the image missing
+# on a node), or failed, which under Swarm is loadcell-shard refusing its
+# settings (it exits 0 once loadcell has run), and would be run again for
+# ever. What there is is gathered either way, and the service removed.
+status=0
 while :; do
     states=$(docker service ps "$service" --filter desired-state=complete \
         --format '{{.CurrentState}}')
@@ -35,12 +38,16 @@ while :; do
     if [ "$complete" -ge "$shards" ]; then
         break
     fi
-    if docker service ps "$service" --format '{{.CurrentState}}' | grep -q '^Rejected'; then
-        echo "run.sh: a shard was rejected:" >&2
-        docker service ps --no-trunc "$service" >&2
+    stopped=$(docker service ps "$service" --no-trunc --format '{{.ID}} {{.CurrentState}} {{.Error}}' |
+        grep -E '^[^ ]+ (Failed|Rejected) ' | head -n 1)
+    if [ -n "$stopped" ]; then
+        echo "run.sh: a shard stopped: ${stopped#* }" >&2
+        docker service logs --raw "${stopped%% *}" 2>&1 >/dev/null | tail -n 5 >&2
+        status=1
         break
     fi
     sleep 1
 done
-"$here/gather.sh" "$service" "$dir"
+"$here/gather.sh" "$service" "$dir" || status=1
 docker service rm "$service" >/dev/null
+exit "$status"

@@ -67,9 +67,47 @@ fn commands_with_json() -> Vec<String> {
 fn every_command_with_json_is_tested_here() {
     assert_eq!(
         commands_with_json(),
-        ["run", "sweep", "findmax", "compare", "plan", "advise", "trend"],
+        ["run", "sweep", "findmax", "compare", "watch", "plan", "advise", "trend"],
         "a command gained or lost --json: test that its stdout is one JSON document"
     );
+}
+
+/// `watch --json` of one unsharded run on the embedded default target.
+#[test]
+fn watch_of_one_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let listen = format!("127.0.0.1:{}", loadcell_testkit::free_port());
+    let watcher = std::process::Command::new(bin())
+        .args(["watch", "--listen", &listen, "--json"])
+        .current_dir(dir.path())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("loadcell watch starts");
+    let watch = format!("http://{listen}");
+    json(
+        dir.path(),
+        &[
+            "run",
+            "kv",
+            "--target",
+            "sim://",
+            "--time",
+            "1s",
+            "--warmup",
+            "0s",
+            "--watch",
+            &watch,
+            "--no-history",
+            "--json",
+        ],
+    );
+    let watched = output_within(watcher);
+    assert!(watched.status.success(), "{}", stderr(&watched));
+    let doc = one_document(&watched);
+    assert_eq!(doc["shards"][0]["state"], "ended", "{doc}");
+    assert!(doc["ops"].as_u64().unwrap() > 0, "{doc}");
 }
 
 #[test]

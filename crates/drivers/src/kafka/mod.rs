@@ -25,7 +25,8 @@
 //!
 //! ## Producing
 //!
-//! One producer per driver, shared by every session (librdkafka's
+//! One producer per driver, made when a session first produces (a run
+//! that only consumes has none) and shared by every session (librdkafka's
 //! producer is thread-safe): rows from all sessions are batched into one
 //! request per partition leader, over one connection per broker, where a
 //! producer per session would multiply threads and connections and send
@@ -90,14 +91,13 @@ use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode};
-use rdkafka::producer::Producer as _;
 use rdkafka::{Message, Offset, TopicPartitionList};
 
 use crate::transport::target_url::{one_of, Query, UrlParts};
 use crate::transport::url_text;
 use crate::{DriverInfo, Family};
 use consume::GroupConsumer;
-use produce::{Session, SharedProducer};
+use produce::{LazyProducer, Session};
 
 pub const INFO: DriverInfo = DriverInfo {
     name: "kafka",
@@ -233,7 +233,7 @@ pub struct KafkaDriver {
 /// The clients every session of a driver shares.
 #[derive(Clone)]
 struct SharedClients {
-    producer: Arc<SharedProducer>,
+    producer: Arc<LazyProducer>,
     admin: Arc<AdminClient<DefaultClientContext>>,
 }
 
@@ -248,15 +248,13 @@ impl KafkaDriver {
     fn clients(&self) -> Result<SharedClients, DriverError> {
         self.clients
             .get_or_init(|| {
-                let producer = produce::new_producer(&self.settings.config())
-                    .map_err(|e| format!("could not make a Kafka producer: {e}"))?;
                 let admin = self
                     .settings
                     .config()
                     .create()
                     .map_err(|e| format!("could not make a Kafka admin client: {e}"))?;
                 Ok(SharedClients {
-                    producer: Arc::new(producer),
+                    producer: Arc::new(LazyProducer::new(self.settings.config())),
                     admin: Arc::new(admin),
                 })
             })
@@ -281,11 +279,11 @@ impl Driver for KafkaDriver {
     /// `timeout`.
     async fn connect_within(&self, timeout: Duration) -> Result<KafkaConn, DriverError> {
         let clients = self.clients()?;
-        let producer = clients.producer.clone();
+        let admin = clients.admin.clone();
         let brokers = self.settings.brokers.clone();
         blocking(move || {
-            producer
-                .client()
+            admin
+                .inner()
                 .fetch_metadata(None, timeout)
                 .map(drop)
                 .map_err(|e| {
@@ -307,8 +305,8 @@ impl Driver for KafkaDriver {
     }
 
     async fn server_info(&self, conn: &mut KafkaConn) -> Result<ServerInfo, DriverError> {
-        let producer = conn.clients.producer.clone();
-        let cluster = blocking(move || producer.client().fetch_cluster_id(ADMIN_TIMEOUT)).await;
+        let admin = conn.clients.admin.clone();
+        let cluster = blocking(move || admin.inner().fetch_cluster_id(ADMIN_TIMEOUT)).await;
         // Kafka's protocol names API versions, never the release.
         let version = format!(
             "unreported (client librdkafka {})",
@@ -496,6 +494,9 @@ impl StreamConn for KafkaConn {
         &mut self,
         on_failure: &mut dyn FnMut(&str),
     ) -> Result<ProduceOutcome, DriverError> {
+        if let Some(e) = self.session.unmade() {
+            return Err(DriverError::fatal(e));
+        }
         Ok(self.session.produce(on_failure).await)
     }
 
@@ -548,6 +549,9 @@ impl StreamConn for KafkaConn {
             .await?;
         let mut failure = None;
         self.session.queue_raw(&marker_topic, 0, marker.as_bytes());
+        if let Some(e) = self.session.unmade() {
+            return Err(DriverError::fatal(e));
+        }
         let outcome = self
             .session
             .produce(&mut |reason| failure = Some(reason.to_string()))

@@ -3,7 +3,7 @@
 
 use std::ffi::CString;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use loadcell_core::stream::{ProduceOutcome, RowCodec, StreamRow};
 use rdkafka::bindings as rd;
@@ -17,8 +17,35 @@ use tokio::sync::Notify;
 /// The driver's producer: its own thread serves the delivery reports.
 pub(super) type SharedProducer = ThreadedProducer<AckCounter>;
 
-pub(super) fn new_producer(config: &ClientConfig) -> KafkaResult<SharedProducer> {
+fn new_producer(config: &ClientConfig) -> KafkaResult<SharedProducer> {
     config.create_with_context(AckCounter)
+}
+
+/// The driver's producer, made when a session first produces: a run that
+/// only consumes has none, and no polling thread of its waking ten times
+/// a second (the largest part of an idle consumer's CPU).
+pub(super) struct LazyProducer {
+    config: ClientConfig,
+    made: OnceLock<Result<Arc<SharedProducer>, String>>,
+}
+
+impl LazyProducer {
+    pub(super) fn new(config: ClientConfig) -> LazyProducer {
+        LazyProducer {
+            config,
+            made: OnceLock::new(),
+        }
+    }
+
+    fn get(&self) -> Result<Arc<SharedProducer>, String> {
+        self.made
+            .get_or_init(|| {
+                new_producer(&self.config)
+                    .map(Arc::new)
+                    .map_err(|e| format!("could not make a Kafka producer: {e}"))
+            })
+            .clone()
+    }
 }
 
 /// One session's records not yet acknowledged, and the failures among
@@ -80,7 +107,11 @@ impl Drop for TopicHandle {
 /// `producer` so that it is dropped first.
 pub(super) struct Session {
     topic: Option<TopicHandle>,
-    producer: Arc<SharedProducer>,
+    /// The driver's producer, once this session produced.
+    producer: Option<Arc<SharedProducer>>,
+    lazy: Arc<LazyProducer>,
+    /// Why the producer could not be made, until `produce` reports it.
+    unmade: Option<String>,
     acks: Arc<Acks>,
     /// Records handed to librdkafka since the last `produce`.
     queued: u64,
@@ -91,10 +122,12 @@ pub(super) struct Session {
 }
 
 impl Session {
-    pub(super) fn new(producer: Arc<SharedProducer>) -> Session {
+    pub(super) fn new(lazy: Arc<LazyProducer>) -> Session {
         Session {
             topic: None,
-            producer,
+            producer: None,
+            lazy,
+            unmade: None,
             acks: Arc::default(),
             queued: 0,
             refused: 0,
@@ -114,6 +147,15 @@ impl Session {
     /// Hands `value` to librdkafka for `topic`'s `partition` (it copies
     /// it), the session's [`Acks`] riding along for the delivery report.
     pub(super) fn queue_raw(&mut self, topic: &str, partition: i32, value: &[u8]) {
+        if self.producer.is_none() {
+            match self.lazy.get() {
+                Ok(producer) => self.producer = Some(producer),
+                Err(e) => {
+                    self.unmade = Some(e);
+                    return;
+                }
+            }
+        }
         let handle = self.topic_handle(topic);
         self.acks.pending.fetch_add(1, Ordering::AcqRel);
         let opaque = self.acks.clone().into_ptr();
@@ -142,6 +184,11 @@ impl Session {
         self.refused += 1;
         // SAFETY: reads the calling thread's last librdkafka error.
         self.refusal = Some(unsafe { rd::rd_kafka_last_error() }.into());
+    }
+
+    /// Why the producer could not be made, once.
+    pub(super) fn unmade(&mut self) -> Option<String> {
+        self.unmade.take()
     }
 
     /// Waits until every record queued since the last call is
@@ -181,9 +228,10 @@ impl Session {
                 let name = CString::new(topic).expect("a topic name has no NUL");
                 // SAFETY: a valid client and name; a NULL configuration
                 // takes the producer's defaults.
+                let producer = self.producer.as_ref().expect("made before a row is queued");
                 let handle = unsafe {
                     rd::rd_kafka_topic_new(
-                        self.producer.client().native_ptr(),
+                        producer.client().native_ptr(),
                         name.as_ptr(),
                         std::ptr::null_mut(),
                     )
