@@ -76,16 +76,7 @@ fn every_command_with_json_is_tested_here() {
 #[test]
 fn watch_of_one_run() {
     let dir = tempfile::tempdir().unwrap();
-    let listen = format!("127.0.0.1:{}", loadcell_testkit::free_port());
-    let watcher = std::process::Command::new(bin())
-        .args(["watch", "--listen", &listen, "--json"])
-        .current_dir(dir.path())
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("loadcell watch starts");
-    let watch = format!("http://{listen}");
+    let (watching, watch) = watcher(dir.path(), &["--json"]);
     json(
         dir.path(),
         &[
@@ -103,7 +94,7 @@ fn watch_of_one_run() {
             "--json",
         ],
     );
-    let watched = output_within(watcher);
+    let watched = output_within(watching);
     assert!(watched.status.success(), "{}", stderr(&watched));
     let doc = one_document(&watched);
     assert_eq!(doc["shards"][0]["state"], "ended", "{doc}");

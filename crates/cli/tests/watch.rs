@@ -15,22 +15,6 @@ use common::*;
 use loadcell_record::hist;
 use serde_json::Value;
 
-/// `loadcell watch` on a free loopback port, started in `dir`.
-fn watcher(dir: &Path, extra: &[&str]) -> (Child, String) {
-    let port = loadcell_testkit::free_port();
-    let listen = format!("127.0.0.1:{port}");
-    let child = Command::new(bin())
-        .args(["watch", "--listen", &listen])
-        .args(extra)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("loadcell watch starts");
-    (child, format!("http://{listen}"))
-}
-
 /// Shard `i` of 3 against `redis`, reporting to `watch`.
 fn shard(dir: &Path, i: usize, redis: &str, watch: &str, start: &str, time: &str) -> Child {
     Command::new(bin())

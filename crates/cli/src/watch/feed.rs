@@ -120,11 +120,16 @@ impl Feed {
 
     /// Offers one interval, warm-up or measured.
     pub fn interval(&mut self, view: &IntervalView<'_>) {
-        let interval = Interval::from_stats(
-            view.elapsed.as_secs_f64(),
-            view.duration.as_secs_f64(),
-            view.stats,
-        );
+        // On the run's clock (warm-up included), not the result's; a
+        // measured interval reuses the engine's encoding.
+        let elapsed = view.elapsed.as_secs_f64();
+        let interval = match view.recorded {
+            Some(recorded) => Interval {
+                t_s: elapsed,
+                ..recorded.clone()
+            },
+            None => Interval::from_stats(elapsed, view.duration.as_secs_f64(), view.stats),
+        };
         self.offer(News::Interval {
             measured: view.phase == Phase::Measure,
             end_unix_ms: wall_ns() as f64 / 1e6,

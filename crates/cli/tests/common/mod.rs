@@ -357,6 +357,23 @@ pub fn each_refused_in_one_line(dir: &Path, target: &str, cases: &[(Vec<&str>, &
 }
 
 const CHROMIUM: &str = "/usr/bin/chromium";
+/// `loadcell watch` on a free loopback port, started in `dir`; returns
+/// it and the URL its shards report to.
+pub fn watcher(dir: &Path, extra: &[&str]) -> (Child, String) {
+    let port = loadcell_testkit::free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let child = Command::new(bin())
+        .args(["watch", "--listen", &listen])
+        .args(extra)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("loadcell watch starts");
+    (child, format!("http://{listen}"))
+}
+
 const BROWSER_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Runs headless Chromium (Debian's `chromium`) on `url` with `args`;

@@ -59,6 +59,10 @@ pub struct IntervalView<'a> {
     pub sessions: usize,
     /// Under `--stages`, the interval's target rate (its mean).
     pub target_per_sec: Option<f64>,
+    /// A measured interval as the result records it (histograms encoded,
+    /// `t_s` from the measurement's start); `None` in warm-up. Encoding
+    /// is the costly part: an observer that sends intervals on reuses it.
+    pub recorded: Option<&'a Interval>,
 }
 
 /// Receives intervals as they complete (live reporting), and warnings as
@@ -219,6 +223,15 @@ impl<C> Collector<'_, C> {
             Some(s) => (spec.sessions(), Some(s.shape.mean_over(from_s, to_s))),
             None => (spec.sessions(), None),
         };
+        let recorded = (phase == Phase::Measure).then(|| {
+            let mut interval = Interval::from_stats(
+                (end - self.measure_start).as_secs_f64(),
+                duration.as_secs_f64(),
+                &self.carry,
+            );
+            interval.connections_held = held_now;
+            interval
+        });
         observer.interval(&IntervalView {
             phase,
             elapsed,
@@ -227,6 +240,7 @@ impl<C> Collector<'_, C> {
             worker_cpu: &self.meter.worker_cpu,
             sessions,
             target_per_sec,
+            recorded: recorded.as_ref(),
         });
         if !spec.measures_client_cpu {
             let watched = Watched {
@@ -242,15 +256,9 @@ impl<C> Collector<'_, C> {
                 self.warnings.push(warning);
             }
         }
-        if phase == Phase::Measure {
+        if let Some(interval) = recorded {
             self.run_load
                 .add(duration, &load.cpu_used, &load.delay_used, &p.all_waiting);
-            let mut interval = Interval::from_stats(
-                (end - self.measure_start).as_secs_f64(),
-                duration.as_secs_f64(),
-                &self.carry,
-            );
-            interval.connections_held = held_now;
             self.intervals.push(interval);
             // The stage this interval ends in (its end is a stage's end at
             // the latest: intervals are cut there).
