@@ -138,7 +138,8 @@ def main() -> None:
         produced = r["verification"]["stream"]["produced"]
         # Rows over the time they flowed, first batch sent to last
         # acknowledged, as ProducerPerformance's figure.
-        flow = r["verification"]["stream"]["produce_flow"]
+        # (A fixed-cost run's single batch or poll may span no time: 0.)
+        flow = r["verification"]["stream"].get("produce_flow") or {"per_sec": 0.0}
         record({"tool": "loadcell", "phase": "produce", "partitions": partitions, "rep": rep,
                 "rows": produced, "rows_per_s": flow["per_sec"], "wall_s": m.wall_s,
                 "cpu_s": m.cpu_s, "cpu_us_per_row": m.cpu_s * 1e6 / produced})
@@ -157,7 +158,7 @@ def main() -> None:
             raise RuntimeError(f"loadcell consumed {consumed} of {produced}: {r['verification']}")
         # Rows over the time they flowed, first row to last (not whole
         # report intervals that carried rows).
-        flow = r["verification"]["stream"]["consume_flow"]
+        flow = r["verification"]["stream"].get("consume_flow") or {"per_sec": 0.0}
         record({"tool": "loadcell", "phase": "consume", "partitions": partitions, "rep": rep,
                 "rows": consumed, "rows_per_s": flow["per_sec"], "wall_s": m.wall_s,
                 "cpu_s": m.cpu_s, "cpu_us_per_row": m.cpu_s * 1e6 / consumed})

@@ -42,6 +42,14 @@ fn parameters_are_librdkafka_properties_over_the_defaults() {
     assert_eq!(consumer.get("group.id"), Some("g"));
     assert_eq!(consumer.get("enable.auto.commit"), Some("false"));
     assert_eq!(consumer.get("partition.assignment.strategy"), Some("range"));
+    // A catching-up consumer refetches 10 ms after its queue was full, not
+    // librdkafka's 1 s; a target may still set its own.
+    assert_eq!(consumer.get("fetch.queue.backoff.ms"), Some("10"));
+    let s = settings("kafka://h:1?fetch.queue.backoff.ms=500").unwrap();
+    assert_eq!(
+        s.consumer_config("g").get("fetch.queue.backoff.ms"),
+        Some("500")
+    );
 }
 
 #[test]
