@@ -190,7 +190,7 @@ Findmax options:
   --sla p99<=10ms      the percentile and bound to hold (required)
   --start-rate R       first rate to probe (default 1000)
   --max-rate R         never probe above this
-  --precision 5%       stop bisecting when pass and fail are this close (default 5%)
+  --precision 5%       end once the 95% interval of the edge is this narrow (default 5%)
   --min-achieved 95%   the achieved rate must reach this share of the target (default 95%)
   --max-probes N       at most this many probes (default 20)
   --out PATH           the findmax file (default RESULTS_DIR/<UTC time>-findmax-<workload>.json)
