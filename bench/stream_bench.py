@@ -147,7 +147,7 @@ def main() -> None:
         # A fixed-cost run drains in well under a second: a short run
         # keeps its idle polling out of the fixed cost (and in the
         # marginal cost of the full runs, against loadcell).
-        time_s = a.consume_time if n == a.rows else "3s"
+        time_s = "3s" if rep == "fixed" else a.consume_time
         m = measure([a.loadcell, "run", "stream", *shape, "--mode", "consume",
                      "--group", f"lc-{topic}", "--consumers", str(a.consumers),
                      "--time", time_s, "--report-interval", "200ms", "--out", str(out)])
@@ -197,17 +197,18 @@ def main() -> None:
              "| partitions | tool | phase | rows/s | client CPU µs/row | marginal µs/row "
              "| fixed cost (CPU s) | load average |",
              "|---:|---|---|---:|---:|---:|---:|---:|"]
+    def key_of(r: dict) -> tuple:
+        return r["partitions"], r["phase"], r["tool"]
+
+    fixed_of = {key_of(r): r for r in rows if r["rep"] == "fixed"}
     full = [r for r in rows if r["rep"] != "fixed"]
-    keys = sorted({(r["partitions"], r["phase"], r["tool"]) for r in full})
-    for partitions, phase, tool in keys:
-        key = (partitions, phase, tool)
-        rs = [r for r in full if (r["partitions"], r["phase"], r["tool"]) == key]
-        fixed = [r for r in rows if r["rep"] == "fixed"
-                 and (r["partitions"], r["phase"], r["tool"]) == key]
+    for key in sorted({key_of(r) for r in full}):
+        partitions, phase, tool = key
+        rs = [r for r in full if key_of(r) == key]
         rate = [r["rows_per_s"] for r in rs]
         cpu = [r["cpu_us_per_row"] for r in rs]
-        if fixed:
-            f = fixed[0]
+        f = fixed_of.get(key)
+        if f:
             marginal = [(r["cpu_s"] - f["cpu_s"]) * 1e6 / (r["rows"] - f["rows"]) for r in rs]
             margin = (f"{statistics.median(marginal):.3f} [{min(marginal):.3f}–{max(marginal):.3f}]"
                       f" | {f['cpu_s']:.2f}")

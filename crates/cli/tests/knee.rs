@@ -149,41 +149,29 @@ fn redis_from_one_worker_thread_runs_out_of_client_cpu() {
     let b = &s["analysis"]["bottleneck"];
     let at = f(b, "/at");
     assert!(at == knee || at == f(&s, "/analysis/knee/x"), "{b:#}");
-    let figures = &b["figures"];
+    // The resource's figure is at least `bound`, and a finding says so.
+    let says = |figure: &str, bound: f64, words_say: &str| {
+        assert!(f(&b["figures"], figure) >= bound, "{b:#}");
+        assert!(words.iter().any(|w| w.contains(words_say)), "{words:#?}");
+    };
     match b["resource"].as_str() {
-        Some("client_cpu") => {
-            assert!(f(figures, "/client_cpu_pct") >= 90.0, "{b:#}");
-            assert!(
-                words
-                    .iter()
-                    .any(|w| w.contains(": client CPU: loadcell used")),
-                "{words:#?}"
-            );
-        }
-        Some("host_cpu") => assert!(f(figures, "/host_cpu_pct") >= 180.0, "{b:#}"),
+        Some("client_cpu") => says("/client_cpu_pct", 90.0, ": client CPU: loadcell used"),
+        Some("host_cpu") => assert!(f(&b["figures"], "/host_cpu_pct") >= 180.0, "{b:#}"),
         // One Redis thread against one worker thread on 2 cores: Redis's
         // can be the one that runs out first (a CI run: server 95%, client
         // 82% at 16 sessions). Then the sweep must say so, with its figure.
-        Some("server_cpu") => {
-            assert!(f(figures, "/server_cpu_pct") >= 90.0, "{b:#}");
-            assert!(
-                words
-                    .iter()
-                    .any(|w| w.contains(": server CPU: the server process used")),
-                "{words:#?}"
-            );
-        }
+        Some("server_cpu") => says(
+            "/server_cpu_pct",
+            90.0,
+            ": server CPU: the server process used",
+        ),
         // Other processes took the cores (a busy CI host): then the sweep
         // must say so rather than blame a resource.
-        None => {
-            assert!(f(figures, "/host_cpu_pct") >= 180.0, "{b:#}");
-            assert!(
-                words
-                    .iter()
-                    .any(|w| w.contains("other processes kept the host's CPU busy")),
-                "{words:#?}"
-            );
-        }
+        None => says(
+            "/host_cpu_pct",
+            180.0,
+            "other processes kept the host's CPU busy",
+        ),
         other => panic!("a CPU should run out first, not {other:?}: {b:#}"),
     }
 }

@@ -8,7 +8,7 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant, SystemTime};
 
 use common::*;
@@ -17,14 +17,16 @@ use serde_json::Value;
 
 /// Shard `i` of 3 against `redis`, reporting to `watch`.
 fn shard(dir: &Path, i: usize, redis: &str, watch: &str, start: &str, time: &str) -> Child {
-    Command::new(bin())
-        .args([
+    let (shard, out) = (format!("{i}/3"), format!("shard{i}.json"));
+    spawn(
+        dir,
+        &[
             "run",
             "kv",
             "--target",
             redis,
             "--shard",
-            &format!("{i}/3"),
+            &shard,
             "--clients",
             "6",
             "--rate",
@@ -39,14 +41,9 @@ fn shard(dir: &Path, i: usize, redis: &str, watch: &str, start: &str, time: &str
             watch,
             "--no-history",
             "--out",
-            &format!("shard{i}.json"),
-        ])
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("loadcell run starts")
+            &out,
+        ],
+    )
 }
 
 fn start_in(secs: u64) -> String {

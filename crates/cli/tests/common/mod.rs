@@ -27,15 +27,29 @@ const INTERRUPT_GRACE: Duration = Duration::from_secs(15);
 
 /// Runs loadcell in `dir` with `args`, for up to [`COMMAND_LIMIT`].
 pub fn loadcell(dir: &Path, args: &[&str]) -> Output {
-    let child = Command::new(bin())
+    output_within(spawn(dir, args))
+}
+
+/// Starts loadcell in `dir` with `args`: no stdin, stdout and stderr
+/// piped for [`output_within`].
+pub fn spawn(dir: &Path, args: &[&str]) -> Child {
+    Command::new(bin())
         .args(args)
         .current_dir(dir)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("the loadcell binary runs");
-    output_within(child)
+        .expect("the loadcell binary runs")
+}
+
+/// `loadcell watch` on a free loopback port, started in `dir`; returns
+/// it and the URL its shards report to.
+pub fn watcher(dir: &Path, extra: &[&str]) -> (Child, String) {
+    let listen = format!("127.0.0.1:{}", loadcell_testkit::free_port());
+    let mut args = vec!["watch", "--listen", &listen];
+    args.extend_from_slice(extra);
+    (spawn(dir, &args), format!("http://{listen}"))
 }
 
 /// `child.wait_with_output()`, bounded by [`COMMAND_LIMIT`]: past it the
@@ -357,23 +371,6 @@ pub fn each_refused_in_one_line(dir: &Path, target: &str, cases: &[(Vec<&str>, &
 }
 
 const CHROMIUM: &str = "/usr/bin/chromium";
-/// `loadcell watch` on a free loopback port, started in `dir`; returns
-/// it and the URL its shards report to.
-pub fn watcher(dir: &Path, extra: &[&str]) -> (Child, String) {
-    let port = loadcell_testkit::free_port();
-    let listen = format!("127.0.0.1:{port}");
-    let child = Command::new(bin())
-        .args(["watch", "--listen", &listen])
-        .args(extra)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("loadcell watch starts");
-    (child, format!("http://{listen}"))
-}
-
 const BROWSER_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Runs headless Chromium (Debian's `chromium`) on `url` with `args`;

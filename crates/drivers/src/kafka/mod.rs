@@ -205,17 +205,15 @@ impl Settings {
         // commits synchronously at every revoke. A member that dies without
         // leaving (a killed process) hands its partitions on after 10 s,
         // not librdkafka's 45; heartbeats come from librdkafka's own
-        // thread, so a busy session is no false alarm. Once a partition's
-        // prefetched rows pass librdkafka's queue thresholds (64 MB by
-        // default) its next fetch waits `fetch.queue.backoff.ms`, 1 s by
-        // default: a consumer catching up drained that in ~0.3 s and then
-        // sat idle, 280-350k rows/s at 8 partitions and 130k at 32,
-        // against 1.1-1.35M with 10 ms (1 ms gave no more); a fetch is
-        // then due again soon after the queue drains, as the Java
-        // consumer's is.
+        // thread, so a busy session is no false alarm.
         for (key, default) in [
             ("partition.assignment.strategy", "range"),
             ("session.timeout.ms", "10000"),
+            // Once a partition's prefetched rows pass librdkafka's queue
+            // thresholds (64 MB by default) its next fetch waits this long,
+            // 1 s by default: a consumer catching up drained the queue in
+            // ~0.3 s and then sat idle, 280-350k rows/s at 8 partitions and
+            // 130k at 32, against 1.1-1.35M with 10 ms (1 ms gave no more).
             ("fetch.queue.backoff.ms", "10"),
         ] {
             if config.get(key).is_none() {
