@@ -156,12 +156,17 @@ pub fn analyse(parameter: &str, samples: &[SweepSample]) -> (SweepAnalysis, Vec<
                     .into_iter()
                     .filter_map(utilisation)
                     .reduce(f64::max);
-                if let Some(u) = at_knee.filter(|&u| u >= crate::ceiling::AT_CEILING) {
-                    findings.push(format!(
+                match at_knee {
+                    Some(u) if u >= crate::ceiling::AT_CEILING => findings.push(format!(
                         "this knee is the client's, not the server's: the client was at {:.0}% of its ceiling there \
                          (give it more --threads if cores are free, or another machine, and sweep again)",
                         100.0 * u
-                    ));
+                    )),
+                    Some(u) => findings.push(format!(
+                        "this knee is not the client's: the client was at {:.0}% of its ceiling there",
+                        100.0 * u
+                    )),
+                    None => {}
                 }
                 analysis.client_at_knee = at_knee;
                 analysis.saturation = Some(saturation);
@@ -361,7 +366,14 @@ mod tests {
         let (a, findings) = at([0.1, 0.2, 0.3, 0.3, 0.3]);
         assert_eq!(a.client_at_knee, Some(0.3));
         assert!(
-            !findings.iter().any(|f| f.contains("client's")),
+            findings.iter().any(|f| f
+                == "this knee is not the client's: the client was at 30% of its ceiling there"),
+            "{findings:?}"
+        );
+        assert!(
+            !findings
+                .iter()
+                .any(|f| f.contains("client's, not the server's")),
             "{findings:?}"
         );
     }
