@@ -1,7 +1,9 @@
 //! `loadcell suite` end to end against a real Redis: gates that pass and
 //! fail, a secret from the environment (and a missing one caught before
-//! any load), a misspelt option named by its line, a SIGKILL in the middle
-//! of a step then `--resume`, a baseline regression, and two shards merged.
+//! any load), a misspelt option named by its line, a SIGKILL, a Ctrl-C and
+//! a dead server in the middle of a step then `--resume`, a baseline
+//! regression, two shards merged, and the smallest suite file as the
+//! issue that asked for suites wrote it.
 
 mod common;
 
@@ -161,25 +163,27 @@ fn a_misspelt_option_is_named_by_its_line_before_any_load() {
     assert!(!dir.path().join("s").exists());
 }
 
-#[test]
-fn a_suite_killed_in_a_step_resumes_keeping_finished_steps_byte_for_byte() {
-    let redis = loadcell_testkit::redis().unwrap_or_else(|e| panic!("{e}"));
-    let dir = tempfile::tempdir().unwrap();
+/// Three one-step runs against `url`, each `time` long, one, two and
+/// three clients.
+fn three_steps(dir: &Path, url: &str, time: &str) -> String {
     let text = format!(
-        "[targets.cache]\nurl = \"{}\"\n\n[[step]]\nname = \"r\"\ncommand = \"run\"\nworkload = \"kv\"\n\
-         target = \"cache\"\nfor = {{ clients = [1, 2, 3] }}\noptions = {{ time = \"2s\" }}\n",
-        redis.url()
+        "[targets.cache]\nurl = \"{url}\"\n\n[[step]]\nname = \"r\"\ncommand = \"run\"\nworkload = \"kv\"\n\
+         target = \"cache\"\nfor = {{ clients = [1, 2, 3] }}\noptions = {{ time = \"{time}\", reconnect_timeout = \"2s\" }}\n"
     );
-    let file = write(dir.path(), "three.toml", &text);
-    let s = dir.path().join("s");
-    let mut child = Command::new(bin())
-        .current_dir(dir.path())
-        .args(["suite", "run", &file, "--out", "s"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+    write(dir, "three.toml", &text)
+}
+
+/// Starts the suite `file` into `dir/s` and returns it once its second
+/// step has run for a second.
+fn started_into_its_second_step(dir: &Path, file: &str) -> std::process::Child {
+    let s = dir.join("s");
+    let child = Command::new(bin())
+        .current_dir(dir)
+        .args(["suite", "run", file, "--out", "s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Kill it a second into the second step.
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         assert!(Instant::now() < deadline, "the second step never started");
@@ -189,17 +193,24 @@ fn a_suite_killed_in_a_step_resumes_keeping_finished_steps_byte_for_byte() {
         std::thread::sleep(Duration::from_millis(50));
     }
     std::thread::sleep(Duration::from_secs(1));
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
+    child
+}
+
+/// The stopped suite in `dir/s` had its first step done, its second
+/// `stopped` and its third pending; `--resume` keeps the first byte for
+/// byte, redoes the second, runs the third, and leaves one complete
+/// result per step.
+fn resumes_keeping_the_first_step(dir: &Path, stopped: &str) {
+    let s = dir.join("s");
     let before = steps(&s);
     assert_eq!(before[0]["status"], "done");
-    assert_eq!(before[1]["status"], "running");
+    assert_eq!(before[1]["status"], stopped);
     assert_eq!(before[2]["status"], "pending");
     let first = s.join(before[0]["file"].as_str().unwrap());
     let first_bytes = std::fs::read(&first).unwrap();
     let first_meta = std::fs::metadata(&first).unwrap().modified().unwrap();
 
-    let o = loadcell(dir.path(), &["suite", "run", "--resume", "s"]);
+    let o = loadcell(dir, &["suite", "run", "--resume", "s"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let after = steps(&s);
     assert!(after.iter().all(|st| st["status"] == "done"), "{after:?}");
@@ -212,7 +223,8 @@ fn a_suite_killed_in_a_step_resumes_keeping_finished_steps_byte_for_byte() {
         after[0], before[0],
         "the finished step's record is kept as it was"
     );
-    // Each step once: three result files, each with its own clients.
+    // Each step once: three result files, each with its own clients, each
+    // whole (the stopped step's partial result is replaced).
     let mut files: Vec<_> = std::fs::read_dir(s.join("steps"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
@@ -223,6 +235,7 @@ fn a_suite_killed_in_a_step_resumes_keeping_finished_steps_byte_for_byte() {
     for (i, name) in files.iter().enumerate() {
         let r = read_json(&s.join("steps").join(name));
         assert_valid_result(&r);
+        assert_eq!(common::s(&r, "/status"), "complete", "{name}");
         assert_eq!(u(&r, "/config/clients_per_thread"), i as u64 + 1);
         assert!(u(&r, "/summary/ops") > 0);
     }
@@ -233,6 +246,59 @@ fn a_suite_killed_in_a_step_resumes_keeping_finished_steps_byte_for_byte() {
         "{}",
         stderr(&o)
     );
+}
+
+#[test]
+fn a_suite_killed_in_a_step_resumes_keeping_finished_steps_byte_for_byte() {
+    let redis = loadcell_testkit::redis().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
+    let file = three_steps(dir.path(), redis.url(), "2s");
+    let mut child = started_into_its_second_step(dir.path(), &file);
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    resumes_keeping_the_first_step(dir.path(), "running");
+}
+
+#[test]
+fn a_suite_stopped_by_ctrl_c_in_a_step_writes_its_result_and_resumes() {
+    let redis = loadcell_testkit::redis().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
+    let file = three_steps(dir.path(), redis.url(), "4s");
+    let child = started_into_its_second_step(dir.path(), &file);
+    // SAFETY: signalling the child this test spawned.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let o = output_within(child);
+    assert_eq!(o.status.code(), Some(130));
+    // Nothing lost: the interrupted step's result is on disk, marked so.
+    let s = dir.path().join("s");
+    let partial = read_json(&s.join("steps/02-r-2.json"));
+    assert_valid_result(&partial);
+    assert_eq!(common::s(&partial, "/status"), "partial");
+    assert_eq!(common::s(&partial, "/stop_reason"), "interrupted");
+    resumes_keeping_the_first_step(dir.path(), "interrupted");
+}
+
+#[test]
+fn a_suite_whose_server_died_in_a_step_stops_there_and_resumes_once_it_is_back() {
+    let mut redis = loadcell_testkit::redis().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
+    let file = three_steps(dir.path(), redis.url(), "4s");
+    let child = started_into_its_second_step(dir.path(), &file);
+    redis.kill();
+    let o = output_within(child);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("Suite stopped at 02-r-2 (Failed") && e.contains("suite run --resume"),
+        "{e}"
+    );
+    let s = dir.path().join("s");
+    let partial = read_json(&s.join("steps/02-r-2.json"));
+    assert_eq!(common::s(&partial, "/stop_reason"), "server_unreachable");
+    // The server back where it was, and the suite goes on.
+    let _back = loadcell_testkit::redis_at(redis.port).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(_back.port, redis.port, "the port was free again");
+    resumes_keeping_the_first_step(dir.path(), "failed");
 }
 
 #[test]
@@ -353,4 +419,69 @@ fn two_shards_of_a_suite_merge_step_by_step() {
     assert!(std::fs::read_to_string(m.join("report.md"))
         .unwrap()
         .contains("## sw"));
+}
+
+/// The suite file the issue asking for suites gave, word for word: it
+/// must run as written, its Redis given by `--var`.
+const MINIMAL: &str = r#"
+[vars]
+redis = "redis://127.0.0.1:6379"
+
+[targets.cache]
+url = "${redis}"
+labels = { instance = "local" }
+
+[[step]]
+name = "kv-threads"
+command = "sweep"            # run | sweep | findmax | prepare | cleanup | advise | plan
+workload = "kv"
+target = "cache"
+options = { threads = "1,2", clients = 4, time = "1s", ratio = "1:1" }
+repeat = 2
+gates = ["p99 <= 50ms"]
+"#;
+
+#[test]
+fn the_smallest_suite_file_runs_as_written() {
+    let redis = loadcell_testkit::redis().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "minimal.toml", MINIMAL);
+    let var = format!("redis={}", redis.url());
+    let o = loadcell(
+        dir.path(),
+        &["suite", "run", &file, "--var", &var, "--out", "s"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    let s = dir.path().join("s");
+    let steps = steps(&s);
+    assert_eq!(steps.len(), 1, "{steps:?}");
+    assert_eq!(steps[0]["status"], "done");
+    let gate = &steps[0]["gates"][0];
+    assert_eq!(
+        (gate["gate"].as_str(), gate["passed"].as_bool()),
+        (Some("p99 <= 50ms"), Some(true)),
+        "{gate}"
+    );
+    // Two values of threads, each run twice, labelled with the target's.
+    let sweep = read_json(&s.join(steps[0]["file"].as_str().unwrap()));
+    let points = sweep["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2);
+    for (point, threads) in points.iter().zip([1.0, 2.0]) {
+        assert_eq!(f(point, "/value"), threads);
+        let runs = point["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 2, "repeat = 2");
+        for r in runs {
+            assert_eq!(r["labels"]["instance"], "local");
+            assert!(u(r, "/summary/ops") > 0);
+        }
+    }
+    // The table has a row per thread count.
+    let md = std::fs::read_to_string(s.join("report.md")).unwrap();
+    assert!(md.contains("## kv-threads"), "{md}");
+    for threads in ["1", "2"] {
+        assert!(
+            md.lines().any(|l| l.starts_with(&format!("| {threads} |"))),
+            "{md}"
+        );
+    }
 }

@@ -17,9 +17,9 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
-use std::time::Instant;
+use std::time::{Duration, Instant, SystemTime};
 
-use common::{loadcell, read_json, stderr, stdout};
+use common::{loadcell, output_within, read_json, spawn, stderr, stdout};
 use loadcell_testkit::{TestServer, TsServer};
 use serde_json::Value;
 
@@ -663,6 +663,59 @@ fn s8_mix_scaling_and_plan_tables_are_the_runs_and_the_plan() {
             assert!(names.contains(&instance), "{names:?}");
         }
     }
+}
+
+/// Two shards of one suite, merged: every cell of the merged directory's
+/// tables is its merged results' figure.
+#[test]
+fn a_merged_sharded_suites_tables_are_its_merged_results() {
+    let servers = servers();
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("sharded.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[targets.cache]\nurl = \"{}\"\nlabels = {{ instance = \"local\" }}\n\n\
+             [[step]]\nname = \"mix\"\ncommand = \"run\"\nworkload = \"kv\"\ntarget = \"cache\"\n\
+             for = {{ ratio = [\"1:0\", \"0:1\"] }}\noptions = {{ time = \"1s\", clients = 2 }}\n\n\
+             [[step]]\nname = \"clients\"\ncommand = \"sweep\"\nworkload = \"kv\"\ntarget = \"cache\"\n\
+             options = {{ time = \"1s\", clients = \"2,4\", step_gap = \"1s\" }}\n",
+            servers.redis().url()
+        ),
+    )
+    .unwrap();
+    let file = file.display().to_string();
+    let start =
+        humantime::format_rfc3339_seconds(SystemTime::now() + Duration::from_secs(4)).to_string();
+    let shards: Vec<_> = (0..2)
+        .map(|i| {
+            let (out, shard) = (format!("d{i}"), format!("{i}/2"));
+            spawn(
+                tmp.path(),
+                &[
+                    "suite",
+                    "run",
+                    &file,
+                    "--out",
+                    &out,
+                    "--shard",
+                    &shard,
+                    "--start-at",
+                    &start,
+                ],
+            )
+        })
+        .collect();
+    for child in shards {
+        let o = output_within(child);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    }
+    let o = loadcell(tmp.path(), &["merge", "d0", "d1", "--out", "m"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let report = check_tables(&tmp.path().join("m"));
+    assert_eq!(titles(&report), ["mix", "clients"]);
+    let mix = report[0].grid("**ops/s**").unwrap();
+    assert_eq!(mix.rows.len(), 2, "{mix:#?}");
 }
 
 #[test]

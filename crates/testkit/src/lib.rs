@@ -62,7 +62,8 @@ use process::{
 };
 pub use rabbitmq::rabbitmq;
 pub use redis::{
-    redis, redis_cli, redis_cluster, redis_tls, redis_with, redis_with_password, TestCluster,
+    redis, redis_at, redis_cli, redis_cluster, redis_tls, redis_with, redis_with_password,
+    TestCluster,
 };
 pub use search::{elasticsearch, opensearch, search_request};
 pub use sharding_proxy::{sharding_proxy, sharding_proxy_lib};

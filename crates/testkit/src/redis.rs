@@ -36,6 +36,12 @@ pub fn redis_with(options: &[&str]) -> Result<TestServer, String> {
     start_redis(None, None, Mode::Plain, options)
 }
 
+/// A private Redis on `port` if it is free: a server brought back where
+/// one died.
+pub fn redis_at(port: u16) -> Result<TestServer, String> {
+    start_redis(Some(port), None, Mode::Plain, &[])
+}
+
 /// Start a private Redis with `requirepass PASSWORD` (the `default` user).
 pub fn redis_with_password(password: &str) -> Result<TestServer, String> {
     start_redis(None, Some(password), Mode::Plain, &[])
