@@ -267,6 +267,11 @@ pub struct PlanArgs {
     /// linear or usl:SIGMA:KAPPA; INSTANCE=MODEL for one type (repeatable).
     #[arg(long, value_name = "[INSTANCE=]MODEL", value_parser = crate::plan::parse_scaling)]
     pub scaling: Vec<(Option<String>, loadcell_analysis::plan::Scaling)>,
+    /// A gate on the plan's cheapest answer, e.g. 'nodes <= 8' or
+    /// 'monthly_cost <= 5k' (repeatable); a failed one, or a target no
+    /// instance type meets, exits 3.
+    #[arg(long = "threshold", value_name = "GATE", value_parser = loadcell_report::gate::Gate::parse)]
+    pub thresholds: Vec<loadcell_report::gate::Gate>,
     /// Print the plan as JSON.
     #[arg(long)]
     pub json: bool,

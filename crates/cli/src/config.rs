@@ -61,6 +61,12 @@ impl RunConfig {
                 g.text()
             );
         }
+        if let Some(g) = args.thresholds.iter().find(|g| g.on_plan()) {
+            bail!(
+                "--threshold '{}' is judged on a capacity plan, not on one run: give it to `loadcell plan`",
+                g.text()
+            );
+        }
         let (mut spec, target, default_target) = resolve(&args.target, &args.workload)?;
         let index = std::env::var(SHARD_INDEX_VAR).ok();
         let shard = resolve_shard(args.shard, args.shard_count, index.as_deref())?;

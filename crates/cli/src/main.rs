@@ -162,10 +162,7 @@ fn dispatch(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
             Ok(0)
         }
         Command::Watch(a) => watch::command(&a),
-        Command::Plan(a) => {
-            plan::run(&a)?;
-            Ok(0)
-        }
+        Command::Plan(a) => plan::run(&a),
         Command::Advise(a) => advise::run(&a),
         Command::Suite(a) => suite::command(&a),
         Command::Trend(a) => history::trend(&a),

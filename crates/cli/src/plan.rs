@@ -302,16 +302,39 @@ pub fn build(a: &PlanArgs, inputs: &[Input]) -> anyhow::Result<PlanView> {
         headroom: a.headroom,
     };
     let plan = loadcell_analysis::plan::plan(&types, &target).map_err(|e| anyhow!("{e}"))?;
+    let gates = a.thresholds.iter().map(|g| g.judge_plan(&plan)).collect();
     Ok(PlanView {
         unit: measured.unit.to_string(),
         plan,
         instances: facts,
+        gates,
     })
+}
+
+/// Refuses, before anything is read, a gate a plan cannot judge.
+pub fn check_gates(a: &PlanArgs) -> anyhow::Result<()> {
+    match a.thresholds.iter().find(|g| !g.on_plan()) {
+        Some(g) => Err(anyhow!(
+            "--threshold '{}' is judged on runs, not on a plan: a plan takes 'nodes' and 'monthly_cost' gates",
+            g.text()
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Exit status 3 when a plan gate failed.
+pub fn exit_code(view: &PlanView) -> i32 {
+    if view.gates.iter().all(|g| g.passed) {
+        0
+    } else {
+        crate::launch::EXIT_BELOW_EXPECTATION
+    }
 }
 
 /// `loadcell plan`: prints the plan (text or JSON) and writes the HTML
 /// report with its plan section when asked.
-pub fn run(a: &PlanArgs) -> anyhow::Result<()> {
+pub fn run(a: &PlanArgs) -> anyhow::Result<i32> {
+    check_gates(a)?;
     crate::views::refuse_overwriting_results(&[("--html", &a.html)])?;
     if a.json && a.html.as_deref() == Some(std::path::Path::new("-")) {
         return Err(anyhow!(
@@ -335,7 +358,7 @@ pub fn run(a: &PlanArgs) -> anyhow::Result<()> {
             &loadcell_report::html::render_with_plan(&inputs, Some(&view)),
         )?;
     }
-    Ok(())
+    Ok(exit_code(&view))
 }
 
 #[cfg(test)]

@@ -182,6 +182,46 @@ fn plan_from_sim_runs_has_known_node_counts_and_costs() {
         "{text}"
     );
 
+    // Gates on the cheapest answer (small: 5 nodes, $365 a month).
+    let gated = |more: &[&str]| {
+        let mut all = args.clone();
+        all.extend(more);
+        loadcell(dir, &all)
+    };
+    let o = gated(&[
+        "--threshold",
+        "nodes <= 5",
+        "--threshold",
+        "monthly_cost <= $400",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("Gates: 2 of 2 passed"),
+        "{}",
+        stdout(&o)
+    );
+    let o = gated(&[
+        "--threshold",
+        "nodes <= 5",
+        "--threshold",
+        "monthly_cost <= 300",
+    ]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("GATE FAILED: monthly_cost <= 300 at small: measured $365.00/month"),
+        "{}",
+        stdout(&o)
+    );
+    let o = gated(&["--threshold", "nodes <= 4", "--json"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let gated_plan: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let gate = &gated_plan["gates"][0];
+    assert_eq!(
+        (gate["passed"].as_bool(), gate["value"].as_f64()),
+        (Some(false), Some(5.0)),
+        "{gate}"
+    );
+
     // A p99 bound of 30 ms: small queues each request behind another (p99
     // about 40 ms) and drops out; big at 2 clients (about 20 ms) stays.
     let mut args = vec![
@@ -300,6 +340,10 @@ fn bad_input_gets_a_one_line_error() {
         (
             &["--latency", "p95<=2ms", "big.json"],
             "only p99 is planned on",
+        ),
+        (
+            &["--threshold", "p99 <= 2ms", "big.json"],
+            "--threshold 'p99 <= 2ms' is judged on runs, not on a plan",
         ),
     ];
     for (extra, want) in cases {

@@ -485,3 +485,95 @@ fn the_smallest_suite_file_runs_as_written() {
         );
     }
 }
+
+/// A plan step's gates judge its cheapest answer: one sim "node" serves
+/// 50 requests/s (one 20 ms slot), so 120/s needs 3 nodes of `small` at
+/// $0.10 an hour, $219 a month; a budget of $200 fails, exit 3.
+#[test]
+fn a_plan_steps_gates_judge_its_cheapest_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "prices.toml",
+        "[[instance]]\nname = \"small\"\nvcpus = 2\nmemory_gib = 4\nusd_per_hour = 0.1\n",
+    );
+    let text = "[targets.one]\nurl = \"sim://?concurrency=1&latency=fixed:20ms\"\nlabels = { instance = \"small\", nodes = \"1\" }\n\n\
+                [targets.two]\nurl = \"sim://?concurrency=2&latency=fixed:20ms\"\nlabels = { instance = \"small\", nodes = \"2\" }\n\n\
+                [[step]]\nname = \"nodes\"\ncommand = \"run\"\nworkload = \"kv\"\nfor = { target = [\"one\", \"two\"] }\n\
+                options = { ratio = \"0:1\", threads = 1, clients = 4, time = \"1s\" }\n\n\
+                [[step]]\nname = \"cost\"\ncommand = \"plan\"\ninputs = [\"nodes\"]\n\
+                options = { prices = \"prices.toml\", target-throughput = \"120\", scaling = \"linear\" }\n\
+                gates = [\"nodes <= 3\", \"monthly_cost <= 200\"]\n";
+    let file = write(dir.path(), "plan.toml", text);
+    let o = loadcell(dir.path(), &["suite", "run", &file, "--out", "s"]);
+    assert_eq!(o.status.code(), Some(3), "{}{}", stdout(&o), stderr(&o));
+    let steps = steps(&dir.path().join("s"));
+    let gates = steps[2]["gates"].as_array().unwrap();
+    assert_eq!(gates.len(), 2, "{gates:?}");
+    assert_eq!(gates[0]["passed"], true, "{gates:?}");
+    assert_eq!(gates[0]["value"], 3.0);
+    assert_eq!(gates[1]["passed"], false, "{gates:?}");
+    assert!(
+        stdout(&o)
+            .contains("GATE FAILED  03-cost: monthly_cost <= 200 (small): measured $219.00/month"),
+        "{}",
+        stdout(&o)
+    );
+    // A gate on a step that measures nothing is refused before any load.
+    let text = text.to_string()
+        + "\n[[step]]\nname = \"tidy\"\ncommand = \"cleanup\"\nworkload = \"kv\"\ntarget = \"one\"\ngates = [\"p99 <= 1ms\"]\n";
+    let file = write(dir.path(), "bad.toml", &text);
+    let o = loadcell(dir.path(), &["suite", "run", &file, "--out", "t"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("step tidy: gates are judged on run, sweep, findmax and plan steps (cleanup measures nothing)"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!dir.path().join("t").exists());
+}
+
+/// A findmax step against its baseline: the same search on a server with
+/// a quarter of the capacity (two 2 ms slots, 1,000/s, against eight,
+/// 4,000/s) finds a rate far lower, the two intervals apart: exit 3. The
+/// contrast is wide so that tests running beside it cannot blur it.
+#[test]
+fn a_findmax_whose_rate_fell_against_the_baseline_exits_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "[vars]\nslots = \"8\"\n\n[targets.sim]\nurl = \"sim://?latency=fixed:2ms&concurrency=${slots}\"\n\n\
+                [[step]]\nname = \"edge\"\ncommand = \"findmax\"\nworkload = \"kv\"\ntarget = \"sim\"\n\
+                options = { threads = 1, clients = 64, time = \"1s\", warmup = \"200ms\", sla = \"p99<=50ms\", \
+                start-rate = \"1000\", precision = \"20%\", max-probes = 12 }\n";
+    let file = write(dir.path(), "edge.toml", text);
+    let o = loadcell(dir.path(), &["suite", "run", &file, "--out", "base"]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    let o = loadcell(
+        dir.path(),
+        &[
+            "suite",
+            "run",
+            &file,
+            "--var",
+            "slots=2",
+            "--out",
+            "quarter",
+            "--baseline",
+            "base",
+        ],
+    );
+    let gate = &steps(&dir.path().join("quarter"))[0]["gates"][0];
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{gate}\n{}{}",
+        stdout(&o),
+        stderr(&o)
+    );
+    assert_eq!(gate["gate"], "regression <= 5%");
+    assert_eq!(gate["passed"], false, "{gate}");
+    assert!(
+        (40.0..=90.0).contains(&f(gate, "/value")),
+        "about three quarters lower: {gate}"
+    );
+    assert!(s(gate, "/measured").contains("(regressed)"), "{gate}");
+}

@@ -483,6 +483,7 @@ pub fn plan_view(big_name: &str) -> crate::plan::PlanView {
         unit: "ops/s".into(),
         plan,
         instances,
+        gates: Vec::new(),
     }
 }
 

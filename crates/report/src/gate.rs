@@ -1,9 +1,11 @@
 //! Gates (k6's thresholds): `p99 <= 2ms`, `error_rate < 0.1%`,
 //! `ops_per_sec >= 50k`, `verification ok` on a run; `knee >= 32` on a
-//! sweep, `rate >= 10k` on a findmax. A gate is parsed once, before any
+//! sweep, `rate >= 10k` on a findmax; `nodes <= 8`, `monthly_cost <= 5k`
+//! on a capacity plan (its cheapest answer). A gate is parsed once, before any
 //! load, and judged on the result afterwards; a failed one sets exit
 //! status 3, as a failed verification does.
 
+use loadcell_analysis::plan::Plan;
 use loadcell_record::hist::LatencySummary;
 use loadcell_record::result::{GateVerdict, RunResult};
 use loadcell_record::sweep::{SweepKind, SweepResult};
@@ -39,6 +41,10 @@ enum Metric {
     Knee,
     /// The highest rate a findmax found meeting its SLA.
     Rate,
+    /// A capacity plan's cheapest answer: its node count, and its cost a
+    /// month.
+    Nodes,
+    MonthlyCost,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -123,7 +129,8 @@ impl Stat {
 
 const HELP: &str = "e.g. 'p99 <= 2ms', 'service.p999 < 10ms', 'read.p99 <= 1ms', \
                     'error_rate < 0.1%', 'ops_per_sec >= 50k', 'verification ok', \
-                    'loss < 0.1%', 'knee >= 32' (sweep), 'rate >= 10k' (findmax)";
+                    'loss < 0.1%', 'knee >= 32' (sweep), 'rate >= 10k' (findmax), \
+                    'nodes <= 8', 'monthly_cost <= 5k' (plan)";
 
 impl Gate {
     /// Parses a gate, or says in one line what is wrong with it.
@@ -156,8 +163,10 @@ impl Gate {
         let bound = match &metric {
             Metric::Latency { .. } => duration_ms(value),
             Metric::ErrorRate | Metric::ClientUtilisation | Metric::Loss => fraction(value),
-            Metric::Errors | Metric::Knee => plain(value),
-            Metric::PerSec(_) | Metric::Rate => count(value),
+            Metric::Errors | Metric::Knee | Metric::Nodes => plain(value),
+            Metric::PerSec(_) | Metric::Rate | Metric::MonthlyCost => {
+                count(value.trim_start_matches('$'))
+            }
             Metric::VerificationOk => unreachable!("parsed above"),
         }
         .map_err(|why| format!("gate '{text}': {why}"))?;
@@ -174,9 +183,20 @@ impl Gate {
         matches!(self.metric, Metric::Knee | Metric::Rate)
     }
 
+    /// Whether this gate is judged on a capacity plan.
+    pub fn on_plan(&self) -> bool {
+        matches!(self.metric, Metric::Nodes | Metric::MonthlyCost)
+    }
+
     /// Refuses a gate the command cannot judge: a knee on a findmax, a
-    /// rate on a sweep.
+    /// rate on a sweep, a plan's answer on either.
     pub fn fits(&self, kind: SweepKind) -> Result<(), String> {
+        if self.on_plan() {
+            return Err(format!(
+                "gate '{}': a capacity plan's answer; give it to `loadcell plan`",
+                self.text
+            ));
+        }
         match (&self.metric, kind) {
             (Metric::Knee, SweepKind::Findmax) => Err(format!(
                 "gate '{}': a findmax has no knee; gate its 'rate' instead",
@@ -236,6 +256,9 @@ impl Gate {
             Metric::Knee | Metric::Rate => {
                 return self.verdict(at, false, "judged on a sweep, not on one run".into())
             }
+            Metric::Nodes | Metric::MonthlyCost => {
+                return self.verdict(at, false, "judged on a plan, not on one run".into())
+            }
         };
         self.against(measured, at, || match &self.metric {
             Metric::Latency {
@@ -294,6 +317,28 @@ impl Gate {
         }
     }
 
+    /// The verdict on a capacity plan, from its cheapest instance type
+    /// that meets the target; a plan none meets fails every plan gate.
+    pub fn judge_plan(&self, plan: &Plan) -> GateVerdict {
+        let cheapest = plan
+            .cheapest
+            .as_ref()
+            .and_then(|c| plan.instances.iter().find(|p| &p.name == c));
+        let measured = match self.metric {
+            Metric::Nodes => cheapest.and_then(|p| p.nodes).map(|n| n as f64),
+            Metric::MonthlyCost => cheapest.and_then(|p| p.monthly_cost),
+            _ => {
+                return self.verdict(
+                    None,
+                    false,
+                    "judged on runs, not on a plan: gate the runs the plan reads".into(),
+                )
+            }
+        };
+        let at = cheapest.map(|p| p.name.clone());
+        self.against(measured, at, || "no instance type meets the target".into())
+    }
+
     fn against(
         &self,
         measured: Option<f64>,
@@ -328,6 +373,7 @@ impl Gate {
             Metric::ErrorRate | Metric::Loss => format!("{:.4}%", value * 100.0),
             Metric::ClientUtilisation => format!("{:.0}%", value * 100.0),
             Metric::PerSec(_) | Metric::Rate => format!("{value:.1}/s"),
+            Metric::MonthlyCost => format!("${value:.2}/month"),
             _ => format!("{value}"),
         }
     }
@@ -346,6 +392,8 @@ fn metric(name: &str) -> Option<Metric> {
         "loss" | "loss_rate" => Some(Metric::Loss),
         "knee" => Some(Metric::Knee),
         "rate" => Some(Metric::Rate),
+        "nodes" => Some(Metric::Nodes),
+        "monthly_cost" | "cost" => Some(Metric::MonthlyCost),
         _ => None,
     };
     if fixed.is_some() {
@@ -555,5 +603,29 @@ mod tests {
             none[0].at.as_deref().unwrap().ends_with("= 1, run 1"),
             "{none:?}"
         );
+    }
+
+    #[test]
+    fn plan_gates_judge_the_cheapest_answer() {
+        // small: 13 nodes, $1,898 a month; <big> 4 nodes, $2,920.
+        let view = fixture::plan_view("<big>");
+        let judge = |g: &str| Gate::parse(g).unwrap().judge_plan(&view.plan);
+        let v = judge("nodes <= 13");
+        assert!(v.passed, "{v:?}");
+        assert_eq!((v.at.as_deref(), v.value), (Some("small"), Some(13.0)));
+        assert!(judge("monthly_cost <= 2k").passed);
+        let v = judge("cost < $1.5k");
+        assert!(!v.passed);
+        assert!(v.measured.ends_with("/month"), "{v:?}");
+        let v = judge("p99 <= 2ms");
+        assert!(
+            !v.passed && v.measured.starts_with("judged on runs"),
+            "{v:?}"
+        );
+        let nodes = Gate::parse("nodes <= 4").unwrap();
+        assert!(nodes.on_plan() && !nodes.on_whole_sweep());
+        assert!(nodes.fits(SweepKind::Sweep).is_err());
+        let run = fixture::run(1, 100.0);
+        assert!(!nodes.judge_run(&run, None).passed);
     }
 }

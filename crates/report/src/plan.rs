@@ -19,6 +19,9 @@ pub struct PlanView {
     pub plan: Plan,
     /// One per `plan.instances`, in the same order.
     pub instances: Vec<InstanceFacts>,
+    /// The `--threshold` gates judged on the plan's cheapest answer.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gates: Vec<loadcell_record::result::GateVerdict>,
 }
 
 /// An instance type's price-file entry and measurements.
@@ -227,6 +230,9 @@ pub fn text(v: &PlanView) -> String {
     let _ = writeln!(o, "\nMeasured (per node count, the setting planned on):");
     let (header, rows) = measured_rows(v);
     aligned(&mut o, &header, &rows, &MEASURED_NUMERIC);
+    if !v.gates.is_empty() {
+        let _ = writeln!(o, "\n{}", crate::text::gates(&v.gates));
+    }
     o
 }
 

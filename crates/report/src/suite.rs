@@ -455,6 +455,8 @@ fn plan_view(v: &serde_json::Value) -> Result<PlanView, String> {
         unit: String,
         plan: Plan,
         instances: Vec<Facts>,
+        #[serde(default)]
+        gates: Vec<loadcell_record::result::GateVerdict>,
     }
     let v = View::deserialize(v).map_err(|e| format!("not a plan as loadcell writes it: {e}"))?;
     Ok(PlanView {
@@ -471,6 +473,7 @@ fn plan_view(v: &serde_json::Value) -> Result<PlanView, String> {
                 files: f.files,
             })
             .collect(),
+        gates: v.gates,
     })
 }
 

@@ -73,6 +73,7 @@ pub fn check(argv: &[String]) -> anyhow::Result<Checked> {
             }
         }
         Command::Plan(a) => {
+            crate::plan::check_gates(&a)?;
             crate::plan::read_prices(&a.prices)?;
             Checked {
                 estimate: None,

@@ -58,10 +58,10 @@ pub struct SuiteRunArgs {
     /// Print the expanded steps and how long they will take; run nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// An earlier suite directory: every run and sweep is compared with
-    /// the same step there, and a regression beyond the step's
-    /// `regression <= X%` gate (default 5%), significant as `compare`
-    /// judges it, fails.
+    /// An earlier suite directory: every run, sweep and findmax is
+    /// compared with the same step there, and a regression beyond the
+    /// step's `regression <= X%` gate (default 5%), significant as
+    /// `compare` judges it (a findmax: its 95% intervals apart), fails.
     #[arg(long, value_name = "DIR")]
     pub baseline: Option<PathBuf>,
     /// Record every run, sweep and findmax step in this run history
@@ -209,11 +209,16 @@ fn command_line(
                 humantime::format_rfc3339_millis(at).to_string(),
             ]);
         }
+    } else if step.command == "plan" {
+        for (g, _) in &step.gates {
+            argv.extend(["--threshold".into(), g.clone()]);
+        }
     } else if !step.gates.is_empty() {
         bail!(
-            "{}: step {}: gates are judged on run, sweep and findmax steps",
+            "{}: step {}: gates are judged on run, sweep, findmax and plan steps ({} measures nothing)",
             step.line,
-            step.name
+            step.name,
+            step.command
         );
     }
     // Earlier steps' files: a plan reads them all, an advice one run.
@@ -586,11 +591,12 @@ fn execute(step: &Step, argv: &[String], dir: &Path, record: &StepRecord) -> any
             Ok(0)
         }
         ("plan", crate::args::Command::Plan(a)) => {
+            crate::plan::check_gates(&a)?;
             let inputs = crate::merge::read_inputs(&a.files, false)?;
             let view = crate::plan::build(&a, &inputs)?;
             print!("{}", loadcell_report::plan::text(&view));
             write_json(out.as_deref(), &serde_json::to_value(&view)?)?;
-            Ok(0)
+            Ok(crate::plan::exit_code(&view))
         }
         (_, command) => crate::dispatch(crate::args::Cli { command }, argv.to_vec()),
     }
@@ -608,13 +614,18 @@ fn write_json(path: Option<&Path>, value: &serde_json::Value) -> anyhow::Result<
 
 /// The verdicts the step's own result file holds.
 fn step_gates(dir: &Path, r: &StepRecord) -> anyhow::Result<Vec<GateVerdict>> {
-    let Some(file) = r
-        .file
-        .as_ref()
-        .filter(|_| r.command != "plan" && r.command != "advise")
-    else {
+    let Some(file) = r.file.as_ref().filter(|_| r.command != "advise") else {
         return Ok(Vec::new());
     };
+    if r.command == "plan" {
+        let text = std::fs::read_to_string(dir.join(file))
+            .with_context(|| format!("cannot read {}", dir.join(file).display()))?;
+        let plan: serde_json::Value = serde_json::from_str(&text)?;
+        return Ok(match plan.get("gates") {
+            Some(gates) => serde_json::from_value(gates.clone())?,
+            None => Vec::new(),
+        });
+    }
     let input = Input::read(&dir.join(file)).map_err(|e| anyhow!(e))?;
     Ok(match input.result {
         AnyResult::Run(run) => run.gates,
@@ -631,7 +642,7 @@ fn against_baseline(
     bdir: &Path,
     base: &SuiteRecord,
 ) -> anyhow::Result<Option<GateVerdict>> {
-    if !matches!(r.command.as_str(), "run" | "sweep") {
+    if !matches!(r.command.as_str(), "run" | "sweep" | "findmax") {
         return Ok(None);
     }
     let bound = regression_bound(step)?.unwrap_or(0.05);
@@ -650,11 +661,15 @@ fn against_baseline(
             value: None,
         }));
     };
-    let ours = r.file.as_ref().expect("run and sweep steps have a file");
+    let ours = r.file.as_ref().expect("measured steps have a file");
     let inputs = [
         Input::read(&bdir.join(theirs)).map_err(|e| anyhow!(e))?,
         Input::read(&dir.join(ours)).map_err(|e| anyhow!(e))?,
     ];
+    if r.command == "findmax" {
+        let at = Some(bdir.join(theirs).display().to_string());
+        return Ok(Some(findmax_against(gate, at, bound, &inputs)));
+    }
     let comparison = crate::compare::compare(&inputs, Some(bound))?;
     let outcomes = comparison.gate_outcomes();
     let worst = outcomes
@@ -683,6 +698,63 @@ fn against_baseline(
         },
         value: worst.map(|o| o.worse_by * 100.0),
     }))
+}
+
+/// A findmax's answer against the baseline's: regressed when its rate
+/// fell by more than `bound` and the two 95% intervals do not overlap
+/// (the fall is beyond what either search could tell apart). Without an
+/// interval on both sides, the rates alone are judged, and it says so.
+fn findmax_against(
+    gate: String,
+    at: Option<String>,
+    bound: f64,
+    inputs: &[Input; 2],
+) -> GateVerdict {
+    let answer = |input: &Input| match &input.result {
+        AnyResult::Sweep(s) => s.analysis.findmax.as_ref().map(|f| (f.best_rate, f.ci95)),
+        AnyResult::Run(_) => None,
+    };
+    let verdict = |passed: bool, measured: String, value: Option<f64>| GateVerdict {
+        gate: gate.clone(),
+        at: at.clone(),
+        passed,
+        measured,
+        value,
+    };
+    let (Some((Some(base), base_ci)), Some((Some(ours), our_ci))) =
+        (answer(&inputs[0]), answer(&inputs[1]))
+    else {
+        return verdict(
+            false,
+            "no rate met the SLA on one side: nothing to compare".into(),
+            None,
+        );
+    };
+    let change = ours / base - 1.0;
+    let shown = |rate: f64, ci: Option<[f64; 2]>| match ci {
+        Some([low, high]) => format!("{rate:.0}/s [{low:.0}–{high:.0}]"),
+        None => format!("{rate:.0}/s (no interval)"),
+    };
+    let apart = match (base_ci, our_ci) {
+        (Some(b), Some(o)) => o[1] < b[0] || b[1] < o[0],
+        _ => true,
+    };
+    let regressed = -change > bound && apart;
+    verdict(
+        !regressed,
+        format!(
+            "rate {:+.1}%{}: {} against {}",
+            change * 100.0,
+            match (regressed, apart) {
+                (true, _) => " (regressed)",
+                (false, false) => " (the intervals overlap)",
+                _ => "",
+            },
+            shown(ours, our_ci),
+            shown(base, base_ci)
+        ),
+        Some((-change * 100.0).max(0.0)),
+    )
 }
 
 /// No regression at the newest runs of the step's series in the run
