@@ -577,3 +577,81 @@ fn a_findmax_whose_rate_fell_against_the_baseline_exits_3() {
     );
     assert!(s(gate, "/measured").contains("(regressed)"), "{gate}");
 }
+
+/// A sharded suite's plan is deferred by each shard and run by `merge`
+/// over the merged results. Each shard runs its own in-process sim, so
+/// the merged load of one "node" (a 20 ms slot per shard) is 100/s, not
+/// a shard's 50/s: 120/s takes 2 nodes of the merged numbers (3 of one
+/// shard's).
+#[test]
+fn a_sharded_suites_plan_runs_at_merge_over_the_merged_results() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "prices.toml",
+        "[[instance]]\nname = \"small\"\nvcpus = 2\nmemory_gib = 4\nusd_per_hour = 0.1\n",
+    );
+    let text = "[targets.one]\nurl = \"sim://?concurrency=1&latency=fixed:20ms\"\nlabels = { instance = \"small\", nodes = \"1\" }\n\n\
+                [targets.two]\nurl = \"sim://?concurrency=2&latency=fixed:20ms\"\nlabels = { instance = \"small\", nodes = \"2\" }\n\n\
+                [[step]]\nname = \"nodes\"\ncommand = \"run\"\nworkload = \"kv\"\nfor = { target = [\"one\", \"two\"] }\n\
+                options = { ratio = \"0:1\", threads = 1, clients = 8, time = \"1s\" }\n\n\
+                [[step]]\nname = \"cost\"\ncommand = \"plan\"\ninputs = [\"nodes\"]\n\
+                options = { prices = \"prices.toml\", target-throughput = \"120\", scaling = \"linear\" }\n\
+                gates = [\"nodes <= 2\"]\n";
+    let file = write(dir.path(), "sharded-plan.toml", text);
+    let start =
+        humantime::format_rfc3339_seconds(SystemTime::now() + Duration::from_secs(3)).to_string();
+    let shards: Vec<_> = (0..2)
+        .map(|i| {
+            let (out, shard) = (format!("d{i}"), format!("{i}/2"));
+            spawn(
+                dir.path(),
+                &[
+                    "suite",
+                    "run",
+                    &file,
+                    "--out",
+                    &out,
+                    "--shard",
+                    &shard,
+                    "--start-at",
+                    &start,
+                ],
+            )
+        })
+        .collect();
+    for child in shards {
+        let o = output_within(child);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    }
+    for i in 0..2 {
+        let own = steps(&dir.path().join(format!("d{i}")));
+        assert_eq!(own[2]["status"], "deferred", "{own:?}");
+        assert!(!dir.path().join(format!("d{i}/steps/03-cost.json")).exists());
+    }
+    let o = loadcell(dir.path(), &["merge", "d0", "d1", "--out", "m"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let m = dir.path().join("m");
+    let merged = steps(&m);
+    assert!(merged.iter().all(|st| st["status"] == "done"), "{merged:?}");
+    let one = read_json(&m.join("steps/01-nodes-one.json"));
+    assert!(
+        (90.0..=105.0).contains(&f(&one, "/summary/ops_per_sec")),
+        "two shards' 50/s: {}",
+        one["summary"]
+    );
+    let plan = read_json(&m.join(merged[2]["file"].as_str().unwrap()));
+    let small = &plan["plan"]["instances"][0];
+    assert_eq!(small["nodes"], 2, "{small:#}");
+    assert_eq!(merged[2]["gates"][0]["passed"], true, "{:?}", merged[2]);
+    // The plan read the merged files, not a shard's.
+    let line = merged[2]["command_line"].as_array().unwrap();
+    assert!(
+        line.iter()
+            .any(|a| a.as_str().unwrap().ends_with("m/steps/01-nodes-one.json")),
+        "{line:?}"
+    );
+    assert!(std::fs::read_to_string(m.join("report.md"))
+        .unwrap()
+        .contains("Capacity plan"));
+}

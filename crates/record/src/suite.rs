@@ -57,6 +57,9 @@ pub enum StepStatus {
     Failed,
     /// Ctrl-C or SIGTERM: on resume it runs again.
     Interrupted,
+    /// A plan in one shard's suite: `merge` runs it over the merged
+    /// results (a shard's own are a part of the load).
+    Deferred,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -267,6 +267,7 @@ fn status_name(s: StepStatus) -> &'static str {
         StepStatus::Done => "done",
         StepStatus::Failed => "failed",
         StepStatus::Interrupted => "interrupted",
+        StepStatus::Deferred => "deferred to merge",
     }
 }
 

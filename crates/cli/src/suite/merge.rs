@@ -1,7 +1,8 @@
 //! `loadcell merge DIR0 DIR1 … --out DIR` on suite directories: the
 //! shards' suite directories merged step by step, each step's results as
 //! `merge` merges one run's (or one sweep's) shards, its gates judged
-//! again on the merged result, and the tables written from it.
+//! again on the merged result, and the tables written from it. The plans
+//! the shards deferred run here, over the merged results.
 
 use std::path::{Path, PathBuf};
 
@@ -11,7 +12,10 @@ use loadcell_record::suite::{StepStatus, SuiteRecord};
 use loadcell_record::sweep::AnyResult;
 use loadcell_report::gate::Gate;
 
-use super::{read_record, write_record, write_tables};
+use super::{
+    command_line, execute, plan_suite, read_record, redacted, step_gates, write_record,
+    write_tables, SOURCE,
+};
 
 /// The gates a step's command line gave (`--threshold GATE`).
 fn gates_of(command_line: &[String]) -> Vec<Gate> {
@@ -58,23 +62,38 @@ pub fn merge(dirs: &[PathBuf], out: &Path, allow_partial: bool) -> anyhow::Resul
     }
     std::fs::create_dir_all(out.join("steps"))
         .with_context(|| format!("cannot create {}", out.display()))?;
+    // The suite as the shards ran it, as a suite directory keeps it.
+    let source = dirs[0].join(SOURCE);
+    std::fs::copy(&source, out.join(SOURCE))
+        .with_context(|| format!("cannot copy {}", source.display()))?;
     let mut merged = SuiteRecord {
         shard: None,
         merged_from: dirs.iter().map(|d| d.display().to_string()).collect(),
         ended_at: records.iter().filter_map(|r| r.ended_at.clone()).max(),
         ..first.clone()
     };
-    for (i, step) in merged.steps.iter_mut().enumerate() {
+    for i in 0..merged.steps.len() {
+        let plan = merged.steps[i].command == "plan";
+        let finished = if plan {
+            StepStatus::Deferred
+        } else {
+            StepStatus::Done
+        };
         let unfinished: Vec<String> = dirs
             .iter()
             .zip(&records)
-            .filter(|(_, r)| r.steps[i].status != StepStatus::Done)
+            .filter(|(_, r)| r.steps[i].status != finished)
             .map(|(d, _)| d.display().to_string())
             .collect();
+        let step = &mut merged.steps[i];
         step.gates.clear();
         if !unfinished.is_empty() {
             step.status = StepStatus::Pending;
             step.error = Some(format!("not done in {}", unfinished.join(", ")));
+            continue;
+        }
+        if plan {
+            plan_merged(out, &mut merged, i)?;
             continue;
         }
         let Some(file) = step.file.clone() else {
@@ -116,5 +135,38 @@ pub fn merge(dirs: &[PathBuf], out: &Path, allow_partial: bool) -> anyhow::Resul
         dirs.len(),
         out.display()
     );
+    Ok(())
+}
+
+/// Runs the plan step `i` the shards deferred, over the merged results of
+/// the steps it reads: the suite as the shards ran it (its source, copied
+/// into `out`, and `--var`s), unsharded, in `out`.
+fn plan_merged(out: &Path, merged: &mut SuiteRecord, i: usize) -> anyhow::Result<()> {
+    let source = out.join(SOURCE);
+    let text = std::fs::read_to_string(&source)
+        .with_context(|| format!("cannot read {}", source.display()))?;
+    let overrides = merged
+        .overrides
+        .iter()
+        .map(|o| super::file::parse_override(o).map_err(|e| anyhow!(e)))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let planned = plan_suite(&merged.file, &text, &overrides, out, None, None)?;
+    let step = &planned.suite.steps[i];
+    let argv = command_line(
+        &planned.suite,
+        &merged.steps[..i],
+        step,
+        out,
+        merged.steps[i].file.as_deref(),
+        None,
+        None,
+    )?;
+    let code = execute(step, &argv, out, &merged.steps[i])?;
+    let r = &mut merged.steps[i];
+    r.command_line = redacted(&argv);
+    r.exit_code = Some(code);
+    r.error = None;
+    r.status = StepStatus::Done;
+    r.gates = step_gates(out, r)?;
     Ok(())
 }

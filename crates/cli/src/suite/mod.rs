@@ -291,9 +291,9 @@ fn plan_suite(
         let file = step_file(step, &id);
         let where_ = |line: usize| format!("{name}:{line}: step {}", step.name);
         regression_bound(step).map_err(|e| anyhow!("{}: {e}", where_(step.line)))?;
-        if shard.is_some() && !matches!(step.command.as_str(), "run" | "sweep") {
+        if shard.is_some() && !matches!(step.command.as_str(), "run" | "sweep" | "plan") {
             bail!(
-                "{}: a sharded suite runs run and sweep steps only (a {} decides on its own \
+                "{}: a sharded suite runs run, sweep and plan steps only (a {} decides on its own \
                  shard's numbers, or changes the data under the others): run it unsharded",
                 where_(step.line),
                 step.command
@@ -319,7 +319,8 @@ fn plan_suite(
             let workload = step.workload.clone().unwrap_or_default();
             reach.entry((t.clone(), workload)).or_insert(r);
         }
-        if let Some(start) = at {
+        // A shard defers its plans to `merge`: they take it no time.
+        if let Some(start) = at.filter(|_| step.command != "plan") {
             let length = checked.estimate.ok_or_else(|| {
                 anyhow!(
                     "{}: a sharded suite needs each step's --time, so that every shard starts it at the same instant",
@@ -474,6 +475,11 @@ fn run(a: &SuiteRunArgs) -> anyhow::Result<i32> {
             continue;
         }
         let step = &planned.suite.steps[i];
+        if shard.is_some() && step.command == "plan" {
+            record.steps[i].status = StepStatus::Deferred;
+            write_record(&dir, &record)?;
+            continue;
+        }
         // Plans and advice name earlier steps' files, known by now.
         let argv = command_line(
             &planned.suite,
@@ -545,14 +551,15 @@ fn run(a: &SuiteRunArgs) -> anyhow::Result<i32> {
 
 /// When each step of a sharded suite starts: the suite's instant, then
 /// each step still to run a slot of its length and the gap later (the
-/// done steps of a resumed suite take no time).
+/// done steps of a resumed suite, and plans, take no time).
 fn schedule(steps: &[StepRecord], first: SystemTime) -> Vec<SystemTime> {
     let mut at = first;
     steps
         .iter()
         .map(|s| {
             let start = at;
-            if s.status != StepStatus::Done {
+            // Plans are deferred to merge: no slot.
+            if s.status != StepStatus::Done && s.command != "plan" {
                 at += Duration::from_secs_f64(s.estimate_s.unwrap_or(0.0)) + SHARD_GAP;
             }
             start
