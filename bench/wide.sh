@@ -19,6 +19,7 @@
 #   BENCH_SYSTEMS [cassandra,hbase]  BENCH_ROWS per client [2000]
 #   BENCH_CLIENTS [16]  BENCH_VALUE_SIZE [1000]  BENCH_REPS [3]
 #   BENCH_WARMUP rounds not counted [2]
+#   BENCH_FIXED_ROWS rows per client of each tool's fixed-cost run [10]
 #   BENCH_TESTS [randomWrite,randomRead]
 #   LATTE [latte]
 #   PE_JARS [bench/results/hbase-mapreduce-2.5.8-tests.jar:bench/results/hbase-server-2.5.8-tests.jar]
@@ -50,6 +51,7 @@ cat "$out/host.txt" >&2
 
 common=(--loadcell "$out/loadcell" --rows "${BENCH_ROWS:-2000}" --clients "${BENCH_CLIENTS:-16}"
         --value-size "${BENCH_VALUE_SIZE:-1000}" --reps "${BENCH_REPS:-3}" --warmup "${BENCH_WARMUP:-2}"
+        --fixed-rows "${BENCH_FIXED_ROWS:-10}"
         --tests "${BENCH_TESTS:-randomWrite,randomRead}")
 
 systems=${BENCH_SYSTEMS:-cassandra,hbase}

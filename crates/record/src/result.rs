@@ -195,6 +195,12 @@ impl Verification {
             details: Details::default(),
         }
     }
+
+    /// The same verdict, with `note` added to how it was reached.
+    pub fn noting(mut self, note: &str) -> Self {
+        self.how = format!("{}; {note}", self.how);
+        self
+    }
 }
 
 /// One `--export`'s account: what reached the time-series database, and

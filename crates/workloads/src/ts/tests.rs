@@ -503,6 +503,51 @@ fn real_time_points_are_now_and_a_millisecond_apart_at_least() {
     assert_eq!(v.expected, 100);
 }
 
+/// 100 requests of 5 rounds each to one group in well under a second run
+/// the timestamps ~0.5 s ahead of the clock: the check waits for the clock
+/// to pass them (a later run's time range then holds none) and says so.
+#[test]
+fn a_real_time_run_ahead_of_the_clock_waits_for_it_before_its_check() {
+    let opts = TsOptions {
+        timing: Timing::RealTime,
+        ..backfill(100)
+    };
+    let script = IngestScript::new(&opts, 3);
+    let mut conn = Points::default();
+    block_on(async {
+        let mut tags = script.space.tag_buffer();
+        for _ in 0..100 {
+            let super::ingest::Claim::Lease(lease) = script.claim() else {
+                panic!("real time never ends");
+            };
+            script.build(&mut conn, &lease, &mut tags);
+            conn.write(&mut |_| {}).await.unwrap();
+        }
+    });
+    let newest = conn
+        .series
+        .values()
+        .flat_map(|points| points.iter().map(|p| p.0))
+        .max()
+        .unwrap();
+    assert!(
+        newest > loadcell_core::clock::wall_ns() + 300_000_000,
+        "ran ahead"
+    );
+    let v = block_on(script.verify(&mut conn, 10, Duration::ZERO)).unwrap();
+    assert!(v.ok, "{v:?}");
+    assert!(
+        loadcell_core::clock::wall_ns() > newest,
+        "the clock passed them"
+    );
+    assert!(
+        v.how
+            .contains("s ahead of the clock (over one point a millisecond per series): it waited"),
+        "{}",
+        v.how
+    );
+}
+
 #[test]
 fn query_ranges_are_an_hour_within_the_data_or_all_of_it() {
     use rand::SeedableRng;
