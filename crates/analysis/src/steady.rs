@@ -12,14 +12,8 @@
 //! short to tell transient from steady state, so the detector waits.
 //!
 //! A run has settled when every series it watches (throughput and mean
-//! latency) has a trusted truncation; it settled at the latest of them.
-//!
-//! An observation is at least [`OBSERVATION_S`] long: report intervals
-//! finer than that are summed into one. The rule's time scale is its
-//! batch, so at 250 ms intervals a batch was 1.25 s and a short lull
-//! passed for steady: a fresh Cassandra (writes, 8 sessions) was called
-//! settled 5 s in while its throughput went on rising 3× to 40 s. Over
-//! one-second observations the same series settles 30 s in.
+//! latency per interval) has a trusted truncation; it settled at the
+//! latest of them.
 
 /// Observations per batch: the "5" of MSER-5.
 pub const BATCH: usize = 5;
@@ -27,12 +21,8 @@ pub const BATCH: usize = 5;
 /// Fewest batches judged: with fewer, one slow batch is all a series has.
 pub const MIN_BATCHES: usize = 4;
 
-/// The shortest observation, in seconds: finer intervals are summed.
-pub const OBSERVATION_S: f64 = 1.0;
-
 /// What the result records of the rule.
-pub const METHOD: &str =
-    "MSER-5 over throughput and mean latency per second (or per report interval, if longer)";
+pub const METHOD: &str = "MSER-5 over each interval's throughput and mean latency";
 
 /// The MSER-5 truncation of `series`: how many leading observations to
 /// drop (a multiple of [`BATCH`]). `None` when the series has fewer than
@@ -71,18 +61,12 @@ pub fn mser5(series: &[f64]) -> Option<usize> {
     (best.1 < half).then_some(best.1 * BATCH)
 }
 
-/// Watches a run's intervals, summed into observations of at least
-/// [`OBSERVATION_S`], and says when every series has settled.
+/// Watches a run's intervals, one observation of each series per
+/// interval, and says when all of them have settled.
 #[derive(Debug, Clone, Default)]
 pub struct Detector {
     throughput: Vec<f64>,
     latency: Vec<f64>,
-    /// Intervals pushed by each observation's end.
-    ends: Vec<usize>,
-    /// The observation being summed: seconds, events, and events ×
-    /// their mean latency.
-    open: (f64, f64, f64),
-    intervals: usize,
 }
 
 impl Detector {
@@ -90,33 +74,19 @@ impl Detector {
         Detector::default()
     }
 
-    /// Adds one interval: its length, its events and their mean latency.
-    pub fn push(&mut self, secs: f64, events: u64, mean_latency: f64) {
-        self.intervals += 1;
-        let (time, count, latency) = &mut self.open;
-        *time += secs;
-        *count += events as f64;
-        *latency += events as f64 * mean_latency;
-        // A hair under the full second still counts: timers end late or
-        // early by microseconds.
-        if *time < OBSERVATION_S * 0.999 {
-            return;
-        }
-        self.throughput.push(*count / *time);
-        self.latency
-            .push(if *count > 0.0 { *latency / *count } else { 0.0 });
-        self.ends.push(self.intervals);
-        self.open = (0.0, 0.0, 0.0);
+    /// Adds one interval: its events per second and its mean latency.
+    pub fn push(&mut self, throughput: f64, mean_latency: f64) {
+        self.throughput.push(throughput);
+        self.latency.push(mean_latency);
     }
 
     /// How many intervals were transient, once both series have settled.
     pub fn settled(&self) -> Option<usize> {
-        // An observation with no event has no latency: it says nothing yet.
+        // An interval with no event has no latency: it says nothing yet.
         if self.throughput.iter().all(|&t| t == 0.0) {
             return None;
         }
-        let cut = mser5(&self.throughput)?.max(mser5(&self.latency)?);
-        Some(cut.checked_sub(1).map_or(0, |last| self.ends[last]))
+        Some(mser5(&self.throughput)?.max(mser5(&self.latency)?))
     }
 }
 
@@ -163,39 +133,14 @@ mod tests {
         let latency = series(20, 40);
         // Throughput steady from the start, latency with a transient.
         for (i, l) in latency.iter().enumerate() {
-            d.push(1.0, 1000 + (i % 3) as u64, *l);
+            d.push(1000.0 + (i % 3) as f64, *l);
         }
         let cut = d.settled().expect("settled");
         assert!((15..=25).contains(&cut), "{cut}");
         let mut idle = Detector::new();
         for _ in 0..40 {
-            idle.push(1.0, 0, 0.0);
+            idle.push(0.0, 0.0);
         }
         assert_eq!(idle.settled(), None);
-    }
-
-    #[test]
-    fn quarter_second_intervals_are_judged_as_seconds() {
-        // The transient of 20 s, in 80 intervals of 250 ms, then 40 s
-        // steady: cut where it ends, counted in intervals.
-        let mut d = Detector::new();
-        for l in series(20, 40) {
-            for _ in 0..4 {
-                d.push(0.25, 250, l);
-            }
-        }
-        let cut = d.settled().expect("settled");
-        assert!((60..=100).contains(&cut), "{cut}");
-        assert_eq!(cut % 4, 0, "at an observation's end: {cut}");
-        // A 3 s transient with 7 s steady behind it, in 250 ms intervals:
-        // over 40 quarter-second observations this was settled; over ten
-        // one-second ones it is too short to tell.
-        let mut short = Detector::new();
-        for l in series(3, 7) {
-            for _ in 0..4 {
-                short.push(0.25, 250, l);
-            }
-        }
-        assert_eq!(short.settled(), None);
     }
 }

@@ -1284,8 +1284,7 @@ fn session_stages_wake_their_connected_sessions() {
 /// `--warmup auto` against a server whose service starts 5× slow and falls
 /// to its set 1 ms over 5 s (`slowstart=5s`): the detector puts the end of
 /// the transient at 5 s (±30%: MSER-5 cuts at whole batches of five
-/// one-second observations, and a busy machine blurs the last of the
-/// slope), and
+/// 250 ms intervals, and a busy machine blurs the last of the slope), and
 /// measurement starts only after it. A warm-up capped before the server
 /// settles says so.
 #[test]

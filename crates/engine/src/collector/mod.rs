@@ -209,7 +209,7 @@ impl<C> Collector<'_, C> {
             let secs = duration.as_secs_f64();
             if secs > 0.0 && settled.is_none() {
                 let latency_ms = shown.response.mean() / 1000.0;
-                detector.push(secs, shown.events, latency_ms);
+                detector.push(shown.events as f64 / secs, latency_ms);
                 ends.push((end - self.start).as_secs_f64());
                 *settled = detector
                     .settled()
