@@ -9,7 +9,7 @@ mod common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use common::*;
 use serde_json::Value;
@@ -372,22 +372,7 @@ fn two_shards_of_a_suite_merge_step_by_step() {
         redis.url()
     );
     let file = write(dir.path(), "sharded.toml", &text);
-    let start =
-        humantime::format_rfc3339_seconds(SystemTime::now() + Duration::from_secs(4)).to_string();
-    let shard = |i: usize| {
-        Command::new(bin())
-            .current_dir(dir.path())
-            .args(["suite", "run", &file, "--out", &format!("d{i}")])
-            .args(["--shard", &format!("{i}/2"), "--start-at", &start])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
-    let (a, b) = (shard(0), shard(1));
-    for o in [output_within(a), output_within(b)] {
-        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    }
+    run_two_suite_shards(dir.path(), &file, Duration::from_secs(4));
     let o = loadcell(dir.path(), &["merge", "d0", "d1", "--out", "m"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let m = dir.path().join("m");
@@ -486,25 +471,35 @@ fn the_smallest_suite_file_runs_as_written() {
     }
 }
 
+/// A price file of one instance type, `small` at $0.10 an hour, in `dir`,
+/// and a suite of runs on one and two sim "nodes" (a 20 ms slot each,
+/// labelled for the plan) with `clients` sessions, then a plan of 120/s
+/// over them gated by `gates` (TOML strings).
+fn sim_nodes_and_plan(dir: &Path, clients: u32, gates: &str) -> String {
+    write(
+        dir,
+        "prices.toml",
+        "[[instance]]\nname = \"small\"\nvcpus = 2\nmemory_gib = 4\nusd_per_hour = 0.1\n",
+    );
+    format!(
+        "[targets.one]\nurl = \"sim://?concurrency=1&latency=fixed:20ms\"\nlabels = {{ instance = \"small\", nodes = \"1\" }}\n\n\
+         [targets.two]\nurl = \"sim://?concurrency=2&latency=fixed:20ms\"\nlabels = {{ instance = \"small\", nodes = \"2\" }}\n\n\
+         [[step]]\nname = \"nodes\"\ncommand = \"run\"\nworkload = \"kv\"\nfor = {{ target = [\"one\", \"two\"] }}\n\
+         options = {{ ratio = \"0:1\", threads = 1, clients = {clients}, time = \"1s\" }}\n\n\
+         [[step]]\nname = \"cost\"\ncommand = \"plan\"\ninputs = [\"nodes\"]\n\
+         options = {{ prices = \"prices.toml\", target-throughput = \"120\", scaling = \"linear\" }}\n\
+         gates = [{gates}]\n"
+    )
+}
+
 /// A plan step's gates judge its cheapest answer: one sim "node" serves
 /// 50 requests/s (one 20 ms slot), so 120/s needs 3 nodes of `small` at
 /// $0.10 an hour, $219 a month; a budget of $200 fails, exit 3.
 #[test]
 fn a_plan_steps_gates_judge_its_cheapest_answer() {
     let dir = tempfile::tempdir().unwrap();
-    write(
-        dir.path(),
-        "prices.toml",
-        "[[instance]]\nname = \"small\"\nvcpus = 2\nmemory_gib = 4\nusd_per_hour = 0.1\n",
-    );
-    let text = "[targets.one]\nurl = \"sim://?concurrency=1&latency=fixed:20ms\"\nlabels = { instance = \"small\", nodes = \"1\" }\n\n\
-                [targets.two]\nurl = \"sim://?concurrency=2&latency=fixed:20ms\"\nlabels = { instance = \"small\", nodes = \"2\" }\n\n\
-                [[step]]\nname = \"nodes\"\ncommand = \"run\"\nworkload = \"kv\"\nfor = { target = [\"one\", \"two\"] }\n\
-                options = { ratio = \"0:1\", threads = 1, clients = 4, time = \"1s\" }\n\n\
-                [[step]]\nname = \"cost\"\ncommand = \"plan\"\ninputs = [\"nodes\"]\n\
-                options = { prices = \"prices.toml\", target-throughput = \"120\", scaling = \"linear\" }\n\
-                gates = [\"nodes <= 3\", \"monthly_cost <= 200\"]\n";
-    let file = write(dir.path(), "plan.toml", text);
+    let text = sim_nodes_and_plan(dir.path(), 4, "\"nodes <= 3\", \"monthly_cost <= 200\"");
+    let file = write(dir.path(), "plan.toml", &text);
     let o = loadcell(dir.path(), &["suite", "run", &file, "--out", "s"]);
     assert_eq!(o.status.code(), Some(3), "{}{}", stdout(&o), stderr(&o));
     let steps = steps(&dir.path().join("s"));
@@ -520,7 +515,7 @@ fn a_plan_steps_gates_judge_its_cheapest_answer() {
         stdout(&o)
     );
     // A gate on a step that measures nothing is refused before any load.
-    let text = text.to_string()
+    let text = text
         + "\n[[step]]\nname = \"tidy\"\ncommand = \"cleanup\"\nworkload = \"kv\"\ntarget = \"one\"\ngates = [\"p99 <= 1ms\"]\n";
     let file = write(dir.path(), "bad.toml", &text);
     let o = loadcell(dir.path(), &["suite", "run", &file, "--out", "t"]);
@@ -586,44 +581,9 @@ fn a_findmax_whose_rate_fell_against_the_baseline_exits_3() {
 #[test]
 fn a_sharded_suites_plan_runs_at_merge_over_the_merged_results() {
     let dir = tempfile::tempdir().unwrap();
-    write(
-        dir.path(),
-        "prices.toml",
-        "[[instance]]\nname = \"small\"\nvcpus = 2\nmemory_gib = 4\nusd_per_hour = 0.1\n",
-    );
-    let text = "[targets.one]\nurl = \"sim://?concurrency=1&latency=fixed:20ms\"\nlabels = { instance = \"small\", nodes = \"1\" }\n\n\
-                [targets.two]\nurl = \"sim://?concurrency=2&latency=fixed:20ms\"\nlabels = { instance = \"small\", nodes = \"2\" }\n\n\
-                [[step]]\nname = \"nodes\"\ncommand = \"run\"\nworkload = \"kv\"\nfor = { target = [\"one\", \"two\"] }\n\
-                options = { ratio = \"0:1\", threads = 1, clients = 8, time = \"1s\" }\n\n\
-                [[step]]\nname = \"cost\"\ncommand = \"plan\"\ninputs = [\"nodes\"]\n\
-                options = { prices = \"prices.toml\", target-throughput = \"120\", scaling = \"linear\" }\n\
-                gates = [\"nodes <= 2\"]\n";
-    let file = write(dir.path(), "sharded-plan.toml", text);
-    let start =
-        humantime::format_rfc3339_seconds(SystemTime::now() + Duration::from_secs(3)).to_string();
-    let shards: Vec<_> = (0..2)
-        .map(|i| {
-            let (out, shard) = (format!("d{i}"), format!("{i}/2"));
-            spawn(
-                dir.path(),
-                &[
-                    "suite",
-                    "run",
-                    &file,
-                    "--out",
-                    &out,
-                    "--shard",
-                    &shard,
-                    "--start-at",
-                    &start,
-                ],
-            )
-        })
-        .collect();
-    for child in shards {
-        let o = output_within(child);
-        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    }
+    let text = sim_nodes_and_plan(dir.path(), 8, "\"nodes <= 2\"");
+    let file = write(dir.path(), "sharded-plan.toml", &text);
+    run_two_suite_shards(dir.path(), &file, Duration::from_secs(3));
     for i in 0..2 {
         let own = steps(&dir.path().join(format!("d{i}")));
         assert_eq!(own[2]["status"], "deferred", "{own:?}");

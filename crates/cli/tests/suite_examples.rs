@@ -17,9 +17,9 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
-use common::{loadcell, output_within, read_json, spawn, stderr, stdout};
+use common::{loadcell, read_json, run_two_suite_shards, stderr, stdout};
 use loadcell_testkit::{TestServer, TsServer};
 use serde_json::Value;
 
@@ -685,31 +685,7 @@ fn a_merged_sharded_suites_tables_are_its_merged_results() {
     )
     .unwrap();
     let file = file.display().to_string();
-    let start =
-        humantime::format_rfc3339_seconds(SystemTime::now() + Duration::from_secs(4)).to_string();
-    let shards: Vec<_> = (0..2)
-        .map(|i| {
-            let (out, shard) = (format!("d{i}"), format!("{i}/2"));
-            spawn(
-                tmp.path(),
-                &[
-                    "suite",
-                    "run",
-                    &file,
-                    "--out",
-                    &out,
-                    "--shard",
-                    &shard,
-                    "--start-at",
-                    &start,
-                ],
-            )
-        })
-        .collect();
-    for child in shards {
-        let o = output_within(child);
-        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    }
+    run_two_suite_shards(tmp.path(), &file, Duration::from_secs(4));
     let o = loadcell(tmp.path(), &["merge", "d0", "d1", "--out", "m"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let report = check_tables(&tmp.path().join("m"));

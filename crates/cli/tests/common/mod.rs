@@ -43,6 +43,35 @@ pub fn spawn(dir: &Path, args: &[&str]) -> Child {
         .expect("the loadcell binary runs")
 }
 
+/// `suite run FILE` as shard I of 2 into `dDIR`, both shards starting
+/// `after` from now; each must exit 0.
+pub fn run_two_suite_shards(dir: &Path, file: &str, after: Duration) {
+    let start = humantime::format_rfc3339_seconds(std::time::SystemTime::now() + after).to_string();
+    let shards: Vec<Child> = (0..2)
+        .map(|i| {
+            let (out, shard) = (format!("d{i}"), format!("{i}/2"));
+            spawn(
+                dir,
+                &[
+                    "suite",
+                    "run",
+                    file,
+                    "--out",
+                    &out,
+                    "--shard",
+                    &shard,
+                    "--start-at",
+                    &start,
+                ],
+            )
+        })
+        .collect();
+    for child in shards {
+        let o = output_within(child);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    }
+}
+
 /// `loadcell watch` on a free loopback port, started in `dir`; returns
 /// it and the URL its shards report to.
 pub fn watcher(dir: &Path, extra: &[&str]) -> (Child, String) {

@@ -475,8 +475,9 @@ fn stores_are_made_marked_and_dropped_only_if_loadcells() {
         .any(|m| m.contains("keeps no stores")));
 }
 
-#[test]
-fn real_time_points_are_now_and_a_millisecond_apart_at_least() {
+/// 100 series in real time, `requests` requests of 5 rounds sent one
+/// after another as fast as they go.
+fn real_time_requests(requests: usize) -> (IngestScript, Points) {
     let opts = TsOptions {
         timing: Timing::RealTime,
         ..backfill(100)
@@ -485,7 +486,7 @@ fn real_time_points_are_now_and_a_millisecond_apart_at_least() {
     let mut conn = Points::default();
     block_on(async {
         let mut tags = script.space.tag_buffer();
-        for _ in 0..3 {
+        for _ in 0..requests {
             let super::ingest::Claim::Lease(lease) = script.claim() else {
                 panic!("real time never ends");
             };
@@ -493,6 +494,12 @@ fn real_time_points_are_now_and_a_millisecond_apart_at_least() {
             conn.write(&mut |_| {}).await.unwrap();
         }
     });
+    (script, conn)
+}
+
+#[test]
+fn real_time_points_are_now_and_a_millisecond_apart_at_least() {
+    let (script, mut conn) = real_time_requests(3);
     // 100 series, 5 rounds a request: 15 points each.
     for points in conn.series.values() {
         assert_eq!(points.len(), 15);
@@ -508,22 +515,7 @@ fn real_time_points_are_now_and_a_millisecond_apart_at_least() {
 /// to pass them (a later run's time range then holds none) and says so.
 #[test]
 fn a_real_time_run_ahead_of_the_clock_waits_for_it_before_its_check() {
-    let opts = TsOptions {
-        timing: Timing::RealTime,
-        ..backfill(100)
-    };
-    let script = IngestScript::new(&opts, 3);
-    let mut conn = Points::default();
-    block_on(async {
-        let mut tags = script.space.tag_buffer();
-        for _ in 0..100 {
-            let super::ingest::Claim::Lease(lease) = script.claim() else {
-                panic!("real time never ends");
-            };
-            script.build(&mut conn, &lease, &mut tags);
-            conn.write(&mut |_| {}).await.unwrap();
-        }
-    });
+    let (script, mut conn) = real_time_requests(100);
     let newest = conn
         .series
         .values()
