@@ -114,6 +114,14 @@ pub fn analyse(parameter: &str, samples: &[SweepSample]) -> (SweepAnalysis, Vec<
     let mut analysis = SweepAnalysis::default();
     let mut findings = Vec::new();
     let concurrency = CONCURRENCY.contains(&parameter);
+    // The client's worst utilisation over the runs at one swept value.
+    let utilisation = |value: f64| {
+        samples
+            .iter()
+            .filter(|s| s.value == value)
+            .filter_map(|s| s.client_utilisation)
+            .reduce(f64::max)
+    };
     if concurrency {
         let throughput: Vec<(f64, f64)> = samples.iter().map(|s| (s.value, s.throughput)).collect();
         let curve = average_repeats(&throughput);
@@ -143,15 +151,6 @@ pub fn analyse(parameter: &str, samples: &[SweepSample]) -> (SweepAnalysis, Vec<
                     findings.push(b.sentence(&at));
                     analysis.bottleneck = Some(b);
                 }
-                let utilisation = |value: f64| {
-                    samples
-                        .iter()
-                        .filter(|s| s.value == value)
-                        .filter_map(|s| s.client_utilisation)
-                        .fold(None, |worst: Option<f64>, u| {
-                            Some(worst.map_or(u, |w| w.max(u)))
-                        })
-                };
                 let at_knee = [knee.prev_x, knee.x]
                     .into_iter()
                     .filter_map(utilisation)
@@ -174,10 +173,19 @@ pub fn analyse(parameter: &str, samples: &[SweepSample]) -> (SweepAnalysis, Vec<
             }
             Ok(None) => {
                 if let Some((x, _)) = curve.last() {
-                    findings.push(format!(
+                    let mut finding = format!(
                         "throughput still scales at {} (no knee within the measured range)",
                         place(parameter, *x)
-                    ));
+                    );
+                    // A client at its ceiling can still gain by batching
+                    // more sessions per wake-up: that gain is the client's.
+                    if let Some(u) = utilisation(*x).filter(|u| *u >= crate::ceiling::AT_CEILING) {
+                        finding.push_str(&format!(
+                            ", but the client was at {:.0}% of its ceiling there: the gain is the client's, not the server's",
+                            100.0 * u
+                        ));
+                    }
+                    findings.push(finding);
                 }
             }
             Err(_) => {}
@@ -375,6 +383,32 @@ mod tests {
                 .iter()
                 .any(|f| f.contains("client's, not the server's")),
             "{findings:?}"
+        );
+    }
+
+    #[test]
+    fn a_curve_that_still_scales_on_a_client_at_its_ceiling_says_whose_gain_it_is() {
+        let scaling = |last_utilisation: f64| {
+            let samples: Vec<SweepSample> = [(64.0, 60e3, 0.1), (256.0, 240e3, 0.5)]
+                .into_iter()
+                .chain([(1024.0, 700e3, 1.0), (4096.0, 900e3, last_utilisation)])
+                .map(|(value, throughput, u)| SweepSample {
+                    client_utilisation: Some(u),
+                    ..sample(value, throughput, 1.0)
+                })
+                .collect();
+            analyse("clients", &samples).1
+        };
+        let findings = scaling(1.0);
+        assert_eq!(
+            findings[0],
+            "throughput still scales at 4096 clients per thread (no knee within the measured range), \
+             but the client was at 100% of its ceiling there: the gain is the client's, not the server's"
+        );
+        let findings = scaling(0.5);
+        assert_eq!(
+            findings[0],
+            "throughput still scales at 4096 clients per thread (no knee within the measured range)"
         );
     }
 

@@ -383,12 +383,22 @@ fn quantile_ms(sorted: &[u64], q: f64) -> f64 {
     sorted[rank - 1] as f64 / 1e6
 }
 
+/// How many of the requests (0.05%) may be set apart from the server's
+/// record by the operating system. The client's clock is read after the
+/// sim's in the same poll, but on 2 shared cores the thread can be
+/// pre-empted between the two readings. In the sparse tail above the
+/// distribution (p999 of uniform(1, 3) ms lies in the machine's lateness) a
+/// handful of such requests move a quantile by more than 1%, so a quantile
+/// is also accepted where it lies within this many ranks of the server's.
+const PREEMPTED_SHARE: f64 = 0.0005;
+
 /// loadcell's summary against the server's record of the same requests.
 /// The tolerance is 1% or 20 µs, whichever is larger: a 3-significant-digit
 /// histogram of whole microseconds, plus the client's own work between its
-/// clock readings and the sim's (the same task, the same poll). The
-/// machine's lateness is in both, so it cancels; a client that added 50 µs
-/// of its own to every latency, or lost or invented requests, fails.
+/// clock readings and the sim's (the same task, the same poll); or, for a
+/// quantile, a rank within `PREEMPTED_SHARE` of the server's. The machine's
+/// lateness is in both, so it cancels; a client that added 50 µs of its own
+/// to every latency, or lost or invented requests, fails.
 fn against_record(label: &str, r: &Value, served: &[u64]) -> Vec<String> {
     let mut failed = Vec::new();
     let events = u(r, "/summary/events");
@@ -402,19 +412,27 @@ fn against_record(label: &str, r: &Value, served: &[u64]) -> Vec<String> {
     }
     let mean = served.iter().sum::<u64>() as f64 / served.len() as f64 / 1e6;
     let truth = [
-        ("min", quantile_ms(served, 0.0)),
-        ("p50", quantile_ms(served, 0.5)),
-        ("p90", quantile_ms(served, 0.9)),
-        ("p99", quantile_ms(served, 0.99)),
-        ("p999", quantile_ms(served, 0.999)),
-        ("mean", mean),
+        ("min", Some(0.0)),
+        ("p50", Some(0.5)),
+        ("p90", Some(0.9)),
+        ("p99", Some(0.99)),
+        ("p999", Some(0.999)),
+        ("mean", None),
     ];
-    for (p, want) in truth {
+    for (p, q) in truth {
         let got = f(r, &format!("/summary/latency_ms/{p}"));
+        let want = q.map_or(mean, |q| quantile_ms(served, q));
         let tol = (0.01 * want).max(0.020);
-        if (got - want).abs() > tol {
+        let (low, high) = q.map_or((want, want), |q| {
+            (
+                quantile_ms(served, (q - PREEMPTED_SHARE).max(0.0)),
+                quantile_ms(served, (q + PREEMPTED_SHARE).min(1.0)),
+            )
+        });
+        if got < low - tol || got > high + tol {
             failed.push(format!(
-                "{label} {p}: reported {got} ms, the server's record {want:.4} ms, allowed ±{tol:.4} ms ({events} events)"
+                "{label} {p}: reported {got} ms, the server's record {want:.4} ms ({low:.4}–{high:.4} within {slack:.2}% of its rank), allowed ±{tol:.4} ms ({events} events)",
+                slack = 100.0 * PREEMPTED_SHARE
             ));
         }
     }
@@ -1391,9 +1409,13 @@ fn the_client_ceiling_tells_a_busy_client_from_an_idle_one() {
     assert!(s(&idle, "/client/sentence").ends_with("these figures are the server's"));
 }
 
-/// A sweep that would scale (each session waits 1 ms on the sim, so 4,096
-/// sessions could do 4M/s) held on one worker thread: throughput stops at
-/// that thread's ceiling, and the knee says it is the client's.
+/// A sweep that would scale (each session waits 1 ms on the sim, so 16,384
+/// sessions could do 16M/s) held on one worker thread: throughput stops at
+/// that thread's ceiling, and the knee says it is the client's. The thread
+/// reaches its ceiling near 1,024 sessions, but its CPU per operation still
+/// falls as more sessions share a wake-up (2.1 µs at 64, 1.05 µs at 4,096),
+/// so one step past it can gain the 21% that counts as scaling on a noisy
+/// machine; two steps past it cannot.
 #[test]
 fn a_sweep_on_one_worker_says_its_knee_is_the_clients() {
     let _machine = alone();
@@ -1410,7 +1432,7 @@ fn a_sweep_on_one_worker_says_its_knee_is_the_clients() {
             "--workers",
             "1",
             "--clients",
-            "64,256,1024,4096",
+            "64,256,1024,4096,16384",
             "--time",
             "1s",
             "--warmup",
@@ -1420,9 +1442,12 @@ fn a_sweep_on_one_worker_says_its_knee_is_the_clients() {
         ],
     ));
     let sweep = read_json(&dir.path().join("sweep.json"));
-    let at_knee = f(&sweep, "/analysis/client_at_knee");
-    assert!(at_knee >= 0.9, "client at {at_knee} at the knee");
     let findings = sweep["findings"].as_array().unwrap();
+    let at_knee = sweep["analysis"]["client_at_knee"].as_f64();
+    assert!(
+        at_knee.is_some_and(|u| u >= 0.9),
+        "client at {at_knee:?} at the knee: {findings:#?}"
+    );
     assert!(
         findings
             .iter()
