@@ -10,6 +10,7 @@
 # Environment (defaults in brackets):
 #   BENCH_DOCS documents [300000]  BENCH_QUERIES per query kind [5000]
 #   BENCH_REPS [2]  BENCH_CLIENTS [2]
+#   BENCH_WARMUP rounds of both tools first, not counted [3]
 #   LOADCELL  binary to test [target/release/loadcell]
 #   ESRALLY   the Rally to compare with: esrally, or its fork OpenSearch
 #             Benchmark [a venv made under ~/.cache/loadcell-bench/osb with
@@ -57,6 +58,7 @@ cat "$out/host.txt" >&2
 
 ESRALLY=$ESRALLY python3 bench/search_bench.py --outdir "$out" --loadcell "$out/loadcell" \
     --url "$URL" --server-pid "$SERVER_PID" --track "$out/track" \
-    --clients "${BENCH_CLIENTS:-2}" --queries "${BENCH_QUERIES:-5000}" --reps "${BENCH_REPS:-2}"
+    --clients "${BENCH_CLIENTS:-2}" --queries "${BENCH_QUERIES:-5000}" --reps "${BENCH_REPS:-2}" \
+    --warmup "${BENCH_WARMUP:-3}"
 rm -f "$out/track/documents.json" # regenerated from the seed; the rest stays
 echo "results: $out" >&2
