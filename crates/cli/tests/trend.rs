@@ -121,12 +121,17 @@ fn sixteen_runs_of_one_configuration_show_no_change() {
     // A shared 2-core machine drifts from one second to the next, and a
     // quiet series (p90's spread here is 0.2%) rightly finds such a step:
     // CI runs found p90 1.7% and 4.4% lower from the ninth run on (46 µs
-    // of timer jitter on a 1 ms service time). None that a regression gate
-    // fails on: exit 0 above, and no change for the worse of 2% (the
-    // default --min-change) or more.
+    // of timer jitter on a 1 ms service time), and the client's own CPU per
+    // operation, which the machine's other load moves (16% higher from the
+    // thirteenth run in another), is shown but fails no gate. None that a
+    // regression gate fails on: exit 0 above, and, at any run, no change
+    // for the worse of 2% (the default --min-change) or more in a metric
+    // that fails CI.
     for c in s["change_points"].as_array().unwrap() {
         assert!(
-            c["regression"] == false || f(c, "/change").abs() < 0.02,
+            c["regression"] == false
+                || !loadcell_report::trend::fails_ci(c["metric"].as_str().unwrap())
+                || f(c, "/change").abs() < 0.02,
             "{s}"
         );
     }
