@@ -127,11 +127,12 @@ fn sixteen_runs_of_one_configuration_show_no_change() {
     // regression gate fails on: exit 0 above, and, at any run, no change
     // for the worse of 2% (the default --min-change) or more in a metric
     // that fails CI.
+    use loadcell_report::trend::{fails_ci, CI_MIN_CHANGE};
     for c in s["change_points"].as_array().unwrap() {
         assert!(
             c["regression"] == false
-                || !loadcell_report::trend::fails_ci(c["metric"].as_str().unwrap())
-                || f(c, "/change").abs() < 0.02,
+                || !fails_ci(c["metric"].as_str().unwrap())
+                || f(c, "/change").abs() < CI_MIN_CHANGE,
             "{s}"
         );
     }
