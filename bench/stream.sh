@@ -14,6 +14,7 @@
 # Environment (defaults in brackets):
 #   BENCH_ROWS per run [1000000]  BENCH_PARTITIONS [1,8]  BENCH_REPS [3]
 #   BENCH_BATCH loadcell's rows per produce request [10000]
+#   BENCH_PRODUCERS loadcell's producer sessions [1]
 #   BENCH_CONSUMERS loadcell's consumer sessions [1]
 #   BENCH_CONSUME_TIME how long loadcell's consume run lasts [20s]
 #   BENCH_FIXED_ROWS rows of each tool's fixed-cost run [1000]
@@ -50,7 +51,7 @@ cat "$out/host.txt" >&2
 python3 bench/stream_bench.py --outdir "$out" --url "$URL" --lib "$LIB" \
     --loadcell "$out/loadcell" --log4j "$PWD/crates/testkit/src/kafka-log4j.properties" \
     --rows "${BENCH_ROWS:-1000000}" --partitions "${BENCH_PARTITIONS:-1,8}" \
-    --batch "${BENCH_BATCH:-10000}" --consumers "${BENCH_CONSUMERS:-1}" \
+    --batch "${BENCH_BATCH:-10000}" --producers "${BENCH_PRODUCERS:-1}" --consumers "${BENCH_CONSUMERS:-1}" \
     --consume-time "${BENCH_CONSUME_TIME:-20s}" --fixed-rows "${BENCH_FIXED_ROWS:-1000}" \
     --reps "${BENCH_REPS:-3}"
 echo "results: $out" >&2

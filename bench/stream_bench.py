@@ -60,6 +60,7 @@ def main() -> None:
                    help="loadcell's rows per produce request (waited for)")
     p.add_argument("--linger-ms", type=int, default=5)
     p.add_argument("--batch-size", type=int, default=262_144, help="bytes, both producers")
+    p.add_argument("--producers", type=int, default=1, help="loadcell's producer sessions")
     p.add_argument("--consumers", type=int, default=1, help="loadcell's consumer sessions")
     p.add_argument("--consume-time", default="20s")
     p.add_argument("--fixed-rows", type=int, default=1000,
@@ -131,7 +132,7 @@ def main() -> None:
         out = a.outdir / f"{topic}-produce.json"
         batch = min(a.batch, n)
         m = measure([a.loadcell, "run", "stream", *shape, "--mode", "produce",
-                     "--producers", "1", "--batch", str(batch),
+                     "--producers", str(a.producers), "--batch", str(batch),
                      "--events", str(n // batch), "--out", str(out)])
         check(m, "loadcell produce")
         r = json.loads(out.read_text())
@@ -191,7 +192,8 @@ def main() -> None:
 
     lines = [f"{a.rows} rows of {RECORD} bytes a run; producers: "
              + ", ".join(f"{k}={v}" for k, v in producer_props.items())
-             + f"; loadcell --batch {a.batch}, --consumers {a.consumers}; "
+             + f"; loadcell --batch {a.batch}, --producers {a.producers}, "
+             f"--consumers {a.consumers}; "
              f"medians of {a.reps} rounds [min–max]; marginal: (CPU − the {a.fixed_rows}-row "
              "run's CPU) ÷ the rows between", "",
              "| partitions | tool | phase | rows/s | client CPU µs/row | marginal µs/row "

@@ -30,14 +30,17 @@
 //! producer is thread-safe): rows from all sessions are batched into one
 //! request per partition leader, over one connection per broker, where a
 //! producer per session would multiply threads and connections and send
-//! smaller batches. `queue_row` encodes the row ([`RowCodec`]) into a
-//! reused buffer and hands it to `rd_kafka_produce` (which copies it) for
-//! partition `row.channel`, through a topic handle the session keeps, so
-//! nothing is allocated per row on loadcell's side (the `rdkafka` crate's
-//! `send` makes a `CString` of the topic name per record). Each record
-//! carries the session's [`Acks`] as its delivery opaque; librdkafka's
-//! delivery reports (served by the producer's polling thread) count them
-//! down, and `produce` waits until the session's count is zero.
+//! smaller batches. `queue_row` encodes the row ([`RowCodec`]) into the
+//! session's reused staging buffer, for partition `row.channel`;
+//! `produce` hands the batch to `rd_kafka_produce_batch` (which copies
+//! each row), sorted by partition, through a topic handle the session
+//! keeps, so nothing is allocated per row on loadcell's side (the
+//! `rdkafka` crate's `send` makes a `CString` of the topic name per
+//! record) and librdkafka reads its clocks and takes the topic's lock once
+//! a batch rather than once a row. Each record carries the address of the
+//! session's [`Acks`] as its delivery opaque; librdkafka's delivery
+//! reports (served by the producer's polling thread) count them down, and
+//! `produce` waits until the session's count is zero.
 //!
 //! ## Consuming
 //!
@@ -500,10 +503,10 @@ impl StreamConn for KafkaConn {
         &mut self,
         on_failure: &mut dyn FnMut(&str),
     ) -> Result<ProduceOutcome, DriverError> {
-        if let Some(e) = self.session.unmade() {
-            return Err(DriverError::fatal(e));
-        }
-        Ok(self.session.produce(on_failure).await)
+        self.session
+            .produce(on_failure)
+            .await
+            .map_err(DriverError::fatal)
     }
 
     async fn subscribe(
@@ -555,13 +558,11 @@ impl StreamConn for KafkaConn {
             .await?;
         let mut failure = None;
         self.session.queue_raw(&marker_topic, 0, marker.as_bytes());
-        if let Some(e) = self.session.unmade() {
-            return Err(DriverError::fatal(e));
-        }
         let outcome = self
             .session
             .produce(&mut |reason| failure = Some(reason.to_string()))
-            .await;
+            .await
+            .map_err(DriverError::fatal)?;
         match failure {
             Some(reason) if outcome.failed > 0 => Err(DriverError::fatal(format!(
                 "could not write the marker of {stream}: {reason}"

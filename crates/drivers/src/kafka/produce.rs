@@ -11,7 +11,7 @@ use rdkafka::config::ClientConfig;
 use rdkafka::error::{KafkaResult, RDKafkaErrorCode};
 use rdkafka::message::DeliveryResult;
 use rdkafka::producer::{Producer as _, ProducerContext, ThreadedProducer};
-use rdkafka::{ClientContext, IntoOpaque};
+use rdkafka::ClientContext;
 use tokio::sync::Notify;
 
 /// The driver's producer: its own thread serves the delivery reports.
@@ -49,7 +49,11 @@ impl LazyProducer {
 }
 
 /// One session's records not yet acknowledged, and the failures among
-/// those that were.
+/// those that were. Each record carries the address of its session's
+/// `Acks` (not a counted reference: two atomic updates a row, on a line
+/// the worker and the delivery thread would pass back and forth), so the
+/// session keeps its `Acks` alive while any record is out ([`Session`]'s
+/// `drop`).
 #[derive(Default)]
 pub(super) struct Acks {
     pending: AtomicU64,
@@ -58,8 +62,9 @@ pub(super) struct Acks {
 }
 
 impl Acks {
-    fn settle(&self) {
-        if self.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
+    /// Counts `rows` as settled, waking `produce` at the last.
+    fn settle(&self, rows: u64) {
+        if self.pending.fetch_sub(rows, Ordering::AcqRel) == rows {
             self.settled.notify_one();
         }
     }
@@ -71,9 +76,13 @@ pub(super) struct AckCounter;
 impl ClientContext for AckCounter {}
 
 impl ProducerContext for AckCounter {
-    type DeliveryOpaque = Arc<Acks>;
+    /// The address of the record's session's [`Acks`].
+    type DeliveryOpaque = usize;
 
-    fn delivery(&self, result: &DeliveryResult<'_>, acks: Arc<Acks>) {
+    fn delivery(&self, result: &DeliveryResult<'_>, acks: usize) {
+        // SAFETY: the address of a live `Acks`: its session outlives the
+        // records it queued, or leaks its `Acks` (`Session::drop`).
+        let acks = unsafe { &*(acks as *const Acks) };
         if let Err((e, _)) = result {
             let reason = match e.rdkafka_error_code() {
                 Some(code) => code.to_string(),
@@ -84,7 +93,7 @@ impl ProducerContext for AckCounter {
                 .unwrap_or_else(|e| e.into_inner())
                 .push(reason);
         }
-        acks.settle();
+        acks.settle(1);
     }
 }
 
@@ -103,8 +112,25 @@ impl Drop for TopicHandle {
     }
 }
 
+/// librdkafka's "no partition chosen": each record names its own.
+const ANY_PARTITION: i32 = -1;
+
+/// A row staged for the next batch: its partition and where its bytes
+/// lie in [`Session::staged`].
+struct StagedRow {
+    partition: u32,
+    start: u32,
+    len: u32,
+}
+
 /// A session's side of the shared producer. `topic` is declared before
 /// `producer` so that it is dropped first.
+///
+/// Rows are staged (encoded back to back into one reused buffer) and
+/// handed to librdkafka at `produce`, a batch per call
+/// (`rd_kafka_produce_batch`), ordered by partition: librdkafka then reads
+/// its clocks, read-locks the topic and looks a partition up once a batch
+/// or a partition instead of once a row.
 pub(super) struct Session {
     topic: Option<TopicHandle>,
     /// The driver's producer, once this session produced.
@@ -113,12 +139,29 @@ pub(super) struct Session {
     /// Why the producer could not be made, until `produce` reports it.
     unmade: Option<String>,
     acks: Arc<Acks>,
+    /// The topic of the staged rows.
+    staged_topic: String,
+    staged: Vec<u8>,
+    staged_rows: Vec<StagedRow>,
+    /// The records of one `rd_kafka_produce_batch` call, and where each
+    /// partition's first goes in it, reused.
+    batch: Vec<rd::rd_kafka_message_t>,
+    partition_starts: Vec<usize>,
     /// Records handed to librdkafka since the last `produce`.
     queued: u64,
     /// Rows librdkafka refused at once (its queue full), with why.
     refused: u64,
     refusal: Option<RDKafkaErrorCode>,
-    encoded: Vec<u8>,
+}
+
+impl Drop for Session {
+    /// Records still out (a `produce` that was abandoned) will be reported
+    /// to this session's `Acks`: it must outlive them, so it is leaked.
+    fn drop(&mut self) {
+        if self.acks.pending.load(Ordering::Acquire) > 0 {
+            std::mem::forget(Arc::clone(&self.acks));
+        }
+    }
 }
 
 impl Session {
@@ -129,71 +172,147 @@ impl Session {
             lazy,
             unmade: None,
             acks: Arc::default(),
+            staged_topic: String::new(),
+            staged: Vec::new(),
+            staged_rows: Vec::new(),
+            batch: Vec::new(),
+            partition_starts: Vec::new(),
             queued: 0,
             refused: 0,
             refusal: None,
-            encoded: Vec::new(),
         }
     }
 
     pub(super) fn queue_row(&mut self, stream: &str, row: &StreamRow<'_>) {
-        let mut encoded = std::mem::take(&mut self.encoded);
-        encoded.clear();
-        RowCodec::encode(row, &mut encoded);
-        self.queue_raw(stream, row.channel as i32, &encoded);
-        self.encoded = encoded;
+        let start = self.stage_start(stream);
+        RowCodec::encode(row, &mut self.staged);
+        self.stage_end(row.channel, start);
     }
 
-    /// Hands `value` to librdkafka for `topic`'s `partition` (it copies
-    /// it), the session's [`Acks`] riding along for the delivery report.
-    pub(super) fn queue_raw(&mut self, topic: &str, partition: i32, value: &[u8]) {
+    /// Stages `value` for `topic`'s `partition`.
+    pub(super) fn queue_raw(&mut self, topic: &str, partition: u32, value: &[u8]) {
+        let start = self.stage_start(topic);
+        self.staged.extend_from_slice(value);
+        self.stage_end(partition, start);
+    }
+
+    /// Where the next row's bytes start, once rows staged for another
+    /// topic are handed over.
+    fn stage_start(&mut self, topic: &str) -> usize {
+        if self.staged_topic != topic {
+            self.hand_over();
+            topic.clone_into(&mut self.staged_topic);
+        }
+        self.staged.len()
+    }
+
+    fn stage_end(&mut self, partition: u32, start: usize) {
+        let offset = |at: usize| u32::try_from(at).expect("a batch's rows are under 4 GiB");
+        self.staged_rows.push(StagedRow {
+            partition,
+            start: offset(start),
+            len: offset(self.staged.len() - start),
+        });
+    }
+
+    /// Hands the staged rows to librdkafka (which copies them), the
+    /// session's [`Acks`] riding along for the delivery reports.
+    fn hand_over(&mut self) {
+        if self.staged_rows.is_empty() {
+            return;
+        }
         if self.producer.is_none() {
             match self.lazy.get() {
                 Ok(producer) => self.producer = Some(producer),
                 Err(e) => {
                     self.unmade = Some(e);
+                    self.staged_rows.clear();
+                    self.staged.clear();
                     return;
                 }
             }
         }
-        let handle = self.topic_handle(topic);
-        self.acks.pending.fetch_add(1, Ordering::AcqRel);
-        let opaque = self.acks.clone().into_ptr();
-        // SAFETY: `handle` belongs to this producer; librdkafka copies the
-        // value (F_COPY) before returning; the opaque comes back once,
-        // in the delivery report, or not at all when this call fails.
-        let status = unsafe {
-            rd::rd_kafka_produce(
+        let topic = std::mem::take(&mut self.staged_topic);
+        let handle = self.topic_handle(&topic);
+        self.staged_topic = topic;
+        // By partition, in staging order within each (a channel's rows
+        // stay in order): a counting sort into `batch`.
+        let partitions = self.staged_rows.iter().map(|row| row.partition).max();
+        let at = &mut self.partition_starts;
+        at.clear();
+        at.resize(partitions.map_or(0, |last| last as usize + 1), 0);
+        for row in &self.staged_rows {
+            at[row.partition as usize] += 1;
+        }
+        let mut start = 0;
+        for slot in at.iter_mut() {
+            (*slot, start) = (start, start + *slot);
+        }
+        let acks = Arc::as_ptr(&self.acks) as *mut std::ffi::c_void;
+        let unset = rd::rd_kafka_message_t {
+            err: rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR,
+            rkt: std::ptr::null_mut(),
+            partition: ANY_PARTITION,
+            payload: std::ptr::null_mut(),
+            len: 0,
+            key: std::ptr::null_mut(),
+            key_len: 0,
+            offset: 0,
+            _private: acks,
+        };
+        self.batch.clear();
+        self.batch.resize(self.staged_rows.len(), unset);
+        for row in &self.staged_rows {
+            let slot = &mut at[row.partition as usize];
+            let record = &mut self.batch[*slot];
+            *slot += 1;
+            let bytes = &self.staged[row.start as usize..][..row.len as usize];
+            record.partition = row.partition as i32;
+            record.payload = bytes.as_ptr() as *mut _;
+            record.len = bytes.len();
+        }
+        let rows = self.batch.len() as u64;
+        // Counted before: a report can come before the call returns.
+        self.acks.pending.fetch_add(rows, Ordering::AcqRel);
+        // SAFETY: `handle` belongs to this producer; librdkafka copies each
+        // value (F_COPY) before returning; a record it took reports to the
+        // session's `Acks` once, one it refused never.
+        let taken = unsafe {
+            rd::rd_kafka_produce_batch(
                 handle,
-                partition,
-                rd::RD_KAFKA_MSG_F_COPY,
-                value.as_ptr() as *mut _,
-                value.len(),
-                std::ptr::null(),
-                0,
-                opaque,
+                ANY_PARTITION,
+                rd::RD_KAFKA_MSG_F_COPY | rd::RD_KAFKA_MSG_F_PARTITION,
+                self.batch.as_mut_ptr(),
+                self.batch.len() as i32,
             )
         };
-        if status == 0 {
-            self.queued += 1;
-            return;
+        let taken = taken.max(0) as u64;
+        if taken < rows {
+            self.acks.settle(rows - taken);
+            self.refused += rows - taken;
+            let refusal = self
+                .batch
+                .iter()
+                .map(|record| record.err)
+                .find(|err| *err != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR);
+            self.refusal = refusal.map(RDKafkaErrorCode::from);
         }
-        // SAFETY: librdkafka refused the record and kept no pointer to it.
-        drop(unsafe { Arc::<Acks>::from_ptr(opaque) });
-        self.acks.pending.fetch_sub(1, Ordering::AcqRel);
-        self.refused += 1;
-        // SAFETY: reads the calling thread's last librdkafka error.
-        self.refusal = Some(unsafe { rd::rd_kafka_last_error() }.into());
+        self.queued += taken;
+        self.staged_rows.clear();
+        self.staged.clear();
     }
 
-    /// Why the producer could not be made, once.
-    pub(super) fn unmade(&mut self) -> Option<String> {
-        self.unmade.take()
-    }
-
-    /// Waits until every record queued since the last call is
-    /// acknowledged or failed.
-    pub(super) async fn produce(&mut self, on_failure: &mut dyn FnMut(&str)) -> ProduceOutcome {
+    /// Hands the staged rows over and waits until every record queued
+    /// since the last call is acknowledged or failed. Fails only when the
+    /// producer could not be made.
+    pub(super) async fn produce(
+        &mut self,
+        on_failure: &mut dyn FnMut(&str),
+    ) -> Result<ProduceOutcome, String> {
+        self.hand_over();
+        if let Some(e) = self.unmade.take() {
+            return Err(e);
+        }
         loop {
             let settled = self.acks.settled.notified();
             if self.acks.pending.load(Ordering::Acquire) == 0 {
@@ -217,7 +336,7 @@ impl Session {
             failed: failures.len() as u64 + self.refused,
         };
         (self.queued, self.refused) = (0, 0);
-        outcome
+        Ok(outcome)
     }
 
     /// The handle of `topic`, made when the session first produces to it.
