@@ -31,9 +31,10 @@
 //! request per partition leader, over one connection per broker, where a
 //! producer per session would multiply threads and connections and send
 //! smaller batches. `queue_row` encodes the row ([`RowCodec`]) into the
-//! session's reused staging buffer, for partition `row.channel`;
-//! `produce` hands the batch to `rd_kafka_produce_batch` (which copies
-//! each row), sorted by partition, through a topic handle the session
+//! session's reused staging buffer, for partition `row.channel`; every
+//! 64 KiB of rows, and at `produce`, the session hands what it staged to
+//! `rd_kafka_produce_batch` (which copies each row), ordered by
+//! partition, through a topic handle the session
 //! keeps, so nothing is allocated per row on loadcell's side (the
 //! `rdkafka` crate's `send` makes a `CString` of the topic name per
 //! record) and librdkafka reads its clocks and takes the topic's lock once

@@ -112,6 +112,12 @@ impl Drop for TopicHandle {
     }
 }
 
+/// How many bytes of rows a session stages before it hands them over
+/// without waiting for `produce`: enough to read librdkafka's clocks and
+/// take its topic lock once per few hundred rows, few enough that the
+/// rows are still in the cache when librdkafka copies them.
+const HAND_OVER_BYTES: usize = 64 * 1024;
+
 /// librdkafka's "no partition chosen": each record names its own.
 const ANY_PARTITION: i32 = -1;
 
@@ -127,10 +133,10 @@ struct StagedRow {
 /// `producer` so that it is dropped first.
 ///
 /// Rows are staged (encoded back to back into one reused buffer) and
-/// handed to librdkafka at `produce`, a batch per call
-/// (`rd_kafka_produce_batch`), ordered by partition: librdkafka then reads
-/// its clocks, read-locks the topic and looks a partition up once a batch
-/// or a partition instead of once a row.
+/// handed to librdkafka every [`HAND_OVER_BYTES`] and at `produce`, a
+/// batch per call (`rd_kafka_produce_batch`), ordered by partition:
+/// librdkafka then reads its clocks, read-locks the topic and looks a
+/// partition up once a batch or a partition instead of once a row.
 pub(super) struct Session {
     topic: Option<TopicHandle>,
     /// The driver's producer, once this session produced.
@@ -213,6 +219,9 @@ impl Session {
             start: offset(start),
             len: offset(self.staged.len() - start),
         });
+        if self.staged.len() >= HAND_OVER_BYTES {
+            self.hand_over();
+        }
     }
 
     /// Hands the staged rows to librdkafka (which copies them), the
