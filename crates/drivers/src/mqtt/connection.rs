@@ -128,29 +128,16 @@ impl MqttConnection {
                     .map(|(u, p)| (u.as_str(), p.as_str())),
             },
         );
-        // The broker ending the connection before a byte of its CONNACK:
-        // an EOF, or a reset (Mosquitto's max_connections), which can come
-        // as early as the write.
-        let ended = |e: &DriverError| {
-            ["closed the connection", "connection reset"]
-                .iter()
-                .any(|m| e.message.contains(m))
-        };
-        let answered = match self.write().await {
-            Ok(()) => self.next_frame().await,
-            Err(e) => Err(e),
-        };
-        let frame = match answered {
-            Ok(frame) => frame,
-            Err(e) if self.rbuf.is_empty() && ended(&e) => {
-                return Err(DriverError::connection(format!(
-                    "{} closed the connection before its CONNACK (a listener's max_connections, \
-                     or a broker that does not speak MQTT {}?)",
-                    self.endpoint(),
-                    self.version().as_str()
-                )))
+        if let Err(e) = self.write_raw().await {
+            return Err(self.lost_before_connack(&e));
+        }
+        let frame = loop {
+            if let Some(frame) = self.parsed_frame()? {
+                break frame;
             }
-            Err(e) => return Err(e),
+            if let Err(e) = self.read_raw().await {
+                return Err(self.lost_before_connack(&e));
+            }
         };
         let packet = &self.rbuf.pending()[..frame.len()];
         if frame.kind() != codec::CONNACK {
@@ -196,10 +183,14 @@ impl MqttConnection {
 
     /// Sends the packet in `wbuf` (clearing it).
     async fn write(&mut self) -> Result<(), DriverError> {
+        self.write_raw().await.map_err(|e| self.lost(&e))
+    }
+
+    async fn write_raw(&mut self) -> io::Result<()> {
         let result = self.stream.write_all(&self.wbuf).await;
         self.wbuf.clear();
         self.last_sent = Instant::now();
-        result.map_err(|e| self.lost(&e))
+        result
     }
 
     /// Sends the packet in `wbuf` whose answer is read next: on a worker
@@ -239,15 +230,20 @@ impl MqttConnection {
     }
 
     async fn read_more(&mut self) -> Result<(), DriverError> {
+        self.read_raw().await.map_err(|e| self.lost(&e))
+    }
+
+    /// Reads what has arrived; the end of the stream is `UnexpectedEof`.
+    async fn read_raw(&mut self) -> io::Result<()> {
         loop {
             match self.stream.read(self.rbuf.spare(0)).await {
-                Ok(0) => return Err(self.lost(&io::ErrorKind::UnexpectedEof.into())),
+                Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
                 Ok(n) => {
                     self.rbuf.filled(n);
                     return Ok(());
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(self.lost(&e)),
+                Err(e) => return Err(e),
             }
         }
     }
@@ -335,6 +331,27 @@ impl MqttConnection {
 
     fn lost(&self, e: &io::Error) -> DriverError {
         lost_error(e, self.endpoint())
+    }
+
+    /// The broker ending the connection before a byte of its CONNACK: an
+    /// EOF, or a reset (Mosquitto's max_connections) or broken pipe, which
+    /// can come as early as the write.
+    fn lost_before_connack(&self, e: &io::Error) -> DriverError {
+        let ended = matches!(
+            e.kind(),
+            io::ErrorKind::UnexpectedEof
+                | io::ErrorKind::ConnectionReset
+                | io::ErrorKind::BrokenPipe
+        );
+        if !ended || !self.rbuf.is_empty() {
+            return self.lost(e);
+        }
+        DriverError::connection(format!(
+            "{} closed the connection before its CONNACK (a listener's max_connections, \
+             or a broker that does not speak MQTT {}?)",
+            self.endpoint(),
+            self.version().as_str()
+        ))
     }
 
     fn malformed(&self, m: Malformed) -> DriverError {
