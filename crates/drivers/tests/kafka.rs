@@ -326,6 +326,31 @@ fn rows_for_a_partition_the_topic_lacks_fail_with_the_reason() {
 }
 
 #[test]
+fn refused_rows_leave_no_place_taken_in_the_producers_queue() {
+    // A queue of 10 records: rows librdkafka refused and kept hold of
+    // (as it does for an unknown partition when one call names several)
+    // would fill it, and the good rows after them would be refused too.
+    let driver = driver(&format!("{}?queue.buffering.max.messages=10", kafka()));
+    block_on(async {
+        let mut conn = connect(&driver).await;
+        assert!(conn.create_stream("refusals", 2, "run-3").await.unwrap());
+        for _ in 0..3 {
+            for seq in 0..8 {
+                conn.queue_row("refusals", &row(5, seq, b"k"));
+            }
+            let outcome = conn.produce(&mut |_| {}).await.unwrap();
+            assert_eq!((outcome.rows, outcome.failed), (8, 8));
+        }
+        for seq in 0..8 {
+            conn.queue_row("refusals", &row((seq % 2) as u32, seq, b"k"));
+        }
+        let outcome = conn.produce(&mut |r| panic!("{r}")).await.unwrap();
+        assert_eq!((outcome.rows, outcome.failed), (8, 0));
+        conn.drop_stream("refusals").await.unwrap();
+    });
+}
+
+#[test]
 fn a_closed_port_is_a_one_line_connection_error_within_the_timeout() {
     let port = loadcell_testkit::closed_port();
     let url = format!("kafka://127.0.0.1:{port}");

@@ -33,15 +33,15 @@
 //! smaller batches. `queue_row` encodes the row ([`RowCodec`]) into the
 //! session's reused staging buffer, for partition `row.channel`; every
 //! 64 KiB of rows, and at `produce`, the session hands what it staged to
-//! `rd_kafka_produce_batch` (which copies each row), ordered by
-//! partition, through a topic handle the session
-//! keeps, so nothing is allocated per row on loadcell's side (the
-//! `rdkafka` crate's `send` makes a `CString` of the topic name per
-//! record) and librdkafka reads its clocks and takes the topic's lock once
-//! a batch rather than once a row. Each record carries the address of the
-//! session's [`Acks`] as its delivery opaque; librdkafka's delivery
-//! reports (served by the producer's polling thread) count them down, and
-//! `produce` waits until the session's count is zero.
+//! `rd_kafka_produce_batch` (which copies each row), one call per
+//! partition, through a topic handle the session keeps, so nothing is
+//! allocated per row on loadcell's side (the `rdkafka` crate's `send`
+//! makes a `CString` of the topic name per record) and librdkafka reads
+//! its clocks and takes the topic's lock once a call rather than once a
+//! row. Each record carries the address of the session's [`Acks`] as its
+//! delivery opaque; librdkafka's delivery reports (served by the
+//! producer's polling thread) count them down, and `produce` waits until
+//! the session's count is zero.
 //!
 //! ## Consuming
 //!

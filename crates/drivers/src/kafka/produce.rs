@@ -118,9 +118,6 @@ impl Drop for TopicHandle {
 /// rows are still in the cache when librdkafka copies them.
 const HAND_OVER_BYTES: usize = 64 * 1024;
 
-/// librdkafka's "no partition chosen": each record names its own.
-const ANY_PARTITION: i32 = -1;
-
 /// A row staged for the next batch: its partition and where its bytes
 /// lie in [`Session::staged`].
 struct StagedRow {
@@ -133,10 +130,10 @@ struct StagedRow {
 /// `producer` so that it is dropped first.
 ///
 /// Rows are staged (encoded back to back into one reused buffer) and
-/// handed to librdkafka every [`HAND_OVER_BYTES`] and at `produce`, a
-/// batch per call (`rd_kafka_produce_batch`), ordered by partition:
-/// librdkafka then reads its clocks, read-locks the topic and looks a
-/// partition up once a batch or a partition instead of once a row.
+/// handed to librdkafka every [`HAND_OVER_BYTES`] and at `produce`, one
+/// `rd_kafka_produce_batch` call per partition: librdkafka then reads its
+/// clocks, read-locks the topic and looks the partition up once a call
+/// instead of once a row.
 pub(super) struct Session {
     topic: Option<TopicHandle>,
     /// The driver's producer, once this session produced.
@@ -149,10 +146,11 @@ pub(super) struct Session {
     staged_topic: String,
     staged: Vec<u8>,
     staged_rows: Vec<StagedRow>,
-    /// The records of one `rd_kafka_produce_batch` call, and where each
-    /// partition's first goes in it, reused.
+    /// The records handed over, ordered by partition, and where each
+    /// partition's records go in it (their starts; once placed, their
+    /// ends), reused.
     batch: Vec<rd::rd_kafka_message_t>,
-    partition_starts: Vec<usize>,
+    partition_bounds: Vec<usize>,
     /// Records handed to librdkafka since the last `produce`.
     queued: u64,
     /// Rows librdkafka refused at once (its queue full), with why.
@@ -182,7 +180,7 @@ impl Session {
             staged: Vec::new(),
             staged_rows: Vec::new(),
             batch: Vec::new(),
-            partition_starts: Vec::new(),
+            partition_bounds: Vec::new(),
             queued: 0,
             refused: 0,
             refusal: None,
@@ -247,7 +245,7 @@ impl Session {
         // By partition, in staging order within each (a channel's rows
         // stay in order): a counting sort into `batch`.
         let partitions = self.staged_rows.iter().map(|row| row.partition).max();
-        let at = &mut self.partition_starts;
+        let at = &mut self.partition_bounds;
         at.clear();
         at.resize(partitions.map_or(0, |last| last as usize + 1), 0);
         for row in &self.staged_rows {
@@ -261,7 +259,7 @@ impl Session {
         let unset = rd::rd_kafka_message_t {
             err: rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR,
             rkt: std::ptr::null_mut(),
-            partition: ANY_PARTITION,
+            partition: 0,
             payload: std::ptr::null_mut(),
             len: 0,
             key: std::ptr::null_mut(),
@@ -276,26 +274,39 @@ impl Session {
             let record = &mut self.batch[*slot];
             *slot += 1;
             let bytes = &self.staged[row.start as usize..][..row.len as usize];
-            record.partition = row.partition as i32;
             record.payload = bytes.as_ptr() as *mut _;
             record.len = bytes.len();
         }
         let rows = self.batch.len() as u64;
         // Counted before: a report can come before the call returns.
         self.acks.pending.fetch_add(rows, Ordering::AcqRel);
-        // SAFETY: `handle` belongs to this producer; librdkafka copies each
-        // value (F_COPY) before returning; a record it took reports to the
-        // session's `Acks` once, one it refused never.
-        let taken = unsafe {
-            rd::rd_kafka_produce_batch(
-                handle,
-                ANY_PARTITION,
-                rd::RD_KAFKA_MSG_F_COPY | rd::RD_KAFKA_MSG_F_PARTITION,
-                self.batch.as_mut_ptr(),
-                self.batch.len() as i32,
-            )
-        };
-        let taken = taken.max(0) as u64;
+        // One call a partition, not one with each record naming its own
+        // (F_PARTITION): librdkafka 2.12 then leaks a record whose
+        // partition or topic it does not know, and its place in the
+        // producer's queue. `partition_bounds` now holds where each
+        // partition's records end.
+        let mut taken = 0;
+        let mut start = 0;
+        for (partition, &end) in self.partition_bounds.iter().enumerate() {
+            let records = &mut self.batch[start..end];
+            start = end;
+            if records.is_empty() {
+                continue;
+            }
+            // SAFETY: `handle` belongs to this producer; librdkafka copies
+            // each value (F_COPY) before returning; a record it took
+            // reports to the session's `Acks` once, one it refused never.
+            let took = unsafe {
+                rd::rd_kafka_produce_batch(
+                    handle,
+                    partition as i32,
+                    rd::RD_KAFKA_MSG_F_COPY,
+                    records.as_mut_ptr(),
+                    records.len() as i32,
+                )
+            };
+            taken += took.max(0) as u64;
+        }
         if taken < rows {
             self.acks.settle(rows - taken);
             self.refused += rows - taken;
