@@ -116,6 +116,10 @@ fn rows_on_8_partitions_are_consumed_in_order_and_cleanup_drops_only_loadcells_t
         .concat(),
     );
     assert_in_order_and_once(&r);
+    assert_eq!(
+        r["environment"]["server"]["consumer"], "loadcell's own (Kafka protocol)",
+        "the result says which consumer ran"
+    );
     let produced = u(&r, "/verification/stream/produced");
     assert!(produced > 5_000, "{produced}");
     assert_eq!(

@@ -102,6 +102,22 @@ pub struct PollOutcome {
     pub reassigned: bool,
 }
 
+impl PollOutcome {
+    /// Counts a value the server delivered and hands it to `on_row` if it
+    /// decodes as one of loadcell's rows ([`RowCodec`]).
+    #[inline]
+    pub fn take(&mut self, value: &[u8], on_row: &mut OnRow<'_>) {
+        self.bytes += value.len() as u64;
+        match RowCodec::decode(value) {
+            Ok(row) => {
+                self.rows += 1;
+                on_row(row);
+            }
+            Err(_) => self.undecodable += 1,
+        }
+    }
+}
+
 /// One channel's position for a group: the rows owed to it and what it
 /// has acknowledged, so `lag = end - committed`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

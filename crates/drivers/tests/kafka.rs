@@ -113,12 +113,42 @@ async fn wait_committed(conn: &mut KafkaConn, stream: &str, group: &str) -> Vec<
     }
 }
 
+/// A target's property the native consumer does not honour: its sessions
+/// consume with librdkafka's.
+const LIBRDKAFKA: &str = "?isolation.level=read_committed";
+
+/// The consumer the driver says its sessions use.
+async fn consumer_named(driver: &KafkaDriver) -> String {
+    let mut conn = connect(driver).await;
+    let info = driver.server_info(&mut conn).await.expect("server info");
+    info.extras["consumer"].clone()
+}
+
 #[test]
 fn rows_across_eight_partitions_come_back_in_order_and_the_commit_leaves_no_lag() {
     let driver = driver(kafka());
     block_on(async {
-        let (stream, group) = ("orders-assigned", "g-assigned");
-        let mut conn = connect(&driver).await;
+        assert_eq!(
+            consumer_named(&driver).await,
+            "loadcell's own (Kafka protocol)"
+        );
+    });
+    in_order_with_no_lag(&driver, "orders-assigned", "g-assigned");
+}
+
+#[test]
+fn librdkafkas_consumer_serves_a_target_the_native_one_does_not() {
+    let driver = driver(&format!("{}{LIBRDKAFKA}", kafka()));
+    block_on(async {
+        assert_eq!(consumer_named(&driver).await, "librdkafka's");
+    });
+    in_order_with_no_lag(&driver, "orders-assigned-rd", "g-assigned-rd");
+    split_and_take_over(&driver, "orders-group-rd", "g-shared-rd");
+}
+
+fn in_order_with_no_lag(driver: &KafkaDriver, stream: &str, group: &str) {
+    block_on(async {
+        let mut conn = connect(driver).await;
         assert_eq!(conn.stream_meta(stream).await.unwrap(), None);
         assert!(conn.create_stream(stream, CHANNELS, "run-7").await.unwrap());
         assert!(!conn.create_stream(stream, CHANNELS, "run-8").await.unwrap());
@@ -170,7 +200,7 @@ fn rows_across_eight_partitions_come_back_in_order_and_the_commit_leaves_no_lag(
         }
         drop(conn);
 
-        let mut admin = connect(&driver).await;
+        let mut admin = connect(driver).await;
         admin.drop_group(stream, group).await.unwrap();
         // Gone: a new group of that name starts afresh, at the end.
         assert!(admin
@@ -190,10 +220,12 @@ fn rows_across_eight_partitions_come_back_in_order_and_the_commit_leaves_no_lag(
 
 #[test]
 fn two_members_of_a_group_split_the_partitions_and_the_survivor_takes_over() {
-    let driver = driver(kafka());
+    split_and_take_over(&driver(kafka()), "orders-group", "g-shared");
+}
+
+fn split_and_take_over(driver: &KafkaDriver, stream: &str, group: &str) {
     block_on(async {
-        let (stream, group) = ("orders-group", "g-shared");
-        let mut admin = connect(&driver).await;
+        let mut admin = connect(driver).await;
         assert!(admin
             .create_stream(stream, CHANNELS, "run-9")
             .await
@@ -202,7 +234,7 @@ fn two_members_of_a_group_split_the_partitions_and_the_survivor_takes_over() {
             .create_group(stream, group, StartFrom::Beginning)
             .await
             .unwrap());
-        let (mut first, mut second) = (connect(&driver).await, connect(&driver).await);
+        let (mut first, mut second) = (connect(driver).await, connect(driver).await);
         first
             .subscribe(stream, group, "c1", Channels::Group)
             .await

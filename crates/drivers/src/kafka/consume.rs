@@ -8,7 +8,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use futures_core::Stream;
-use loadcell_core::stream::{Channels, OnRow, PollOutcome, RowCodec};
+use loadcell_core::stream::{Channels, OnRow, PollOutcome};
 use loadcell_core::DriverError;
 use rdkafka::bindings as rd;
 use rdkafka::config::ClientConfig;
@@ -72,7 +72,7 @@ impl MemberEvents {
 /// the group, committing at the revoke). The close can wait forever
 /// (rust-rdkafka#509); past this the group drops the member itself, after
 /// its session timeout, so nothing is lost by going on.
-const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
+pub(super) const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A session's consumer, a member of its group. Only the offsets of rows
 /// handed to the workload are stored for commit (`enable.auto.offset.store`
@@ -170,15 +170,7 @@ impl GroupConsumer {
                     // legacy `rd_kafka_offset_store`, which librdkafka
                     // says is for the simple consumer, not a group's.)
                     unsafe { rd::rd_kafka_offset_store_message(message.ptr()) };
-                    let value = message.payload().unwrap_or_default();
-                    outcome.bytes += value.len() as u64;
-                    match RowCodec::decode(value) {
-                        Ok(row) => {
-                            outcome.rows += 1;
-                            on_row(row);
-                        }
-                        Err(_) => outcome.undecodable += 1,
-                    }
+                    outcome.take(message.payload().unwrap_or_default(), on_row);
                 }
                 Poll::Ready(Some(Err(e))) => return Poll::Ready(Err(e)),
                 Poll::Ready(None) => unreachable!("a Kafka consumer's stream never ends"),

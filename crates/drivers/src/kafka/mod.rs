@@ -1,5 +1,7 @@
-//! Apache Kafka (and brokers that speak its protocol) through librdkafka,
-//! for the change-stream family ([`StreamConn`]).
+//! Apache Kafka (and brokers that speak its protocol), for the
+//! change-stream family ([`StreamConn`]): producing and administration
+//! through librdkafka, consuming with loadcell's own group member and
+//! fetcher ([`fetch`]) where it serves the target, librdkafka's otherwise.
 //!
 //! Target: `kafka://host:port[,host:port…][?property=value…]`. Every
 //! parameter is a librdkafka property (`acks`, `linger.ms`,
@@ -9,19 +11,27 @@
 //! and `replication=N`, the replication factor of the topics
 //! `create_stream` makes (default 1). Defaults: `acks=all`, port 9092.
 //!
-//! ## Why librdkafka
+//! ## Why librdkafka, and why not for consuming
 //!
 //! The family needs consumer groups with rebalancing (two loadcell
 //! processes in one group split the partitions; a dead consumer's
 //! partitions go to the others) and offset commits. rskafka has no
-//! consumer groups; `kafka-protocol` is a codec only, so the group
-//! protocol (JoinGroup, SyncGroup, Heartbeat with its own timer,
-//! OffsetCommit, the assignors) would be ours to write and keep right.
-//! librdkafka has all of it, is what most non-Java clients use, and builds
-//! from the `rdkafka` crate's bundled source (configure and make, about a
-//! minute, C compiler only). Its cost is its own threads (one per broker
-//! plus a main thread per client) and a copy of each record into its
-//! queue; docs/BENCHMARKS.md has the CPU per row produced and consumed.
+//! consumer groups; `kafka-protocol` is a codec only. librdkafka has all
+//! of it, is what most non-Java clients use, and builds from the `rdkafka`
+//! crate's bundled source (configure and make, about a minute, C compiler
+//! only). For producing it is cheap enough (rows are handed over a batch
+//! at a time, below). Its consumer is not: its broker thread makes an op
+//! and a message per record and copies each into a queue, which measured
+//! 0.67-1.08× ConsumerPerformance's CPU per row doing nothing with the
+//! rows (docs/BENCHMARKS.md, "Kafka consume: librdkafka's own floor").
+//! So loadcell speaks the consumer's side of the protocol itself, with
+//! `kafka-protocol`'s codecs: the classic group protocol ([`member`]:
+//! JoinGroup/SyncGroup with the `range` assignor, heartbeats, offsets,
+//! LeaveGroup) and Fetch, its record batches read in place ([`batches`]).
+//! It serves plaintext targets that set only properties it honours
+//! ([`Settings::native_consumer`]) on brokers that speak its API versions
+//! (Kafka 2.7 or newer); TLS, SASL, another assignor or isolation level
+//! keep librdkafka's consumer. `server_info` names the one in use.
 //!
 //! ## Producing
 //!
@@ -45,24 +55,31 @@
 //!
 //! ## Consuming
 //!
-//! One consumer per session, a member of the group, with
-//! `enable.auto.commit=false` and `enable.auto.offset.store=false`: a row's
-//! offset is stored when the row is handed to the workload, `commit`
-//! commits what was stored (asynchronously; a failure is reported by the
-//! next `commit`), and a
-//! member commits them at once (synchronously) before it gives partitions
-//! up in a rebalance, so that their next owner does not read again what it
-//! polled. Rebalances are eager (`range` unless the target sets
-//! `partition.assignment.strategy`): every member gives its partitions up,
-//! committed, before any is assigned again; `cooperative-sticky` lets
-//! members keep theirs, but two processes of one group then read some rows
-//! twice (see `consumer_config`). A member that dies without
-//! leaving is noticed after `session.timeout.ms`, 10 s by default here.
-//! [`Channels::Assigned`] assigns those partitions, starting at the
-//! group's committed offsets; [`Channels::Group`] subscribes, and the
-//! group's rebalances set [`PollOutcome::reassigned`]. A poll waits for
-//! the first record, then takes what is already fetched, up to the
-//! maximum; rows are decoded in place from librdkafka's message.
+//! One consumer per session, a member of the group, that commits only
+//! what it handed to the workload: `commit` commits the positions of the
+//! rows handed over, and a member commits them before it gives partitions
+//! up in a rebalance, so that their next owner does not read again what
+//! it polled. Rebalances are eager (`range`): every member gives its
+//! partitions up, committed, before any is assigned again;
+//! `cooperative-sticky` (librdkafka's consumer, if the target sets
+//! `partition.assignment.strategy`) lets members keep theirs, but two
+//! processes of one group then read some rows twice (see
+//! `consumer_config`). A member that dies without leaving is noticed
+//! after `session.timeout.ms`, 10 s by default here.
+//! [`Channels::Assigned`] reads those partitions, starting at the group's
+//! committed offsets; [`Channels::Group`] joins, and the group's
+//! rebalances set [`PollOutcome::reassigned`]. A poll waits for the first
+//! record, then takes what is already fetched, up to the maximum.
+//!
+//! The native consumer runs its membership (joins, heartbeats, the commit
+//! at a revoke) in a task of its own and one fetch task per partition
+//! leader, each keeping a fetch in flight while the session reads the
+//! last answer; rows are decoded in place from the answer's bytes. It
+//! reads uncommitted records (`read_uncommitted`, Java's default; a
+//! target that sets `isolation.level` gets librdkafka's consumer).
+//! librdkafka's consumer (`consume.rs`) stores a row's offset when the
+//! row is handed over (`enable.auto.offset.store=false`) and commits
+//! asynchronously, a failure reported by the next `commit`.
 //!
 //! ## Streams, groups and the marker
 //!
@@ -76,10 +93,14 @@
 //! whoever joins later, in any process, starts there. `drop_stream`
 //! deletes both topics; the broker drops the offsets of deleted topics.
 
+mod batches;
 mod consume;
+mod fetch;
+mod member;
 mod produce;
 #[cfg(test)]
 mod tests;
+mod wire;
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -93,7 +114,7 @@ use loadcell_core::{Driver, DriverError, ServerInfo, Target};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer as _};
 use rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
@@ -101,6 +122,8 @@ use crate::transport::target_url::{one_of, Query, UrlParts};
 use crate::transport::url_text;
 use crate::{DriverInfo, Family};
 use consume::GroupConsumer;
+use fetch::NativeConsumer;
+use member::GroupTiming;
 use produce::{LazyProducer, Session};
 
 pub const INFO: DriverInfo = DriverInfo {
@@ -110,8 +133,8 @@ pub const INFO: DriverInfo = DriverInfo {
     url_form: "kafka://host:port[,host:port…][?acks=all|1|0&compression=none|gzip|snappy|lz4|zstd\
                &replication=N&client.id=ID&<librdkafka property>=VALUE…] \
                (e.g. linger.ms=5, session.timeout.ms=6000; default 10000)",
-    about: "Apache Kafka through librdkafka: partitions as channels, consumer groups with \
-            rebalancing, offset commits",
+    about: "Apache Kafka: partitions as channels, consumer groups with rebalancing, offset \
+            commits; produces through librdkafka, consumes in loadcell's own protocol code",
     kv: KvCapabilities::NONE,
     blocking: false,
 };
@@ -122,6 +145,38 @@ const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// The connect timeout when the engine gives none.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const COMPRESSIONS: &[&str] = &["none", "gzip", "snappy", "lz4", "zstd"];
+
+/// Properties the native consumer honours, or that concern producing
+/// only ([`Settings::native_consumer`]).
+const NATIVE_CONSUMER_HONOURS: &[&str] = &[
+    "bootstrap.servers",
+    "client.id",
+    "allow.auto.create.topics",
+    "session.timeout.ms",
+    "heartbeat.interval.ms",
+    "max.poll.interval.ms",
+    // librdkafka's consumer's alone.
+    "fetch.queue.backoff.ms",
+    // Producing's.
+    "acks",
+    "compression.type",
+    "compression.codec",
+    "compression.level",
+    "linger.ms",
+    "queue.buffering.max.ms",
+    "queue.buffering.max.messages",
+    "queue.buffering.max.kbytes",
+    "batch.num.messages",
+    "batch.size",
+    "message.timeout.ms",
+    "delivery.timeout.ms",
+    "request.timeout.ms",
+    "message.send.max.retries",
+    "retries",
+    "retry.backoff.ms",
+    "enable.idempotence",
+    "sticky.partitioning.linger.ms",
+];
 
 /// The companion topic that holds `stream`'s marker.
 fn marker_topic(stream: &str) -> String {
@@ -196,6 +251,37 @@ impl Settings {
             config.set(key, value);
         }
         config
+    }
+
+    /// Whether sessions consume with loadcell's own consumer
+    /// ([`NativeConsumer`]): every property the target sets is one it
+    /// honours or one of producing's. Any other (TLS, SASL, fetch tuning,
+    /// another assignor or isolation level) keeps librdkafka's.
+    fn native_consumer(&self) -> bool {
+        self.properties.iter().all(|(key, value)| match &**key {
+            "security.protocol" => value.eq_ignore_ascii_case("plaintext"),
+            "partition.assignment.strategy" => value == "range",
+            key => NATIVE_CONSUMER_HONOURS.contains(&key),
+        })
+    }
+
+    /// The group's clocks, as the target sets them or librdkafka's
+    /// defaults (10 s for the session: see `consumer_config`).
+    fn group_timing(&self) -> GroupTiming {
+        let millis = |key: &str, default: u64| {
+            let value = self.properties.iter().find(|(k, _)| k == key);
+            Duration::from_millis(value.and_then(|(_, v)| v.parse().ok()).unwrap_or(default))
+        };
+        GroupTiming {
+            session: millis("session.timeout.ms", 10_000),
+            heartbeat: millis("heartbeat.interval.ms", 3_000),
+            rebalance: millis("max.poll.interval.ms", 300_000),
+        }
+    }
+
+    /// The brokers to ask first, as `host:port` each.
+    fn bootstrap(&self) -> Vec<String> {
+        self.brokers.split(',').map(str::to_string).collect()
     }
 
     /// A consumer's configuration, in `group`.
@@ -322,7 +408,13 @@ impl Driver for KafkaDriver {
             "unreported (client librdkafka {})",
             rdkafka::util::get_rdkafka_version().1
         );
-        let info = ServerInfo::new("Kafka", version);
+        // Which consumer a run's sessions use: a result says what ran.
+        let consumer = if conn.native_consumer().await? {
+            "loadcell's own (Kafka protocol)"
+        } else {
+            "librdkafka's"
+        };
+        let info = ServerInfo::new("Kafka", version).with_extra("consumer", consumer);
         Ok(match cluster {
             Some(cluster) => info.with_extra("cluster", cluster),
             None => info,
@@ -330,11 +422,18 @@ impl Driver for KafkaDriver {
     }
 }
 
+/// A session's consumer: loadcell's own where it serves the target,
+/// librdkafka's otherwise ([`Settings::native_consumer`]).
+enum Consumer {
+    Native(Box<NativeConsumer>),
+    Librdkafka(GroupConsumer),
+}
+
 /// One session: its share of the driver's producer, and its consumer once
 /// it subscribed.
 pub struct KafkaConn {
     session: Session,
-    consumer: Option<GroupConsumer>,
+    consumer: Option<Consumer>,
     /// A client of the group `positions` last asked about, kept for the
     /// next call (the workload asks every interval).
     group_client: Option<(String, Arc<BaseConsumer>)>,
@@ -346,9 +445,18 @@ impl KafkaConn {
     /// The channels this session's consumer holds now (its share of a
     /// group's partitions), in order; empty before `subscribe`.
     pub fn assignment(&self) -> Result<Vec<u32>, DriverError> {
-        self.consumer
-            .as_ref()
-            .map_or(Ok(Vec::new()), GroupConsumer::assignment)
+        match &self.consumer {
+            None => Ok(Vec::new()),
+            Some(Consumer::Native(native)) => Ok(native.assignment()),
+            Some(Consumer::Librdkafka(consumer)) => consumer.assignment(),
+        }
+    }
+
+    /// Whether this session's consumer is loadcell's own: the target sets
+    /// nothing it does not honour, and the broker speaks its versions.
+    async fn native_consumer(&self) -> Result<bool, DriverError> {
+        Ok(self.settings.native_consumer()
+            && NativeConsumer::speaks_to(&self.settings.bootstrap()).await?)
     }
 
     /// A consumer outside any subscription, in `group`: for metadata,
@@ -517,7 +625,23 @@ impl StreamConn for KafkaConn {
         consumer: &str,
         channels: Channels<'_>,
     ) -> Result<(), DriverError> {
-        let mut config = self.settings.consumer_config(group);
+        // Dropped first: a session subscribing again leaves before it joins.
+        self.consumer = None;
+        let settings = &self.settings;
+        if self.native_consumer().await? {
+            let native = NativeConsumer::subscribe(
+                settings.bootstrap(),
+                consumer,
+                group,
+                stream,
+                settings.group_timing(),
+                channels,
+            )
+            .await?;
+            self.consumer = Some(Consumer::Native(Box::new(native)));
+            return Ok(());
+        }
+        let mut config = settings.consumer_config(group);
         // Not `earliest`: a member would jump over rows deleted ahead of
         // the group's offset without a word, and the rows would be neither
         // read nor missing. The error names no partition; the member finds
@@ -525,7 +649,8 @@ impl StreamConn for KafkaConn {
         config
             .set("client.id", consumer)
             .set("auto.offset.reset", "error");
-        self.consumer = Some(GroupConsumer::subscribe(&config, stream, channels)?);
+        let librdkafka = GroupConsumer::subscribe(&config, stream, channels)?;
+        self.consumer = Some(Consumer::Librdkafka(librdkafka));
         Ok(())
     }
 
@@ -535,12 +660,26 @@ impl StreamConn for KafkaConn {
         wait: Duration,
         on_row: &mut OnRow<'_>,
     ) -> Result<PollOutcome, DriverError> {
-        let consumer = self.consumer.as_ref().ok_or_else(not_subscribed)?;
-        consumer.poll(max_rows, wait, on_row).await
+        match self.consumer.as_mut().ok_or_else(not_subscribed)? {
+            Consumer::Native(native) => native.poll(max_rows, wait, on_row).await,
+            Consumer::Librdkafka(consumer) => consumer.poll(max_rows, wait, on_row).await,
+        }
     }
 
     async fn commit(&mut self) -> Result<(), DriverError> {
-        self.consumer.as_ref().ok_or_else(not_subscribed)?.commit()
+        match self.consumer.as_mut().ok_or_else(not_subscribed)? {
+            Consumer::Native(native) => native.commit().await,
+            Consumer::Librdkafka(consumer) => consumer.commit(),
+        }
+    }
+
+    /// The native consumer commits and leaves here; librdkafka's does as
+    /// it is dropped.
+    async fn leave(&mut self) -> Result<(), DriverError> {
+        if let Some(Consumer::Native(native)) = &mut self.consumer {
+            native.leave().await?;
+        }
+        Ok(())
     }
 
     async fn create_stream(
