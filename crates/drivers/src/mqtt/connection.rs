@@ -131,14 +131,7 @@ impl MqttConnection {
         if let Err(e) = self.write_raw().await {
             return Err(self.lost_before_connack(&e));
         }
-        let frame = loop {
-            if let Some(frame) = self.parsed_frame()? {
-                break frame;
-            }
-            if let Err(e) = self.read_raw().await {
-                return Err(self.lost_before_connack(&e));
-            }
-        };
+        let frame = self.next_frame_or(Self::lost_before_connack).await?;
         let packet = &self.rbuf.pending()[..frame.len()];
         if frame.kind() != codec::CONNACK {
             let first = packet.to_vec();
@@ -217,11 +210,21 @@ impl MqttConnection {
     /// The next whole packet at the start of the unread bytes, reading
     /// until it is there.
     async fn next_frame(&mut self) -> Result<Frame, DriverError> {
+        self.next_frame_or(Self::lost).await
+    }
+
+    /// [`Self::next_frame`], with `lost` telling what a failed read means.
+    async fn next_frame_or(
+        &mut self,
+        lost: fn(&Self, &io::Error) -> DriverError,
+    ) -> Result<Frame, DriverError> {
         loop {
             if let Some(frame) = self.parsed_frame()? {
                 return Ok(frame);
             }
-            self.read_more().await?;
+            if let Err(e) = self.read_raw().await {
+                return Err(lost(self, &e));
+            }
         }
     }
 
