@@ -92,11 +92,15 @@ impl Link {
             if let Some(body) = whole_frame(&mut self.incoming)? {
                 return answer::<R>(body, correlation, version);
             }
-            // Room for the rest of the frame, or a fresh buffer once the
-            // last frame's bytes are still held by rows not yet handed over.
-            let wanted = frame_size(&self.incoming).unwrap_or(0);
-            let missing = wanted.saturating_sub(self.incoming.len());
-            self.incoming.reserve(missing.max(64 << 10));
+            // Room for exactly the rest of the frame once its size is
+            // known: a rounder reserve near its end grew the buffer and
+            // copied the whole frame, 7% of a consumer's CPU (perf, 10M
+            // rows, 8 partitions). Before that, room for its start.
+            let missing = match frame_size(&self.incoming) {
+                Some(size) => size.saturating_sub(self.incoming.len()),
+                None => 64 << 10,
+            };
+            self.incoming.reserve(missing);
             if self.socket.read_buf(&mut self.incoming).await? == 0 {
                 return Err(io::ErrorKind::UnexpectedEof.into());
             }
