@@ -331,6 +331,9 @@ pub struct KafkaDriver {
 struct SharedClients {
     producer: Arc<LazyProducer>,
     admin: Arc<AdminClient<DefaultClientContext>>,
+    /// Whether the brokers speak the native consumer's API versions:
+    /// asked once, by the first session that needs to know.
+    speaks_native: Arc<tokio::sync::OnceCell<bool>>,
 }
 
 impl KafkaDriver {
@@ -352,6 +355,7 @@ impl KafkaDriver {
                 Ok(SharedClients {
                     producer: Arc::new(LazyProducer::new(self.settings.config())),
                     admin: Arc::new(admin),
+                    speaks_native: Arc::default(),
                 })
             })
             .clone()
@@ -455,8 +459,15 @@ impl KafkaConn {
     /// Whether this session's consumer is loadcell's own: the target sets
     /// nothing it does not honour, and the broker speaks its versions.
     async fn native_consumer(&self) -> Result<bool, DriverError> {
-        Ok(self.settings.native_consumer()
-            && NativeConsumer::speaks_to(&self.settings.bootstrap()).await?)
+        if !self.settings.native_consumer() {
+            return Ok(false);
+        }
+        let bootstrap = self.settings.bootstrap();
+        self.clients
+            .speaks_native
+            .get_or_try_init(|| NativeConsumer::speaks_to(&bootstrap))
+            .await
+            .copied()
     }
 
     /// A consumer outside any subscription, in `group`: for metadata,
