@@ -430,7 +430,6 @@ impl Member {
                     humantime::format_duration(self.timing.rebalance + ADMIN_TIMEOUT)
                 )));
             }
-            let coordinator = self.coordinator(cluster).await?;
             let request = JoinGroupRequest::default()
                 .with_group_id(self.group.clone())
                 .with_session_timeout_ms(millis(self.timing.session))
@@ -440,18 +439,13 @@ impl Member {
                 .with_protocols(vec![JoinGroupRequestProtocol::default()
                     .with_name(StrBytes::from_static_str(ASSIGNOR))
                     .with_metadata(subscription.clone())]);
+            // A JoinGroup is answered once every member has joined, a
+            // SyncGroup once the leader has assigned.
             let wait = self.timing.rebalance + Duration::from_secs(5);
-            let joined = match cluster
-                .call_within(&coordinator, &request, version::JOIN_GROUP, wait)
-                .await
-            {
-                Ok(joined) => joined,
-                Err(e) => {
-                    self.retry_after_loss(&e, deadline, "join the group")
-                        .await?;
-                    continue;
-                }
-            };
+            let what = "join the group";
+            let joined = self
+                .call_coordinator(cluster, &request, version::JOIN_GROUP, wait, deadline, what)
+                .await?;
             match joined.error_code.err() {
                 None => {}
                 Some(ResponseError::MemberIdRequired) => {
@@ -476,17 +470,9 @@ impl Member {
                 .with_protocol_type(Some(StrBytes::from_static_str(PROTOCOL_TYPE)))
                 .with_protocol_name(Some(StrBytes::from_static_str(ASSIGNOR)))
                 .with_assignments(assignments);
-            let synced = match cluster
-                .call_within(&coordinator, &request, version::SYNC_GROUP, wait)
-                .await
-            {
-                Ok(synced) => synced,
-                Err(e) => {
-                    self.retry_after_loss(&e, deadline, "join the group")
-                        .await?;
-                    continue;
-                }
-            };
+            let synced = self
+                .call_coordinator(cluster, &request, version::SYNC_GROUP, wait, deadline, what)
+                .await?;
             if let Some(e) = synced.error_code.err() {
                 self.after_refusal(e, "join the group").await?;
                 continue;
@@ -500,19 +486,24 @@ impl Member {
         }
     }
 
-    /// Calls the coordinator, finding it again after a lost connection
-    /// until `deadline`.
+    /// Calls the coordinator, waiting up to `wait` for each answer and
+    /// finding the coordinator again after a lost connection until
+    /// `deadline`.
     async fn call_coordinator<R: Request>(
         &self,
         cluster: &mut Cluster,
         request: &R,
         version: i16,
+        wait: Duration,
         deadline: Instant,
         what: &str,
     ) -> Result<R::Response, DriverError> {
         loop {
             let coordinator = self.coordinator(cluster).await?;
-            match cluster.call(&coordinator, request, version).await {
+            match cluster
+                .call_within(&coordinator, request, version, wait)
+                .await
+            {
                 Ok(answer) => return Ok(answer),
                 Err(e) => self.retry_after_loss(&e, deadline, what).await?,
             }
@@ -659,10 +650,18 @@ impl Member {
                 .with_name(self.topic.clone())
                 .with_partition_indexes(partitions.to_vec())]));
         let deadline = Instant::now() + ADMIN_TIMEOUT;
+        let wait = cluster.timeout();
         loop {
             let what = "read the group's offsets";
             let answer = self
-                .call_coordinator(cluster, &request, version::OFFSET_FETCH, deadline, what)
+                .call_coordinator(
+                    cluster,
+                    &request,
+                    version::OFFSET_FETCH,
+                    wait,
+                    deadline,
+                    what,
+                )
                 .await?;
             let mut codes = vec![answer.error_code];
             for topic in &answer.topics {
@@ -726,10 +725,18 @@ impl Member {
         }
         let request = self.commit_request(offsets);
         let deadline = Instant::now() + ADMIN_TIMEOUT;
+        let wait = cluster.timeout();
         loop {
             let what = "commit offsets";
             let answer = self
-                .call_coordinator(cluster, &request, version::OFFSET_COMMIT, deadline, what)
+                .call_coordinator(
+                    cluster,
+                    &request,
+                    version::OFFSET_COMMIT,
+                    wait,
+                    deadline,
+                    what,
+                )
                 .await?;
             let refusal = answer
                 .topics

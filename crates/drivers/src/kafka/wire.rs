@@ -229,6 +229,11 @@ impl Cluster {
         &self.client_id
     }
 
+    /// How long a call waits for its answer unless told otherwise.
+    pub(super) fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     /// Calls the broker at `address`, over its link if it has a settled
     /// one; a link that failed is dropped, so the next call connects again.
     pub(super) async fn call<R: Request>(
