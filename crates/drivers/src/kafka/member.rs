@@ -422,6 +422,7 @@ impl Member {
             &ConsumerProtocolSubscription::default().with_topics(vec![self.topic.0.clone()]),
         )?;
         self.shared.set(|id| id.generation = -1);
+        let what = "join the group";
         loop {
             if Instant::now() >= deadline {
                 return Err(DriverError::fatal(format!(
@@ -442,9 +443,15 @@ impl Member {
             // A JoinGroup is answered once every member has joined, a
             // SyncGroup once the leader has assigned.
             let wait = self.timing.rebalance + Duration::from_secs(5);
-            let what = "join the group";
             let joined = self
-                .call_coordinator(cluster, &request, version::JOIN_GROUP, wait, deadline, what)
+                .call_coordinator_within(
+                    cluster,
+                    &request,
+                    version::JOIN_GROUP,
+                    wait,
+                    deadline,
+                    what,
+                )
                 .await?;
             match joined.error_code.err() {
                 None => {}
@@ -454,7 +461,7 @@ impl Member {
                     continue;
                 }
                 Some(e) => {
-                    self.after_refusal(e, "join the group").await?;
+                    self.after_refusal(e, what).await?;
                     continue;
                 }
             }
@@ -471,10 +478,17 @@ impl Member {
                 .with_protocol_name(Some(StrBytes::from_static_str(ASSIGNOR)))
                 .with_assignments(assignments);
             let synced = self
-                .call_coordinator(cluster, &request, version::SYNC_GROUP, wait, deadline, what)
+                .call_coordinator_within(
+                    cluster,
+                    &request,
+                    version::SYNC_GROUP,
+                    wait,
+                    deadline,
+                    what,
+                )
                 .await?;
             if let Some(e) = synced.error_code.err() {
-                self.after_refusal(e, "join the group").await?;
+                self.after_refusal(e, what).await?;
                 continue;
             }
             let partitions = self.assigned(synced.assignment)?;
@@ -486,10 +500,23 @@ impl Member {
         }
     }
 
-    /// Calls the coordinator, waiting up to `wait` for each answer and
-    /// finding the coordinator again after a lost connection until
-    /// `deadline`.
+    /// Calls the coordinator, finding it again after a lost connection
+    /// until `deadline`.
     async fn call_coordinator<R: Request>(
+        &self,
+        cluster: &mut Cluster,
+        request: &R,
+        version: i16,
+        deadline: Instant,
+        what: &str,
+    ) -> Result<R::Response, DriverError> {
+        let wait = cluster.timeout();
+        self.call_coordinator_within(cluster, request, version, wait, deadline, what)
+            .await
+    }
+
+    /// [`Member::call_coordinator`], waiting up to `wait` for each answer.
+    async fn call_coordinator_within<R: Request>(
         &self,
         cluster: &mut Cluster,
         request: &R,
@@ -650,18 +677,10 @@ impl Member {
                 .with_name(self.topic.clone())
                 .with_partition_indexes(partitions.to_vec())]));
         let deadline = Instant::now() + ADMIN_TIMEOUT;
-        let wait = cluster.timeout();
         loop {
             let what = "read the group's offsets";
             let answer = self
-                .call_coordinator(
-                    cluster,
-                    &request,
-                    version::OFFSET_FETCH,
-                    wait,
-                    deadline,
-                    what,
-                )
+                .call_coordinator(cluster, &request, version::OFFSET_FETCH, deadline, what)
                 .await?;
             let mut codes = vec![answer.error_code];
             for topic in &answer.topics {
@@ -725,18 +744,10 @@ impl Member {
         }
         let request = self.commit_request(offsets);
         let deadline = Instant::now() + ADMIN_TIMEOUT;
-        let wait = cluster.timeout();
         loop {
             let what = "commit offsets";
             let answer = self
-                .call_coordinator(
-                    cluster,
-                    &request,
-                    version::OFFSET_COMMIT,
-                    wait,
-                    deadline,
-                    what,
-                )
+                .call_coordinator(cluster, &request, version::OFFSET_COMMIT, deadline, what)
                 .await?;
             let refusal = answer
                 .topics
